@@ -1,0 +1,61 @@
+// Helpers shared by the Qt Test suites: where the shared assets and committed fixtures are, running
+// tandem-cli as a child process, and writing scratch files.
+#pragma once
+
+#include <QProcess>
+#include <QString>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace tandem::test {
+
+inline std::filesystem::path assets() { return TANDEM_ASSETS_DIR; }
+inline std::filesystem::path fixtures() { return TANDEM_FIXTURES_DIR; }
+inline std::filesystem::path source_dir() { return TANDEM_SOURCE_DIR; }
+
+// Skips the current test (QSKIP) when the shared assets are not beside the checkout.
+#define TANDEM_REQUIRE_ASSET(path)                                                        \
+    do {                                                                                  \
+        if (!std::filesystem::exists(path))                                               \
+            QSKIP(qPrintable(QString("asset not found: ") + QString::fromStdString((path).string()))); \
+    } while (0)
+
+inline void write_file(const std::filesystem::path& path, const std::string& data) {
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream out(path, std::ios::binary);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+struct CliResult {
+    int exit_code = -1;
+    bool crashed = false;   // killed by a signal
+    QByteArray out;
+    QByteArray err;
+};
+
+// Runs tandem-cli with args, feeding `input` on stdin. Never hangs: 120 s limit.
+inline CliResult run_cli(const QStringList& args, const QByteArray& input = {}) {
+    QProcess p;
+    p.start(QString(TANDEM_CLI_PATH), args);
+    CliResult r;
+    if (!p.waitForStarted(10000)) return r;
+    if (!input.isEmpty()) p.write(input);
+    p.closeWriteChannel();
+    if (!p.waitForFinished(120000)) {
+        p.kill();
+        p.waitForFinished();
+        r.crashed = true;
+        return r;
+    }
+    r.crashed = p.exitStatus() == QProcess::CrashExit;
+    r.exit_code = p.exitCode();
+    r.out = p.readAllStandardOutput();
+    r.err = p.readAllStandardError();
+    return r;
+}
+
+}  // namespace tandem::test
