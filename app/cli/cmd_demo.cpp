@@ -1,0 +1,30 @@
+// `tandem-cli demo [--out DIR] [--seed N]` — writes the built-in demo model (tiny, random weights from a fixed
+// seed, no download) as a Hugging Face model folder and prints where it went.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "tandem/demo_model.h"
+
+namespace tandem::cli {
+
+Run add_demo_command(CLI::App& app) {
+    struct Opts {
+        std::string out = "tandem-demo-model";
+        uint64_t seed = 1234;
+    };
+    auto o = std::make_shared<Opts>();
+    auto* sub = app.add_subcommand("demo", "Write the built-in demo model (tiny, random weights, for trying Tandem)");
+    sub->add_option("--out", o->out, "folder to write (created if needed)")->capture_default_str();
+    sub->add_option("--seed", o->seed, "weight seed")->capture_default_str();
+    return [o]() {
+        DemoModelSpec spec;
+        spec.seed = o->seed;
+        create_demo_model(o->out, spec);
+        std::cout << "demo model (random weights, seed " << o->seed << ", not trained) written to " << o->out << "\n";
+        return 0;
+    };
+}
+
+}  // namespace tandem::cli
