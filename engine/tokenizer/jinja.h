@@ -19,7 +19,7 @@ namespace tandem::jinja {
 
 struct RenderLimits {
     size_t max_output = size_t(64) << 20;  // bytes of any one string the template builds (incl. the result)
-    uint64_t max_steps = 20'000'000;       // statements + expressions evaluated
+    uint64_t max_steps = 5'000'000;        // statements + expressions evaluated (a long chat is ~1e5)
     int max_depth = 256;                   // nested evaluation (expressions, blocks, macro calls)
     size_t max_items = 1'000'000;          // elements of a list the template builds
 };

@@ -332,6 +332,20 @@ class Evaluator {
 public:
     Evaluator(const Program& program, const RenderLimits& limits) : program_(program), limits_(limits) {}
 
+    // Macros point to their defining scope, which holds the macro; namespaces and loops can hold themselves
+    // ({% set ns.me = ns %}). Nothing of a render outlives it (the result is a string), so the links of every
+    // mutable object it created are cut here instead of using weak pointers everywhere.
+    ~Evaluator() {
+        for (const auto& o : created_) {
+            if (auto* f = dynamic_cast<Function*>(o.get())) f->closure.reset();
+            if (auto* n = dynamic_cast<Namespace*>(o.get())) n->attrs.clear();
+            if (auto* l = dynamic_cast<LoopState*>(o.get())) {
+                l->items.reset();
+                l->last_changed.reset();
+            }
+        }
+    }
+
     std::string run(const Variables& variables) {
         auto globals = std::make_shared<Scope>();
         for (const char* name : {"range", "namespace", "dict", "raise_exception", "strftime_now", "cycler",
@@ -447,6 +461,7 @@ private:
             f->name = n.name;
             f->macro = &n;
             f->closure = scope;
+            created_.push_back(f);
             scope->set(n.name, Value::object(f, Value::ObjectKind::Callable));
             return Flow::Normal;
         }
@@ -486,6 +501,7 @@ private:
             return Flow::Normal;
         }
         auto loop = std::make_shared<LoopState>();
+        created_.push_back(loop);
         loop->items = std::make_shared<const List>(std::move(items));
         const Value loop_value = Value::object(loop, Value::ObjectKind::Loop);
         for (size_t i = 0; i < loop->items->size(); ++i) {
@@ -1076,6 +1092,7 @@ private:
             for (const auto& [k, v] : kw) put(Value::string(k), v);
             if (name == "dict") return Value::dict(std::move(d));
             auto ns = std::make_shared<Namespace>();
+            created_.push_back(ns);
             for (const auto& [k, v] : d.items) {
                 if (!k.is_string()) value_unsupported("namespace() with non-string keys");
                 ns->set(k.as_string(), v);
@@ -1735,6 +1752,7 @@ private:
     uint64_t steps_ = 0;
     int depth_ = 0;
     Value filter_input_;
+    std::vector<std::shared_ptr<Object>> created_;  // macros, namespaces, loops: see ~Evaluator
 };
 
 }  // namespace

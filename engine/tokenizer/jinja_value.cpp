@@ -91,7 +91,7 @@ const Value* Dict::find(std::string_view key) const {
 Value Namespace::get(std::string_view name) const {
     for (const auto& [k, v] : attrs)
         if (k == name) return v;
-    return Value::undefined("namespace attribute '" + std::string(name) + "'");
+    return Value::undefined("'Namespace object' has no attribute '" + std::string(name) + "'");
 }
 void Namespace::set(const std::string& name, Value v) {
     for (auto& [k, old] : attrs)
@@ -648,7 +648,10 @@ int compare(const Value& a, const Value& b) {
         }
         return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
     }
-    if (a.is_undefined() || b.is_undefined()) value_error("'" + (a.is_undefined() ? a : b).undefined_hint() + "' is undefined");
+    if (a.is_undefined() || b.is_undefined()) {
+        const std::string hint = (a.is_undefined() ? a : b).undefined_hint();
+        value_error(hint.empty() ? "a value is undefined" : hint);
+    }
     value_error("'<' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 

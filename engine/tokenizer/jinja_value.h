@@ -80,7 +80,7 @@ public:
     bool as_bool() const { return int_ != 0; }
     int64_t as_int() const { return int_; }       // Bool or Int
     double as_double() const { return kind_ == Kind::Float ? float_ : static_cast<double>(int_); }
-    const std::string& as_string() const { return *str_; }  // String; Undefined: the hint (may be empty)
+    const std::string& as_string() const { return *str_; }  // String only
     bool is_markup() const { return kind_ == Kind::String && markup_; }
     const List& as_list() const { return *list_; }
     Flavor flavor() const { return flavor_; }
@@ -88,6 +88,7 @@ public:
     Object* as_object() const { return obj_.get(); }
     const std::shared_ptr<Object>& object_ptr() const { return obj_; }
     ObjectKind object_kind() const { return object_kind_; }
+    // Undefined: the error message jinja2 would give on use ("'x' is undefined"), possibly empty.
     std::string undefined_hint() const { return str_ ? *str_ : std::string(); }
 
 private:
