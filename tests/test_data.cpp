@@ -828,6 +828,32 @@ private slots:
         QCOMPARE(ls.p95, int64_t(19));
     }
 
+    void prepare_with_validation() {
+        DataOptions o;
+        o.path = source_dir() / "datasets/demo_alpaca.jsonl";
+        o.validation_fraction = 0.1;
+        o.seed = 1;
+        o.pack.token_budget = 1024;
+        const auto codec = fake_codec(render_chatml);
+        const auto p = prepare_data(o, codec);
+        QCOMPARE(p.train.records.size(), size_t(54));
+        QCOMPARE(p.validation.records.size(), size_t(6));
+        QCOMPARE(p.summary.samples, int64_t(54));
+        QCOMPARE(p.summary.validation_records, int64_t(6));
+        QCOMPARE(p.summary.validation_samples, int64_t(6));
+        QVERIFY(p.summary.validation_batches >= 1);
+        QCOMPARE(to_json(p.summary)["validation"]["records"].get<int64_t>(), int64_t(6));
+        // Same seed, same split.
+        const auto again = prepare_data(o, codec);
+        QCOMPARE(again.validation.records[0].messages.back().content, p.validation.records[0].messages.back().content);
+        // A second file wins over the fraction.
+        o.validation_path = source_dir() / "datasets/demo_chat.jsonl";
+        const auto two = prepare_data(o, codec);
+        QCOMPARE(two.train.records.size(), size_t(60));
+        QCOMPARE(two.validation.records.size(), size_t(20));
+        QCOMPARE(two.summary.validation_path, o.validation_path.string());
+    }
+
     // ----- the real datasets --------------------------------------------------------------------------------
 
     void real_datasets_load() {

@@ -46,3 +46,11 @@ TokenizedDataset tokenize_dataset(const Dataset& dataset, const Tokenizer& token
 }
 
 }  // namespace tandem
+
+namespace tandem {
+
+PreparedData prepare_data(const DataOptions& options, const Tokenizer& tokenizer) {
+    return prepare_data(options, make_text_codec(tokenizer, options.render));
+}
+
+}  // namespace tandem

@@ -79,6 +79,8 @@ nlohmann::json to_json(const DataSummary& s) {
                                     {"p95", s.lengths.p95}, {"max", s.lengths.max}}}}},
         {"batches", {{"packing", s.packing}, {"token_budget", s.token_budget}, {"count", s.batches},
                      {"efficiency", s.packing_efficiency}}},
+        {"validation", {{"path", s.validation_path}, {"records", s.validation_records},
+                        {"samples", s.validation_samples}, {"batches", s.validation_batches}}},
     };
 }
 
@@ -101,6 +103,9 @@ std::string to_text(const DataSummary& s) {
       << ", p95 " << s.lengths.p95 << ", max " << s.lengths.max << "\n"
       << "batches:    " << s.batches << " of " << s.token_budget << " tokens, "
       << (s.packing ? "packed" : "padded") << ", efficiency " << s.packing_efficiency * 100 << "%\n";
+    if (s.validation_records)
+        o << "validation: " << s.validation_records << " records, " << s.validation_samples << " samples, "
+          << s.validation_batches << " batches (" << s.validation_path << ")\n";
     return o.str();
 }
 

@@ -213,7 +213,7 @@ struct PackOptions {
     int32_t token_budget = 8192;  // tokens per micro-batch (T)
     bool packing = true;          // false: padded mode, one sample per row
     int32_t rows = 0;             // padded mode: rows per micro-batch (0 = token_budget / longest sample)
-    int32_t pad_id = 0;
+    int32_t pad_id = 0;           // never attended nor trained; 0 is always a valid id
     uint64_t seed = 0;            // shuffles sample order before packing and the order of the batches
     bool shuffle = true;
 };
@@ -287,10 +287,41 @@ struct DataSummary {
     int32_t token_budget = 0;
     int64_t batches = 0;
     double packing_efficiency = 0;
+    // Validation part (from validation_fraction or a second file); zero when there is none.
+    std::string validation_path;
+    int64_t validation_records = 0;
+    int64_t validation_samples = 0;
+    int64_t validation_batches = 0;
 };
 
 DataSummary summarize(const Dataset& dataset, const TokenizedDataset& tokens, const PackOptions& options);
 nlohmann::json to_json(const DataSummary& summary);
 std::string to_text(const DataSummary& summary);
+
+// ---------------------------------------------------------------------------------------------------------
+// Everything at once: what `tandem-cli data` and the trainer call
+// ---------------------------------------------------------------------------------------------------------
+
+struct DataOptions {
+    std::filesystem::path path;
+    std::filesystem::path validation_path;  // a second file for validation; wins over validation_fraction
+    double validation_fraction = 0.0;       // share of the records held out (deterministic by seed)
+    uint64_t seed = 0;                      // split seed; pack.seed shuffles the batches
+    ReadOptions read;
+    RenderOptions render;
+    PackOptions pack;
+};
+
+struct PreparedData {
+    Dataset train;
+    Dataset validation;  // empty when there is no validation part
+    TokenizedDataset train_tokens;
+    TokenizedDataset validation_tokens;
+    DataSummary summary;
+};
+
+// read -> split -> tokenize -> summarize (batches are built per epoch with pack_dataset).
+PreparedData prepare_data(const DataOptions& options, const TextCodec& codec);
+PreparedData prepare_data(const DataOptions& options, const Tokenizer& tokenizer);
 
 }  // namespace tandem
