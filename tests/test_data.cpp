@@ -37,14 +37,16 @@ std::optional<Error> error_of(const std::function<void()>& f) {
     return std::nullopt;
 }
 
-bool contains(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }
+bool contains(std::string_view hay, std::string_view needle) {
+    return hay.find(needle) != std::string_view::npos;
+}
 
-#define EXPECT_ERROR(expr, cat, needle)                                                                     \
-    do {                                                                                                    \
-        const auto err_ = error_of([&] { (void)(expr); });                                                  \
-        QVERIFY2(err_.has_value(), "no error thrown by " #expr);                                            \
-        QVERIFY2(err_->category() == (cat), err_->what());                                                  \
-        QVERIFY2(contains(err_->what(), needle),                                                            \
+#define EXPECT_ERROR(expr, cat, needle)                                                                            \
+    do {                                                                                                           \
+        const auto err_ = error_of([&] { (void)(expr); });                                                         \
+        QVERIFY2(err_.has_value(), "no error thrown by " #expr);                                                   \
+        QVERIFY2(err_->category() == (cat), err_->what());                                                         \
+        QVERIFY2(contains(err_->what(), needle),                                                                   \
                  qPrintable(QString("message lacks '%1': %2").arg(QString::fromStdString(needle), err_->what()))); \
     } while (0)
 
@@ -106,9 +108,12 @@ std::string render_qwen_like(const json& messages, bool gen, const json& extra) 
 std::string render_no_eos(const json& messages, bool gen, const json&) {
     std::string s;
     for (const auto& m : messages) {
-        if (m["role"] == "user") s += "### Q:\n" + m["content"].get<std::string>() + "\n\n";
-        else if (m["role"] == "assistant") s += "### A:\n" + m["content"].get<std::string>() + "\n\n";
-        else throw Error(ErrorCategory::InvalidInput, "role " + m["role"].get<std::string>() + " not supported");
+        if (m["role"] == "user")
+            s += "### Q:\n" + m["content"].get<std::string>() + "\n\n";
+        else if (m["role"] == "assistant")
+            s += "### A:\n" + m["content"].get<std::string>() + "\n\n";
+        else
+            throw Error(ErrorCategory::InvalidInput, "role " + m["role"].get<std::string>() + " not supported");
     }
     if (gen) s += "### A:\n";
     return s;
@@ -281,19 +286,20 @@ private slots:
     }
 
     void chat_jsonl() {
-        const auto p = file("c.jsonl",
-                            "{\"messages\": [{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": "
-                            "\"U\"}, {\"role\": \"assistant\", \"content\": \"A\"}, {\"role\": \"user\", \"content\": "
-                            "\"trailing\"}]}\n\n"
-                            "{\"messages\": [{\"role\": \"user\", \"content\": \"U\"}, {\"role\": \"assistant\", "
-                            "\"content\": null, \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
-                            "\"arguments\": {}}}]}, {\"role\": \"tool\", \"content\": \"42\"}, {\"role\": "
-                            "\"assistant\", \"content\": \"It is 42.\"}]}\n");
+        const auto p =
+            file("c.jsonl",
+                 "{\"messages\": [{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": "
+                 "\"U\"}, {\"role\": \"assistant\", \"content\": \"A\"}, {\"role\": \"user\", \"content\": "
+                 "\"trailing\"}]}\n\n"
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"U\"}, {\"role\": \"assistant\", "
+                 "\"content\": null, \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+                 "\"arguments\": {}}}]}, {\"role\": \"tool\", \"content\": \"42\"}, {\"role\": "
+                 "\"assistant\", \"content\": \"It is 42.\"}]}\n");
         const Dataset d = read_dataset(p);
         QCOMPARE(d.format, DatasetFormat::Chat);
         QCOMPARE(d.records.size(), size_t(2));
         QCOMPARE(d.records[0].messages.size(), size_t(3));  // the trailing user turn trains nothing: dropped
-        QCOMPARE(d.records[1].location.line, uint32_t(3));   // blank line 2 skipped, lines still counted
+        QCOMPARE(d.records[1].location.line, uint32_t(3));  // blank line 2 skipped, lines still counted
         QVERIFY(d.records[1].messages[1].is_tool_call);
         QVERIFY(d.records[1].messages[1].tool_calls.is_array());
         QCOMPARE(d.records[1].messages[2].role, std::string("tool"));
@@ -301,18 +307,20 @@ private slots:
 
     void sharegpt_roles() {
         // Built with nlohmann: moc cannot lex raw strings that hold backslashes.
-        const json conv = json::array({{{"from", "human"}, {"value", "Hi"}},
-                                       {{"from", "gpt"}, {"value", "Hello"}},
-                                       {{"from", "user"}, {"value", "call f"}},
-                                       {{"from", "function_call"}, {"value", "{\"name\": \"f\", \"arguments\": {\"x\": 1}}"}},
-                                       {{"from", "observation"}, {"value", "{\"y\": 2}"}},
-                                       {{"from", "assistant"}, {"value", "y is 2"}}});
+        const json conv =
+            json::array({{{"from", "human"}, {"value", "Hi"}},
+                         {{"from", "gpt"}, {"value", "Hello"}},
+                         {{"from", "user"}, {"value", "call f"}},
+                         {{"from", "function_call"}, {"value", "{\"name\": \"f\", \"arguments\": {\"x\": 1}}"}},
+                         {{"from", "observation"}, {"value", "{\"y\": 2}"}},
+                         {{"from", "assistant"}, {"value", "y is 2"}}});
         const json rec = {{"system", "Sys"}, {"tools", "[{\"name\": \"f\"}]"}, {"conversations", conv}};
         const auto p = file("s.json", json::array({rec}).dump(2));
         const Dataset d = read_dataset(p);
         QCOMPARE(d.format, DatasetFormat::ShareGpt);
         const auto& m = d.records[0].messages;
-        const std::vector<std::string> roles = {"system", "user", "assistant", "user", "assistant", "tool", "assistant"};
+        const std::vector<std::string> roles = {"system",    "user", "assistant", "user",
+                                                "assistant", "tool", "assistant"};
         QCOMPARE(m.size(), roles.size());
         for (size_t i = 0; i < roles.size(); ++i) QCOMPARE(m[i].role, roles[i]);
         QVERIFY(m[4].is_tool_call);
@@ -451,10 +459,14 @@ private slots:
         for (int i = 0; i < 40; ++i)
             s += R"({"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]})"
                  "\n";
-        s += R"({"messages": []})" "\n";
-        s += R"({"messages": [{"role": "user", "content": "u"}]})" "\n";
-        s += R"({"messages": [{"role": "narrator", "content": "u"}, {"role": "assistant", "content": "a"}]})" "\n";
-        s += R"({"messages": [{"role": "user", "content": 3}, {"role": "assistant", "content": "a"}]})" "\n";
+        s += R"({"messages": []})"
+             "\n";
+        s += R"({"messages": [{"role": "user", "content": "u"}]})"
+             "\n";
+        s += R"({"messages": [{"role": "narrator", "content": "u"}, {"role": "assistant", "content": "a"}]})"
+             "\n";
+        s += R"({"messages": [{"role": "user", "content": 3}, {"role": "assistant", "content": "a"}]})"
+             "\n";
         const auto d = read_dataset(file("conv.jsonl", s));
         QCOMPARE(d.records.size(), size_t(40));
         QCOMPARE(d.invalid.by_reason.at("empty"), int64_t(1));
@@ -467,8 +479,10 @@ private slots:
 
         std::string g;
         for (int i = 0; i < 30; ++i)
-            g += R"({"conversations": [{"from": "human", "value": "u"}, {"from": "gpt", "value": "a"}]})" "\n";
-        g += R"({"conversations": [{"from": "robot", "value": "u"}, {"from": "gpt", "value": "a"}]})" "\n";
+            g += R"({"conversations": [{"from": "human", "value": "u"}, {"from": "gpt", "value": "a"}]})"
+                 "\n";
+        g += R"({"conversations": [{"from": "robot", "value": "u"}, {"from": "gpt", "value": "a"}]})"
+             "\n";
         const auto sg = read_dataset(file("sg.jsonl", g));
         QCOMPARE(sg.invalid.by_reason.at("unknown_role"), int64_t(1));
         QVERIFY(contains(sg.invalid.first[0].message, "\"robot\""));
@@ -498,14 +512,14 @@ private slots:
         const auto d = read_dataset(file("arr.json", s));
         QCOMPARE(d.records.size(), size_t(21));
         QCOMPARE(d.invalid.count, int64_t(1));
-        QVERIFY2(contains(d.invalid.first[0].location, "arr.json:22 (element 20)"), d.invalid.first[0].location.c_str());
+        QVERIFY2(contains(d.invalid.first[0].location, "arr.json:22 (element 20)"),
+                 d.invalid.first[0].location.c_str());
         // Truncated: the array never closes.
         const auto cut = file("cut.json", s.substr(0, s.size() - 30));
         EXPECT_ERROR(read_dataset(cut), ErrorCategory::InvalidInput, "truncated");
         EXPECT_ERROR(read_dataset(cut), ErrorCategory::InvalidInput, "cut.json:");
         EXPECT_ERROR(read_dataset(cut), ErrorCategory::InvalidInput, "element 20, which starts at line 22");
-        EXPECT_ERROR(read_dataset(file("cut2.json", "[{\"text\": \"a\"},")), ErrorCategory::InvalidInput,
-                     "truncated");
+        EXPECT_ERROR(read_dataset(file("cut2.json", "[{\"text\": \"a\"},")), ErrorCategory::InvalidInput, "truncated");
         EXPECT_ERROR(read_dataset(file("empty_arr.json", "[ ]")), ErrorCategory::InvalidInput, "empty");
         EXPECT_ERROR(read_dataset(file("trailing.json", "[{\"text\": \"a\"}] x")), ErrorCategory::InvalidInput,
                      "after the end of the JSON array");
@@ -516,7 +530,8 @@ private slots:
     }
 
     void file_level_errors() {
-        EXPECT_ERROR(read_dataset(file("empty.jsonl", "")), ErrorCategory::InvalidInput, "empty.jsonl: the file is empty");
+        EXPECT_ERROR(read_dataset(file("empty.jsonl", "")), ErrorCategory::InvalidInput,
+                     "empty.jsonl: the file is empty");
         EXPECT_ERROR(read_dataset(file("ws.json", " \n\n ")), ErrorCategory::InvalidInput, "only whitespace");
         EXPECT_ERROR(read_dataset(file("bin.jsonl", std::string("PAR1\0\0\x15", 7))), ErrorCategory::InvalidInput,
                      "bin.jsonl: looks like a binary file");
@@ -575,19 +590,20 @@ private slots:
     void chatml_masks_multi_turn() {
         const auto codec = fake_codec(render_chatml);
         RenderOptions o;
-        auto d = dataset_of({chat_record({{"system", "S"}, {"user", "hi"}, {"assistant", "hello"}, {"user", "q2"},
-                                          {"assistant", "a2"}})});
+        auto d = dataset_of({chat_record(
+            {{"system", "S"}, {"user", "hi"}, {"assistant", "hello"}, {"user", "q2"}, {"assistant", "a2"}})});
         const auto t = tokenize_dataset(d, codec, o);
         QCOMPARE(t.size(), size_t(1));
         QCOMPARE(t.split_conversations, int64_t(0));
         QCOMPARE(trained_text(t, 0, fake_decode), std::string("hello<|im_end|>|a2<|im_end|>"));
         // The whole sample is the template's rendering, unchanged.
-        QCOMPARE(fake_decode(t.sample_tokens(0)), render_chatml(json::array({{{"role", "system"}, {"content", "S"}},
-                                                                             {{"role", "user"}, {"content", "hi"}},
-                                                                             {{"role", "assistant"}, {"content", "hello"}},
-                                                                             {{"role", "user"}, {"content", "q2"}},
-                                                                             {{"role", "assistant"}, {"content", "a2"}}}),
-                                                                false, {}));
+        QCOMPARE(fake_decode(t.sample_tokens(0)),
+                 render_chatml(json::array({{{"role", "system"}, {"content", "S"}},
+                                            {{"role", "user"}, {"content", "hi"}},
+                                            {{"role", "assistant"}, {"content", "hello"}},
+                                            {{"role", "user"}, {"content", "q2"}},
+                                            {{"role", "assistant"}, {"content", "a2"}}}),
+                               false, {}));
         QCOMPARE(t.labels[0], -100);
         // train_on_all_tokens: everything but the first token.
         o.train_on_all_tokens = true;
@@ -606,7 +622,8 @@ private slots:
         QVERIFY(contains(fake_decode(single.sample_tokens(0)), "<think>\n\n</think>\n\nhello"));
 
         auto multi = tokenize_dataset(
-            dataset_of({chat_record({{"user", "u1"}, {"assistant", "a1"}, {"user", "u2"}, {"assistant", "a2"}})}), codec, o);
+            dataset_of({chat_record({{"user", "u1"}, {"assistant", "a1"}, {"user", "u2"}, {"assistant", "a2"}})}),
+            codec, o);
         QCOMPARE(multi.split_conversations, int64_t(1));
         QCOMPARE(multi.size(), size_t(2));
         QCOMPARE(trained_text(multi, 0, fake_decode), std::string("a1<|im_end|>"));
@@ -623,12 +640,13 @@ private slots:
     void eos_appended_when_template_has_none() {
         auto codec = fake_codec(render_no_eos, "</s>");
         RenderOptions o;
-        auto t = tokenize_dataset(dataset_of({chat_record({{"user", "q"}, {"assistant", "a"}, {"user", "q2"},
-                                                           {"assistant", "b"}})}),
-                                  codec, o);
+        auto t = tokenize_dataset(
+            dataset_of({chat_record({{"user", "q"}, {"assistant", "a"}, {"user", "q2"}, {"assistant", "b"}})}), codec,
+            o);
         // Reply trained, EOS appended and trained, the "\n\n" separator masked.
         QCOMPARE(trained_text(t, 0, fake_decode), std::string("a</s>|b</s>"));
-        QCOMPARE(fake_decode(t.sample_tokens(0)), std::string("### Q:\nq\n\n### A:\na</s>\n\n### Q:\nq2\n\n### A:\nb</s>\n\n"));
+        QCOMPARE(fake_decode(t.sample_tokens(0)),
+                 std::string("### Q:\nq\n\n### A:\na</s>\n\n### Q:\nq2\n\n### A:\nb</s>\n\n"));
         o.add_eos_if_missing = false;
         t = tokenize_dataset(dataset_of({chat_record({{"user", "q"}, {"assistant", "a"}})}), codec, o);
         QCOMPARE(trained_text(t, 0, fake_decode), std::string("a"));
@@ -640,8 +658,9 @@ private slots:
 
     void template_errors_are_invalid_records() {
         const auto codec = fake_codec(render_no_eos, "</s>");
-        Dataset d = dataset_of({chat_record({{"user", "q"}, {"assistant", "a"}}),
-                                chat_record({{"user", "q"}, {"assistant", "call"}, {"tool", "r"}, {"assistant", "a"}})});
+        Dataset d =
+            dataset_of({chat_record({{"user", "q"}, {"assistant", "a"}}),
+                        chat_record({{"user", "q"}, {"assistant", "call"}, {"tool", "r"}, {"assistant", "a"}})});
         const auto t = tokenize_dataset(d, codec, RenderOptions{});
         QCOMPARE(t.size(), size_t(1));
         QCOMPARE(t.invalid.count, int64_t(1));
@@ -649,9 +668,9 @@ private slots:
         QVERIFY(contains(t.invalid.first[0].message, "role tool not supported"));
 
         const auto ignoring = fake_codec(render_ignores_generation_prompt);
-        EXPECT_ERROR(tokenize_dataset(dataset_of({chat_record({{"user", "q"}, {"assistant", "a"}})}), ignoring,
-                                      RenderOptions{}),
-                     ErrorCategory::InvalidInput, "ignores add_generation_prompt");
+        EXPECT_ERROR(
+            tokenize_dataset(dataset_of({chat_record({{"user", "q"}, {"assistant", "a"}})}), ignoring, RenderOptions{}),
+            ErrorCategory::InvalidInput, "ignores add_generation_prompt");
     }
 
     void text_and_prompt_completion_samples() {
@@ -679,7 +698,7 @@ private slots:
         RenderOptions o;
         o.max_seq_len = 40;
         const std::string long_reply(100, 'x');
-        auto d = dataset_of({chat_record({{"user", "q"}, {"assistant", long_reply}}),         // truncated, kept
+        auto d = dataset_of({chat_record({{"user", "q"}, {"assistant", long_reply}}),            // truncated, kept
                              chat_record({{"user", std::string(60, 'p')}, {"assistant", "a"}}),  // nothing left
                              chat_record({{"user", "q"}, {"assistant", "short"}})});
         const auto t = tokenize_dataset(d, codec, o);
@@ -813,7 +832,8 @@ private slots:
         QCOMPARE(s.valid_records, int64_t(20));
         QCOMPARE(s.samples, int64_t(20));
         QCOMPARE(s.lengths.count, int64_t(20));
-        QVERIFY(s.lengths.min <= s.lengths.median && s.lengths.median <= s.lengths.p95 && s.lengths.p95 <= s.lengths.max);
+        QVERIFY(s.lengths.min <= s.lengths.median && s.lengths.median <= s.lengths.p95 &&
+                s.lengths.p95 <= s.lengths.max);
         QCOMPARE(s.batches, static_cast<int64_t>(pack_dataset(t, o).size()));
         QVERIFY(s.packing_efficiency > 0 && s.packing_efficiency <= 1);
         const json j = to_json(s);
@@ -877,7 +897,8 @@ private slots:
         for (const auto& c : cases) {
             const auto d = read_dataset(dir / c.file);
             QVERIFY2(d.format == c.format, c.file);
-            QVERIFY2(d.records.size() == c.valid, qPrintable(QString("%1: %2 valid").arg(c.file).arg(d.records.size())));
+            QVERIFY2(d.records.size() == c.valid,
+                     qPrintable(QString("%1: %2 valid").arg(c.file).arg(d.records.size())));
             QVERIFY2(d.invalid.count == c.invalid, c.file);
         }
         const auto alpaca = read_dataset(dir / "alpaca_5000.json");
@@ -910,8 +931,10 @@ private slots:
     // ----- real tokenizers: decode the trained tokens ---------------------------------------------------------
     // (The slots always exist, because moc does not see the build's -D flags; their bodies may be left out.)
 #ifdef TANDEM_DATA_NO_TOKENIZER
-#define TANDEM_TOKENIZER_TEST_BODY(name) \
-    void name() { QSKIP("built with TANDEM_DATA_NO_TOKENIZER"); }
+#define TANDEM_TOKENIZER_TEST_BODY(name)              \
+    void name() {                                     \
+        QSKIP("built with TANDEM_DATA_NO_TOKENIZER"); \
+    }
     TANDEM_TOKENIZER_TEST_BODY(qwen3_masks)
     TANDEM_TOKENIZER_TEST_BODY(llama3_masks)
     TANDEM_TOKENIZER_TEST_BODY(real_summary_with_tokenizer)
@@ -928,9 +951,9 @@ private slots:
         QVERIFY(codec.template_has_tool_calls);
         QVERIFY(!codec.adds_bos);
         auto decode = [&](const std::vector<int32_t>& ids) { return tok.decode(ids); };
-        Dataset d = dataset_of({chat_record({{"system", "Be brief."}, {"user", "What is 2+2?"}, {"assistant", "4"}}),
-                                chat_record({{"user", "Hi"}, {"assistant", "Hello there!"}, {"user", "Bye"},
-                                             {"assistant", "Goodbye."}})});
+        Dataset d = dataset_of(
+            {chat_record({{"system", "Be brief."}, {"user", "What is 2+2?"}, {"assistant", "4"}}),
+             chat_record({{"user", "Hi"}, {"assistant", "Hello there!"}, {"user", "Bye"}, {"assistant", "Goodbye."}})});
         const auto t = tokenize_dataset(d, codec, o);
         QCOMPARE(t.size(), size_t(3));  // the multi-turn conversation is split (Qwen3 is not prefix-stable)
         QCOMPARE(t.split_conversations, int64_t(1));
@@ -963,8 +986,11 @@ private slots:
         const TextCodec codec = make_text_codec(tok, o);
         QVERIFY(codec.adds_bos);
         auto decode = [&](const std::vector<int32_t>& ids) { return tok.decode(ids); };
-        Dataset d = dataset_of({chat_record({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", " Hello! "},
-                                             {"user", "Bye"}, {"assistant", "Goodbye."}})});
+        Dataset d = dataset_of({chat_record({{"system", "Be brief."},
+                                             {"user", "Hi"},
+                                             {"assistant", " Hello! "},
+                                             {"user", "Bye"},
+                                             {"assistant", "Goodbye."}})});
         const auto t = tokenize_dataset(d, codec, o);
         QCOMPARE(t.size(), size_t(1));  // Llama 3's template is prefix-stable
         QCOMPARE(trained_text(t, 0, decode), std::string("Hello!<|eot_id|>|Goodbye.<|eot_id|>"));

@@ -15,9 +15,9 @@ TextCodec make_text_codec(const Tokenizer& tokenizer, const RenderOptions& optio
     TextCodec codec;
     std::shared_ptr<const ChatTemplate> tpl;
     if (options.chat_template == "auto" && !cfg.chat_template.empty()) {
-        tpl = std::make_shared<const ChatTemplate>(ChatTemplate::compile(
-            cfg.chat_template, cfg.bos_token, cfg.eos_token,
-            (tokenizer.path().parent_path() / "tokenizer_config.json").string()));
+        tpl = std::make_shared<const ChatTemplate>(
+            ChatTemplate::compile(cfg.chat_template, cfg.bos_token, cfg.eos_token,
+                                  (tokenizer.path().parent_path() / "tokenizer_config.json").string()));
         codec.template_name = "model";
     } else {
         const std::string name = options.chat_template == "auto" ? options.fallback_template : options.chat_template;

@@ -28,8 +28,10 @@ int32_t resolve_rows(std::span<const int32_t> lengths, const PackOptions& option
 
 [[noreturn]] void too_long(size_t sample, int32_t length, int32_t limit, const char* what) {
     throw_invalid("sample " + std::to_string(sample) + " has " + std::to_string(length) + " tokens, more than the " +
-                  what + " of " + std::to_string(limit) + " tokens: raise the micro-batch token budget or lower "
-                  "max_seq_len to at most " + std::to_string(limit));
+                  what + " of " + std::to_string(limit) +
+                  " tokens: raise the micro-batch token budget or lower "
+                  "max_seq_len to at most " +
+                  std::to_string(limit));
 }
 
 }  // namespace
@@ -128,8 +130,8 @@ PackedBatch make_batch(const TokenizedDataset& data, std::span<const uint32_t> s
         ++b.num_samples;
         b.max_seqlen = std::max(b.max_seqlen, len);
     }
-    b.num_label_tokens = static_cast<int32_t>(
-        std::count_if(b.labels.begin(), b.labels.end(), [](int32_t l) { return l != kIgnore; }));
+    b.num_label_tokens =
+        static_cast<int32_t>(std::count_if(b.labels.begin(), b.labels.end(), [](int32_t l) { return l != kIgnore; }));
     return b;
 }
 

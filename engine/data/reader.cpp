@@ -24,12 +24,18 @@ using nlohmann::json;
 
 std::string_view dataset_format_name(DatasetFormat format) noexcept {
     switch (format) {
-        case DatasetFormat::Auto: return "auto";
-        case DatasetFormat::Alpaca: return "alpaca";
-        case DatasetFormat::Chat: return "chat";
-        case DatasetFormat::ShareGpt: return "sharegpt";
-        case DatasetFormat::PromptCompletion: return "prompt_completion";
-        case DatasetFormat::Text: return "text";
+        case DatasetFormat::Auto:
+            return "auto";
+        case DatasetFormat::Alpaca:
+            return "alpaca";
+        case DatasetFormat::Chat:
+            return "chat";
+        case DatasetFormat::ShareGpt:
+            return "sharegpt";
+        case DatasetFormat::PromptCompletion:
+            return "prompt_completion";
+        case DatasetFormat::Text:
+            return "text";
     }
     return "?";
 }
@@ -46,16 +52,26 @@ std::optional<DatasetFormat> parse_dataset_format(std::string_view name) noexcep
 
 std::string_view invalid_reason_name(InvalidReason reason) noexcept {
     switch (reason) {
-        case InvalidReason::JsonSyntax: return "json_syntax";
-        case InvalidReason::NotAnObject: return "not_an_object";
-        case InvalidReason::MissingKey: return "missing_key";
-        case InvalidReason::WrongType: return "wrong_type";
-        case InvalidReason::InvalidUtf8: return "invalid_utf8";
-        case InvalidReason::Empty: return "empty";
-        case InvalidReason::UnknownRole: return "unknown_role";
-        case InvalidReason::NoAssistantTurn: return "no_assistant_turn";
-        case InvalidReason::TemplateError: return "template_error";
-        case InvalidReason::NotPrefixStable: return "not_prefix_stable";
+        case InvalidReason::JsonSyntax:
+            return "json_syntax";
+        case InvalidReason::NotAnObject:
+            return "not_an_object";
+        case InvalidReason::MissingKey:
+            return "missing_key";
+        case InvalidReason::WrongType:
+            return "wrong_type";
+        case InvalidReason::InvalidUtf8:
+            return "invalid_utf8";
+        case InvalidReason::Empty:
+            return "empty";
+        case InvalidReason::UnknownRole:
+            return "unknown_role";
+        case InvalidReason::NoAssistantTurn:
+            return "no_assistant_turn";
+        case InvalidReason::TemplateError:
+            return "template_error";
+        case InvalidReason::NotPrefixStable:
+            return "not_prefix_stable";
     }
     return "?";
 }
@@ -67,8 +83,8 @@ void InvalidStats::add(InvalidRecord record) {
 }
 
 std::string Dataset::location(const RecordLocation& loc) const {
-    std::string s = (loc.file < files.size() ? files[loc.file].string() : std::string("?")) + ":" +
-                    std::to_string(loc.line);
+    std::string s =
+        (loc.file < files.size() ? files[loc.file].string() : std::string("?")) + ":" + std::to_string(loc.line);
     if (loc.element >= 0) s += " (element " + std::to_string(loc.element) + ")";
     return s;
 }
@@ -93,7 +109,8 @@ std::vector<uint32_t> shuffled_indices(size_t n, uint64_t seed) {
         const uint64_t bound = i;  // pick j in [0, i-1]
         const uint64_t limit = UINT64_MAX - (UINT64_MAX % bound);
         uint64_t r;
-        do r = rng(); while (r >= limit);
+        do r = rng();
+        while (r >= limit);
         std::swap(idx[i - 1], idx[r % bound]);
     }
     return idx;
@@ -141,21 +158,32 @@ struct RecordError {
     std::string message;
 };
 
-[[noreturn]] void bad(InvalidReason reason, std::string message) { throw RecordError{reason, std::move(message)}; }
+[[noreturn]] void bad(InvalidReason reason, std::string message) {
+    throw RecordError{reason, std::move(message)};
+}
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 std::string type_name(const json& v) {
     switch (v.type()) {
-        case json::value_t::null: return "null";
-        case json::value_t::boolean: return "a boolean";
+        case json::value_t::null:
+            return "null";
+        case json::value_t::boolean:
+            return "a boolean";
         case json::value_t::number_integer:
         case json::value_t::number_unsigned:
-        case json::value_t::number_float: return "a number";
-        case json::value_t::string: return "a string";
-        case json::value_t::array: return "an array";
-        case json::value_t::object: return "an object";
-        default: return "something else";
+        case json::value_t::number_float:
+            return "a number";
+        case json::value_t::string:
+            return "a string";
+        case json::value_t::array:
+            return "an array";
+        case json::value_t::object:
+            return "an object";
+        default:
+            return "something else";
     }
 }
 
@@ -201,7 +229,10 @@ void finish_conversation(std::vector<Message>& messages) {
     if (messages.empty()) bad(InvalidReason::Empty, "empty conversation");
     size_t last = messages.size();
     for (size_t i = messages.size(); i-- > 0;)
-        if (messages[i].role == "assistant") { last = i; break; }
+        if (messages[i].role == "assistant") {
+            last = i;
+            break;
+        }
     if (last == messages.size()) bad(InvalidReason::NoAssistantTurn, "conversation has no assistant turn");
     messages.resize(last + 1);
 }
@@ -218,8 +249,8 @@ Record convert_alpaca(json& obj) {
         for (size_t k = 0; k < it->size(); ++k) {
             json& pair = (*it)[k];
             if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string())
-                bad(InvalidReason::WrongType, "\"history\"[" + std::to_string(k) +
-                                                  "] is not a [user, assistant] pair of strings");
+                bad(InvalidReason::WrongType,
+                    "\"history\"[" + std::to_string(k) + "] is not a [user, assistant] pair of strings");
             r.messages.push_back(text_message("user", std::move(pair[0].get_ref<std::string&>())));
             r.messages.push_back(text_message("assistant", std::move(pair[1].get_ref<std::string&>())));
         }
@@ -244,8 +275,8 @@ Record convert_chat(json& obj) {
         if (!m.is_object()) bad(InvalidReason::WrongType, where + " is " + type_name(m) + ", expected an object");
         auto role = take_string(m, "role", true, where + " \"role\"");
         if (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool")
-            bad(InvalidReason::UnknownRole, where + " has unknown role \"" + *role +
-                                                "\" (expected system, user, assistant or tool)");
+            bad(InvalidReason::UnknownRole,
+                where + " has unknown role \"" + *role + "\" (expected system, user, assistant or tool)");
         Message msg = text_message(std::move(*role), {});
         if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
             if (!tc->is_array()) bad(InvalidReason::WrongType, where + " \"tool_calls\" is not an array");
@@ -280,14 +311,20 @@ Record convert_sharegpt(json& obj) {
         Message msg;
         // function_call is the assistant's turn (the call is what it must learn to produce); observation is
         // the tool's answer.
-        if (*from == "human" || *from == "user") msg.role = "user";
-        else if (*from == "gpt" || *from == "assistant") msg.role = "assistant";
-        else if (*from == "system") msg.role = "system";
-        else if (*from == "function_call") { msg.role = "assistant"; msg.is_tool_call = true; }
-        else if (*from == "observation" || *from == "tool" || *from == "function") msg.role = "tool";
+        if (*from == "human" || *from == "user")
+            msg.role = "user";
+        else if (*from == "gpt" || *from == "assistant")
+            msg.role = "assistant";
+        else if (*from == "system")
+            msg.role = "system";
+        else if (*from == "function_call") {
+            msg.role = "assistant";
+            msg.is_tool_call = true;
+        } else if (*from == "observation" || *from == "tool" || *from == "function")
+            msg.role = "tool";
         else
             bad(InvalidReason::UnknownRole, where + " has unknown \"from\": \"" + *from +
-                    "\" (expected human, gpt, system, function_call or observation)");
+                                                "\" (expected human, gpt, system, function_call or observation)");
         msg.content = std::move(*value);
         if (msg.role == "assistant" && blank(msg.content))
             bad(InvalidReason::Empty, where + " (" + *from + ") is empty");
@@ -316,12 +353,18 @@ Record convert_text(json& obj) {
 Record convert(json& obj, DatasetFormat format) {
     if (!obj.is_object()) bad(InvalidReason::NotAnObject, "record is " + type_name(obj) + ", expected an object");
     switch (format) {
-        case DatasetFormat::Alpaca: return convert_alpaca(obj);
-        case DatasetFormat::Chat: return convert_chat(obj);
-        case DatasetFormat::ShareGpt: return convert_sharegpt(obj);
-        case DatasetFormat::PromptCompletion: return convert_prompt_completion(obj);
-        case DatasetFormat::Text: return convert_text(obj);
-        case DatasetFormat::Auto: break;
+        case DatasetFormat::Alpaca:
+            return convert_alpaca(obj);
+        case DatasetFormat::Chat:
+            return convert_chat(obj);
+        case DatasetFormat::ShareGpt:
+            return convert_sharegpt(obj);
+        case DatasetFormat::PromptCompletion:
+            return convert_prompt_completion(obj);
+        case DatasetFormat::Text:
+            return convert_text(obj);
+        case DatasetFormat::Auto:
+            break;
     }
     throw_internal("convert: format not resolved");
 }
@@ -360,23 +403,42 @@ std::vector<Chunk> split_json_array(const std::string& text, size_t open, const 
             while (i < n) {
                 const char ch = text[i];
                 if (in_string) {
-                    if (ch == '\\') { if (i + 1 < n && text[i + 1] == '\n') ++line; i += 2; continue; }
-                    if (ch == '"') in_string = false;
-                    else if (ch == '\n') ++line;
+                    if (ch == '\\') {
+                        if (i + 1 < n && text[i + 1] == '\n') ++line;
+                        i += 2;
+                        continue;
+                    }
+                    if (ch == '"')
+                        in_string = false;
+                    else if (ch == '\n')
+                        ++line;
                     ++i;
                     continue;
                 }
-                if (ch == '"') in_string = true;
-                else if (ch == '{' || ch == '[') ++depth;
+                if (ch == '"')
+                    in_string = true;
+                else if (ch == '{' || ch == '[')
+                    ++depth;
                 else if (ch == '}' || ch == ']') {
-                    if (depth > 0) --depth;
-                    else if (ch == ']') { closed = true; done = true; break; }
+                    if (depth > 0)
+                        --depth;
+                    else if (ch == ']') {
+                        closed = true;
+                        done = true;
+                        break;
+                    }
                     // a stray '}' at depth 0 stays in the element: its parser reports the syntax error
-                } else if (ch == ',' && depth == 0) { done = true; break; }
-                else if (ch == '\n') ++line;
+                } else if (ch == ',' && depth == 0) {
+                    done = true;
+                    break;
+                } else if (ch == '\n')
+                    ++line;
                 ++i;
             }
-            if (!done) { c.end = n; truncated(&c); }
+            if (!done) {
+                c.end = n;
+                truncated(&c);
+            }
             c.end = i;
             while (c.end > c.begin && is_ws(text[c.end - 1])) --c.end;
             chunks.push_back(c);
@@ -475,7 +537,10 @@ struct Reader {
             if (!v || !v->is_object()) continue;
             ++objects;
             std::vector<std::string> ks;
-            for (auto it = v->begin(); it != v->end(); ++it) { ks.push_back(it.key()); ++keys[it.key()]; }
+            for (auto it = v->begin(); it != v->end(); ++it) {
+                ks.push_back(it.key());
+                ++keys[it.key()];
+            }
             const auto has = [&](const char* key) { return v->contains(key); };
             if (has("chosen") && has("rejected"))
                 throw_unsupported(where(chunks[k]) +
@@ -492,11 +557,12 @@ struct Reader {
         if (votes.empty()) {
             std::string hint;
             if (keys.count("turns"))
-                hint = " The records look like an evaluation question set (MT-Bench style \"turns\" hold prompts "
-                       "without responses): there is nothing to train on.";
+                hint =
+                    " The records look like an evaluation question set (MT-Bench style \"turns\" hold prompts "
+                    "without responses): there is nothing to train on.";
             throw_invalid(path_str + ": cannot tell the dataset format: the first " + std::to_string(objects) +
-                          " records have the keys " + shown_keys(keys) + ". Expected: " + kFormatNeeds + "." +
-                          hint + " Choose the format explicitly if the keys are right.");
+                          " records have the keys " + shown_keys(keys) + ". Expected: " + kFormatNeeds + "." + hint +
+                          " Choose the format explicitly if the keys are right.");
         }
         DatasetFormat best = first;
         for (const auto& [f, n] : votes)
@@ -592,8 +658,8 @@ struct Reader {
         if (share > options.max_invalid_fraction) {
             std::ostringstream pct;
             pct.precision(3);
-            pct << share * 100 << "% of the records are invalid (" << out.invalid.count << " of "
-                << out.total_records << "), more than the " << options.max_invalid_fraction * 100
+            pct << share * 100 << "% of the records are invalid (" << out.invalid.count << " of " << out.total_records
+                << "), more than the " << options.max_invalid_fraction * 100
                 << "% allowed (raise the invalid-record limit to load the valid ones anyway)";
             throw_invalid(path_str + ": " + pct.str() + ". First ones:" + first);
         }
@@ -640,8 +706,8 @@ Dataset read_dataset(const std::filesystem::path& path, const ReadOptions& optio
     } else {
         auto chunks = split_lines(text, start);
         // A single pretty-printed object is not JSON Lines: say so instead of reporting every line.
-        if (!chunks.empty() && !json::accept(std::string_view(text).substr(chunks[0].begin,
-                                                                           chunks[0].end - chunks[0].begin))) {
+        if (!chunks.empty() &&
+            !json::accept(std::string_view(text).substr(chunks[0].begin, chunks[0].end - chunks[0].begin))) {
             json whole = json::parse(std::string_view(text).substr(start), nullptr, false);
             if (!whole.is_discarded() && whole.is_object()) {
                 std::map<std::string, int> keys;

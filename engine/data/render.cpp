@@ -53,7 +53,10 @@ void emit(SampleBuilder& s, uint32_t record, const RenderOptions& options, Token
         s.labels.resize(options.max_seq_len);
         ++out.truncated;
     }
-    if (s.tokens.empty()) { ++out.dropped; return; }
+    if (s.tokens.empty()) {
+        ++out.dropped;
+        return;
+    }
     s.labels[0] = kIgnore;  // never the target of the previous sample's last token (see data.h)
     if (std::all_of(s.labels.begin(), s.labels.end(), [](int32_t l) { return l == kIgnore; })) {
         ++out.dropped;
@@ -84,8 +87,10 @@ json template_messages(const Record& r, const TextCodec& codec) {
         json j = {{"role", m.role}, {"content", m.content}};
         if (m.is_tool_call) {
             if (!m.tool_calls.is_null()) {
-                if (codec.template_has_tool_calls) j["tool_calls"] = m.tool_calls;
-                else if (trim(m.content).empty()) j["content"] = m.tool_calls.dump();
+                if (codec.template_has_tool_calls)
+                    j["tool_calls"] = m.tool_calls;
+                else if (trim(m.content).empty())
+                    j["content"] = m.tool_calls.dump();
             } else if (codec.template_has_tool_calls) {
                 json call = json::parse(m.content, nullptr, false);
                 if (!call.is_discarded() && call.is_object() && call.contains("name")) {
@@ -101,7 +106,9 @@ json template_messages(const Record& r, const TextCodec& codec) {
     return out;
 }
 
-json prefix(const json& messages, size_t n) { return json(messages.begin(), messages.begin() + n); }
+json prefix(const json& messages, size_t n) {
+    return json(messages.begin(), messages.begin() + n);
+}
 
 std::string render(const TextCodec& codec, const json& messages, bool gen, const json& extra) {
     try {
@@ -122,8 +129,8 @@ void add_reply(SampleBuilder& s, std::string_view reply, const Message& m, size_
     const bool has_eos = cut != std::string_view::npos;
     if (!has_eos) {  // mask only the trailing separator whitespace
         cut = reply.size();
-        while (cut > 0 && (reply[cut - 1] == ' ' || reply[cut - 1] == '\n' || reply[cut - 1] == '\t' ||
-                           reply[cut - 1] == '\r'))
+        while (cut > 0 &&
+               (reply[cut - 1] == ' ' || reply[cut - 1] == '\n' || reply[cut - 1] == '\t' || reply[cut - 1] == '\r'))
             --cut;
     }
     std::string_view trained = reply.substr(0, cut), tail = reply.substr(cut);
@@ -183,8 +190,8 @@ void tokenize_chat(const Record& r, uint32_t index, const TextCodec& codec, cons
         for (size_t k = 0; k < turns.size(); ++k) {
             const std::string_view f(full);
             if (cuts[k].prompt_end > pos) s.add(codec.encode(f.substr(pos, cuts[k].prompt_end - pos)), false);
-            add_reply(s, f.substr(cuts[k].prompt_end, cuts[k].reply_end - cuts[k].prompt_end),
-                      r.messages[turns[k]], turns[k], codec, options);
+            add_reply(s, f.substr(cuts[k].prompt_end, cuts[k].reply_end - cuts[k].prompt_end), r.messages[turns[k]],
+                      turns[k], codec, options);
             pos = cuts[k].reply_end;
         }
         if (pos < full.size()) s.add(codec.encode(std::string_view(full).substr(pos)), false);
@@ -249,8 +256,10 @@ TokenizedDataset tokenize_dataset(const Dataset& dataset, const TextCodec& codec
         if (!out.invalid.first.empty())
             why = "; first problem: " + out.invalid.first[0].location + ": " + out.invalid.first[0].message;
         else if (out.dropped)
-            why = "; all " + std::to_string(out.dropped) + " samples were dropped: nothing trainable within "
-                  "max_seq_len=" + std::to_string(options.max_seq_len) + " tokens (raise it)";
+            why = "; all " + std::to_string(out.dropped) +
+                  " samples were dropped: nothing trainable within "
+                  "max_seq_len=" +
+                  std::to_string(options.max_seq_len) + " tokens (raise it)";
         throw_invalid((dataset.files.empty() ? std::string("dataset") : dataset.files[0].string()) +
                       ": no trainable samples" + why);
     }

@@ -70,17 +70,36 @@ nlohmann::json to_json(const DataSummary& s) {
         {"path", s.path},
         {"format", dataset_format_name(s.format)},
         {"template", s.template_name},
-        {"records", {{"total", s.total_records}, {"valid", s.valid_records}, {"invalid", s.invalid_records},
-                     {"invalid_by_reason", s.invalid_by_reason}, {"first_invalid", first}}},
-        {"samples", {{"count", s.samples}, {"truncated", s.truncated}, {"dropped", s.dropped},
-                     {"split_conversations", s.split_conversations}}},
-        {"tokens", {{"total", s.total_tokens}, {"trained", s.trained_tokens},
-                    {"per_sample", {{"min", s.lengths.min}, {"mean", s.lengths.mean}, {"median", s.lengths.median},
-                                    {"p95", s.lengths.p95}, {"max", s.lengths.max}}}}},
-        {"batches", {{"packing", s.packing}, {"token_budget", s.token_budget}, {"count", s.batches},
-                     {"efficiency", s.packing_efficiency}}},
-        {"validation", {{"path", s.validation_path}, {"records", s.validation_records},
-                        {"samples", s.validation_samples}, {"batches", s.validation_batches}}},
+        {"records",
+         {{"total", s.total_records},
+          {"valid", s.valid_records},
+          {"invalid", s.invalid_records},
+          {"invalid_by_reason", s.invalid_by_reason},
+          {"first_invalid", first}}},
+        {"samples",
+         {{"count", s.samples},
+          {"truncated", s.truncated},
+          {"dropped", s.dropped},
+          {"split_conversations", s.split_conversations}}},
+        {"tokens",
+         {{"total", s.total_tokens},
+          {"trained", s.trained_tokens},
+          {"per_sample",
+           {{"min", s.lengths.min},
+            {"mean", s.lengths.mean},
+            {"median", s.lengths.median},
+            {"p95", s.lengths.p95},
+            {"max", s.lengths.max}}}}},
+        {"batches",
+         {{"packing", s.packing},
+          {"token_budget", s.token_budget},
+          {"count", s.batches},
+          {"efficiency", s.packing_efficiency}}},
+        {"validation",
+         {{"path", s.validation_path},
+          {"records", s.validation_records},
+          {"samples", s.validation_samples},
+          {"batches", s.validation_batches}}},
     };
 }
 
@@ -101,8 +120,8 @@ std::string to_text(const DataSummary& s) {
       << "tokens:     " << s.total_tokens << " total, " << s.trained_tokens << " trained\n"
       << "per sample: min " << s.lengths.min << ", mean " << s.lengths.mean << ", median " << s.lengths.median
       << ", p95 " << s.lengths.p95 << ", max " << s.lengths.max << "\n"
-      << "batches:    " << s.batches << " of " << s.token_budget << " tokens, "
-      << (s.packing ? "packed" : "padded") << ", efficiency " << s.packing_efficiency * 100 << "%\n";
+      << "batches:    " << s.batches << " of " << s.token_budget << " tokens, " << (s.packing ? "packed" : "padded")
+      << ", efficiency " << s.packing_efficiency * 100 << "%\n";
     if (s.validation_records)
         o << "validation: " << s.validation_records << " records, " << s.validation_samples << " samples, "
           << s.validation_batches << " batches (" << s.validation_path << ")\n";

@@ -82,23 +82,23 @@ struct Record {
 
 // Reasons a record is skipped. The summary counts them by name.
 enum class InvalidReason {
-    JsonSyntax,        // the line / element is not valid JSON (or is cut off at the end of the file)
-    NotAnObject,       // a JSON value that is not an object
-    MissingKey,        // a key the format needs is absent
-    WrongType,         // e.g. "output" is a number
-    InvalidUtf8,       // with the byte offset
-    Empty,             // empty text / instruction / output / conversation
-    UnknownRole,       // chat role or ShareGPT "from" we do not know
-    NoAssistantTurn,   // a conversation with nothing to train on
-    TemplateError,     // the chat template refused the conversation (raise_exception, unsupported role)
-    NotPrefixStable,   // the template's rendering of a turn is not a prefix of the conversation's rendering
+    JsonSyntax,       // the line / element is not valid JSON (or is cut off at the end of the file)
+    NotAnObject,      // a JSON value that is not an object
+    MissingKey,       // a key the format needs is absent
+    WrongType,        // e.g. "output" is a number
+    InvalidUtf8,      // with the byte offset
+    Empty,            // empty text / instruction / output / conversation
+    UnknownRole,      // chat role or ShareGPT "from" we do not know
+    NoAssistantTurn,  // a conversation with nothing to train on
+    TemplateError,    // the chat template refused the conversation (raise_exception, unsupported role)
+    NotPrefixStable,  // the template's rendering of a turn is not a prefix of the conversation's rendering
 };
 std::string_view invalid_reason_name(InvalidReason reason) noexcept;  // "json_syntax", "wrong_type", ...
 
 struct InvalidRecord {
     std::string location;  // "path:line" or "path:line (element 12)"
     InvalidReason reason;
-    std::string message;   // "\"output\" is a number, expected a string"
+    std::string message;  // "\"output\" is a number, expected a string"
 };
 
 // Counters of records that were skipped.
@@ -168,7 +168,7 @@ struct TextCodec {
     std::optional<int32_t> bos_id;  // prepended to text / prompt-completion samples when adds_bos
     bool adds_bos = false;          // the tokenizer's post-processor adds BOS
     std::optional<int32_t> eos_id;
-    std::string eos_token;          // text of the end-of-turn / EOS token (e.g. "<|im_end|>")
+    std::string eos_token;                 // text of the end-of-turn / EOS token (e.g. "<|im_end|>")
     bool template_has_tool_calls = false;  // template reads message.tool_calls (else calls become content)
     bool template_has_tools = false;       // template reads `tools`
     std::string template_name;             // for the summary: "model" or "builtin:chatml"
@@ -179,31 +179,30 @@ TextCodec make_text_codec(const Tokenizer& tokenizer, const RenderOptions& optio
 
 // Tokenized samples, stored flat: sample i is tokens[offsets[i] .. offsets[i+1]).
 struct TokenizedDataset {
-    std::vector<int32_t> tokens;       // [N] all samples back to back
-    std::vector<int32_t> labels;       // [N] tokens[t] or -100; labels[offsets[i]] == -100 always
-    std::vector<int64_t> offsets;      // [S+1]
-    std::vector<uint32_t> record;      // [S] index of the source record in Dataset::records
-    int64_t truncated = 0;             // samples cut to max_seq_len
-    int64_t dropped = 0;               // samples with no trained token left (after truncation), not kept
-    int64_t split_conversations = 0;   // conversations rendered one sample per assistant turn (not prefix-stable)
-    InvalidStats invalid;              // records the template refused (added to the reader's counts)
+    std::vector<int32_t> tokens;      // [N] all samples back to back
+    std::vector<int32_t> labels;      // [N] tokens[t] or -100; labels[offsets[i]] == -100 always
+    std::vector<int64_t> offsets;     // [S+1]
+    std::vector<uint32_t> record;     // [S] index of the source record in Dataset::records
+    int64_t truncated = 0;            // samples cut to max_seq_len
+    int64_t dropped = 0;              // samples with no trained token left (after truncation), not kept
+    int64_t split_conversations = 0;  // conversations rendered one sample per assistant turn (not prefix-stable)
+    InvalidStats invalid;             // records the template refused (added to the reader's counts)
     std::string template_name;
 
     size_t size() const { return record.size(); }
     int32_t length(size_t i) const { return static_cast<int32_t>(offsets[i + 1] - offsets[i]); }
     std::span<const int32_t> sample_tokens(size_t i) const;
     std::span<const int32_t> sample_labels(size_t i) const;
-    int64_t trained_tokens() const;    // labels != -100
+    int64_t trained_tokens() const;  // labels != -100
 };
 
 // Renders and tokenizes every record. Records the template rejects are counted in `invalid`.
 TokenizedDataset tokenize_dataset(const Dataset& dataset, const TextCodec& codec, const RenderOptions& options);
-TokenizedDataset tokenize_dataset(const Dataset& dataset, const Tokenizer& tokenizer,
-                                  const RenderOptions& options);
+TokenizedDataset tokenize_dataset(const Dataset& dataset, const Tokenizer& tokenizer, const RenderOptions& options);
 
 // One record -> zero or more samples (appended to out). Exposed for the Data page's preview.
-void tokenize_record(const Record& record, uint32_t record_index, const TextCodec& codec,
-                     const RenderOptions& options, TokenizedDataset& out);
+void tokenize_record(const Record& record, uint32_t record_index, const TextCodec& codec, const RenderOptions& options,
+                     TokenizedDataset& out);
 
 // ---------------------------------------------------------------------------------------------------------
 // Packing
@@ -229,11 +228,11 @@ struct PackedBatch {
     std::vector<int32_t> cu_seqlens;    // [S+1] cumulative real sample lengths, cu_seqlens[0] = 0
     std::vector<uint32_t> samples;      // [S] indices into the TokenizedDataset
     int32_t num_samples = 0;
-    int32_t max_seqlen = 0;             // longest sample
-    int32_t token_budget = 0;           // T
-    int32_t num_tokens = 0;             // real tokens (cu_seqlens[S])
-    int32_t num_label_tokens = 0;       // labels != -100
-    int32_t row_len = 0;                // padded mode: T / rows; packed mode: 0
+    int32_t max_seqlen = 0;        // longest sample
+    int32_t token_budget = 0;      // T
+    int32_t num_tokens = 0;        // real tokens (cu_seqlens[S])
+    int32_t num_label_tokens = 0;  // labels != -100
+    int32_t row_len = 0;           // padded mode: T / rows; packed mode: 0
     // Offset of sample i in tokens: cu_seqlens[i] when packed, i * row_len when padded.
     int32_t sample_offset(int32_t i) const { return row_len ? i * row_len : cu_seqlens[i]; }
 };
@@ -243,8 +242,7 @@ struct PackedBatch {
 // Throws Error{InvalidInput} when a sample is longer than the budget (packed) or the row (padded).
 std::vector<std::vector<uint32_t>> plan_batches(std::span<const int32_t> lengths, const PackOptions& options);
 
-PackedBatch make_batch(const TokenizedDataset& data, std::span<const uint32_t> samples,
-                       const PackOptions& options);
+PackedBatch make_batch(const TokenizedDataset& data, std::span<const uint32_t> samples, const PackOptions& options);
 
 // plan_batches + make_batch for every batch of one epoch (use seed + epoch for the next one).
 std::vector<PackedBatch> pack_dataset(const TokenizedDataset& data, const PackOptions& options);
@@ -273,14 +271,14 @@ struct DataSummary {
     std::string template_name;
     int64_t total_records = 0;
     int64_t valid_records = 0;
-    int64_t invalid_records = 0;              // reader + template
+    int64_t invalid_records = 0;  // reader + template
     std::map<std::string, int64_t> invalid_by_reason;
     std::vector<InvalidRecord> first_invalid;
     int64_t samples = 0;
     int64_t truncated = 0;
     int64_t dropped = 0;
     int64_t split_conversations = 0;
-    LengthStats lengths;                      // tokens per sample
+    LengthStats lengths;  // tokens per sample
     int64_t total_tokens = 0;
     int64_t trained_tokens = 0;
     bool packing = true;
