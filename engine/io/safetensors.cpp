@@ -294,6 +294,12 @@ void SafetensorsFile::Impl::parse() {
     if (!utf8::is_valid(text, &bad_utf8))
         bad("safetensors header is not valid UTF-8 (byte " + std::to_string(bad_utf8) + " of the header)");
 
+    // nlohmann's lexer stops at a NUL byte as if the input ended, so "{}\0garbage" would parse. A raw NUL
+    // is never valid JSON (inside strings it must be escaped), and the reference library rejects it.
+    if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+        bad("safetensors header contains a NUL byte at offset " + std::to_string(nul) +
+            " (the header is JSON padded with spaces)");
+
     // Duplicate keys would silently drop a tensor in most JSON libraries; reject them.
     std::set<std::string> seen_keys;
     std::string duplicate;
