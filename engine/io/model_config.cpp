@@ -266,16 +266,17 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
     const bool moe = F == Family::Qwen3Moe || F == Family::Mixtral || F == Family::GptOss;
 
     // Sizes.
-    c.hidden_size = r.integer("hidden_size");
-    c.intermediate_size = r.integer("intermediate_size");
-    c.num_hidden_layers = r.integer("num_hidden_layers");
-    c.num_attention_heads = r.integer("num_attention_heads");
-    c.vocab_size = r.integer("vocab_size");
-    check_range(r, "hidden_size", c.hidden_size, 1, 65536 * 4);
-    check_range(r, "intermediate_size", c.intermediate_size, 1, 1 << 20);
-    check_range(r, "num_hidden_layers", c.num_hidden_layers, 1, 1000);
-    check_range(r, "num_attention_heads", c.num_attention_heads, 1, 1024);
-    check_range(r, "vocab_size", c.vocab_size, 1, 10'000'000);
+    // Each field is range-checked as soon as it is read, so the first bad field is the one reported.
+    auto sized = [&](const char* key, int64_t hi) {
+        const int64_t v = r.integer(key);
+        check_range(r, key, v, 1, hi);
+        return v;
+    };
+    c.hidden_size = sized("hidden_size", 65536 * 4);
+    c.intermediate_size = sized("intermediate_size", 1 << 20);
+    c.num_hidden_layers = sized("num_hidden_layers", 1000);
+    c.num_attention_heads = sized("num_attention_heads", 1024);
+    c.vocab_size = sized("vocab_size", 10'000'000);
     c.num_key_value_heads = r.integer("num_key_value_heads", c.num_attention_heads);
     check_range(r, "num_key_value_heads", c.num_key_value_heads, 1, 1024);
     if (c.num_attention_heads % c.num_key_value_heads != 0)
@@ -378,11 +379,18 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
     } else if (c.mlp_bias) {
         c.supported = false;
         c.unsupported_reason = "mlp_bias=true is not yet supported";
-    } else if (c.sliding_window > 0 && c.sliding_window < c.max_position_embeddings) {
+    } else if (r.has("quantization_config")) {
+        // Pre-quantized checkpoints (GPTQ, AWQ, bitsandbytes, FP8) store packed integer tensors.
+        std::string method = "unknown";
+        if (j["quantization_config"].is_object() && j["quantization_config"].contains("quant_method") &&
+            j["quantization_config"]["quant_method"].is_string())
+            method = j["quantization_config"]["quant_method"].get<std::string>();
         c.supported = false;
-        c.unsupported_reason = "sliding-window attention (sliding_window=" + std::to_string(c.sliding_window) +
-                               ") is not yet supported";
+        c.unsupported_reason = "pre-quantized checkpoint (quant_method '" + method +
+                               "') is not supported; use the original bf16/fp16 model (Tandem quantizes itself for QLoRA)";
     }
+    // sliding_window does not make a model unsupported: it changes nothing for sequences up to the window
+    // (4096 for Mistral v0.1); the trainer must refuse longer packed samples or implement the window.
 
     // Catch sizes whose product is absurd even though each field is in range (before expected_tensors
     // would build millions of names for a hostile expert count).
