@@ -30,8 +30,10 @@ void expect_error(const std::function<void()>& fn, ErrorCategory category, const
                                 .arg(QString::fromUtf8(std::string(error_category_name(e.category())).c_str()))
                                 .arg(QString::fromStdString(msg))));
         for (const auto& n : needles)
-            QVERIFY2(msg.find(n) != std::string::npos,
-                     qPrintable(QString("message lacks '%1': %2").arg(QString::fromStdString(n), QString::fromStdString(msg))));
+            QVERIFY2(
+                msg.find(n) != std::string::npos,
+                qPrintable(
+                    QString("message lacks '%1': %2").arg(QString::fromStdString(n), QString::fromStdString(msg))));
         return;
     } catch (const std::exception& e) {
         QFAIL(qPrintable(QString("expected tandem::Error, got std::exception: ") + e.what()));
@@ -118,7 +120,9 @@ const char* kTinyQwen3 = R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size
   "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 50,
   "tie_word_embeddings": false})";
 
-ModelConfig parse(const char* text) { return parse_model_config(json::parse(text), "config.json"); }
+ModelConfig parse(const char* text) {
+    return parse_model_config(json::parse(text), "config.json");
+}
 
 std::string dump_with(const char* base, const std::function<void(json&)>& edit) {
     json j = json::parse(base);
@@ -216,7 +220,8 @@ private slots:
             }
         QCOMPARE(norms, 2 * 28);
         // Qwen3's head_dim default is 128 (transformers' Qwen3Config), not hidden / heads.
-        const auto d = parse_model_config(json::parse(dump_with(kQwen3_06B, [](json& j) { j.erase("head_dim"); })), "c");
+        const auto d =
+            parse_model_config(json::parse(dump_with(kQwen3_06B, [](json& j) { j.erase("head_dim"); })), "c");
         QCOMPARE(d.head_dim, int64_t(128));
     }
 
@@ -241,13 +246,16 @@ private slots:
         QVERIFY(c.is_moe_layer(0) && c.is_moe_layer(47));
         // Per layer: attention 2048*(4096+512+512) + 4096*2048 + q/k norms 2*128, router 128*2048,
         // experts 128*3*768*2048, two norms 2*2048; plus untied embeddings 2*151936*2048 and the final norm.
-        const int64_t per_layer = 2048LL * (4096 + 512 + 512) + 4096LL * 2048 + 256 + 128LL * 2048 +
-                                  128LL * 3 * 768 * 2048 + 2 * 2048;
+        const int64_t per_layer =
+            2048LL * (4096 + 512 + 512) + 4096LL * 2048 + 256 + 128LL * 2048 + 128LL * 3 * 768 * 2048 + 2 * 2048;
         QCOMPARE(c.parameter_count(), 48 * per_layer + 2LL * 151936 * 2048 + 2048);
         QCOMPARE(c.parameter_count(), int64_t(30'532'122'624));
         // mlp_only_layers keep a dense MLP.
-        const auto d = parse_model_config(
-            json::parse(dump_with(kQwen3_30B_A3B, [](json& j) { j["mlp_only_layers"] = {0, 5}; })), "c");
+        const auto d = parse_model_config(json::parse(dump_with(kQwen3_30B_A3B,
+                                                                [](json& j) {
+                                                                    j["mlp_only_layers"] = {0, 5};
+                                                                })),
+                                          "c");
         QVERIFY(!d.is_moe_layer(0) && d.is_moe_layer(1) && !d.is_moe_layer(5));
     }
 
@@ -313,7 +321,9 @@ private slots:
         };
         QCOMPARE(with([](json&) {}).rope_theta, 10000.0);  // Llama default
         QVERIFY(with([](json& j) { j["rope_scaling"] = nullptr; }).rope_scaling.type == RopeScalingType::None);
-        QVERIFY(with([](json& j) { j["rope_scaling"] = {{"rope_type", "default"}}; }).rope_scaling.type == RopeScalingType::None);
+        QVERIFY(with([](json& j) {
+                    j["rope_scaling"] = {{"rope_type", "default"}};
+                }).rope_scaling.type == RopeScalingType::None);
         const auto lin = with([](json& j) { j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; });
         QVERIFY(lin.rope_scaling.type == RopeScalingType::Linear);
         QCOMPARE(lin.rope_scaling.factor, 2.0);
@@ -322,28 +332,42 @@ private slots:
         QCOMPARE(v5.rope_theta, 1e6);
         QVERIFY(v5.rope_scaling.type == RopeScalingType::None);
         const auto v5l3 = with([](json& j) {
-            j["rope_parameters"] = {{"rope_theta", 5e5}, {"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+            j["rope_parameters"] = {{"rope_theta", 5e5},       {"rope_type", "llama3"},
+                                    {"factor", 8.0},           {"low_freq_factor", 1.0},
                                     {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
         });
         QCOMPARE(v5l3.rope_theta, 5e5);
         QVERIFY(v5l3.rope_scaling.type == RopeScalingType::Llama3);
         QCOMPARE(v5l3.rope_scaling.factor, 8.0);
         // theta inside rope_scaling.
-        QCOMPARE(with([](json& j) { j["rope_scaling"] = {{"rope_type", "default"}, {"rope_theta", 123.0}}; }).rope_theta, 123.0);
+        QCOMPARE(with([](json& j) {
+                     j["rope_scaling"] = {{"rope_type", "default"}, {"rope_theta", 123.0}};
+                 }).rope_theta,
+                 123.0);
         // Unknown types: Unsupported, naming the type.
-        expect_error([&] { with([](json& j) { j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}}; }); },
+        expect_error([&] { with([](json& j) {
+                               j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+                           }); },
                      ErrorCategory::Unsupported, {"config.json", "'dynamic'", "llama3"});
-        expect_error([&] { with([](json& j) { j["rope_scaling"] = {{"rope_type", "longrope"}}; }); },
+        expect_error([&] { with([](json& j) {
+                               j["rope_scaling"] = {{"rope_type", "longrope"}};
+                           }); },
                      ErrorCategory::Unsupported, {"config.json", "'longrope'"});
         // yarn is only parsed for the not-yet-trainable families.
-        expect_error([&] { with([](json& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; }); },
+        expect_error([&] { with([](json& j) {
+                               j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+                           }); },
                      ErrorCategory::Unsupported, {"config.json", "'yarn'"});
-        expect_error([&] { with([](json& j) { j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; }); },
+        expect_error([&] { with([](json& j) {
+                               j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+                           }); },
                      ErrorCategory::InvalidInput, {"config.json", "low_freq_factor"});
         expect_error([&] { with([](json& j) { j["rope_scaling"] = "llama3"; }); }, ErrorCategory::InvalidInput,
                      {"config.json", "rope_scaling"});
-        expect_error([&] { with([](json& j) { j["rope_scaling"] = {{"type", "linear"}}; }); }, ErrorCategory::InvalidInput,
-                     {"config.json", "factor"});
+        expect_error([&] { with([](json& j) {
+                               j["rope_scaling"] = {{"type", "linear"}};
+                           }); },
+                     ErrorCategory::InvalidInput, {"config.json", "factor"});
     }
 
     void familyDetails() {
@@ -355,10 +379,18 @@ private slots:
         QVERIFY(lb.attention_bias && lb.o_proj_bias);
         QCOMPARE(lb.parameter_count(), parse(kTinyLlama).parameter_count() + 2 * (16 + 8 + 8 + 16));
         // No architectures list: inferred from model_type.
-        const auto mt = with(kTinyLlama, [](json& j) { j.erase("architectures"); j["model_type"] = "qwen3"; });
+        const auto mt = with(kTinyLlama, [](json& j) {
+            j.erase("architectures");
+            j["model_type"] = "qwen3";
+        });
         QCOMPARE(mt.architecture, std::string("Qwen3ForCausalLM"));
         // Newer "dtype" key wins over "torch_dtype".
-        QCOMPARE(with(kTinyLlama, [](json& j) { j["dtype"] = "float16"; j["torch_dtype"] = "bfloat16"; }).torch_dtype,
+        QCOMPARE(with(kTinyLlama,
+                      [](json& j) {
+                          j["dtype"] = "float16";
+                          j["torch_dtype"] = "bfloat16";
+                      })
+                     .torch_dtype,
                  std::string("float16"));
         // Features we cannot train yet parse with supported=false and a reason.
         const auto gelu = with(kTinyLlama, [](json& j) { j["hidden_act"] = "gelu"; });
@@ -390,53 +422,111 @@ private slots:
         raw("not json", "{\"architectures\": [\"LlamaForCausalLM\",}", invalid, "invalid JSON");
         raw("json array", "[1, 2]", invalid, "must be a JSON object");
         raw("empty object", "{}", invalid, "'architectures' is missing");
-        edit("unsupported arch", [](json& j) { j["architectures"] = {"GPT2LMHeadModel"}; }, unsupported,
-             "architecture 'GPT2LMHeadModel' is not supported. Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM");
-        edit("architectures string", [](json& j) { j["architectures"] = "LlamaForCausalLM"; }, invalid, "'architectures' must be a non-empty list");
-        edit("architectures empty", [](json& j) { j["architectures"] = json::array(); }, invalid, "'architectures'");
-        edit("missing hidden_size", [](json& j) { j.erase("hidden_size"); }, invalid, "required field 'hidden_size' is missing");
-        edit("null hidden_size", [](json& j) { j["hidden_size"] = nullptr; }, invalid, "'hidden_size' is missing");
-        edit("hidden_size string", [](json& j) { j["hidden_size"] = "16"; }, invalid, "'hidden_size' must be an integer, found string");
-        edit("hidden_size float", [](json& j) { j["hidden_size"] = 16.5; }, invalid, "'hidden_size' must be an integer");
-        edit("hidden_size zero", [](json& j) { j["hidden_size"] = 0; }, invalid, "hidden_size (0) must be between 1 and");
-        edit("hidden_size huge", [](json& j) { j["hidden_size"] = 300000; }, invalid, "hidden_size (300000)");
-        edit("negative layers", [](json& j) { j["num_hidden_layers"] = -2; }, invalid, "num_hidden_layers (-2)");
-        edit("too many layers", [](json& j) { j["num_hidden_layers"] = 5000; }, invalid, "num_hidden_layers (5000)");
-        edit("missing layers", [](json& j) { j.erase("num_hidden_layers"); }, invalid, "'num_hidden_layers' is missing");
-        edit("vocab huge", [](json& j) { j["vocab_size"] = 20000000; }, invalid, "vocab_size (20000000)");
-        edit("vocab above int64", [](json& j) { j["vocab_size"] = 18446744073709551615ULL; }, invalid, "'vocab_size' is too large");
-        edit("intermediate missing", [](json& j) { j.erase("intermediate_size"); }, invalid, "'intermediate_size'");
-        edit("kv does not divide", [](json& j) { j["num_attention_heads"] = 32; j["num_key_value_heads"] = 3; j["hidden_size"] = 64; },
-             invalid, "num_key_value_heads (3) must divide num_attention_heads (32)");
-        edit("kv zero", [](json& j) { j["num_key_value_heads"] = 0; }, invalid, "num_key_value_heads (0)");
-        edit("hidden not divisible", [](json& j) { j["hidden_size"] = 18; }, invalid,
-             "hidden_size (18) is not divisible by num_attention_heads (4) and head_dim is not given");
-        edit("head_dim odd", [](json& j) { j["head_dim"] = 15; }, invalid, "head_dim (15) must be even");
-        edit("head_dim huge", [](json& j) { j["head_dim"] = 2048; }, invalid, "head_dim (2048)");
-        edit("head_dim string", [](json& j) { j["head_dim"] = "8"; }, invalid, "'head_dim' must be an integer");
-        edit("eps zero", [](json& j) { j["rms_norm_eps"] = 0; }, invalid, "rms_norm_eps");
-        edit("eps one", [](json& j) { j["rms_norm_eps"] = 1.0; }, invalid, "rms_norm_eps");
-        edit("eps negative", [](json& j) { j["rms_norm_eps"] = -1e-6; }, invalid, "rms_norm_eps");
-        edit("eps string", [](json& j) { j["rms_norm_eps"] = "1e-5"; }, invalid, "'rms_norm_eps' must be a number");
-        edit("theta zero", [](json& j) { j["rope_theta"] = 0; }, invalid, "rope_theta");
-        edit("theta negative", [](json& j) { j["rope_theta"] = -10000.0; }, invalid, "rope_theta");
-        edit("tie string", [](json& j) { j["tie_word_embeddings"] = "yes"; }, invalid, "'tie_word_embeddings' must be true or false");
-        edit("bias int", [](json& j) { j["attention_bias"] = 1; }, invalid, "'attention_bias' must be true or false");
-        edit("bos string", [](json& j) { j["bos_token_id"] = "1"; }, invalid, "'bos_token_id' must be an integer");
-        edit("eos list of strings", [](json& j) { j["eos_token_id"] = {"a"}; }, invalid, "'eos_token_id' must be an integer");
-        edit("eos negative", [](json& j) { j["eos_token_id"] = -1; }, invalid, "'eos_token_id' has a negative token id");
-        edit("dtype number", [](json& j) { j["torch_dtype"] = 16; }, invalid, "'torch_dtype' must be a string");
-        edit("max positions zero", [](json& j) { j["max_position_embeddings"] = 0; }, invalid, "max_position_embeddings (0)");
-        edit("unknown rope", [](json& j) { j["rope_scaling"] = {{"rope_type", "su"}}; }, unsupported, "'su'");
-        QTest::newRow("moe missing experts") << QString::fromStdString(dump_with(kQwen3_30B_A3B, [](json& j) { j.erase("num_experts"); }))
-                                             << invalid << QString("'num_experts' is missing");
-        QTest::newRow("moe top-k above experts") << QString::fromStdString(dump_with(kMixtral8x7B, [](json& j) { j["num_experts_per_tok"] = 9; }))
-                                                 << invalid << QString("num_experts_per_tok (9)");
-        QTest::newRow("moe absurd experts") << QString::fromStdString(dump_with(kMixtral8x7B, [](json& j) { j["num_local_experts"] = 100000; }))
-                                            << invalid << QString("number of experts (100000)");
+        edit(
+            "unsupported arch", [](json& j) { j["architectures"] = {"GPT2LMHeadModel"}; }, unsupported,
+            "architecture 'GPT2LMHeadModel' is not supported. Supported: LlamaForCausalLM, MistralForCausalLM, "
+            "Qwen2ForCausalLM, Qwen3ForCausalLM");
+        edit(
+            "architectures string", [](json& j) { j["architectures"] = "LlamaForCausalLM"; }, invalid,
+            "'architectures' must be a non-empty list");
+        edit(
+            "architectures empty", [](json& j) { j["architectures"] = json::array(); }, invalid, "'architectures'");
+        edit(
+            "missing hidden_size", [](json& j) { j.erase("hidden_size"); }, invalid,
+            "required field 'hidden_size' is missing");
+        edit(
+            "null hidden_size", [](json& j) { j["hidden_size"] = nullptr; }, invalid, "'hidden_size' is missing");
+        edit(
+            "hidden_size string", [](json& j) { j["hidden_size"] = "16"; }, invalid,
+            "'hidden_size' must be an integer, found string");
+        edit(
+            "hidden_size float", [](json& j) { j["hidden_size"] = 16.5; }, invalid, "'hidden_size' must be an integer");
+        edit(
+            "hidden_size zero", [](json& j) { j["hidden_size"] = 0; }, invalid,
+            "hidden_size (0) must be between 1 and");
+        edit(
+            "hidden_size huge", [](json& j) { j["hidden_size"] = 300000; }, invalid, "hidden_size (300000)");
+        edit(
+            "negative layers", [](json& j) { j["num_hidden_layers"] = -2; }, invalid, "num_hidden_layers (-2)");
+        edit(
+            "too many layers", [](json& j) { j["num_hidden_layers"] = 5000; }, invalid, "num_hidden_layers (5000)");
+        edit(
+            "missing layers", [](json& j) { j.erase("num_hidden_layers"); }, invalid, "'num_hidden_layers' is missing");
+        edit(
+            "vocab huge", [](json& j) { j["vocab_size"] = 20000000; }, invalid, "vocab_size (20000000)");
+        edit(
+            "vocab above int64", [](json& j) { j["vocab_size"] = 18446744073709551615ULL; }, invalid,
+            "'vocab_size' is too large");
+        edit(
+            "intermediate missing", [](json& j) { j.erase("intermediate_size"); }, invalid, "'intermediate_size'");
+        edit(
+            "kv does not divide",
+            [](json& j) {
+                j["num_attention_heads"] = 32;
+                j["num_key_value_heads"] = 3;
+                j["hidden_size"] = 64;
+            },
+            invalid, "num_key_value_heads (3) must divide num_attention_heads (32)");
+        edit(
+            "kv zero", [](json& j) { j["num_key_value_heads"] = 0; }, invalid, "num_key_value_heads (0)");
+        edit(
+            "hidden not divisible", [](json& j) { j["hidden_size"] = 18; }, invalid,
+            "hidden_size (18) is not divisible by num_attention_heads (4) and head_dim is not given");
+        edit(
+            "head_dim odd", [](json& j) { j["head_dim"] = 15; }, invalid, "head_dim (15) must be even");
+        edit(
+            "head_dim huge", [](json& j) { j["head_dim"] = 2048; }, invalid, "head_dim (2048)");
+        edit(
+            "head_dim string", [](json& j) { j["head_dim"] = "8"; }, invalid, "'head_dim' must be an integer");
+        edit(
+            "eps zero", [](json& j) { j["rms_norm_eps"] = 0; }, invalid, "rms_norm_eps");
+        edit(
+            "eps one", [](json& j) { j["rms_norm_eps"] = 1.0; }, invalid, "rms_norm_eps");
+        edit(
+            "eps negative", [](json& j) { j["rms_norm_eps"] = -1e-6; }, invalid, "rms_norm_eps");
+        edit(
+            "eps string", [](json& j) { j["rms_norm_eps"] = "1e-5"; }, invalid, "'rms_norm_eps' must be a number");
+        edit(
+            "theta zero", [](json& j) { j["rope_theta"] = 0; }, invalid, "rope_theta");
+        edit(
+            "theta negative", [](json& j) { j["rope_theta"] = -10000.0; }, invalid, "rope_theta");
+        edit(
+            "tie string", [](json& j) { j["tie_word_embeddings"] = "yes"; }, invalid,
+            "'tie_word_embeddings' must be true or false");
+        edit(
+            "bias int", [](json& j) { j["attention_bias"] = 1; }, invalid, "'attention_bias' must be true or false");
+        edit(
+            "bos string", [](json& j) { j["bos_token_id"] = "1"; }, invalid, "'bos_token_id' must be an integer");
+        edit(
+            "eos list of strings", [](json& j) { j["eos_token_id"] = {"a"}; }, invalid,
+            "'eos_token_id' must be an integer");
+        edit(
+            "eos negative", [](json& j) { j["eos_token_id"] = -1; }, invalid, "'eos_token_id' has a negative token id");
+        edit(
+            "dtype number", [](json& j) { j["torch_dtype"] = 16; }, invalid, "'torch_dtype' must be a string");
+        edit(
+            "max positions zero", [](json& j) { j["max_position_embeddings"] = 0; }, invalid,
+            "max_position_embeddings (0)");
+        edit(
+            "unknown rope",
+            [](json& j) {
+                j["rope_scaling"] = {{"rope_type", "su"}};
+            },
+            unsupported, "'su'");
+        QTest::newRow("moe missing experts")
+            << QString::fromStdString(dump_with(kQwen3_30B_A3B, [](json& j) { j.erase("num_experts"); })) << invalid
+            << QString("'num_experts' is missing");
+        QTest::newRow("moe top-k above experts")
+            << QString::fromStdString(dump_with(kMixtral8x7B, [](json& j) { j["num_experts_per_tok"] = 9; })) << invalid
+            << QString("num_experts_per_tok (9)");
+        QTest::newRow("moe absurd experts")
+            << QString::fromStdString(dump_with(kMixtral8x7B, [](json& j) { j["num_local_experts"] = 100000; }))
+            << invalid << QString("number of experts (100000)");
         QTest::newRow("moe absurd product") << QString::fromStdString(dump_with(kMixtral8x7B, [](json& j) {
-            j["num_local_experts"] = 4096; j["num_hidden_layers"] = 1000; j["num_experts_per_tok"] = 2; }))
-                                            << invalid << QString("millions of tensors");
+            j["num_local_experts"] = 4096;
+            j["num_hidden_layers"] = 1000;
+            j["num_experts_per_tok"] = 2;
+        })) << invalid << QString("millions of tensors");
     }
 
     void badConfigs() {
@@ -453,7 +543,8 @@ private slots:
         QTemporaryDir dir;
         const fs::path d = dir.path().toStdString();
         expect_error([&] { load_model_config(d); }, ErrorCategory::InvalidInput, {d.string(), "no config.json"});
-        expect_error([&] { load_model_config(d / "nope" / "config.json"); }, ErrorCategory::InvalidInput, {"nope/config.json", "not found"});
+        expect_error([&] { load_model_config(d / "nope" / "config.json"); }, ErrorCategory::InvalidInput,
+                     {"nope/config.json", "not found"});
     }
 
     // --- model folders ---------------------------------------------------------------------------------
@@ -503,12 +594,14 @@ private slots:
 
         // Missing tensor: names it and its expected shape.
         const auto missing = make_model(root / "missing", kTinyQwen3, [](std::vector<ExpectedTensor>& t) {
-            std::erase_if(t, [](const ExpectedTensor& e) { return e.name == "model.layers.1.self_attn.k_norm.weight"; });
+            std::erase_if(t,
+                          [](const ExpectedTensor& e) { return e.name == "model.layers.1.self_attn.k_norm.weight"; });
         });
         expect_error([&] { inspect_model_dir(missing); }, ErrorCategory::InvalidInput,
                      {"model.safetensors", "'model.layers.1.self_attn.k_norm.weight'", "[8]", "missing"});
         // Untied config without lm_head.
-        const auto nohead = make_model(root / "nohead", kTinyQwen3, [](std::vector<ExpectedTensor>& t) { t.pop_back(); });
+        const auto nohead =
+            make_model(root / "nohead", kTinyQwen3, [](std::vector<ExpectedTensor>& t) { t.pop_back(); });
         expect_error([&] { inspect_model_dir(nohead); }, ErrorCategory::InvalidInput,
                      {"model.safetensors", "'lm_head.weight'", "tie_word_embeddings=false"});
         // Wrong shape vs the config: names the tensor, both shapes.
@@ -516,8 +609,9 @@ private slots:
             for (auto& e : t)
                 if (e.name == "model.layers.0.self_attn.k_proj.weight") e.shape = {32, 16};
         });
-        expect_error([&] { inspect_model_dir(shape); }, ErrorCategory::InvalidInput,
-                     {"model.safetensors", "'model.layers.0.self_attn.k_proj.weight'", "[32, 16]", "[16, 16]", "config.json"});
+        expect_error(
+            [&] { inspect_model_dir(shape); }, ErrorCategory::InvalidInput,
+            {"model.safetensors", "'model.layers.0.self_attn.k_proj.weight'", "[32, 16]", "[16, 16]", "config.json"});
         // Weights of a different config (babyllama-like shapes against a smaller config).
         const auto other = make_model(root / "other", kTinyLlama);
         test::write_file(other / "config.json", dump_with(kTinyLlama, [](json& j) { j["vocab_size"] = 51; }));
@@ -536,9 +630,15 @@ private slots:
         expect_error([&] { inspect_model_dir(badtok); }, ErrorCategory::InvalidInput, {"tokenizer_config.json"});
         // MoE folders are inspected without the shape check.
         const auto moe = make_model(root / "moe", dump_with(kMixtral8x7B, [](json& j) {
-            j["hidden_size"] = 16; j["intermediate_size"] = 8; j["num_hidden_layers"] = 1; j["num_attention_heads"] = 4;
-            j["num_key_value_heads"] = 2; j["vocab_size"] = 10; j["num_local_experts"] = 2; j["num_experts_per_tok"] = 1;
-        }));
+                                        j["hidden_size"] = 16;
+                                        j["intermediate_size"] = 8;
+                                        j["num_hidden_layers"] = 1;
+                                        j["num_attention_heads"] = 4;
+                                        j["num_key_value_heads"] = 2;
+                                        j["vocab_size"] = 10;
+                                        j["num_local_experts"] = 2;
+                                        j["num_experts_per_tok"] = 1;
+                                    }));
         const auto moe_info = inspect_model_dir(moe);
         QVERIFY(!moe_info.tensors_checked);
         QCOMPARE(moe_info.parameter_count, moe_info.config.parameter_count());
@@ -583,9 +683,11 @@ private slots:
         expect_error([&] { inspect_model_dir(root / "does-not-exist"); }, ErrorCategory::InvalidInput,
                      {"does-not-exist", "not found"});
         fs::create_directories(root / "empty");
-        expect_error([&] { inspect_model_dir(root / "empty"); }, ErrorCategory::InvalidInput, {"empty", "no config.json"});
+        expect_error([&] { inspect_model_dir(root / "empty"); }, ErrorCategory::InvalidInput,
+                     {"empty", "no config.json"});
         test::write_file(root / "afile", "x");
-        expect_error([&] { inspect_model_dir(root / "afile"); }, ErrorCategory::InvalidInput, {"afile", "model folder"});
+        expect_error([&] { inspect_model_dir(root / "afile"); }, ErrorCategory::InvalidInput,
+                     {"afile", "model folder"});
 
         // Pickle only: refused, with why and how to convert.
         test::write_file(root / "pickle" / "config.json", kTinyLlama);
@@ -607,13 +709,18 @@ private slots:
 
         // Config but no weights at all.
         test::write_file(root / "noweights" / "config.json", kTinyLlama);
-        expect_error([&] { inspect_model_dir(root / "noweights"); }, ErrorCategory::InvalidInput, {"noweights", "no weights"});
+        expect_error([&] { inspect_model_dir(root / "noweights"); }, ErrorCategory::InvalidInput,
+                     {"noweights", "no weights"});
         // Unsupported architecture in a folder.
-        test::write_file(root / "bert" / "config.json", R"({"architectures": ["BertForMaskedLM"], "model_type": "bert"})");
-        expect_error([&] { inspect_model_dir(root / "bert"); }, ErrorCategory::Unsupported, {"config.json", "BertForMaskedLM"});
+        test::write_file(root / "bert" / "config.json",
+                         R"({"architectures": ["BertForMaskedLM"], "model_type": "bert"})");
+        expect_error([&] { inspect_model_dir(root / "bert"); }, ErrorCategory::Unsupported,
+                     {"config.json", "BertForMaskedLM"});
         // Invalid config in a folder.
-        test::write_file(root / "absurd" / "config.json", R"({"architectures": ["LlamaForCausalLM"], "hidden_size": -5})");
-        expect_error([&] { inspect_model_dir(root / "absurd"); }, ErrorCategory::InvalidInput, {"config.json", "hidden_size"});
+        test::write_file(root / "absurd" / "config.json",
+                         R"({"architectures": ["LlamaForCausalLM"], "hidden_size": -5})");
+        expect_error([&] { inspect_model_dir(root / "absurd"); }, ErrorCategory::InvalidInput,
+                     {"config.json", "hidden_size"});
     }
 };
 

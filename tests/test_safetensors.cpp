@@ -62,8 +62,10 @@ void expect_error(const std::function<void()>& fn, ErrorCategory category, const
                                 .arg(QString::fromUtf8(std::string(error_category_name(e.category())).c_str()))
                                 .arg(QString::fromStdString(msg))));
         for (const auto& n : needles)
-            QVERIFY2(msg.find(n) != std::string::npos,
-                     qPrintable(QString("message lacks '%1': %2").arg(QString::fromStdString(n), QString::fromStdString(msg))));
+            QVERIFY2(
+                msg.find(n) != std::string::npos,
+                qPrintable(
+                    QString("message lacks '%1': %2").arg(QString::fromStdString(n), QString::fromStdString(msg))));
         return;
     } catch (const std::exception& e) {
         QFAIL(qPrintable(QString("expected tandem::Error, got std::exception: ") + e.what()));
@@ -86,9 +88,9 @@ struct Fixture {
     }
     std::vector<TensorToWrite> tensors() const {
         return {
-            {"f32", DType::F32, {2, 3}, bytes_of(f32)},     {"f16", DType::F16, {2, 2, 2}, bytes_of(f16)},
-            {"bf16", DType::BF16, {5}, bytes_of(bf16)},     {"i64", DType::I64, {4}, bytes_of(i64)},
-            {"scalar", DType::F32, {}, bytes_of(scalar)},   {"empty", DType::F32, {0, 4}, bytes_of(empty)},
+            {"f32", DType::F32, {2, 3}, bytes_of(f32)},   {"f16", DType::F16, {2, 2, 2}, bytes_of(f16)},
+            {"bf16", DType::BF16, {5}, bytes_of(bf16)},   {"i64", DType::I64, {4}, bytes_of(i64)},
+            {"scalar", DType::F32, {}, bytes_of(scalar)}, {"empty", DType::F32, {0, 4}, bytes_of(empty)},
         };
     }
 };
@@ -158,7 +160,7 @@ private slots:
         QCOMPARE(f16_to_f32(0x3C00), 1.0f);
         QCOMPARE(f16_to_f32(0xC000), -2.0f);
         QCOMPARE(f16_to_f32(0x7BFF), 65504.0f);
-        QCOMPARE(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+        QCOMPARE(f16_to_f32(0x0001), std::ldexp(1.0f, -24));     // smallest subnormal
         QCOMPARE(f16_to_f32(0x03FF), std::ldexp(1023.0f, -24));  // largest subnormal
         QVERIFY(std::isinf(f16_to_f32(0x7C00)));
         QVERIFY(std::isnan(f16_to_f32(0x7E00)));
@@ -180,7 +182,7 @@ private slots:
         QCOMPARE(f32_to_f16(65519.0f), uint16_t(0x7BFF));
         QCOMPARE(f32_to_f16(65520.0f), uint16_t(0x7C00));  // overflows to inf
         QCOMPARE(f32_to_f16(-1e10f), uint16_t(0xFC00));
-        QCOMPARE(f32_to_f16(std::ldexp(1.0f, -25)), uint16_t(0x0000));      // tie between 0 and 1 unit -> 0
+        QCOMPARE(f32_to_f16(std::ldexp(1.0f, -25)), uint16_t(0x0000));  // tie between 0 and 1 unit -> 0
         QCOMPARE(f32_to_f16(std::ldexp(1.0f, -25) * 1.001f), uint16_t(0x0001));
         QCOMPARE(f32_to_f16(3 * std::ldexp(1.0f, -25)), uint16_t(0x0002));  // tie between 1 and 2 units -> 2
         QCOMPARE(f32_to_f16(std::ldexp(1.0f, -30)), uint16_t(0x0000));
@@ -213,7 +215,8 @@ private slots:
         MappedFile moved = std::move(m2);
         QCOMPARE(moved.size(), size_t(5));
         QCOMPARE(m2.size(), size_t(0));
-        expect_error([&] { MappedFile x(dir.filePath("missing").toStdString()); }, ErrorCategory::Io, {"missing", "not found"});
+        expect_error([&] { MappedFile x(dir.filePath("missing").toStdString()); }, ErrorCategory::Io,
+                     {"missing", "not found"});
         expect_error([&] { MappedFile x(dir.path().toStdString()); }, ErrorCategory::Io, {"directory"});
     }
 
@@ -261,15 +264,17 @@ private slots:
         }
         QCOMPARE(files, size_t(1));
 
-        expect_error([&] { write_file_atomic(fs::path(dir.filePath("no/such/folder/x").toStdString()), std::string_view("x")); },
-                     ErrorCategory::Io, {"no/such/folder/x", "does not exist"});
+        expect_error(
+            [&] { write_file_atomic(fs::path(dir.filePath("no/such/folder/x").toStdString()), std::string_view("x")); },
+            ErrorCategory::Io, {"no/such/folder/x", "does not exist"});
     }
 
     // --- writer --------------------------------------------------------------------------------------
     void goldenBytes() {
         // Byte layouts fixed by the format: compact JSON, dtype/shape/data_offsets order, space padding to 8.
         std::vector<float> v{0, 1, 2, 3, 4, 5};
-        const auto one = serialize_safetensors(std::vector<TensorToWrite>{{"attn.0", DType::F32, {1, 2, 3}, bytes_of(v)}});
+        const auto one =
+            serialize_safetensors(std::vector<TensorToWrite>{{"attn.0", DType::F32, {1, 2, 3}, bytes_of(v)}});
         const std::string hdr = R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})";
         QCOMPARE(hdr.size(), size_t(64));
         QVERIFY(one == le64(64) + hdr + std::string(reinterpret_cast<const char*>(v.data()), 24));
@@ -348,20 +353,35 @@ private slots:
 
     void writerRejectsBadTensors() {
         std::vector<float> v(4);
-        expect_error([&] { serialize_safetensors(std::vector<TensorToWrite>{{"x", DType::F32, {5}, bytes_of(v)}}); },
-                     ErrorCategory::Internal, {"'x'", "needs 20 bytes, got 16"});
-        expect_error([&] {
-            serialize_safetensors(std::vector<TensorToWrite>{{"x", DType::F32, {4}, bytes_of(v)}, {"x", DType::F32, {4}, bytes_of(v)}});
-        }, ErrorCategory::Internal, {"twice"});
-        expect_error([&] { serialize_safetensors(std::vector<TensorToWrite>{{"x", DType::F32, {-4}, bytes_of(v)}}); },
-                     ErrorCategory::Internal, {"invalid shape"});
-        expect_error([&] { serialize_safetensors(std::vector<TensorToWrite>{{"__metadata__", DType::F32, {4}, bytes_of(v)}}); },
-                     ErrorCategory::Internal, {"invalid tensor name"});
+        expect_error(
+            [&] {
+                serialize_safetensors(std::vector<TensorToWrite>{{"x", DType::F32, {5}, bytes_of(v)}});
+            },
+            ErrorCategory::Internal, {"'x'", "needs 20 bytes, got 16"});
+        expect_error(
+            [&] {
+                serialize_safetensors(std::vector<TensorToWrite>{{"x", DType::F32, {4}, bytes_of(v)},
+                                                                 {"x", DType::F32, {4}, bytes_of(v)}});
+            },
+            ErrorCategory::Internal, {"twice"});
+        expect_error(
+            [&] {
+                serialize_safetensors(std::vector<TensorToWrite>{{"x", DType::F32, {-4}, bytes_of(v)}});
+            },
+            ErrorCategory::Internal, {"invalid shape"});
+        expect_error(
+            [&] {
+                serialize_safetensors(std::vector<TensorToWrite>{{"__metadata__", DType::F32, {4}, bytes_of(v)}});
+            },
+            ErrorCategory::Internal, {"invalid tensor name"});
         // A failed write leaves no file behind.
         QTemporaryDir dir;
         const fs::path p = dir.filePath("bad.safetensors").toStdString();
-        expect_error([&] { write_safetensors(p, std::vector<TensorToWrite>{{"x", DType::F32, {5}, bytes_of(v)}}); },
-                     ErrorCategory::Internal, {"'x'"});
+        expect_error(
+            [&] {
+                write_safetensors(p, std::vector<TensorToWrite>{{"x", DType::F32, {5}, bytes_of(v)}});
+            },
+            ErrorCategory::Internal, {"'x'"});
         QVERIFY(!fs::exists(p));
         QVERIFY(fs::is_empty(dir.path().toStdString()));
     }
@@ -373,7 +393,8 @@ private slots:
         // No padding (header length 61, not a multiple of 8): data is unaligned in memory but readable.
         float vals[2] = {1.5f, -2.0f};
         const std::string data(reinterpret_cast<const char*>(vals), 8);
-        const std::string hdr = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"z":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})";
+        const std::string hdr =
+            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"z":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})";
         test::write_file(p, raw_file(hdr, data));
         SafetensorsFile f(p);
         QCOMPARE(f.size(), size_t(2));
@@ -413,29 +434,64 @@ private slots:
         row("missing dtype", raw_file(R"({"a":{"shape":[1],"data_offsets":[0,4]}})", "abcd"), "no \"dtype\"");
         row("missing shape", raw_file(R"({"a":{"dtype":"F32","data_offsets":[0,4]}})", "abcd"), "no \"shape\"");
         row("missing offsets", raw_file(R"({"a":{"dtype":"F32","shape":[1]}})", "abcd"), "no \"data_offsets\"");
-        row("dtype not string", raw_file(R"({"a":{"dtype":4,"shape":[1],"data_offsets":[0,4]}})", "abcd"), "dtype must be a string");
-        row("unknown dtype", raw_file(R"({"a":{"dtype":"F4X","shape":[1],"data_offsets":[0,1]}})", "a"), "unknown dtype 'F4X'");
-        row("lowercase dtype", raw_file(R"({"a":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}})", "abcd"), "unknown dtype 'f32'");
-        row("shape not array", raw_file(R"({"a":{"dtype":"F32","shape":4,"data_offsets":[0,16]}})", d16), "shape must be an array");
-        row("shape float", raw_file(R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,16]}})", d16), "not an integer");
-        row("shape string", raw_file(R"({"a":{"dtype":"F32","shape":["4"],"data_offsets":[0,16]}})", d16), "not an integer");
+        row("dtype not string", raw_file(R"({"a":{"dtype":4,"shape":[1],"data_offsets":[0,4]}})", "abcd"),
+            "dtype must be a string");
+        row("unknown dtype", raw_file(R"({"a":{"dtype":"F4X","shape":[1],"data_offsets":[0,1]}})", "a"),
+            "unknown dtype 'F4X'");
+        row("lowercase dtype", raw_file(R"({"a":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}})", "abcd"),
+            "unknown dtype 'f32'");
+        row("shape not array", raw_file(R"({"a":{"dtype":"F32","shape":4,"data_offsets":[0,16]}})", d16),
+            "shape must be an array");
+        row("shape float", raw_file(R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,16]}})", d16),
+            "not an integer");
+        row("shape string", raw_file(R"({"a":{"dtype":"F32","shape":["4"],"data_offsets":[0,16]}})", d16),
+            "not an integer");
         row("negative dim", raw_file(R"({"a":{"dtype":"F32","shape":[-1,4],"data_offsets":[0,16]}})", d16), "negative");
-        row("overflowing dims", raw_file(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4611686018427387904],"data_offsets":[0,16]}})", d16), "overflows");
-        row("overflowing bytes", raw_file(R"({"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,16]}})", d16), "overflows");
-        row("dim above int64", raw_file(R"({"a":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,16]}})", d16), "too large");
-        row("offsets one value", raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0]}})", d16), "array of two integers");
-        row("offsets not array", raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":"0-16"}})", d16), "array of two integers");
-        row("offsets negative", raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[-16,0]}})", d16), "negative");
-        row("offsets float", raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16.0]}})", d16), "not an integer");
-        row("begin after end", raw_file(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[16,0]}})", d16), "begin is after end");
-        row("offsets past end", raw_file("{" + a16 + "}", std::string(8, '\0')), "run past the end of the data section");
-        row("offsets huge", raw_file(R"({"a":{"dtype":"U8","shape":[16],"data_offsets":[18446744073709551600,18446744073709551615]}})", d16), "too large");
-        row("shape/offset mismatch", raw_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", d16), "needs 12 bytes");
-        row("overlap", raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})", std::string(24, '\0')), "overlap");
-        row("same range twice", raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", d16), "overlap");
-        row("gap", raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})", std::string(24, '\0')), "gap of 8 bytes");
-        row("gap at start", raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", d16), "gap of 8 bytes");
-        row("trailing bytes", raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", d16), "8 unexplained bytes");
+        row("overflowing dims",
+            raw_file(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4611686018427387904],"data_offsets":[0,16]}})",
+                     d16),
+            "overflows");
+        row("overflowing bytes",
+            raw_file(R"({"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,16]}})", d16), "overflows");
+        row("dim above int64",
+            raw_file(R"({"a":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,16]}})", d16), "too large");
+        row("offsets one value", raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0]}})", d16),
+            "array of two integers");
+        row("offsets not array", raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":"0-16"}})", d16),
+            "array of two integers");
+        row("offsets negative", raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[-16,0]}})", d16),
+            "negative");
+        row("offsets float", raw_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16.0]}})", d16),
+            "not an integer");
+        row("begin after end", raw_file(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[16,0]}})", d16),
+            "begin is after end");
+        row("offsets past end", raw_file("{" + a16 + "}", std::string(8, '\0')),
+            "run past the end of the data section");
+        row("offsets huge",
+            raw_file(R"({"a":{"dtype":"U8","shape":[16],"data_offsets":[18446744073709551600,18446744073709551615]}})",
+                     d16),
+            "too large");
+        row("shape/offset mismatch", raw_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})", d16),
+            "needs 12 bytes");
+        row("overlap",
+            raw_file(
+                R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+                std::string(24, '\0')),
+            "overlap");
+        row("same range twice",
+            raw_file(
+                R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                d16),
+            "overlap");
+        row("gap",
+            raw_file(
+                R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})",
+                std::string(24, '\0')),
+            "gap of 8 bytes");
+        row("gap at start", raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", d16),
+            "gap of 8 bytes");
+        row("trailing bytes", raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", d16),
+            "8 unexplained bytes");
         row("duplicate name", raw_file("{" + a16 + "," + a16 + "}", d16), "'a' twice");
         row("empty name", raw_file(R"({"":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", d16), "empty name");
         row("metadata not object", raw_file(R"({"__metadata__":"pt"})", ""), "__metadata__ must be an object");
@@ -448,7 +504,8 @@ private slots:
         QTemporaryDir dir;
         const fs::path p = dir.filePath("corrupt-file.safetensors").toStdString();
         test::write_file(p, content);
-        expect_error([&] { SafetensorsFile f(p); }, ErrorCategory::InvalidInput, {"corrupt-file.safetensors", needle.toStdString()});
+        expect_error([&] { SafetensorsFile f(p); }, ErrorCategory::InvalidInput,
+                     {"corrupt-file.safetensors", needle.toStdString()});
     }
 
     void missingFileIsIoError() {
@@ -462,10 +519,12 @@ private slots:
         QTemporaryDir dir;
         const fs::path d = dir.path().toStdString();
         std::vector<float> a{1, 2}, b{3, 4, 5}, c{6};
-        write_safetensors(d / "model-00001-of-00002.safetensors",
-                          std::vector<TensorToWrite>{{"a", DType::F32, {2}, bytes_of(a)}, {"b", DType::F32, {3}, bytes_of(b)}});
+        write_safetensors(
+            d / "model-00001-of-00002.safetensors",
+            std::vector<TensorToWrite>{{"a", DType::F32, {2}, bytes_of(a)}, {"b", DType::F32, {3}, bytes_of(b)}});
         write_safetensors(d / "model-00002-of-00002.safetensors",
-                          std::vector<TensorToWrite>{{"c", DType::F32, {1}, bytes_of(c)}, {"unlisted", DType::F32, {1}, bytes_of(c)}});
+                          std::vector<TensorToWrite>{{"c", DType::F32, {1}, bytes_of(c)},
+                                                     {"unlisted", DType::F32, {1}, bytes_of(c)}});
         const std::string index = R"({"metadata":{"total_size":24},"weight_map":{"a":"model-00001-of-00002.safetensors",
             "b":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors"}})";
         test::write_file(d / "model.safetensors.index.json", index);
@@ -481,42 +540,55 @@ private slots:
         expect_error([&] { set.at("zz"); }, ErrorCategory::InvalidInput, {"model.safetensors.index.json", "'zz'"});
 
         // Tensor listed but absent from its shard: names the index, the tensor and the shard.
-        test::write_file(d / "model.safetensors.index.json",
-                         R"({"weight_map":{"a":"model-00001-of-00002.safetensors","c":"model-00001-of-00002.safetensors"}})");
+        test::write_file(
+            d / "model.safetensors.index.json",
+            R"({"weight_map":{"a":"model-00001-of-00002.safetensors","c":"model-00001-of-00002.safetensors"}})");
         expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput,
                      {"model.safetensors.index.json", "'c'", "model-00001-of-00002.safetensors"});
         // Missing shard.
-        test::write_file(d / "model.safetensors.index.json", R"({"weight_map":{"a":"model-00009-of-00009.safetensors"}})");
+        test::write_file(d / "model.safetensors.index.json",
+                         R"({"weight_map":{"a":"model-00009-of-00009.safetensors"}})");
         expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput,
                      {"model.safetensors.index.json", "model-00009-of-00009.safetensors", "not found"});
         // A shard outside the folder.
-        test::write_file(d / "model.safetensors.index.json", R"({"weight_map":{"a":"../model-00001-of-00002.safetensors"}})");
-        expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput, {"model.safetensors.index.json", "same folder"});
+        test::write_file(d / "model.safetensors.index.json",
+                         R"({"weight_map":{"a":"../model-00001-of-00002.safetensors"}})");
+        expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput,
+                     {"model.safetensors.index.json", "same folder"});
         // Malformed indexes.
         test::write_file(d / "model.safetensors.index.json", R"({"weight_map":["a"]})");
-        expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput, {"model.safetensors.index.json", "weight_map"});
+        expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput,
+                     {"model.safetensors.index.json", "weight_map"});
         test::write_file(d / "model.safetensors.index.json", R"({"weight_map":{"a":7}})");
-        expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput, {"model.safetensors.index.json", "'a'"});
+        expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput,
+                     {"model.safetensors.index.json", "'a'"});
         test::write_file(d / "model.safetensors.index.json", "{not json");
-        expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput, {"model.safetensors.index.json", "invalid JSON"});
+        expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput,
+                     {"model.safetensors.index.json", "invalid JSON"});
         // A corrupt shard is reported with the shard's name.
         test::write_file(d / "model-00002-of-00002.safetensors", "garbage!!");
-        test::write_file(d / "model.safetensors.index.json", R"({"weight_map":{"c":"model-00002-of-00002.safetensors"}})");
-        expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput, {"model-00002-of-00002.safetensors"});
+        test::write_file(d / "model.safetensors.index.json",
+                         R"({"weight_map":{"c":"model-00002-of-00002.safetensors"}})");
+        expect_error([&] { SafetensorsSet::open(d); }, ErrorCategory::InvalidInput,
+                     {"model-00002-of-00002.safetensors"});
 
         // Several files without an index: a name in two files is an error naming both.
         write_safetensors(d / "x1.safetensors", std::vector<TensorToWrite>{{"a", DType::F32, {2}, bytes_of(a)}});
         write_safetensors(d / "x2.safetensors", std::vector<TensorToWrite>{{"a", DType::F32, {2}, bytes_of(a)}});
-        expect_error([&] { SafetensorsSet::open_files({d / "x1.safetensors", d / "x2.safetensors"}); },
-                     ErrorCategory::InvalidInput, {"x1.safetensors", "x2.safetensors", "'a'"});
+        expect_error(
+            [&] {
+                SafetensorsSet::open_files({d / "x1.safetensors", d / "x2.safetensors"});
+            },
+            ErrorCategory::InvalidInput, {"x1.safetensors", "x2.safetensors", "'a'"});
     }
 
     // --- fixtures and real weights -------------------------------------------------------------------------
     void torchWrittenFixture() {
         const auto p = test::fixtures() / "safetensors" / "torch_written.safetensors";
         if (!fs::exists(p))
-            QSKIP("tests/fixtures/safetensors/torch_written.safetensors not generated yet "
-                  "(python tests/reference/check_safetensors_roundtrip.py --write FILE)");
+            QSKIP(
+                "tests/fixtures/safetensors/torch_written.safetensors not generated yet "
+                "(python tests/reference/check_safetensors_roundtrip.py --write FILE)");
         check_fixture_file(p);
         // Our writer must produce exactly the reference library's bytes for the same tensors.
         const Fixture fx;
@@ -529,7 +601,8 @@ private slots:
         // TANDEM_REGENERATE_FIXTURES=1; otherwise our writer must reproduce the committed bytes exactly.
         const auto p = test::fixtures() / "safetensors" / "tandem_written.safetensors";
         const Fixture fx;
-        if (qEnvironmentVariableIsSet("TANDEM_REGENERATE_FIXTURES")) write_safetensors(p, fx.tensors(), {{"format", "pt"}});
+        if (qEnvironmentVariableIsSet("TANDEM_REGENERATE_FIXTURES"))
+            write_safetensors(p, fx.tensors(), {{"format", "pt"}});
         if (!fs::exists(p)) QSKIP("tests/fixtures/safetensors/tandem_written.safetensors missing");
         check_fixture_file(p);
         QVERIFY(serialize_safetensors(fx.tensors(), {{"format", "pt"}}) == read_all(p));

@@ -48,22 +48,23 @@ AtomicFileWriter::AtomicFileWriter(std::filesystem::path target) : target_(std::
     // O_EXCL with a per-process counter: a leftover temp from a crashed run is never reused or truncated.
     for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
         const auto n = g_temp_counter.fetch_add(1);
-        temp_ = dir / ("." + target_.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                       std::to_string(n));
+        temp_ =
+            dir / ("." + target_.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(n));
         do {
             fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         } while (fd_ < 0 && errno == EINTR);
         if (fd_ < 0 && errno != EEXIST) {
             const int err = errno;
-            throw_io(target_.string() + ": cannot create temporary file " + temp_.string() + ": " +
-                     errno_text(err));
+            throw_io(target_.string() + ": cannot create temporary file " + temp_.string() + ": " + errno_text(err));
         }
     }
     if (fd_ < 0) throw_io(target_.string() + ": cannot create a temporary file next to it");
     buffer_.resize(kBufferSize);
 }
 
-AtomicFileWriter::~AtomicFileWriter() { discard(); }
+AtomicFileWriter::~AtomicFileWriter() {
+    discard();
+}
 
 void AtomicFileWriter::discard() noexcept {
     if (done_) return;

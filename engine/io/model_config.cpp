@@ -82,8 +82,7 @@ public:
 
     std::string string(const char* key, const std::string& def) const {
         if (!has(key)) return def;
-        if (!j_[key].is_string())
-            bad(std::string("field '") + key + "' must be a string, found " + describe(j_[key]));
+        if (!j_[key].is_string()) bad(std::string("field '") + key + "' must be a string, found " + describe(j_[key]));
         return j_[key].get<std::string>();
     }
 
@@ -135,8 +134,8 @@ private:
 
 void check_range(const Reader& r, const char* name, int64_t v, int64_t lo, int64_t hi) {
     if (v < lo || v > hi)
-        r.bad(std::string(name) + " (" + std::to_string(v) + ") must be between " + std::to_string(lo) +
-              " and " + std::to_string(hi));
+        r.bad(std::string(name) + " (" + std::to_string(v) + ") must be between " + std::to_string(lo) + " and " +
+              std::to_string(hi));
 }
 
 // rope_theta and rope scaling, from the classic keys (rope_theta, rope_scaling) or from transformers v5's
@@ -152,7 +151,8 @@ void parse_rope(const Reader& r, const FamilyInfo& fam, ModelConfig& c) {
         scaling_key = "rope_parameters";
     }
     if (scaling && !scaling->is_object())
-        r.bad(std::string("field '") + scaling_key + "' must be an object or null, found " + Reader::describe(*scaling));
+        r.bad(std::string("field '") + scaling_key + "' must be an object or null, found " +
+              Reader::describe(*scaling));
 
     c.rope_theta = fam.rope_theta;
     if (r.has("rope_theta")) {
@@ -204,7 +204,8 @@ void parse_rope(const Reader& r, const FamilyInfo& fam, ModelConfig& c) {
         throw_unsupported(r.src() + ": " + scaling_key + " type '" + type +
                           "' is not supported (supported: default, linear, llama3)");
     }
-    if (!(rs.factor > 0) || rs.factor > 1e6) r.bad(where + "factor (" + std::to_string(rs.factor) + ") must be positive");
+    if (!(rs.factor > 0) || rs.factor > 1e6)
+        r.bad(where + "factor (" + std::to_string(rs.factor) + ") must be positive");
 }
 
 int64_t checked_mul(int64_t a, int64_t b) {
@@ -313,32 +314,32 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
 
     // Family-specific layout.
     switch (F) {
-    case Family::Llama:
-        c.attention_bias = c.o_proj_bias = r.boolean("attention_bias", false);
-        c.mlp_bias = r.boolean("mlp_bias", false);
-        break;
-    case Family::Mistral:
-        // MistralAttention has no biases whatever the file says.
-        c.sliding_window = r.integer("sliding_window", 0);
-        break;
-    case Family::Qwen2:
-        c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
-        if (r.boolean("use_sliding_window", false)) c.sliding_window = r.integer("sliding_window", 0);
-        break;
-    case Family::Qwen3:
-    case Family::Qwen3Moe:
-        c.qk_norm = true;
-        c.attention_bias = c.o_proj_bias = r.boolean("attention_bias", false);
-        if (r.boolean("use_sliding_window", false)) c.sliding_window = r.integer("sliding_window", 0);
-        break;
-    case Family::Mixtral:
-        c.sliding_window = r.integer("sliding_window", 0);
-        break;
-    case Family::GptOss:
-        c.attention_bias = c.o_proj_bias = r.boolean("attention_bias", true);
-        c.attention_sinks = true;
-        c.sliding_window = r.integer("sliding_window", 0);
-        break;
+        case Family::Llama:
+            c.attention_bias = c.o_proj_bias = r.boolean("attention_bias", false);
+            c.mlp_bias = r.boolean("mlp_bias", false);
+            break;
+        case Family::Mistral:
+            // MistralAttention has no biases whatever the file says.
+            c.sliding_window = r.integer("sliding_window", 0);
+            break;
+        case Family::Qwen2:
+            c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
+            if (r.boolean("use_sliding_window", false)) c.sliding_window = r.integer("sliding_window", 0);
+            break;
+        case Family::Qwen3:
+        case Family::Qwen3Moe:
+            c.qk_norm = true;
+            c.attention_bias = c.o_proj_bias = r.boolean("attention_bias", false);
+            if (r.boolean("use_sliding_window", false)) c.sliding_window = r.integer("sliding_window", 0);
+            break;
+        case Family::Mixtral:
+            c.sliding_window = r.integer("sliding_window", 0);
+            break;
+        case Family::GptOss:
+            c.attention_bias = c.o_proj_bias = r.boolean("attention_bias", true);
+            c.attention_sinks = true;
+            c.sliding_window = r.integer("sliding_window", 0);
+            break;
     }
     if (c.sliding_window < 0) r.bad("sliding_window (" + std::to_string(c.sliding_window) + ") must not be negative");
 
@@ -361,8 +362,8 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
             c.num_experts = r.integer("num_local_experts");
             c.moe_intermediate_size = c.intermediate_size;
         }
-        c.num_experts_per_tok = r.has("num_experts_per_tok") ? r.integer("num_experts_per_tok")
-                                                             : r.integer("experts_per_token");
+        c.num_experts_per_tok =
+            r.has("num_experts_per_tok") ? r.integer("num_experts_per_tok") : r.integer("experts_per_token");
         check_range(r, "number of experts", c.num_experts, 1, 4096);
         check_range(r, "num_experts_per_tok", c.num_experts_per_tok, 1, c.num_experts);
         check_range(r, "moe_intermediate_size", c.moe_intermediate_size, 1, 1 << 20);
@@ -386,8 +387,9 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
             j["quantization_config"]["quant_method"].is_string())
             method = j["quantization_config"]["quant_method"].get<std::string>();
         c.supported = false;
-        c.unsupported_reason = "pre-quantized checkpoint (quant_method '" + method +
-                               "') is not supported; use the original bf16/fp16 model (Tandem quantizes itself for QLoRA)";
+        c.unsupported_reason =
+            "pre-quantized checkpoint (quant_method '" + method +
+            "') is not supported; use the original bf16/fp16 model (Tandem quantizes itself for QLoRA)";
     }
     // sliding_window does not make a model unsupported: it changes nothing for sequences up to the window
     // (4096 for Mistral v0.1); the trainer must refuse longer packed samples or implement the window.
@@ -432,7 +434,9 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     const int64_t H = c.hidden_size, V = c.vocab_size, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate_size;
     const int64_t Im = c.moe_intermediate_size, E = c.num_experts, D = c.head_dim;
     std::vector<ExpectedTensor> out;
-    auto add = [&](std::string name, std::vector<int64_t> shape) { out.push_back({std::move(name), std::move(shape)}); };
+    auto add = [&](std::string name, std::vector<int64_t> shape) {
+        out.push_back({std::move(name), std::move(shape)});
+    };
 
     add("model.embed_tokens.weight", {V, H});
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {

@@ -26,7 +26,9 @@ bool has_suffix(const std::string& name, std::string_view suffix) {
 
 std::string conversion_hint(const fs::path& dir) {
     return "Convert it once with transformers: python -c \"from transformers import AutoModelForCausalLM as M; "
-           "M.from_pretrained('" + dir.string() + "').save_pretrained('OUT', safe_serialization=True)\" "
+           "M.from_pretrained('" +
+           dir.string() +
+           "').save_pretrained('OUT', safe_serialization=True)\" "
            "(also copy the tokenizer files), then point Tandem at OUT.";
 }
 
@@ -37,8 +39,10 @@ SafetensorsSet open_weights(const fs::path& dir, ModelInfo& info) {
         if (!entry.is_regular_file(ec)) continue;
         const auto name = entry.path().filename().string();
         if (has_suffix(name, ".safetensors")) {
-            if (name.rfind("consolidated", 0) == 0) consolidated.push_back(entry.path());
-            else if (name != "adapter_model.safetensors") safetensors.push_back(entry.path());
+            if (name.rfind("consolidated", 0) == 0)
+                consolidated.push_back(entry.path());
+            else if (name != "adapter_model.safetensors")
+                safetensors.push_back(entry.path());
         } else if (has_suffix(name, ".bin") || has_suffix(name, ".pt") || has_suffix(name, ".pth") ||
                    has_suffix(name, ".ckpt") || name == "pytorch_model.bin.index.json") {
             pickles.push_back(entry.path());
@@ -60,19 +64,23 @@ SafetensorsSet open_weights(const fs::path& dir, ModelInfo& info) {
     if (!safetensors.empty()) return SafetensorsSet::open_files(safetensors);
 
     if (!pickles.empty())
-        throw_unsupported(dir.string() + ": only pickle checkpoints here (" + pickles.front().filename().string() +
-                          (pickles.size() > 1 ? " and " + std::to_string(pickles.size() - 1) + " more" : std::string()) +
-                          "). Tandem refuses them: loading a pickle (.bin/.pt/.pth/.ckpt) runs whatever code it "
-                          "contains. " + conversion_hint(dir));
+        throw_unsupported(
+            dir.string() + ": only pickle checkpoints here (" + pickles.front().filename().string() +
+            (pickles.size() > 1 ? " and " + std::to_string(pickles.size() - 1) + " more" : std::string()) +
+            "). Tandem refuses them: loading a pickle (.bin/.pt/.pth/.ckpt) runs whatever code it "
+            "contains. " +
+            conversion_hint(dir));
     if (!consolidated.empty())
         throw_unsupported(dir.string() + ": only " + consolidated.front().filename().string() +
                           " (Mistral's native layout) here; Tandem reads the Hugging Face layout "
                           "(model-*.safetensors + model.safetensors.index.json). Download those files as well.");
     if (!gguf.empty())
-        throw_unsupported(dir.string() + ": only GGUF files here; Tandem trains from Hugging Face safetensors "
+        throw_unsupported(dir.string() +
+                          ": only GGUF files here; Tandem trains from Hugging Face safetensors "
                           "weights. Download the original (non-GGUF) model.");
-    throw_invalid(dir.string() + ": no weights found (expected model.safetensors, or "
-                                 "model.safetensors.index.json with its shards)");
+    throw_invalid(dir.string() +
+                  ": no weights found (expected model.safetensors, or "
+                  "model.safetensors.index.json with its shards)");
 }
 
 void inspect_tokenizer(const fs::path& dir, ModelInfo& info) {
@@ -141,8 +149,9 @@ static ModelDir open_impl(const fs::path& dir) {
     info.dir = dir;
     info.config_path = dir / "config.json";
     if (!is_file(info.config_path))
-        throw_invalid(dir.string() + ": no config.json in this folder; expected a Hugging Face model folder "
-                                     "(config.json, *.safetensors, tokenizer.json)");
+        throw_invalid(dir.string() +
+                      ": no config.json in this folder; expected a Hugging Face model folder "
+                      "(config.json, *.safetensors, tokenizer.json)");
     info.config = load_model_config(info.config_path);
     out.weights = open_weights(dir, info);
     for (const auto& f : out.weights.files()) info.weight_files.push_back(f.path());
@@ -170,8 +179,12 @@ static ModelDir open_impl(const fs::path& dir) {
     return out;
 }
 
-ModelInfo inspect_model_dir(const fs::path& dir) { return open_impl(dir).info; }
+ModelInfo inspect_model_dir(const fs::path& dir) {
+    return open_impl(dir).info;
+}
 
-ModelDir open_model_dir(const fs::path& dir) { return open_impl(dir); }
+ModelDir open_model_dir(const fs::path& dir) {
+    return open_impl(dir);
+}
 
 }  // namespace tandem

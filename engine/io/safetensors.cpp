@@ -34,11 +34,10 @@ struct DTypeEntry {
 };
 
 constexpr DTypeEntry kDTypes[] = {
-    {DType::BOOL, "BOOL", 1},      {DType::U8, "U8", 1},     {DType::I8, "I8", 1},
-    {DType::F8_E5M2, "F8_E5M2", 1}, {DType::F8_E4M3, "F8_E4M3", 1}, {DType::I16, "I16", 2},
-    {DType::U16, "U16", 2},        {DType::F16, "F16", 2},   {DType::BF16, "BF16", 2},
-    {DType::I32, "I32", 4},        {DType::U32, "U32", 4},   {DType::F32, "F32", 4},
-    {DType::F64, "F64", 8},        {DType::I64, "I64", 8},   {DType::U64, "U64", 8},
+    {DType::BOOL, "BOOL", 1},       {DType::U8, "U8", 1},   {DType::I8, "I8", 1},   {DType::F8_E5M2, "F8_E5M2", 1},
+    {DType::F8_E4M3, "F8_E4M3", 1}, {DType::I16, "I16", 2}, {DType::U16, "U16", 2}, {DType::F16, "F16", 2},
+    {DType::BF16, "BF16", 2},       {DType::I32, "I32", 4}, {DType::U32, "U32", 4}, {DType::F32, "F32", 4},
+    {DType::F64, "F64", 8},         {DType::I64, "I64", 8}, {DType::U64, "U64", 8},
 };
 
 std::string known_dtypes() {
@@ -54,8 +53,10 @@ std::string known_dtypes() {
 std::string qname(std::string_view s) {
     std::string out = "'";
     for (char c : s.substr(0, 200)) {
-        if (static_cast<unsigned char>(c) < 0x20) out += '?';
-        else out += c;
+        if (static_cast<unsigned char>(c) < 0x20)
+            out += '?';
+        else
+            out += c;
     }
     if (s.size() > 200) out += "...";
     return out + "'";
@@ -67,22 +68,36 @@ void append_json_string(std::string& out, std::string_view s) {
     for (char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
         switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-            if (c < 0x20) {
-                static const char hex[] = "0123456789abcdef";
-                out += "\\u00";
-                out += hex[c >> 4];
-                out += hex[c & 15];
-            } else {
-                out += ch;
-            }
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            default:
+                if (c < 0x20) {
+                    static const char hex[] = "0123456789abcdef";
+                    out += "\\u00";
+                    out += hex[c >> 4];
+                    out += hex[c & 15];
+                } else {
+                    out += ch;
+                }
         }
     }
     out += '"';
@@ -176,7 +191,9 @@ float f16_to_f32(uint16_t h) noexcept {
     return std::bit_cast<float>(bits);
 }
 
-float bf16_to_f32(uint16_t b) noexcept { return std::bit_cast<float>(uint32_t(b) << 16); }
+float bf16_to_f32(uint16_t b) noexcept {
+    return std::bit_cast<float>(uint32_t(b) << 16);
+}
 
 uint16_t f32_to_bf16(float f) noexcept {
     const uint32_t bits = std::bit_cast<uint32_t>(f);
@@ -190,16 +207,16 @@ uint16_t f32_to_f16(float f) noexcept {
     const uint16_t sign = uint16_t((bits >> 16) & 0x8000);
     const uint32_t abs = bits & 0x7fffffffu;
     if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00 | ((abs >> 13) & 0x3ff));  // NaN stays NaN
-    if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00);  // rounds to >= 65520 -> inf
-    if (abs >= 0x38800000u) {                                // normal half (>= 2^-14)
-        uint32_t m = abs + 0xfff + ((abs >> 13) & 1);        // round to nearest even at bit 13
-        return uint16_t(sign | ((m - 0x38000000u) >> 13));   // rebias 127 -> 15
+    if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00);                         // rounds to >= 65520 -> inf
+    if (abs >= 0x38800000u) {                                                       // normal half (>= 2^-14)
+        uint32_t m = abs + 0xfff + ((abs >> 13) & 1);                               // round to nearest even at bit 13
+        return uint16_t(sign | ((m - 0x38000000u) >> 13));                          // rebias 127 -> 15
     }
     if (abs < 0x33000000u) return sign;  // below half the smallest subnormal (2^-25) -> 0
     // Subnormal half: value = round(x * 2^24) units of 2^-24.
     const uint32_t exp = abs >> 23;
     const uint32_t mant = (abs & 0x7fffff) | 0x800000;  // 24-bit significand
-    const uint32_t shift = 126 - exp;                  // x * 2^24 = mant >> (126 - exp) ... see below
+    const uint32_t shift = 126 - exp;                   // x * 2^24 = mant >> (126 - exp) ... see below
     // x = mant * 2^(exp-150); x * 2^24 = mant * 2^(exp-126) = mant >> (126 - exp), shift in [14, 24].
     const uint32_t q = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1);
@@ -215,33 +232,33 @@ void tensor_to_f32(const TensorInfo& t, std::span<float> out) {
                        " elements, output buffer has " + std::to_string(out.size()));
     const std::byte* p = t.data.data();
     switch (t.dtype) {
-    case DType::F32:
-        if (n) std::memcpy(out.data(), p, n * 4);
-        return;
-    case DType::F16:
-        for (size_t i = 0; i < n; ++i) {
-            uint16_t h;
-            std::memcpy(&h, p + 2 * i, 2);
-            out[i] = f16_to_f32(h);
-        }
-        return;
-    case DType::BF16:
-        for (size_t i = 0; i < n; ++i) {
-            uint16_t h;
-            std::memcpy(&h, p + 2 * i, 2);
-            out[i] = bf16_to_f32(h);
-        }
-        return;
-    case DType::F64:
-        for (size_t i = 0; i < n; ++i) {
-            double d;
-            std::memcpy(&d, p + 8 * i, 8);
-            out[i] = static_cast<float>(d);
-        }
-        return;
-    default:
-        throw_unsupported("tensor " + qname(t.name) + " has dtype " + std::string(dtype_name(t.dtype)) +
-                          ", which cannot be converted to fp32 (only F32, F16, BF16, F64 can)");
+        case DType::F32:
+            if (n) std::memcpy(out.data(), p, n * 4);
+            return;
+        case DType::F16:
+            for (size_t i = 0; i < n; ++i) {
+                uint16_t h;
+                std::memcpy(&h, p + 2 * i, 2);
+                out[i] = f16_to_f32(h);
+            }
+            return;
+        case DType::BF16:
+            for (size_t i = 0; i < n; ++i) {
+                uint16_t h;
+                std::memcpy(&h, p + 2 * i, 2);
+                out[i] = bf16_to_f32(h);
+            }
+            return;
+        case DType::F64:
+            for (size_t i = 0; i < n; ++i) {
+                double d;
+                std::memcpy(&d, p + 8 * i, 8);
+                out[i] = static_cast<float>(d);
+            }
+            return;
+        default:
+            throw_unsupported("tensor " + qname(t.name) + " has dtype " + std::string(dtype_name(t.dtype)) +
+                              ", which cannot be converted to fp32 (only F32, F16, BF16, F64 can)");
     }
 }
 
@@ -274,8 +291,7 @@ struct SafetensorsFile::Impl {
 void SafetensorsFile::Impl::parse() {
     const uint64_t file_size = map.size();
     if (file_size < 8)
-        bad("not a safetensors file: " + std::to_string(file_size) +
-            " bytes, shorter than the 8-byte header length");
+        bad("not a safetensors file: " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
     uint64_t n = 0;
     std::memcpy(&n, map.data(), 8);
     if (n > kSafetensorsMaxHeader)
@@ -318,8 +334,7 @@ void SafetensorsFile::Impl::parse() {
         if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
         bad("safetensors header is not valid JSON: " + what);
     }
-    if (!header.is_object())
-        bad(std::string("safetensors header must be a JSON object, found ") + header.type_name());
+    if (!header.is_object()) bad(std::string("safetensors header must be a JSON object, found ") + header.type_name());
     if (!duplicate.empty()) bad("safetensors header lists " + qname(duplicate) + " twice");
 
     for (auto it = header.begin(); it != header.end(); ++it) {
@@ -327,8 +342,7 @@ void SafetensorsFile::Impl::parse() {
             if (!it->is_object()) bad("__metadata__ must be an object of strings");
             for (auto m = it->begin(); m != it->end(); ++m) {
                 if (!m->is_string())
-                    bad("__metadata__ value for " + qname(m.key()) + " must be a string, found " +
-                        m->type_name());
+                    bad("__metadata__ value for " + qname(m.key()) + " must be a string, found " + m->type_name());
                 metadata[m.key()] = m->get<std::string>();
             }
             continue;
@@ -346,12 +360,11 @@ void SafetensorsFile::Impl::parse() {
     for (const auto& t : tensors) {
         if (t.data_begin < pos)
             bad("tensors " + qname(prev->name) + " [" + std::to_string(prev->data_begin) + ", " +
-                std::to_string(prev->data_end) + ") and " + qname(t.name) + " [" +
-                std::to_string(t.data_begin) + ", " + std::to_string(t.data_end) + ") overlap");
+                std::to_string(prev->data_end) + ") and " + qname(t.name) + " [" + std::to_string(t.data_begin) + ", " +
+                std::to_string(t.data_end) + ") overlap");
         if (t.data_begin > pos)
             bad("gap of " + std::to_string(t.data_begin - pos) + " bytes before tensor " + qname(t.name) +
-                " (starts at " + std::to_string(t.data_begin) + ", previous data ends at " +
-                std::to_string(pos) +
+                " (starts at " + std::to_string(t.data_begin) + ", previous data ends at " + std::to_string(pos) +
                 "); safetensors requires tensors packed back to back, as the reference library does");
         pos = t.data_end;
         prev = &t;
@@ -380,8 +393,7 @@ void SafetensorsFile::Impl::parse_entry(const std::string& name, const json& e) 
     const auto& jd = e["dtype"];
     if (!jd.is_string()) bad_tensor(name, std::string("dtype must be a string, found ") + jd.type_name());
     const auto dtype = parse_dtype(jd.get<std::string>());
-    if (!dtype)
-        bad_tensor(name, "unknown dtype " + qname(jd.get<std::string>()) + " (known: " + known_dtypes() + ")");
+    if (!dtype) bad_tensor(name, "unknown dtype " + qname(jd.get<std::string>()) + " (known: " + known_dtypes() + ")");
     t.dtype = *dtype;
 
     const auto& js = e["shape"];
@@ -412,9 +424,9 @@ void SafetensorsFile::Impl::parse_entry(const std::string& name, const json& e) 
         bad_tensor(name, "data_offsets " + jo.dump() + " run past the end of the data section (" +
                              std::to_string(data_size) + " bytes); the file is truncated or corrupt");
     if (static_cast<uint64_t>(end - begin) != nbytes)
-        bad_tensor(name, "shape " + shape_to_string(t.shape) + " of " + std::string(dtype_name(t.dtype)) +
-                             " needs " + std::to_string(nbytes) + " bytes but data_offsets " + jo.dump() +
-                             " span " + std::to_string(end - begin));
+        bad_tensor(name, "shape " + shape_to_string(t.shape) + " of " + std::string(dtype_name(t.dtype)) + " needs " +
+                             std::to_string(nbytes) + " bytes but data_offsets " + jo.dump() + " span " +
+                             std::to_string(end - begin));
     t.data_begin = static_cast<uint64_t>(begin);
     t.data_end = static_cast<uint64_t>(end);
     tensors.push_back(std::move(t));
@@ -429,13 +441,27 @@ SafetensorsFile::~SafetensorsFile() = default;
 SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = default;
 
-const std::filesystem::path& SafetensorsFile::path() const noexcept { return impl_->path; }
-const std::vector<TensorInfo>& SafetensorsFile::tensors() const noexcept { return impl_->tensors; }
-size_t SafetensorsFile::size() const noexcept { return impl_->tensors.size(); }
-const std::map<std::string, std::string>& SafetensorsFile::metadata() const noexcept { return impl_->metadata; }
-uint64_t SafetensorsFile::file_size() const noexcept { return impl_->map.size(); }
-uint64_t SafetensorsFile::header_size() const noexcept { return impl_->header_size; }
-uint64_t SafetensorsFile::data_size() const noexcept { return impl_->data_size; }
+const std::filesystem::path& SafetensorsFile::path() const noexcept {
+    return impl_->path;
+}
+const std::vector<TensorInfo>& SafetensorsFile::tensors() const noexcept {
+    return impl_->tensors;
+}
+size_t SafetensorsFile::size() const noexcept {
+    return impl_->tensors.size();
+}
+const std::map<std::string, std::string>& SafetensorsFile::metadata() const noexcept {
+    return impl_->metadata;
+}
+uint64_t SafetensorsFile::file_size() const noexcept {
+    return impl_->map.size();
+}
+uint64_t SafetensorsFile::header_size() const noexcept {
+    return impl_->header_size;
+}
+uint64_t SafetensorsFile::data_size() const noexcept {
+    return impl_->data_size;
+}
 
 std::vector<std::string> SafetensorsFile::names() const {
     std::vector<std::string> out;
@@ -525,8 +551,8 @@ SafetensorsSet SafetensorsSet::open_index(const std::filesystem::path& index_jso
         for (const auto& name : names) {
             const auto* t = im.files[f].find(name);
             if (!t)
-                throw_invalid(src + ": tensor " + qname(name) + " is listed in weight_map for shard " +
-                              qname(file) + ", but " + path.string() + " does not contain it");
+                throw_invalid(src + ": tensor " + qname(name) + " is listed in weight_map for shard " + qname(file) +
+                              ", but " + path.string() + " does not contain it");
             im.tensors.emplace(name, std::make_pair(f, t));
         }
     }
@@ -554,7 +580,9 @@ std::vector<std::string> SafetensorsSet::names() const {
     return out;
 }
 
-size_t SafetensorsSet::size() const noexcept { return impl_->tensors.size(); }
+size_t SafetensorsSet::size() const noexcept {
+    return impl_->tensors.size();
+}
 
 const TensorInfo* SafetensorsSet::find(std::string_view name) const noexcept {
     auto it = impl_->tensors.find(name);
@@ -579,8 +607,12 @@ std::filesystem::path SafetensorsSet::file_of(std::string_view name) const {
     return it == impl_->tensors.end() ? std::filesystem::path() : impl_->files[it->second.first].path();
 }
 
-const std::vector<SafetensorsFile>& SafetensorsSet::files() const noexcept { return impl_->files; }
-const std::filesystem::path& SafetensorsSet::index_path() const noexcept { return impl_->index_path; }
+const std::vector<SafetensorsFile>& SafetensorsSet::files() const noexcept {
+    return impl_->files;
+}
+const std::filesystem::path& SafetensorsSet::index_path() const noexcept {
+    return impl_->index_path;
+}
 
 uint64_t SafetensorsSet::total_bytes() const noexcept {
     uint64_t n = 0;
@@ -594,8 +626,7 @@ namespace {
 
 // Validates the tensors and returns their write order plus the padded header (without the length prefix).
 std::vector<const TensorToWrite*> plan_write(std::span<const TensorToWrite> tensors,
-                                             const std::map<std::string, std::string>& metadata,
-                                             std::string& header) {
+                                             const std::map<std::string, std::string>& metadata, std::string& header) {
     std::vector<const TensorToWrite*> order;
     std::set<std::string_view> names;
     for (const auto& t : tensors) {
@@ -610,9 +641,9 @@ std::vector<const TensorToWrite*> plan_write(std::span<const TensorToWrite> tens
                                shape_to_string(t.shape));
         }
         if (__builtin_mul_overflow(numel, dtype_size(t.dtype), &nbytes) || nbytes != t.data.size())
-            throw_internal("safetensors writer: tensor " + qname(t.name) + " " + shape_to_string(t.shape) +
-                           " " + std::string(dtype_name(t.dtype)) + " needs " + std::to_string(nbytes) +
-                           " bytes, got " + std::to_string(t.data.size()));
+            throw_internal("safetensors writer: tensor " + qname(t.name) + " " + shape_to_string(t.shape) + " " +
+                           std::string(dtype_name(t.dtype)) + " needs " + std::to_string(nbytes) + " bytes, got " +
+                           std::to_string(t.data.size()));
         order.push_back(&t);
     }
     for (const auto& [k, v] : metadata)

@@ -22,14 +22,14 @@ struct ModelInfo {
     std::filesystem::path index_file;                 // model.safetensors.index.json, or empty
     bool has_tokenizer_json = false;
     bool has_tokenizer_config = false;
-    bool has_chat_template = false;   // "chat_template" in tokenizer_config.json, or chat_template.jinja/.json
+    bool has_chat_template = false;  // "chat_template" in tokenizer_config.json, or chat_template.jinja/.json
     bool has_generation_config = false;
     std::vector<std::string> dtypes;  // distinct dtypes of the model's tensors, e.g. {"BF16"}
     uint64_t weight_bytes = 0;        // tensor data bytes in the weight files
     // Elements over the tensors the model uses, read from the file headers (equals
     // config.parameter_count() when tensors_checked). Unchecked: all tensors except rotary_emb.inv_freq.
     int64_t parameter_count = 0;
-    bool tensors_checked = false;     // false for parsed-but-not-trainable architectures
+    bool tensors_checked = false;            // false for parsed-but-not-trainable architectures
     std::vector<std::string> extra_tensors;  // in the files but not used (e.g. rotary_emb.inv_freq)
     std::vector<std::string> notes;          // remarks for the user (ignored files, skipped checks)
 };

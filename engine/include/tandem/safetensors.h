@@ -27,20 +27,20 @@ namespace tandem {
 // sorts by, largest first.
 enum class DType : uint8_t { BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64 };
 
-std::string_view dtype_name(DType dtype) noexcept;             // "BF16"
+std::string_view dtype_name(DType dtype) noexcept;                 // "BF16"
 std::optional<DType> parse_dtype(std::string_view name) noexcept;  // exact, case-sensitive like the format
-size_t dtype_size(DType dtype) noexcept;                        // bytes per element
-bool dtype_converts_to_f32(DType dtype) noexcept;               // F32, F16, BF16, F64
+size_t dtype_size(DType dtype) noexcept;                           // bytes per element
+bool dtype_converts_to_f32(DType dtype) noexcept;                  // F32, F16, BF16, F64
 
 // One tensor of a mapped file. `data` is valid while the SafetensorsFile/SafetensorsSet that returned it lives.
 struct TensorInfo {
     std::string name;
     DType dtype = DType::F32;
-    std::vector<int64_t> shape;        // [] for a scalar
-    std::span<const std::byte> data;   // numel * dtype_size bytes, little-endian, row-major
-    uint64_t data_begin = 0;           // offsets in the data section, as in the header
+    std::vector<int64_t> shape;       // [] for a scalar
+    std::span<const std::byte> data;  // numel * dtype_size bytes, little-endian, row-major
+    uint64_t data_begin = 0;          // offsets in the data section, as in the header
     uint64_t data_end = 0;
-    int64_t numel() const noexcept;    // 1 for a scalar, 0 if any dimension is 0
+    int64_t numel() const noexcept;  // 1 for a scalar, 0 if any dimension is 0
 };
 
 // "[105, 128]"
@@ -71,8 +71,8 @@ public:
 
     const std::filesystem::path& path() const noexcept;
     const std::vector<TensorInfo>& tensors() const noexcept;  // in data-offset order
-    std::vector<std::string> names() const;                    // in data-offset order
-    size_t size() const noexcept;                              // number of tensors
+    std::vector<std::string> names() const;                   // in data-offset order
+    size_t size() const noexcept;                             // number of tensors
     const TensorInfo* find(std::string_view name) const noexcept;
     // Throws Error{InvalidInput} "FILE: no tensor named 'X'" when absent.
     const TensorInfo& at(std::string_view name) const;
