@@ -81,9 +81,9 @@ const AddedToken* AddedVocabulary::by_id(int32_t id) const {
 }
 
 std::optional<int32_t> AddedVocabulary::id_of(std::string_view content) const {
-    auto it = by_content_.find(content);
-    if (it == by_content_.end()) return std::nullopt;
-    return tokens_[it->second].id;
+    const size_t* index = by_content_.find(content);
+    if (!index) return std::nullopt;
+    return tokens_[*index].id;
 }
 
 int32_t AddedVocabulary::max_id() const { return by_id_.empty() ? -1 : by_id_.back().first; }

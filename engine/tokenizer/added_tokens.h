@@ -74,7 +74,7 @@ private:
     void split_with(const TokenMatcher& matcher, const Piece& piece, Pieces& out) const;
 
     std::vector<AddedToken> tokens_;
-    StringMap<size_t> by_content_;
+    FlatStringMap<size_t> by_content_;
     std::vector<std::pair<int32_t, size_t>> by_id_;  // sorted by id
     std::unordered_set<std::string> special_contents_;
     TokenMatcher raw_;
@@ -98,9 +98,9 @@ void AddedVocabulary::load(const Json& list, const Source& src, ModelLookup&& mo
         t.lstrip = get_bool_or(e, "lstrip", false, src, where);
         t.rstrip = get_bool_or(e, "rstrip", false, src, where);
         t.normalized = get_bool_or(e, "normalized", !t.special, src, where);
-        if (t.content.empty() || by_content_.count(t.content)) continue;  // HF ignores these too
+        if (t.content.empty() || by_content_.find(t.content)) continue;  // HF ignores these too
         if (std::optional<int32_t> mid = model_id(t.content)) t.id = *mid;
-        by_content_[t.content] = tokens_.size();
+        by_content_.put(t.content, tokens_.size());
         if (t.special) special_contents_.insert(t.content);
         tokens_.push_back(std::move(t));
     }

@@ -33,6 +33,11 @@ struct LaterCandidate {
     }
 };
 
+// True when s[..p) ends with marker.
+bool preceded_by(std::string_view s, size_t p, std::string_view marker) {
+    return p >= marker.size() && s.compare(p - marker.size(), marker.size(), marker) == 0;
+}
+
 }  // namespace
 
 std::unique_ptr<BpeModel> BpeModel::from_json(const Json& j, const Source& src) {
@@ -45,15 +50,15 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const Json& j, const Source& src) 
         if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > kMaxId)
             throw_bad_field(src, "model.vocab[\"" + it.key() + "\"]", "the id must be an integer in 0.." + std::to_string(kMaxId));
         int32_t id = static_cast<int32_t>(it.value().get<int64_t>());
-        m->vocab_[it.key()] = id;
+        m->vocab_.put(it.key(), id);
         max_id = std::max(max_id, id);
     }
     m->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
     m->has_id_.assign(static_cast<size_t>(max_id + 1), false);
-    for (const auto& [token, id] : m->vocab_) {
-        m->id_to_token_[static_cast<size_t>(id)] = token;
+    m->vocab_.for_each([&](std::string_view token, int32_t id) {
+        m->id_to_token_[static_cast<size_t>(id)] = std::string(token);
         m->has_id_[static_cast<size_t>(id)] = true;
-    }
+    });
 
     m->prefix_ = get_string_or(j, "continuing_subword_prefix", "", src, "model");
     m->suffix_ = get_string_or(j, "end_of_word_suffix", "", src, "model");
@@ -63,23 +68,23 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const Json& j, const Source& src) 
     // "dropout" only matters when training a tokenizer; encoding here is always deterministic.
     std::string unk = get_string_or(j, "unk_token", "", src, "model");
     if (!unk.empty()) {
-        if (auto it = m->vocab_.find(unk); it != m->vocab_.end()) m->unk_id_ = it->second;
+        if (const int32_t* id = m->vocab_.find(unk)) m->unk_id_ = *id;
     }
 
     // Single-character fast path: most initial symbols are looked up here instead of hashing.
     m->char_ids_.assign(0x10000, -1);
-    for (const auto& [token, id] : m->vocab_) {
+    m->vocab_.for_each([&](std::string_view token, int32_t id) {
         size_t i = 0;
         int32_t cp = utf8::decode(token, i);
         if (cp >= 0 && cp < 0x10000 && i == token.size()) m->char_ids_[static_cast<size_t>(cp)] = id;
-    }
+    });
     m->all_bytes_present_ = true;
     for (int b = 0; b < 256; ++b) {
         char name[8];
         std::snprintf(name, sizeof name, "<0x%02X>", b);
-        auto it = m->vocab_.find(std::string_view(name));
-        m->byte_ids_[b] = it == m->vocab_.end() ? -1 : it->second;
-        if (it == m->vocab_.end()) m->all_bytes_present_ = false;
+        const int32_t* id = m->vocab_.find(std::string_view(name));
+        m->byte_ids_[b] = id ? *id : -1;
+        if (!id) m->all_bytes_present_ = false;
     }
 
     const Json& merges = require(j, "merges", src, "model");
@@ -102,24 +107,32 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const Json& j, const Source& src) 
         } else {
             throw_bad_field(src, where, "a merge must be \"a b\" or [\"a\", \"b\"]");
         }
-        auto a = m->vocab_.find(left);
-        auto b = m->vocab_.find(right);
-        if (a == m->vocab_.end() || b == m->vocab_.end())
-            throw_bad_field(src, where, "token \"" + (a == m->vocab_.end() ? left : right) + "\" is not in the vocabulary");
+        const int32_t* a = m->vocab_.find(left);
+        const int32_t* b = m->vocab_.find(right);
+        if (!a || !b) throw_bad_field(src, where, "token \"" + (!a ? left : right) + "\" is not in the vocabulary");
         if (m->prefix_.size() > right.size())
             throw_bad_field(src, where, "right token is shorter than continuing_subword_prefix");
         std::string merged = left + right.substr(m->prefix_.size());
-        auto c = m->vocab_.find(merged);
-        if (c == m->vocab_.end()) throw_bad_field(src, where, "merged token \"" + merged + "\" is not in the vocabulary");
-        m->merges_.put(a->second, b->second, PairMap::Value{static_cast<uint32_t>(r), c->second});
+        const int32_t* c = m->vocab_.find(merged);
+        if (!c) throw_bad_field(src, where, "merged token \"" + merged + "\" is not in the vocabulary");
+        m->merges_.put(*a, *b, PairMap::Value{static_cast<uint32_t>(r), *c});
     }
+
+    // Cutting words before "▁" runs is exact only if no token has a "▁" right after another character.
+    const std::string marker = "\xE2\x96\x81";
+    bool can_split = m->prefix_.empty() && m->suffix_.empty() && m->vocab_.find(marker) != nullptr;
+    m->vocab_.for_each([&](std::string_view token, int32_t) {
+        for (size_t p = token.find(marker, 1); can_split && p != std::string_view::npos; p = token.find(marker, p + 1))
+            if (!preceded_by(token, p, marker)) can_split = false;
+    });
+    if (can_split) m->split_marker_ = marker;
     return m;
 }
 
 std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
-    auto it = vocab_.find(token);
-    if (it == vocab_.end()) return std::nullopt;
-    return it->second;
+    const int32_t* id = vocab_.find(token);
+    if (!id) return std::nullopt;
+    return *id;
 }
 
 const std::string* BpeModel::id_to_token(int32_t id) const {
@@ -134,30 +147,46 @@ int32_t BpeModel::lookup_symbol(std::string_view piece, bool first, bool last) c
         size_t i = 0;
         int32_t cp = utf8::decode(piece, i);
         if (cp >= 0 && cp < 0x10000) return char_ids_[static_cast<size_t>(cp)];
-        auto it = vocab_.find(piece);
-        return it == vocab_.end() ? -1 : it->second;
+        const int32_t* id = vocab_.find(piece);
+        return id ? *id : -1;
     }
     std::string key;
     if (add_prefix) key += prefix_;
     key += piece;
     if (add_suffix) key += suffix_;
-    auto it = vocab_.find(key);
-    return it == vocab_.end() ? -1 : it->second;
+    const int32_t* id = vocab_.find(key);
+    return id ? *id : -1;
 }
 
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
     if (word.empty()) return;
     if (ignore_merges_) {
-        if (auto it = vocab_.find(word); it != vocab_.end()) {
-            out.push_back(it->second);
+        if (const int32_t* id = vocab_.find(word)) {
+            out.push_back(*id);
             return;
         }
     }
-    bool cacheable = word.size() <= kMaxCachedBytes;
-    if (cacheable && cache_.get(word, out)) return;
+    if (split_marker_.empty()) {
+        tokenize_part(word, out);
+        return;
+    }
+    // Cut before every "▁" that follows another character (see bpe.h).
+    const std::string_view marker = split_marker_;
+    size_t part_start = 0;
+    for (size_t p = word.find(marker, 1); p != std::string_view::npos; p = word.find(marker, p + 1)) {
+        if (preceded_by(word, p, marker)) continue;  // inside a "▁" run
+        if (p > part_start) tokenize_part(word.substr(part_start, p - part_start), out);
+        part_start = p;
+    }
+    tokenize_part(word.substr(part_start), out);
+}
+
+void BpeModel::tokenize_part(std::string_view part, std::vector<int32_t>& out) const {
+    bool cacheable = part.size() <= kMaxCachedBytes;
+    if (cacheable && cache_.get(part, out)) return;
     size_t before = out.size();
-    merge_word(word, out);
-    if (cacheable) cache_.put(word, out.data() + before, out.data() + out.size());
+    merge_word(part, out);
+    if (cacheable) cache_.put(part, out.data() + before, out.data() + out.size());
 }
 
 void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
@@ -246,19 +275,27 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
 }
 
 bool BpeModel::Cache::get(std::string_view key, std::vector<int32_t>& out) {
-    Shard& shard = shards_[StringHash{}(key) % kShards];
+    uint64_t h = hash_bytes(key);
+    Shard& shard = shards_[(h >> 56) % kShards];
     std::lock_guard<std::mutex> lock(shard.mutex);
-    auto it = shard.map.find(key);
-    if (it == shard.map.end()) return false;
-    out.insert(out.end(), it->second.begin(), it->second.end());
+    const Span* span = shard.map.find_hashed(key, h);
+    if (!span) return false;
+    out.insert(out.end(), shard.ids.begin() + span->offset, shard.ids.begin() + span->offset + span->size);
     return true;
 }
 
 void BpeModel::Cache::put(std::string_view key, const int32_t* begin, const int32_t* end) {
-    Shard& shard = shards_[StringHash{}(key) % kShards];
+    uint64_t h = hash_bytes(key);
+    Shard& shard = shards_[(h >> 56) % kShards];
     std::lock_guard<std::mutex> lock(shard.mutex);
-    if (shard.map.size() >= kShardCapacity) shard.map.clear();  // simple bound; hot words come back fast
-    shard.map.emplace(std::string(key), std::vector<int32_t>(begin, end));
+    if (shard.map.size() >= kShardCapacity) {  // simple bound; hot words come back fast
+        shard.map.clear();
+        shard.ids.clear();
+    }
+    if (shard.map.find_hashed(key, h)) return;
+    Span span{static_cast<uint32_t>(shard.ids.size()), static_cast<uint32_t>(end - begin)};
+    shard.ids.insert(shard.ids.end(), begin, end);
+    shard.map.put_hashed(key, h, span);
 }
 
 }  // namespace tandem::tok

@@ -4,6 +4,9 @@
 // merged until none is left, driven by a binary heap over a doubly linked symbol list.
 // ignore_merges (Llama 3): a pre-token that is itself in the vocabulary is emitted as one id.
 // A sharded, mutex-guarded cache maps short pre-tokens to their ids, so encode() is safe from many threads.
+// SentencePiece-style models have no pre-tokenizer, so a whole text is one "word". When no vocabulary
+// token contains a "▁" that follows another character, no merge can ever cross the start of a "▁" run, so
+// the word is cut there and each part merged (and cached) on its own: the same ids, far less work.
 #pragma once
 
 #include <array>
@@ -35,10 +38,11 @@ public:
     size_t merge_count() const { return merges_.size(); }
 
 private:
+    void tokenize_part(std::string_view part, std::vector<int32_t>& out) const;
     void merge_word(std::string_view word, std::vector<int32_t>& out) const;
     int32_t lookup_symbol(std::string_view piece, bool first, bool last) const;
 
-    StringMap<int32_t> vocab_;
+    FlatStringMap<int32_t> vocab_;
     std::vector<std::string> id_to_token_;
     std::vector<bool> has_id_;
     PairMap merges_;
@@ -51,6 +55,7 @@ private:
     bool fuse_unk_ = false;
     bool byte_fallback_ = false;
     bool ignore_merges_ = false;
+    std::string split_marker_;             // "▁" when words may be cut before each "▁" run (see above)
 
     class Cache {
     public:
@@ -58,12 +63,17 @@ private:
         void put(std::string_view key, const int32_t* begin, const int32_t* end);
 
     private:
+        struct Span {
+            uint32_t offset = 0;
+            uint32_t size = 0;
+        };
         struct Shard {
             std::mutex mutex;
-            StringMap<std::vector<int32_t>> map;
+            FlatStringMap<Span> map;
+            std::vector<int32_t> ids;  // the cached ids of every entry, back to back
         };
         static constexpr size_t kShards = 16;
-        static constexpr size_t kShardCapacity = 16384;
+        static constexpr size_t kShardCapacity = 32768;
         std::array<Shard, kShards> shards_;
     };
     mutable Cache cache_;
