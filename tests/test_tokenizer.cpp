@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@
 #include "tandem/error.h"
 #include "tandem/tokenizer.h"
 #include "test_support.h"
+#include "tokenizer/pattern.h"
 #include "tokenizer/unicode.h"
 
 using tandem::Tokenizer;
@@ -96,6 +98,9 @@ private slots:
     void split_behaviors();
     void metaspace_and_unk();
     void decoder_edge_cases();
+    void sentencepiece_word_cutting();
+    void onig_regex_semantics();
+    void concurrent_encode();
     void bad_input();
 };
 
@@ -202,6 +207,7 @@ void TestTokenizer::hf_fixture() {
         fs::path path = tandem::test::assets() / it.value()["path"].get<std::string>();
         if (!fs::exists(path)) QSKIP(("asset not found: " + path.string()).c_str());
         const Tokenizer& tok = cached(path);
+        if (it.value().contains("vocab_size")) QCOMPARE(tok.vocab_size(), it.value()["vocab_size"].get<int32_t>());
         int passed = 0, failed = 0;
         for (const Json& c : it.value()["cases"]) {
             std::string text = c["text"].get<std::string>();
@@ -409,6 +415,80 @@ void TestTokenizer::decoder_edge_cases() {
     QCOMPARE(q.decode(lone), std::string("\xEF\xBF\xBDHello"));
     QCOMPARE(q.decode(q.encode("caf\xC3\xA9 na\xC3\xAFve \xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x92\xBB")),
              std::string("caf\xC3\xA9 na\xC3\xAFve \xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x92\xBB"));
+}
+
+void TestTokenizer::sentencepiece_word_cutting() {
+    // Tandem cuts SentencePiece-style words before each "▁" run only when no token has a "▁" after another
+    // character. Here "a▁" exists, so the word must stay whole: "a a" -> "▁", "a▁", "a" by merges.
+    QTemporaryDir dir;
+    const std::string m = "\xE2\x96\x81";
+    Json vocab = {{m, 0}, {"a", 1}, {"a" + m, 2}, {m + "a", 3}};
+    Json merges = Json::array({Json::array({"a", m}), Json::array({m, "a"})});
+    Json norm = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", m}};
+    Tokenizer t = load_json(dir, "glued", tiny_tokenizer(vocab, merges, {{"normalizer", norm}}));
+    // "a▁a▁a": rank 0 merges (a,▁) leftmost first: "a▁","a▁","a".
+    QCOMPARE(show_ids(t.encode("a a a")), show_ids({2, 2, 1}));
+    // Without "a▁" in the vocabulary the same text is cut before each "▁" and merges ("▁","a").
+    Json vocab2 = {{m, 0}, {"a", 1}, {m + "a", 3}};
+    Tokenizer t2 = load_json(dir, "cut", tiny_tokenizer(vocab2, Json::array({Json::array({m, "a"})}), {{"normalizer", norm}}));
+    QCOMPARE(show_ids(t2.encode("a a a")), show_ids({1, 3, 3}));
+    QCOMPARE(show_ids(t2.encode("a  a")), show_ids({1, 0, 3}));
+
+    // A long Llama 2 text (one word for the model) gives the same ids whole as it does cut at line breaks
+    // where the pieces meet at a "▁" boundary.
+    fs::path llama2 = tandem::test::assets() / "tokenizer-llama2";
+    TANDEM_REQUIRE_ASSET(llama2 / "tokenizer.json");
+    const Tokenizer& l2 = cached(llama2);
+    std::string a = "The quick brown fox jumps over the lazy dog.", b = " It was not amused, 1234 times.";
+    std::vector<int32_t> whole = l2.encode(a + b);
+    std::vector<int32_t> first = l2.encode(a);
+    QVERIFY(whole.size() > first.size());
+    QVERIFY(std::equal(first.begin(), first.end(), whole.begin()));
+}
+
+void TestTokenizer::onig_regex_semantics() {
+    using tandem::tok::translate_onig_pattern;
+    // \s is Unicode White_Space (U+180E is not), \w is Oniguruma's word class, \h a hex digit.
+    QVERIFY(translate_onig_pattern("\\s+").find("\\x{3000}") != std::string::npos);
+    QCOMPARE(translate_onig_pattern("[^\\s\\p{L}]").substr(0, 2), std::string("[^"));
+    QCOMPARE(translate_onig_pattern("\\u00e9"), std::string("\\x{00e9}"));
+    QCOMPARE(translate_onig_pattern("\\h"), std::string("[0-9a-fA-F]"));
+    std::vector<tandem::tok::Match> found;
+    tandem::tok::Pattern ws = tandem::tok::Pattern::regex("\\s+", "test");
+    ws.find_all("a\xE1\xA0\x8E" "b \xE3\x80\x80" "c", found);  // U+180E, then space + U+3000
+    QCOMPARE(found.size(), size_t(1));
+    QCOMPARE(found[0].start, size_t(5));
+    // ^ and $ are line anchors (Ruby syntax), as babyllama's "^ +| +$" normalizer relies on.
+    found.clear();
+    tandem::tok::Pattern::regex("^ +| +$", "test").find_all(" a \n b ", found);
+    QCOMPARE(found.size(), size_t(4));
+    // Empty matches: Oniguruma skips one right after the previous match.
+    found.clear();
+    tandem::tok::Pattern::regex("x*", "test").find_all("axb", found);
+    QCOMPARE(found.size(), size_t(3));  // (0,0) (1,2) (3,3)
+    QCOMPARE(found[1].start, size_t(1));
+    QCOMPARE(found[1].end, size_t(2));
+    // (?i:'s) also folds the apostrophe contraction in capitals.
+    found.clear();
+    tandem::tok::Pattern::regex("(?i:'s|'t)", "test").find_all("IT'S it's", found);
+    QCOMPARE(found.size(), size_t(2));
+}
+
+void TestTokenizer::concurrent_encode() {
+    fs::path qwen = tandem::test::assets() / "tokenizer-qwen3";
+    TANDEM_REQUIRE_ASSET(qwen / "tokenizer.json");
+    const Tokenizer& q = cached(qwen);
+    std::string text = tandem::read_file(tandem::test::assets() / "datasets" / "tinystories_train_head.txt").substr(0, 60000);
+    std::vector<int32_t> want = q.encode(text);
+    std::vector<std::vector<int32_t>> got(4);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < got.size(); ++i)
+        threads.emplace_back([&, i] {
+            for (int r = 0; r < 3; ++r) got[i] = q.encode(text);
+        });
+    for (auto& t : threads) t.join();
+    for (const auto& g : got) QVERIFY(g == want);
+    QCOMPARE(q.decode(want), text);
 }
 
 void TestTokenizer::bad_input() {
