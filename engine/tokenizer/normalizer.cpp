@@ -26,7 +26,9 @@ class UnicodeNormalizer final : public Normalizer {
 public:
     explicit UnicodeNormalizer(NormForm f) : form(f) {}
     NormForm form;
-    void normalize(std::string& s) const override { s = normalize_unicode(s, form); }
+    void normalize(std::string& s) const override {
+        if (!is_normalized_quick(s, form)) s = normalize_unicode(s, form);
+    }
 };
 
 class ReplaceNormalizer final : public Normalizer {

@@ -169,11 +169,11 @@ public:
             } else if (!p.text.empty()) {
                 out.push_back(std::move(p));
             }
+            thread_local std::string mapped;
             for (size_t k = first; k < out.size(); ++k) {
-                std::string mapped;
-                mapped.reserve(out[k].text.size() * 2);
+                mapped.clear();
                 append_byte_level(mapped, out[k].text);
-                out[k].text = std::move(mapped);
+                out[k].text.assign(mapped);  // reuses the piece's own storage
             }
         });
     }

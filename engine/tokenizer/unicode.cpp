@@ -85,12 +85,17 @@ void append_lowercase(std::string& out, char32_t c) {
     utf8::append(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
 }
 
+bool is_normalized_quick(std::string_view s, NormForm form) {
+    // Every normal form of ASCII is itself. For NFC, so is any text below U+0300: the first combining
+    // marks, and every character NFC changes, are at U+0300 or above (lead bytes 0xCC and up).
+    unsigned char limit = form == NormForm::NFC ? 0xCC : 0x80;
+    for (unsigned char ch : s)
+        if (ch >= limit) return false;
+    return true;
+}
+
 std::string normalize_unicode(std::string_view s, NormForm form) {
-    bool ascii = true;
-    for (unsigned char ch : s) {
-        if (ch >= 0x80) { ascii = false; break; }
-    }
-    if (ascii) return std::string(s);  // every normal form of ASCII text is itself
+    if (is_normalized_quick(s, form)) return std::string(s);
     int options = UTF8PROC_STABLE;
     switch (form) {
         case NormForm::NFC: options |= UTF8PROC_COMPOSE; break;

@@ -29,5 +29,7 @@ void append_lowercase(std::string& out, char32_t c);
 // Unicode normalization forms via utf8proc. NUL characters are kept (no NUL termination is assumed).
 enum class NormForm { NFC, NFD, NFKC, NFKD };
 std::string normalize_unicode(std::string_view s, NormForm form);
+// True when s is certainly already in the form (a cheap byte scan; false means "maybe not").
+bool is_normalized_quick(std::string_view s, NormForm form);
 
 }  // namespace tandem::tok
