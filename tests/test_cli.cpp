@@ -136,6 +136,26 @@ private slots:
         }
     }
 
+    // Tool schemas keep their key order through the CLI (transformers prints them as written).
+    void chat_with_tools_keeps_key_order() {
+        const fs::path dir = assets() / "tokenizer-qwen3";
+        TANDEM_REQUIRE_ASSET(dir);
+        std::ifstream in(fixtures() / "chat/hf_chat_templates.json");
+        const auto fixture = nlohmann::ordered_json::parse(in);
+        int checked = 0;
+        for (const auto& c : fixture.at("cases")) {
+            if (c.at("name").get<std::string>().rfind("qwen3/tool_roundtrip/", 0) != 0 || !c.at("extra").contains("tools"))
+                continue;
+            QStringList args{"chat", "--tokenizer", qs(dir), "--vars", QString::fromStdString(c.at("extra").dump())};
+            if (c.at("add_generation_prompt").get<bool>()) args << "--add-generation-prompt";
+            const CliResult r = run_cli(args, QByteArray::fromStdString(c.at("messages").dump() + "\n"));
+            QVERIFY2(r.exit_code == 0, r.err.constData());
+            QCOMPARE(parse_lines_json(r.out, 0).get<std::string>(), c.at("rendered").get<std::string>());
+            ++checked;
+        }
+        QCOMPARE(checked, 2);
+    }
+
     void data_summary_on_real_dataset() {
         const fs::path model = assets() / "tokenizer-qwen3", ds = assets() / "datasets/alpaca_5000.json";
         TANDEM_REQUIRE_ASSET(ds);

@@ -1,8 +1,6 @@
 // engine/data: dataset readers (every format, auto-detection, every kind of bad input), rendering and loss
 // masks (with a fake byte-level codec, and with the real Qwen3 / Llama 3 tokenizers), packing invariants,
 // the summary, and the real datasets in ../shared/assets/datasets.
-// The real-tokenizer cases need the tokenizer and chat-template implementations; a build made before they
-// exist can leave them out with -DTANDEM_DATA_NO_TOKENIZER (they are compiled by default).
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -16,15 +14,13 @@
 
 #include "tandem/data.h"
 #include "tandem/error.h"
-#ifndef TANDEM_DATA_NO_TOKENIZER
 #include "tandem/tokenizer.h"
-#endif
 #include "test_support.h"
 
 using namespace tandem;
 using namespace tandem::test;
 namespace fs = std::filesystem;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -929,16 +925,6 @@ private slots:
     }
 
     // ----- real tokenizers: decode the trained tokens ---------------------------------------------------------
-    // (The slots always exist, because moc does not see the build's -D flags; their bodies may be left out.)
-#ifdef TANDEM_DATA_NO_TOKENIZER
-#define TANDEM_TOKENIZER_TEST_BODY(name)              \
-    void name() {                                     \
-        QSKIP("built with TANDEM_DATA_NO_TOKENIZER"); \
-    }
-    TANDEM_TOKENIZER_TEST_BODY(qwen3_masks)
-    TANDEM_TOKENIZER_TEST_BODY(llama3_masks)
-    TANDEM_TOKENIZER_TEST_BODY(real_summary_with_tokenizer)
-#else
 
     void qwen3_masks() {
         const fs::path dir = assets() / "tokenizer-qwen3";
@@ -1021,7 +1007,6 @@ private slots:
         QVERIFY(s.packing_efficiency > 0.9);
         qInfo().noquote() << QString::fromStdString(to_text(s));
     }
-#endif
 };
 
 QTEST_GUILESS_MAIN(TestData)

@@ -33,9 +33,9 @@ Run add_chat_command(CLI::App& app) {
     return [o]() {
         const Tokenizer tok = Tokenizer::load(o->tokenizer);
         const auto& cfg = tok.config();
-        nlohmann::json vars;
+        nlohmann::ordered_json vars;
         try {
-            vars = nlohmann::json::parse(o->vars);
+            vars = nlohmann::ordered_json::parse(o->vars);
         } catch (const nlohmann::json::parse_error& e) {
             throw_invalid(std::string("--vars: not valid JSON: ") + e.what());
         }
@@ -51,10 +51,10 @@ Run add_chat_command(CLI::App& app) {
                           ": this model has no chat_template in tokenizer_config.json; choose a built-in one with "
                           "--template chatml|alpaca|llama3");
         }
-        for_each_json_line([&](const nlohmann::json& messages, size_t line) {
+        for_each_json_line([&](const nlohmann::ordered_json& messages, size_t line) {
             std::string text;
             try {
-                text = tmpl->render(messages, o->generation_prompt, vars);
+                text = tmpl->render_ordered(messages, o->generation_prompt, vars);
             } catch (const Error& e) {
                 throw Error(e.category(), "stdin:" + std::to_string(line) + ": " + e.what());
             }

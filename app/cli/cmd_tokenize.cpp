@@ -29,7 +29,7 @@ Run add_tokenize_command(CLI::App& app) {
     return [o]() {
         const Tokenizer tok = Tokenizer::load(o->tokenizer);
         const int32_t vocab = tok.vocab_size();
-        for_each_json_line([&](const nlohmann::json& v, size_t line) {
+        for_each_json_line([&](const nlohmann::ordered_json& v, size_t line) {
             if (!o->decode) {
                 if (!v.is_string())
                     throw_invalid("stdin:" + std::to_string(line) + ": expected a JSON string, got " +

@@ -13,16 +13,17 @@
 
 namespace tandem::cli {
 
-inline void for_each_json_line(const std::function<void(const nlohmann::json&, size_t line)>& fn) {
+// Objects keep their key order (ordered_json): a tool schema rendered with `tojson` must print as written.
+inline void for_each_json_line(const std::function<void(const nlohmann::ordered_json&, size_t line)>& fn) {
     std::string text;
     size_t line = 0;
     while (std::getline(std::cin, text)) {
         ++line;
         if (!text.empty() && text.back() == '\r') text.pop_back();
         if (text.find_first_not_of(" \t") == std::string::npos) continue;
-        nlohmann::json value;
+        nlohmann::ordered_json value;
         try {
-            value = nlohmann::json::parse(text);
+            value = nlohmann::ordered_json::parse(text);
         } catch (const nlohmann::json::parse_error& e) {
             throw_invalid("stdin:" + std::to_string(line) + ": not valid JSON (" + e.what() +
                           "); expected one JSON value per line");

@@ -25,8 +25,9 @@ TextCodec make_text_codec(const Tokenizer& tokenizer, const RenderOptions& optio
         codec.template_name = "builtin:" + name;
     }
     codec.encode = [&tokenizer](std::string_view text) { return tokenizer.encode(text, false); };
-    codec.render = [tpl](const nlohmann::json& messages, bool add_generation_prompt, const nlohmann::json& extra) {
-        return tpl->render(messages, add_generation_prompt, extra);
+    codec.render = [tpl](const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                        const nlohmann::ordered_json& extra) {
+        return tpl->render_ordered(messages, add_generation_prompt, extra);
     };
     codec.bos_id = tokenizer.bos_id();
     codec.eos_id = tokenizer.eos_id();

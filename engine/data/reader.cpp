@@ -20,7 +20,7 @@
 
 namespace tandem {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keeps key order: tool schemas must print as written (tojson)
 
 std::string_view dataset_format_name(DatasetFormat format) noexcept {
     switch (format) {

@@ -22,7 +22,7 @@
 
 namespace tandem {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keeps key order: tool schemas must print as written (tojson)
 
 namespace {
 

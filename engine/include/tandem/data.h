@@ -59,7 +59,7 @@ struct Message {
     std::string role;
     std::string content;
     bool is_tool_call = false;  // ShareGPT function_call / chat message with tool_calls: content is the call
-    nlohmann::json tool_calls;  // chat format's tool_calls passed through (null when absent)
+    nlohmann::ordered_json tool_calls;  // chat format's tool_calls passed through (null when absent)
 };
 
 // Where a record came from: file index into Dataset::files, 1-based line, element index for JSON arrays.
@@ -76,7 +76,7 @@ struct Record {
     std::string prompt;
     std::string completion;
     std::string text;
-    nlohmann::json tools;  // tool definitions (array) or null
+    nlohmann::ordered_json tools;  // tool definitions (array) or null
     RecordLocation location;
 };
 
@@ -154,7 +154,7 @@ struct RenderOptions {
     std::string fallback_template = "chatml";
     // Extra template variables. enable_thinking=false makes Qwen3's empty <think></think> block part of the
     // prompt (not trained), as Qwen3 renders the generation prompt in non-thinking mode.
-    nlohmann::json template_vars = {{"enable_thinking", false}};
+    nlohmann::ordered_json template_vars = {{"enable_thinking", false}};
     bool train_on_all_tokens = false;  // default: only assistant replies + their end-of-turn token
     bool add_eos_if_missing = true;    // append EOS after an assistant turn whose rendering holds none
     int32_t max_seq_len = 2048;        // longer samples keep their head; 0 = no limit
@@ -164,7 +164,7 @@ struct RenderOptions {
 struct TextCodec {
     std::function<std::vector<int32_t>(std::string_view)> encode;  // without special tokens added
     // messages (JSON array of {role, content, ...}), add_generation_prompt, extra template variables.
-    std::function<std::string(const nlohmann::json&, bool, const nlohmann::json&)> render;
+    std::function<std::string(const nlohmann::ordered_json&, bool, const nlohmann::ordered_json&)> render;
     std::optional<int32_t> bos_id;  // prepended to text / prompt-completion samples when adds_bos
     bool adds_bos = false;          // the tokenizer's post-processor adds BOS
     std::optional<int32_t> eos_id;
