@@ -11,23 +11,6 @@
 using namespace tandem;
 namespace fs = std::filesystem;
 
-namespace {
-
-// Runs fn, expecting an Error of `category` whose message contains `needle`.
-template <class Fn>
-bool throws(Fn fn, ErrorCategory category, const std::string& needle) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        if (e.category() != category) qWarning("wrong category: %s", e.what());
-        if (std::string(e.what()).find(needle) == std::string::npos) qWarning("message lacks '%s': %s", needle.c_str(), e.what());
-        return e.category() == category && std::string(e.what()).find(needle) != std::string::npos;
-    }
-    return false;
-}
-
-}  // namespace
-
 class TestCore : public QObject {
     Q_OBJECT
 
@@ -71,14 +54,14 @@ private slots:
     void file_and_json_errors() {
         QTemporaryDir tmp;
         const fs::path root = tmp.path().toStdString();
-        QVERIFY(throws([&] { read_file(root / "absent.json"); }, ErrorCategory::Io, "absent.json"));
-        QVERIFY(throws([&] { read_file(root); }, ErrorCategory::Io, "directory"));
+        test::expect_error([&] { read_file(root / "absent.json"); }, ErrorCategory::Io, {"absent.json"});
+        test::expect_error([&] { read_file(root); }, ErrorCategory::Io, {"directory"});
         test::write_file(root / "big.json", std::string(100, ' '));
-        QVERIFY(throws([&] { read_file(root / "big.json", 10); }, ErrorCategory::InvalidInput, "big.json"));
+        test::expect_error([&] { read_file(root / "big.json", 10); }, ErrorCategory::InvalidInput, {"big.json"});
         test::write_file(root / "bad.json", "{\n  \"a\": 1,\n  \"b\": ]\n}");
-        QVERIFY(throws([&] { read_json_file(root / "bad.json"); }, ErrorCategory::InvalidInput, "bad.json:3:"));
+        test::expect_error([&] { read_json_file(root / "bad.json"); }, ErrorCategory::InvalidInput, {"bad.json:3:"});
         test::write_file(root / "nul.json", std::string("{}\0junk", 7));
-        QVERIFY(throws([&] { read_json_file(root / "nul.json"); }, ErrorCategory::InvalidInput, "NUL"));
+        test::expect_error([&] { read_json_file(root / "nul.json"); }, ErrorCategory::InvalidInput, {"NUL"});
         test::write_file(root / "good.json", "{\"x\": [1, 2]}");
         QCOMPARE(read_json_file(root / "good.json").at("x").size(), size_t(2));
     }

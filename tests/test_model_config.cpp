@@ -15,31 +15,12 @@
 #include "test_support.h"
 
 using namespace tandem;
+using tandem::test::expect_error;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
 
-void expect_error(const std::function<void()>& fn, ErrorCategory category, const std::vector<std::string>& needles) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        const std::string msg = e.what();
-        QVERIFY2(e.category() == category,
-                 qPrintable(QString("wrong category '%1' for: %2")
-                                .arg(QString::fromUtf8(std::string(error_category_name(e.category())).c_str()))
-                                .arg(QString::fromStdString(msg))));
-        for (const auto& n : needles)
-            QVERIFY2(
-                msg.find(n) != std::string::npos,
-                qPrintable(
-                    QString("message lacks '%1': %2").arg(QString::fromStdString(n), QString::fromStdString(msg))));
-        return;
-    } catch (const std::exception& e) {
-        QFAIL(qPrintable(QString("expected tandem::Error, got std::exception: ") + e.what()));
-    }
-    QFAIL("expected tandem::Error, nothing was thrown");
-}
 
 // Released configs (fields that matter here, values as published).
 const char* kLlama32_1B = R"({

@@ -16,6 +16,7 @@
 #include "test_support.h"
 
 using namespace tandem;
+using tandem::test::expect_error;
 namespace fs = std::filesystem;
 
 Q_DECLARE_METATYPE(std::string)
@@ -51,27 +52,6 @@ std::string read_all(const fs::path& p) {
     return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Runs fn, which must throw tandem::Error of `category` whose message contains every needle.
-void expect_error(const std::function<void()>& fn, ErrorCategory category, const std::vector<std::string>& needles) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        const std::string msg = e.what();
-        QVERIFY2(e.category() == category,
-                 qPrintable(QString("wrong category '%1' for: %2")
-                                .arg(QString::fromUtf8(std::string(error_category_name(e.category())).c_str()))
-                                .arg(QString::fromStdString(msg))));
-        for (const auto& n : needles)
-            QVERIFY2(
-                msg.find(n) != std::string::npos,
-                qPrintable(
-                    QString("message lacks '%1': %2").arg(QString::fromStdString(n), QString::fromStdString(msg))));
-        return;
-    } catch (const std::exception& e) {
-        QFAIL(qPrintable(QString("expected tandem::Error, got std::exception: ") + e.what()));
-    }
-    QFAIL("expected tandem::Error, nothing was thrown");
-}
 
 // The fixture tensors described in tests/reference/check_safetensors_roundtrip.py.
 struct Fixture {

@@ -9,7 +9,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <vector>
+
+#include "tandem/error.h"
 
 namespace tandem::test {
 
@@ -28,6 +32,27 @@ inline void write_file(const std::filesystem::path& path, const std::string& dat
     std::filesystem::create_directories(path.parent_path());
     std::ofstream out(path, std::ios::binary);
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+// Runs fn, which must throw tandem::Error of `category` whose message contains every needle.
+inline void expect_error(const std::function<void()>& fn, tandem::ErrorCategory category,
+                         const std::vector<std::string>& needles) {
+    try {
+        fn();
+    } catch (const tandem::Error& e) {
+        const std::string msg = e.what();
+        QVERIFY2(e.category() == category,
+                 qPrintable(QString("wrong category '%1' for: %2")
+                                .arg(QString::fromUtf8(std::string(tandem::error_category_name(e.category())).c_str()),
+                                     QString::fromStdString(msg))));
+        for (const auto& n : needles)
+            QVERIFY2(msg.find(n) != std::string::npos,
+                     qPrintable(QString("message lacks '%1': %2").arg(QString::fromStdString(n), QString::fromStdString(msg))));
+        return;
+    } catch (const std::exception& e) {
+        QFAIL(qPrintable(QString("expected tandem::Error, got std::exception: ") + e.what()));
+    }
+    QFAIL("expected tandem::Error, nothing was thrown");
 }
 
 struct CliResult {
