@@ -489,6 +489,17 @@ void TestTokenizer::concurrent_encode() {
     for (auto& t : threads) t.join();
     for (const auto& g : got) QVERIFY(g == want);
     QCOMPARE(q.decode(want), text);
+
+    // Enough distinct words to fill and reset the word cache's shards: results must not change.
+    std::string many;
+    for (int i = 0; i < 160000; ++i) {
+        many += ' ';
+        for (int v = i + 1; v > 0; v /= 26) many += static_cast<char>('a' + v % 26);
+    }
+    std::vector<int32_t> first = q.encode(many);
+    std::vector<int32_t> again = q.encode(many);
+    QVERIFY(first == again);
+    QCOMPARE(q.decode(first), many);
 }
 
 void TestTokenizer::bad_input() {

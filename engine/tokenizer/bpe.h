@@ -3,7 +3,7 @@
 // <0xNN> tokens, unk with fuse_unk), then the adjacent pair with the lowest merge rank (leftmost on ties) is
 // merged until none is left, driven by a binary heap over a doubly linked symbol list.
 // ignore_merges (Llama 3): a pre-token that is itself in the vocabulary is emitted as one id.
-// A sharded, mutex-guarded cache maps short pre-tokens to their ids, so encode() is safe from many threads.
+// A word cache (word_cache.h) maps short pre-tokens to their ids; encode() is safe from many threads.
 // SentencePiece-style models have no pre-tokenizer, so a whole text is one "word". When no vocabulary
 // token contains a "▁" that follows another character, no merge can ever cross the start of a "▁" run, so
 // the word is cut there and each part merged (and cached) on its own: the same ids, far less work.
@@ -12,7 +12,6 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +19,7 @@
 
 #include "tokenizer/json_util.h"
 #include "tokenizer/string_map.h"
+#include "tokenizer/word_cache.h"
 
 namespace tandem::tok {
 
@@ -57,26 +57,7 @@ private:
     bool ignore_merges_ = false;
     std::string split_marker_;             // "▁" when words may be cut before each "▁" run (see above)
 
-    class Cache {
-    public:
-        bool get(std::string_view key, std::vector<int32_t>& out);
-        void put(std::string_view key, const int32_t* begin, const int32_t* end);
-
-    private:
-        struct Span {
-            uint32_t offset = 0;
-            uint32_t size = 0;
-        };
-        struct Shard {
-            std::mutex mutex;
-            FlatStringMap<Span> map;
-            std::vector<int32_t> ids;  // the cached ids of every entry, back to back
-        };
-        static constexpr size_t kShards = 16;
-        static constexpr size_t kShardCapacity = 32768;
-        std::array<Shard, kShards> shards_;
-    };
-    mutable Cache cache_;
+    mutable WordCache cache_;
 };
 
 }  // namespace tandem::tok
