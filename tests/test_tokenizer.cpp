@@ -560,6 +560,25 @@ void TestTokenizer::bad_input() {
     expect_error([&] { Tokenizer::load(dir / "sp"); }, ErrorCategory::Unsupported, "save_pretrained");
     expect_error([&] { Tokenizer::load(dir / "sp" / "tokenizer.model"); }, ErrorCategory::Unsupported, "tokenizer.json");
 
+    // tokenizer_config.json: AddedToken objects for special tokens, a list of named chat templates.
+    write("config_forms", tiny_tokenizer(vocab, Json::array({"a b"})));
+    tandem::test::write_file(dir / "config_forms" / "tokenizer_config.json", Json{
+        {"bos_token", {{"__type", "AddedToken"}, {"content", "ab"}, {"lstrip", false}}},
+        {"eos_token", "b"}, {"pad_token", nullptr}, {"add_eos_token", true},
+        {"chat_template", Json::array({{{"name", "tool_use"}, {"template", "TOOLS"}},
+                                       {{"name", "default"}, {"template", "DEFAULT"}}})}}.dump());
+    {
+        Tokenizer t = Tokenizer::load(dir / "config_forms");
+        QCOMPARE(t.config().bos_token, std::string("ab"));
+        QCOMPARE(t.bos_id().value_or(-1), 2);
+        QCOMPARE(t.eos_id().value_or(-1), 1);
+        QVERIFY(!t.pad_id());
+        QCOMPARE(t.config().chat_template, std::string("DEFAULT"));
+        QCOMPARE(t.config().add_eos_token.value_or(false), true);
+        QVERIFY(!t.config().add_bos_token);
+        QCOMPARE(t.kind(), std::string("BPE"));
+    }
+
     // A bad tokenizer_config.json beside a good tokenizer.json is named too.
     write("badconfig", tiny_tokenizer(vocab, Json::array({"a b"})));
     tandem::test::write_file(dir / "badconfig" / "tokenizer_config.json", "{\"bos_token\": 5}");

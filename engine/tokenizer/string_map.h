@@ -1,7 +1,7 @@
 // Hash containers for the tokenizer's hot path. libstdc++'s unordered_map does not cache hash codes for a
 // transparent string hash, so every probe re-hashed the keys of a bucket chain (a third of encode time);
 // these open-addressing maps keep each key's 64-bit hash next to it and the key bytes in one arena.
-//  - FlatStringMap<V>: string -> V (the vocabulary, the word cache).
+//  - FlatStringMap<V>: string -> V (the vocabulary, added-token contents).
 //  - PairMap: (left id, right id) -> (rank, merged id) for BPE merges.
 // Both are read-only after building except the cache, which its owner locks.
 #pragma once
