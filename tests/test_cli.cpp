@@ -144,11 +144,15 @@ private slots:
         QVERIFY2(r.exit_code == 0, r.err.constData());
         const auto j = nlohmann::json::parse(r.out.toStdString());
         QCOMPARE(j.at("format").get<std::string>(), std::string("alpaca"));
-        QCOMPARE(j.at("records").at("valid").get<int64_t>(), int64_t(5000));
-        QCOMPARE(j.at("samples").size(), size_t(2));
-        const auto& s = j.at("samples").at(0);
+        // Two records of the subset have an empty output: skipped and reported with their location.
+        QCOMPARE(j.at("records").at("valid").get<int64_t>(), int64_t(4998));
+        QCOMPARE(j.at("records").at("invalid").get<int64_t>(), int64_t(2));
+        QVERIFY(j.at("records").at("first_invalid").at(0).at("location").get<std::string>().find("alpaca_5000.json:") != std::string::npos);
+        QCOMPARE(j.at("rendered").size(), size_t(2));
+        const auto& s = j.at("rendered").at(0);
         QCOMPARE(s.at("ids").size(), s.at("labels").size());
-        const double eff = j.at("packing").at("efficiency").get<double>();
+        QVERIFY(!s.at("trained_text").get<std::string>().empty());
+        const double eff = j.at("batches").at("efficiency").get<double>();
         QVERIFY(eff > 0.5 && eff <= 1.0);
         const CliResult text = run_cli({"data", "--model", qs(model), "--dataset", qs(ds), "--pack", "4096"});
         QCOMPARE(text.exit_code, 0);

@@ -32,6 +32,13 @@ std::string read_file(const std::filesystem::path& path, size_t max_bytes) {
 }
 
 nlohmann::json parse_json(const std::string& text, const std::filesystem::path& path_for_errors) {
+    // nlohmann's parser stops at a NUL byte and would accept "{}\0junk"; a NUL never belongs in JSON text.
+    if (const auto nul = text.find('\0'); nul != std::string::npos) {
+        size_t line = 0, col = 0;
+        utf8::line_col(text, nul, line, col);
+        throw_invalid(path_for_errors.string() + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                      ": invalid JSON: a NUL byte (is this a binary file?)");
+    }
     try {
         return nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& e) {

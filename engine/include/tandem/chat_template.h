@@ -34,6 +34,12 @@ public:
     std::string render(const nlohmann::json& messages, bool add_generation_prompt,
                        const nlohmann::json& extra = nlohmann::json::object()) const;
 
+    // The same with ordered JSON: dict key order reaches the template as given (nlohmann::json sorts object
+    // keys, so `| tojson` of e.g. a tool schema would print keys alphabetically, unlike transformers). Prefer
+    // this when the messages/tools come from a file.
+    std::string render_ordered(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                               const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+
     const std::string& source() const;
 
     struct Impl;

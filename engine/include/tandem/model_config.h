@@ -1,6 +1,9 @@
 // tandem::ModelConfig — a Hugging Face `config.json` of a decoder-only model, parsed and validated.
 // Supported for training: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM.
 // Parsed but reported "not yet supported": Qwen3MoeForCausalLM, MixtralForCausalLM, GptOssForCausalLM.
+// Defaults for absent fields follow each family's transformers config class (e.g. head_dim defaults to 128
+// for Qwen3 but to hidden_size / num_attention_heads for Llama), so a config means here what it means there.
+// parameter_count() is the sum over expected_tensors(), so the two can never disagree.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +16,8 @@
 
 namespace tandem {
 
-enum class RopeScalingType { None, Linear, Llama3 };
+// Yarn is parsed (gpt-oss uses it) but only accepted for architectures that are not trainable yet.
+enum class RopeScalingType { None, Linear, Llama3, Yarn };
 
 struct RopeScaling {
     RopeScalingType type = RopeScalingType::None;
@@ -21,7 +25,10 @@ struct RopeScaling {
     // llama3 only
     double low_freq_factor = 1.0;
     double high_freq_factor = 4.0;
-    int64_t original_max_position_embeddings = 8192;
+    int64_t original_max_position_embeddings = 8192;  // llama3 and yarn
+    // yarn only
+    double beta_fast = 32.0;
+    double beta_slow = 1.0;
 };
 
 struct ModelConfig {
@@ -39,22 +46,40 @@ struct ModelConfig {
     double rope_theta = 10000.0;
     RopeScaling rope_scaling;
     bool tie_word_embeddings = false;
-    bool attention_bias = false;       // q/k/v biases (Qwen2)
+    bool attention_bias = false;       // q/k/v biases (Qwen2 always; Llama/Qwen3 when attention_bias=true)
+    bool o_proj_bias = false;          // o_proj bias (Llama/Qwen3 with attention_bias=true, gpt-oss; never Qwen2)
+    bool mlp_bias = false;             // gate/up/down biases (Llama's mlp_bias)
     bool qk_norm = false;              // per-head RMSNorm on q and k (Qwen3)
+    std::string hidden_act = "silu";
+    int64_t sliding_window = 0;        // 0 = full causal attention. Mistral v0.1: 4096 — samples longer than
+                                       // this need windowed attention (the trainer must check)
     std::vector<int64_t> bos_token_ids;
     std::vector<int64_t> eos_token_ids;
     std::string torch_dtype;           // as written ("bfloat16", "float32", ...) or empty
     // Mixture of experts (parsed for MoE architectures, which are not trainable yet).
     int64_t num_experts = 0;
     int64_t num_experts_per_tok = 0;
-    int64_t moe_intermediate_size = 0;
+    int64_t moe_intermediate_size = 0;   // per expert (= intermediate_size for Mixtral and gpt-oss)
+    int64_t decoder_sparse_step = 1;     // Qwen3-MoE: every n-th layer is sparse
+    std::vector<int64_t> mlp_only_layers;  // Qwen3-MoE: layers that keep a dense MLP
+    bool attention_sinks = false;        // gpt-oss: a learned per-head sink logit
 
     bool supported = false;            // true for the four dense families above
     std::string unsupported_reason;    // why not, when !supported
 
-    // Number of parameters implied by the config (embeddings counted once when tied).
+    // Number of parameters implied by the config (embeddings counted once when tied): the sum of the
+    // element counts of expected_tensors(). -1 if it overflows (never for a config that parsed).
     int64_t parameter_count() const;
+    // True when layer `layer` has a mixture-of-experts MLP (false for every layer of a dense model).
+    bool is_moe_layer(int64_t layer) const;
+    // Attention widths: num_attention_heads * head_dim and num_key_value_heads * head_dim.
+    int64_t q_dim() const { return num_attention_heads * head_dim; }
+    int64_t kv_dim() const { return num_key_value_heads * head_dim; }
 };
+
+// Architectures (config.json "architectures"[0]) that parse_model_config accepts.
+const std::vector<std::string>& supported_architectures();   // trainable
+const std::vector<std::string>& parsed_architectures();      // all accepted, trainable or not
 
 // Parses and validates config.json (a file or a folder containing one). Throws Error{InvalidInput} for
 // missing/invalid/absurd fields naming the file and the field, Error{Unsupported} for unknown

@@ -1,0 +1,725 @@
+// Dataset readers: JSON arrays, JSON Lines (also inside .json files) and plain text -> normalised Records.
+// Decisions:
+//  * The file is read once into memory and split into per-record byte ranges by a small scanner (JSON arrays:
+//    top-level elements; JSONL: lines). Each range is parsed on its own, so only one record's JSON DOM exists
+//    at a time, a syntax error costs one record instead of the whole file, and every error names file:line
+//    (and the element index for arrays).
+//  * Invalid records are skipped and counted by reason; loading fails when more than max_invalid_fraction of
+//    them are invalid, or when nothing valid is left, quoting the first ones.
+//  * Alpaca and ShareGPT records become `messages` here, so rendering only knows chat, prompt/completion, text.
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "core/files.h"
+#include "core/utf8.h"
+#include "tandem/data.h"
+#include "tandem/error.h"
+
+namespace tandem {
+
+using nlohmann::json;
+
+std::string_view dataset_format_name(DatasetFormat format) noexcept {
+    switch (format) {
+        case DatasetFormat::Auto:
+            return "auto";
+        case DatasetFormat::Alpaca:
+            return "alpaca";
+        case DatasetFormat::Chat:
+            return "chat";
+        case DatasetFormat::ShareGpt:
+            return "sharegpt";
+        case DatasetFormat::PromptCompletion:
+            return "prompt_completion";
+        case DatasetFormat::Text:
+            return "text";
+    }
+    return "?";
+}
+
+std::optional<DatasetFormat> parse_dataset_format(std::string_view name) noexcept {
+    if (name == "auto") return DatasetFormat::Auto;
+    if (name == "alpaca") return DatasetFormat::Alpaca;
+    if (name == "chat" || name == "messages") return DatasetFormat::Chat;
+    if (name == "sharegpt") return DatasetFormat::ShareGpt;
+    if (name == "prompt_completion" || name == "prompt-completion") return DatasetFormat::PromptCompletion;
+    if (name == "text") return DatasetFormat::Text;
+    return std::nullopt;
+}
+
+std::string_view invalid_reason_name(InvalidReason reason) noexcept {
+    switch (reason) {
+        case InvalidReason::JsonSyntax:
+            return "json_syntax";
+        case InvalidReason::NotAnObject:
+            return "not_an_object";
+        case InvalidReason::MissingKey:
+            return "missing_key";
+        case InvalidReason::WrongType:
+            return "wrong_type";
+        case InvalidReason::InvalidUtf8:
+            return "invalid_utf8";
+        case InvalidReason::Empty:
+            return "empty";
+        case InvalidReason::UnknownRole:
+            return "unknown_role";
+        case InvalidReason::NoAssistantTurn:
+            return "no_assistant_turn";
+        case InvalidReason::TemplateError:
+            return "template_error";
+        case InvalidReason::NotPrefixStable:
+            return "not_prefix_stable";
+    }
+    return "?";
+}
+
+void InvalidStats::add(InvalidRecord record) {
+    ++count;
+    ++by_reason[std::string(invalid_reason_name(record.reason))];
+    if (first.size() < max_kept) first.push_back(std::move(record));
+}
+
+std::string Dataset::location(const RecordLocation& loc) const {
+    std::string s =
+        (loc.file < files.size() ? files[loc.file].string() : std::string("?")) + ":" + std::to_string(loc.line);
+    if (loc.element >= 0) s += " (element " + std::to_string(loc.element) + ")";
+    return s;
+}
+
+DatasetFormat format_from_keys(const std::vector<std::string>& keys) noexcept {
+    auto has = [&](std::string_view k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
+    if (has("messages")) return DatasetFormat::Chat;
+    if (has("conversations")) return DatasetFormat::ShareGpt;
+    if (has("instruction") && has("output")) return DatasetFormat::Alpaca;
+    if (has("prompt") && has("completion")) return DatasetFormat::PromptCompletion;
+    if (has("text")) return DatasetFormat::Text;
+    return DatasetFormat::Auto;
+}
+
+std::vector<uint32_t> shuffled_indices(size_t n, uint64_t seed) {
+    std::vector<uint32_t> idx(n);
+    for (size_t i = 0; i < n; ++i) idx[i] = static_cast<uint32_t>(i);
+    std::mt19937_64 rng(seed);
+    // Fisher-Yates from the back; j uniform in [0, i] by rejection so the result does not depend on the
+    // standard library's distribution implementation.
+    for (size_t i = n; i > 1; --i) {
+        const uint64_t bound = i;  // pick j in [0, i-1]
+        const uint64_t limit = UINT64_MAX - (UINT64_MAX % bound);
+        uint64_t r;
+        do r = rng();
+        while (r >= limit);
+        std::swap(idx[i - 1], idx[r % bound]);
+    }
+    return idx;
+}
+
+DatasetSplit split_dataset(Dataset dataset, double validation_fraction, uint64_t seed) {
+    if (!(validation_fraction >= 0.0 && validation_fraction < 1.0))
+        throw_invalid("validation fraction must be in [0, 1), got " + std::to_string(validation_fraction));
+    const size_t n = dataset.records.size();
+    size_t n_val = static_cast<size_t>(std::llround(validation_fraction * static_cast<double>(n)));
+    if (validation_fraction > 0 && n_val == 0) n_val = 1;
+    if (n_val >= n && n > 0)
+        throw_invalid((dataset.files.empty() ? std::string("dataset") : dataset.files[0].string()) + ": " +
+                      std::to_string(n) + " records are too few for a validation fraction of " +
+                      std::to_string(validation_fraction) + ": nothing would be left for training");
+    const auto order = shuffled_indices(n, seed);
+    std::vector<char> is_val(n, 0);
+    for (size_t k = 0; k < n_val; ++k) is_val[order[k]] = 1;
+    DatasetSplit out;
+    out.train.format = out.validation.format = dataset.format;
+    out.train.files = out.validation.files = dataset.files;
+    out.train.invalid = std::move(dataset.invalid);
+    out.train.total_records = dataset.total_records;
+    // Records keep their file order inside each part (the packer shuffles later).
+    for (size_t i = 0; i < n; ++i)
+        (is_val[i] ? out.validation : out.train).records.push_back(std::move(dataset.records[i]));
+    out.validation.total_records = static_cast<int64_t>(out.validation.records.size());
+    out.train.total_records -= out.validation.total_records;
+    return out;
+}
+
+namespace {
+
+// A record's bytes inside the file text.
+struct Chunk {
+    size_t begin = 0;
+    size_t end = 0;
+    uint32_t line = 0;     // 1-based line of `begin`
+    int64_t element = -1;  // JSON array element index
+    bool at_eof = false;   // JSONL: the last line, without a final newline
+};
+
+struct RecordError {
+    InvalidReason reason;
+    std::string message;
+};
+
+[[noreturn]] void bad(InvalidReason reason, std::string message) {
+    throw RecordError{reason, std::move(message)};
+}
+
+bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+std::string type_name(const json& v) {
+    switch (v.type()) {
+        case json::value_t::null:
+            return "null";
+        case json::value_t::boolean:
+            return "a boolean";
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned:
+        case json::value_t::number_float:
+            return "a number";
+        case json::value_t::string:
+            return "a string";
+        case json::value_t::array:
+            return "an array";
+        case json::value_t::object:
+            return "an object";
+        default:
+            return "something else";
+    }
+}
+
+// Moves a string member out of obj. Missing or null -> nullopt when optional, else MissingKey.
+std::optional<std::string> take_string(json& obj, const char* key, bool required, std::string_view what = {}) {
+    auto it = obj.find(key);
+    const std::string name = what.empty() ? "\"" + std::string(key) + "\"" : std::string(what);
+    if (it == obj.end() || it->is_null()) {
+        if (required) bad(InvalidReason::MissingKey, "missing " + name);
+        return std::nullopt;
+    }
+    if (!it->is_string()) bad(InvalidReason::WrongType, name + " is " + type_name(*it) + ", expected a string");
+    return std::move(it->get_ref<std::string&>());
+}
+
+Message text_message(std::string role, std::string content) {
+    Message m;
+    m.role = std::move(role);
+    m.content = std::move(content);
+    return m;
+}
+
+bool blank(std::string_view s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return is_ws(c); });
+}
+
+json take_tools(json& obj) {
+    auto it = obj.find("tools");
+    if (it == obj.end() || it->is_null()) return nullptr;
+    if (it->is_string()) {
+        if (blank(it->get_ref<const std::string&>())) return nullptr;
+        json parsed = json::parse(it->get_ref<const std::string&>(), nullptr, false);
+        if (parsed.is_discarded() || !parsed.is_array())
+            bad(InvalidReason::WrongType, "\"tools\" is a string that does not hold a JSON array");
+        return parsed;
+    }
+    if (!it->is_array()) bad(InvalidReason::WrongType, "\"tools\" is " + type_name(*it) + ", expected an array");
+    return std::move(*it);
+}
+
+// Keeps the conversation up to its last assistant turn (later turns train nothing).
+void finish_conversation(std::vector<Message>& messages) {
+    if (messages.empty()) bad(InvalidReason::Empty, "empty conversation");
+    size_t last = messages.size();
+    for (size_t i = messages.size(); i-- > 0;)
+        if (messages[i].role == "assistant") {
+            last = i;
+            break;
+        }
+    if (last == messages.size()) bad(InvalidReason::NoAssistantTurn, "conversation has no assistant turn");
+    messages.resize(last + 1);
+}
+
+Record convert_alpaca(json& obj) {
+    Record r;
+    auto instruction = take_string(obj, "instruction", true);
+    auto input = take_string(obj, "input", false);
+    auto output = take_string(obj, "output", true);
+    auto system = take_string(obj, "system", false);
+    if (system && !system->empty()) r.messages.push_back(text_message("system", std::move(*system)));
+    if (auto it = obj.find("history"); it != obj.end() && !it->is_null()) {
+        if (!it->is_array()) bad(InvalidReason::WrongType, "\"history\" is " + type_name(*it) + ", expected an array");
+        for (size_t k = 0; k < it->size(); ++k) {
+            json& pair = (*it)[k];
+            if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string())
+                bad(InvalidReason::WrongType,
+                    "\"history\"[" + std::to_string(k) + "] is not a [user, assistant] pair of strings");
+            r.messages.push_back(text_message("user", std::move(pair[0].get_ref<std::string&>())));
+            r.messages.push_back(text_message("assistant", std::move(pair[1].get_ref<std::string&>())));
+        }
+    }
+    std::string user = std::move(*instruction);
+    if (input && !input->empty()) user = user.empty() ? std::move(*input) : user + "\n\n" + *input;
+    if (blank(user)) bad(InvalidReason::Empty, "\"instruction\" and \"input\" are empty");
+    if (blank(*output)) bad(InvalidReason::Empty, "\"output\" is empty");
+    r.messages.push_back(text_message("user", std::move(user)));
+    r.messages.push_back(text_message("assistant", std::move(*output)));
+    return r;
+}
+
+Record convert_chat(json& obj) {
+    Record r;
+    auto it = obj.find("messages");
+    if (it == obj.end() || it->is_null()) bad(InvalidReason::MissingKey, "missing \"messages\"");
+    if (!it->is_array()) bad(InvalidReason::WrongType, "\"messages\" is " + type_name(*it) + ", expected an array");
+    for (size_t k = 0; k < it->size(); ++k) {
+        json& m = (*it)[k];
+        const std::string where = "message " + std::to_string(k);
+        if (!m.is_object()) bad(InvalidReason::WrongType, where + " is " + type_name(m) + ", expected an object");
+        auto role = take_string(m, "role", true, where + " \"role\"");
+        if (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool")
+            bad(InvalidReason::UnknownRole,
+                where + " has unknown role \"" + *role + "\" (expected system, user, assistant or tool)");
+        Message msg = text_message(std::move(*role), {});
+        if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
+            if (!tc->is_array()) bad(InvalidReason::WrongType, where + " \"tool_calls\" is not an array");
+            msg.tool_calls = std::move(*tc);
+            msg.is_tool_call = true;
+        }
+        auto content = take_string(m, "content", msg.tool_calls.is_null(), where + " \"content\"");
+        if (content) msg.content = std::move(*content);
+        if (msg.role == "assistant" && msg.tool_calls.is_null() && blank(msg.content))
+            bad(InvalidReason::Empty, where + " (assistant) is empty");
+        r.messages.push_back(std::move(msg));
+    }
+    finish_conversation(r.messages);
+    r.tools = take_tools(obj);
+    return r;
+}
+
+Record convert_sharegpt(json& obj) {
+    Record r;
+    auto system = take_string(obj, "system", false);
+    if (system && !system->empty()) r.messages.push_back(text_message("system", std::move(*system)));
+    auto it = obj.find("conversations");
+    if (it == obj.end() || it->is_null()) bad(InvalidReason::MissingKey, "missing \"conversations\"");
+    if (!it->is_array())
+        bad(InvalidReason::WrongType, "\"conversations\" is " + type_name(*it) + ", expected an array");
+    for (size_t k = 0; k < it->size(); ++k) {
+        json& m = (*it)[k];
+        const std::string where = "turn " + std::to_string(k);
+        if (!m.is_object()) bad(InvalidReason::WrongType, where + " is " + type_name(m) + ", expected an object");
+        auto from = take_string(m, "from", true, where + " \"from\"");
+        auto value = take_string(m, "value", true, where + " \"value\"");
+        Message msg;
+        // function_call is the assistant's turn (the call is what it must learn to produce); observation is
+        // the tool's answer.
+        if (*from == "human" || *from == "user")
+            msg.role = "user";
+        else if (*from == "gpt" || *from == "assistant")
+            msg.role = "assistant";
+        else if (*from == "system")
+            msg.role = "system";
+        else if (*from == "function_call") {
+            msg.role = "assistant";
+            msg.is_tool_call = true;
+        } else if (*from == "observation" || *from == "tool" || *from == "function")
+            msg.role = "tool";
+        else
+            bad(InvalidReason::UnknownRole, where + " has unknown \"from\": \"" + *from +
+                                                "\" (expected human, gpt, system, function_call or observation)");
+        msg.content = std::move(*value);
+        if (msg.role == "assistant" && blank(msg.content))
+            bad(InvalidReason::Empty, where + " (" + *from + ") is empty");
+        r.messages.push_back(std::move(msg));
+    }
+    finish_conversation(r.messages);
+    r.tools = take_tools(obj);
+    return r;
+}
+
+Record convert_prompt_completion(json& obj) {
+    Record r;
+    r.prompt = std::move(*take_string(obj, "prompt", true));
+    r.completion = std::move(*take_string(obj, "completion", true));
+    if (blank(r.completion)) bad(InvalidReason::Empty, "\"completion\" is empty");
+    return r;
+}
+
+Record convert_text(json& obj) {
+    Record r;
+    r.text = std::move(*take_string(obj, "text", true));
+    if (blank(r.text)) bad(InvalidReason::Empty, "\"text\" is empty");
+    return r;
+}
+
+Record convert(json& obj, DatasetFormat format) {
+    if (!obj.is_object()) bad(InvalidReason::NotAnObject, "record is " + type_name(obj) + ", expected an object");
+    switch (format) {
+        case DatasetFormat::Alpaca:
+            return convert_alpaca(obj);
+        case DatasetFormat::Chat:
+            return convert_chat(obj);
+        case DatasetFormat::ShareGpt:
+            return convert_sharegpt(obj);
+        case DatasetFormat::PromptCompletion:
+            return convert_prompt_completion(obj);
+        case DatasetFormat::Text:
+            return convert_text(obj);
+        case DatasetFormat::Auto:
+            break;
+    }
+    throw_internal("convert: format not resolved");
+}
+
+// Splits a JSON array into its top-level elements without parsing them. Strings and escapes are tracked so
+// brackets inside strings do not count. A file that ends before the array closes is reported as truncated.
+std::vector<Chunk> split_json_array(const std::string& text, size_t open, const std::string& path) {
+    std::vector<Chunk> chunks;
+    uint32_t line = 1;
+    for (size_t k = 0; k < open; ++k) line += text[k] == '\n';
+    const uint32_t open_line = line;
+    size_t i = open + 1;
+    const size_t n = text.size();
+    int64_t element = 0;
+    auto skip_ws = [&] {
+        while (i < n && is_ws(text[i])) line += text[i++] == '\n';
+    };
+    auto truncated = [&](const Chunk* inside) {
+        std::string msg = path + ":" + std::to_string(line) + ": truncated file: the JSON array opened at line " +
+                          std::to_string(open_line) + " is not closed";
+        if (inside)
+            msg += " (the file ends inside element " + std::to_string(inside->element) + ", which starts at line " +
+                   std::to_string(inside->line) + ")";
+        throw_invalid(msg + "; was the file cut off while copying or downloading?");
+    };
+    skip_ws();
+    if (i < n && text[i] == ']') {
+        ++i;
+    } else {
+        for (;;) {
+            skip_ws();
+            if (i >= n) truncated(nullptr);
+            Chunk c{i, i, line, element++};
+            int depth = 0;
+            bool in_string = false, done = false, closed = false;
+            while (i < n) {
+                const char ch = text[i];
+                if (in_string) {
+                    if (ch == '\\') {
+                        if (i + 1 < n && text[i + 1] == '\n') ++line;
+                        i += 2;
+                        continue;
+                    }
+                    if (ch == '"')
+                        in_string = false;
+                    else if (ch == '\n')
+                        ++line;
+                    ++i;
+                    continue;
+                }
+                if (ch == '"')
+                    in_string = true;
+                else if (ch == '{' || ch == '[')
+                    ++depth;
+                else if (ch == '}' || ch == ']') {
+                    if (depth > 0)
+                        --depth;
+                    else if (ch == ']') {
+                        closed = true;
+                        done = true;
+                        break;
+                    }
+                    // a stray '}' at depth 0 stays in the element: its parser reports the syntax error
+                } else if (ch == ',' && depth == 0) {
+                    done = true;
+                    break;
+                } else if (ch == '\n')
+                    ++line;
+                ++i;
+            }
+            if (!done) {
+                c.end = n;
+                truncated(&c);
+            }
+            c.end = i;
+            while (c.end > c.begin && is_ws(text[c.end - 1])) --c.end;
+            chunks.push_back(c);
+            ++i;  // past ',' or ']'
+            if (closed) break;
+        }
+    }
+    skip_ws();
+    if (i < n)
+        throw_invalid(path + ":" + std::to_string(line) +
+                      ": unexpected text after the end of the JSON array (expected one array of records)");
+    return chunks;
+}
+
+std::vector<Chunk> split_lines(const std::string& text, size_t start) {
+    std::vector<Chunk> chunks;
+    uint32_t line = 1;
+    for (size_t k = 0; k < start; ++k) line += text[k] == '\n';
+    size_t i = start;
+    while (i < text.size()) {
+        size_t e = text.find('\n', i);
+        const bool eof = e == std::string::npos;
+        if (eof) e = text.size();
+        if (!blank(std::string_view(text).substr(i, e - i))) chunks.push_back({i, e, line, -1, eof});
+        ++line;
+        i = e + 1;
+    }
+    return chunks;
+}
+
+std::string shown_keys(const std::map<std::string, int>& keys) {
+    std::string s;
+    for (const auto& [k, n] : keys) s += (s.empty() ? "" : ", ") + ("\"" + k + "\"");
+    return s.empty() ? "none" : s;
+}
+
+const char* kFormatNeeds =
+    "alpaca needs \"instruction\" and \"output\"; chat needs \"messages\"; sharegpt needs \"conversations\"; "
+    "prompt_completion needs \"prompt\" and \"completion\"; text needs \"text\"";
+
+struct Reader {
+    const std::filesystem::path& path;
+    const ReadOptions& options;
+    const std::string& text;
+    Dataset& out;
+    std::string path_str = path.string();
+
+    std::string where(const Chunk& c) const {
+        std::string s = path_str + ":" + std::to_string(c.line);
+        if (c.element >= 0) s += " (element " + std::to_string(c.element) + ")";
+        return s;
+    }
+
+    void invalid(const Chunk& c, InvalidReason reason, std::string message) {
+        out.invalid.add({where(c), reason, std::move(message)});
+    }
+
+    // Parses one chunk; nullopt (and an invalid record) on bad UTF-8 or JSON.
+    std::optional<json> parse(const Chunk& c, bool record_errors) {
+        std::string_view s(text.data() + c.begin, c.end - c.begin);
+        size_t bad_off = 0;
+        if (!utf8::is_valid(s, &bad_off)) {
+            if (record_errors) {
+                size_t l, col;
+                utf8::line_col(s, bad_off, l, col);
+                invalid(c, InvalidReason::InvalidUtf8,
+                        "invalid UTF-8 at byte offset " + std::to_string(c.begin + bad_off) + " (line " +
+                            std::to_string(c.line + l - 1) + ", column " + std::to_string(col) + ")");
+            }
+            return std::nullopt;
+        }
+        try {
+            return json::parse(s);
+        } catch (const json::parse_error& e) {
+            if (record_errors) {
+                size_t l, col;
+                utf8::line_col(s, e.byte > 0 ? e.byte - 1 : 0, l, col);
+                std::string what = e.what();
+                if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
+                std::string msg = "invalid JSON at line " + std::to_string(c.line + l - 1) + ", column " +
+                                  std::to_string(col) + ": " + what;
+                if (c.at_eof) msg += " (the file ends inside this record: truncated?)";
+                invalid(c, InvalidReason::JsonSyntax, msg);
+            }
+            return std::nullopt;
+        }
+    }
+
+    DatasetFormat detect(const std::vector<Chunk>& chunks) {
+        std::map<std::string, int> keys;
+        std::map<DatasetFormat, int> votes;
+        DatasetFormat first = DatasetFormat::Auto;
+        int objects = 0;
+        for (size_t k = 0; k < chunks.size() && objects < 32; ++k) {
+            auto v = parse(chunks[k], false);
+            if (!v || !v->is_object()) continue;
+            ++objects;
+            std::vector<std::string> ks;
+            for (auto it = v->begin(); it != v->end(); ++it) {
+                ks.push_back(it.key());
+                ++keys[it.key()];
+            }
+            const auto has = [&](const char* key) { return v->contains(key); };
+            if (has("chosen") && has("rejected"))
+                throw_unsupported(where(chunks[k]) +
+                                  ": this is a preference (DPO) dataset (keys \"chosen\"/\"rejected\"); "
+                                  "supervised fine-tuning needs alpaca, chat, sharegpt, prompt_completion or "
+                                  "text records");
+            const auto f = format_from_keys(ks);
+            if (f != DatasetFormat::Auto) {
+                if (first == DatasetFormat::Auto) first = f;
+                ++votes[f];
+            }
+        }
+        if (objects == 0) return DatasetFormat::Auto;  // every record is broken: the invalid count reports it
+        if (votes.empty()) {
+            std::string hint;
+            if (keys.count("turns"))
+                hint =
+                    " The records look like an evaluation question set (MT-Bench style \"turns\" hold prompts "
+                    "without responses): there is nothing to train on.";
+            throw_invalid(path_str + ": cannot tell the dataset format: the first " + std::to_string(objects) +
+                          " records have the keys " + shown_keys(keys) + ". Expected: " + kFormatNeeds + "." + hint +
+                          " Choose the format explicitly if the keys are right.");
+        }
+        DatasetFormat best = first;
+        for (const auto& [f, n] : votes)
+            if (n > votes[best]) best = f;
+        return best;
+    }
+
+    void read_json_records(const std::vector<Chunk>& chunks) {
+        DatasetFormat format = options.format;
+        if (format == DatasetFormat::Auto) format = detect(chunks);
+        out.format = format;
+        out.records.reserve(chunks.size());
+        for (const Chunk& c : chunks) {
+            ++out.total_records;
+            auto v = parse(c, true);
+            if (!v) continue;
+            if (format == DatasetFormat::Auto) {  // no record was an object, so none could be detected
+                invalid(c, InvalidReason::NotAnObject, "record is " + type_name(*v) + ", expected an object");
+                continue;
+            }
+            try {
+                Record r = convert(*v, format);
+                r.location = {0, c.line, c.element};
+                out.records.push_back(std::move(r));
+            } catch (const RecordError& e) {
+                invalid(c, e.reason, e.message);
+            }
+        }
+    }
+
+    void read_text(size_t start) {
+        if (options.format != DatasetFormat::Auto && options.format != DatasetFormat::Text)
+            throw_invalid(path_str + ": a .txt file holds plain text; it cannot be read as " +
+                          std::string(dataset_format_name(options.format)) + " records");
+        out.format = DatasetFormat::Text;
+        const std::string_view all(text);
+        auto add_doc = [&](size_t b, size_t e, uint32_t line) {
+            while (e > b && is_ws(all[e - 1])) --e;
+            if (e <= b) return;
+            ++out.total_records;
+            std::string_view s = all.substr(b, e - b);
+            size_t bad_off = 0;
+            Chunk c{b, e, line};
+            if (!utf8::is_valid(s, &bad_off)) {
+                size_t l, col;
+                utf8::line_col(s, bad_off, l, col);
+                invalid(c, InvalidReason::InvalidUtf8,
+                        "invalid UTF-8 at byte offset " + std::to_string(b + bad_off) + " (line " +
+                            std::to_string(line + l - 1) + ", column " + std::to_string(col) + ")");
+                return;
+            }
+            Record r;
+            r.text.assign(s);
+            if (r.text.find('\r') != std::string::npos) std::erase(r.text, '\r');
+            r.location = {0, line, -1};
+            out.records.push_back(std::move(r));
+        };
+        if (options.text_split == TextSplit::WholeFile) {
+            add_doc(start, all.size(), 1);
+            return;
+        }
+        size_t doc_begin = std::string::npos;
+        uint32_t doc_line = 0, line = 1;
+        size_t i = start;
+        while (i <= all.size()) {
+            size_t e = all.find('\n', i);
+            if (e == std::string::npos) e = all.size();
+            const bool empty_line = blank(all.substr(i, e - i));
+            if (options.text_split == TextSplit::Lines) {
+                if (!empty_line) add_doc(i, e, line);
+            } else if (empty_line) {
+                if (doc_begin != std::string::npos) add_doc(doc_begin, i, doc_line);
+                doc_begin = std::string::npos;
+            } else if (doc_begin == std::string::npos) {
+                doc_begin = i;
+                doc_line = line;
+            }
+            ++line;
+            i = e + 1;
+        }
+        if (doc_begin != std::string::npos) add_doc(doc_begin, all.size(), doc_line);
+    }
+
+    void check_counts() {
+        std::string first;
+        for (size_t k = 0; k < out.invalid.first.size() && k < 5; ++k)
+            first += "\n  " + out.invalid.first[k].location + ": " + out.invalid.first[k].message;
+        if (out.records.empty())
+            throw_invalid(path_str + ": no valid records (" + std::to_string(out.total_records) + " read, " +
+                          std::to_string(out.invalid.count) + " invalid)" +
+                          (first.empty() ? std::string() : ":" + first));
+        const double share = static_cast<double>(out.invalid.count) / static_cast<double>(out.total_records);
+        if (share > options.max_invalid_fraction) {
+            std::ostringstream pct;
+            pct.precision(3);
+            pct << share * 100 << "% of the records are invalid (" << out.invalid.count << " of " << out.total_records
+                << "), more than the " << options.max_invalid_fraction * 100
+                << "% allowed (raise the invalid-record limit to load the valid ones anyway)";
+            throw_invalid(path_str + ": " + pct.str() + ". First ones:" + first);
+        }
+    }
+};
+
+}  // namespace
+
+Dataset read_dataset(const std::filesystem::path& path, const ReadOptions& options) {
+    Dataset out;
+    out.files.push_back(path);
+    out.invalid.max_kept = options.max_reported_invalid;
+    const std::string text = read_file(path);
+    const std::string p = path.string();
+    if (text.empty()) throw_invalid(p + ": the file is empty");
+    if (const void* nul = std::memchr(text.data(), 0, text.size()))
+        throw_invalid(p + ": looks like a binary file (NUL byte at offset " +
+                      std::to_string(static_cast<const char*>(nul) - text.data()) +
+                      "); expected JSON, JSON Lines or plain text (Parquet/Arrow files must be converted to "
+                      "JSONL first)");
+    size_t start = 0;
+    if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) start = 3;  // UTF-8 byte order mark
+    size_t first = start;
+    while (first < text.size() && is_ws(text[first])) ++first;
+    if (first == text.size()) throw_invalid(p + ": the file holds only whitespace");
+
+    std::string ext = path.extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+    const bool json_ext = ext == ".json" || ext == ".jsonl" || ext == ".ndjson";
+    const bool looks_json = text[first] == '[' || text[first] == '{';
+
+    Reader reader{path, options, text, out};
+    if (ext == ".txt" || (!json_ext && !looks_json)) {
+        reader.read_text(start);
+    } else if (!looks_json) {
+        size_t line, col;
+        utf8::line_col(text, first, line, col);
+        throw_invalid(p + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                      ": expected a JSON array of records or JSON Lines (one object per line), found '" +
+                      std::string(1, text[first]) + "'");
+    } else if (text[first] == '[') {
+        reader.read_json_records(split_json_array(text, first, p));
+        if (out.total_records == 0) throw_invalid(p + ": the JSON array is empty: no records");
+    } else {
+        auto chunks = split_lines(text, start);
+        // A single pretty-printed object is not JSON Lines: say so instead of reporting every line.
+        if (!chunks.empty() &&
+            !json::accept(std::string_view(text).substr(chunks[0].begin, chunks[0].end - chunks[0].begin))) {
+            json whole = json::parse(std::string_view(text).substr(start), nullptr, false);
+            if (!whole.is_discarded() && whole.is_object()) {
+                std::map<std::string, int> keys;
+                for (auto it = whole.begin(); it != whole.end(); ++it) keys[it.key()] = 1;
+                throw_invalid(p + ": the file holds one JSON object (keys " + shown_keys(keys) +
+                              "), expected an array of records or JSON Lines (one record per line)");
+            }
+        }
+        reader.read_json_records(chunks);
+    }
+    reader.check_counts();
+    return out;
+}
+
+}  // namespace tandem
