@@ -77,13 +77,11 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const Json& j, const Source& src) 
         int32_t cp = utf8::decode(token, i);
         if (cp >= 0 && cp < 0x10000 && i == token.size()) m->char_ids_[static_cast<size_t>(cp)] = id;
     });
-    m->all_bytes_present_ = true;
     for (int b = 0; b < 256; ++b) {
         char name[8];
         std::snprintf(name, sizeof name, "<0x%02X>", b);
         const int32_t* id = m->vocab_.find(std::string_view(name));
         m->byte_ids_[b] = id ? *id : -1;
-        if (!id) m->all_bytes_present_ = false;
     }
 
     const Json& merges = require(j, "merges", src, "model");

@@ -35,7 +35,6 @@ public:
     const std::string* id_to_token(int32_t id) const;  // nullptr for ids outside the vocabulary
     int32_t max_id() const { return static_cast<int32_t>(id_to_token_.size()) - 1; }
     bool byte_fallback() const { return byte_fallback_; }
-    size_t merge_count() const { return merges_.size(); }
 
 private:
     void tokenize_part(std::string_view part, std::vector<int32_t>& out) const;
@@ -48,7 +47,6 @@ private:
     PairMap merges_;
     std::vector<int32_t> char_ids_;        // code point < 0x10000 -> id of that one-character token, or -1
     std::array<int32_t, 256> byte_ids_{};  // byte -> id of "<0xNN>", or -1
-    bool all_bytes_present_ = false;
     std::string prefix_;                   // continuing_subword_prefix
     std::string suffix_;                   // end_of_word_suffix
     std::optional<int32_t> unk_id_;
