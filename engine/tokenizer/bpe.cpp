@@ -47,7 +47,8 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const Json& j, const Source& src) 
     int32_t max_id = -1;
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
         if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > kMaxId)
-            throw_bad_field(src, "model.vocab[\"" + it.key() + "\"]", "the id must be an integer in 0.." + std::to_string(kMaxId));
+            throw_bad_field(src, "model.vocab[\"" + it.key() + "\"]",
+                            "the id must be an integer in 0.." + std::to_string(kMaxId));
         int32_t id = static_cast<int32_t>(it.value().get<int64_t>());
         m->vocab_.put(it.key(), id);
         max_id = std::max(max_id, id);
@@ -163,8 +164,10 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
         if (cache_.get(word, out)) return;
         size_t before = out.size();
         const int32_t* whole = ignore_merges_ ? vocab_.find(word) : nullptr;
-        if (whole) out.push_back(*whole);
-        else merge_word(word, out);
+        if (whole)
+            out.push_back(*whole);
+        else
+            merge_word(word, out);
         cache_.put(word, out.data() + before, out.data() + out.size());
         return;
     }

@@ -53,7 +53,7 @@ private:
     bool fuse_unk_ = false;
     bool byte_fallback_ = false;
     bool ignore_merges_ = false;
-    std::string split_marker_;             // "▁" when words may be cut before each "▁" run (see above)
+    std::string split_marker_;  // "▁" when words may be cut before each "▁" run (see above)
 
     mutable WordCache cache_;
 };

@@ -16,7 +16,9 @@ constexpr const char* kWordInClass = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}";
 constexpr const char* kWordLatin1 = "\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
 constexpr const char* kHexBody = "0-9a-fA-F";
 
-bool is_hex(char c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); }
+bool is_hex(char c) {
+    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
+}
 
 // Per-thread PCRE2 match state: pcre2_match_data is not shareable between threads; the JIT stack is
 // enlarged so long whitespace runs or words never hit the 32 KiB default.
@@ -57,19 +59,32 @@ std::string translate_onig_pattern(std::string_view p) {
             std::string rewrite;
             bool in_class = class_depth > 0;
             switch (e) {
-                case 's': rewrite = "\\p{White_Space}"; break;
-                case 'S': rewrite = "\\P{White_Space}"; break;
-                case 'w': rewrite = in_class ? kWordInClass : word; break;
-                case 'W': if (!in_class) rewrite = non_word; break;  // inside [...] PCRE2's \W is kept
-                case 'h': rewrite = in_class ? kHexBody : std::string("[") + kHexBody + "]"; break;
-                case 'H': if (!in_class) rewrite = std::string("[^") + kHexBody + "]"; break;
+                case 's':
+                    rewrite = "\\p{White_Space}";
+                    break;
+                case 'S':
+                    rewrite = "\\P{White_Space}";
+                    break;
+                case 'w':
+                    rewrite = in_class ? kWordInClass : word;
+                    break;
+                case 'W':
+                    if (!in_class) rewrite = non_word;
+                    break;  // inside [...] PCRE2's \W is kept
+                case 'h':
+                    rewrite = in_class ? kHexBody : std::string("[") + kHexBody + "]";
+                    break;
+                case 'H':
+                    if (!in_class) rewrite = std::string("[^") + kHexBody + "]";
+                    break;
                 case 'b':
                     if (!in_class) rewrite = "(?:(?<!" + word + ")(?=" + word + ")|(?<=" + word + ")(?!" + word + "))";
                     break;
                 case 'B':
                     if (!in_class) rewrite = "(?:(?<!" + word + ")(?!" + word + ")|(?<=" + word + ")(?=" + word + "))";
                     break;
-                default: break;
+                default:
+                    break;
             }
             if (!rewrite.empty()) {
                 out += rewrite;
@@ -93,8 +108,14 @@ std::string translate_onig_pattern(std::string_view p) {
             ++class_depth;
             out += c;
             // A ']' right after '[' or '[^' is a literal in both engines.
-            if (i + 1 < p.size() && p[i + 1] == '^') { out += '^'; ++i; }
-            if (i + 1 < p.size() && p[i + 1] == ']') { out += ']'; ++i; }
+            if (i + 1 < p.size() && p[i + 1] == '^') {
+                out += '^';
+                ++i;
+            }
+            if (i + 1 < p.size() && p[i + 1] == ']') {
+                out += ']';
+                ++i;
+            }
             continue;
         }
         if (c == ']' && class_depth > 0) --class_depth;
@@ -121,8 +142,8 @@ Regex::Regex(std::string_view onig_pattern, const std::string& where) : code_(st
     if (!code_->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        throw_invalid(where + ": invalid regex \"" + std::string(onig_pattern) + "\": " +
-                      reinterpret_cast<const char*>(msg));
+        throw_invalid(where + ": invalid regex \"" + std::string(onig_pattern) +
+                      "\": " + reinterpret_cast<const char*>(msg));
     }
     code_->jit = pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE) == 0;
 }

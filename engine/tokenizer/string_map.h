@@ -54,7 +54,8 @@ public:
         for (size_t i = h & mask_;; i = (i + 1) & mask_) {
             const Slot& s = slots_[i];
             if (!s.used) return nullptr;
-            if (s.hash == h && s.key_len == key.size() && std::memcmp(arena_.data() + s.key_off, key.data(), key.size()) == 0)
+            if (s.hash == h && s.key_len == key.size() &&
+                std::memcmp(arena_.data() + s.key_off, key.data(), key.size()) == 0)
                 return &s.value;
         }
     }
@@ -67,7 +68,8 @@ public:
         for (size_t i = h & mask_;; i = (i + 1) & mask_) {
             Slot& s = slots_[i];
             if (!s.used) {
-                s = Slot{h, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(key.size()), std::move(value), true};
+                s = Slot{h, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(key.size()), std::move(value),
+                         true};
                 arena_.append(key);
                 ++size_;
                 return;
