@@ -158,17 +158,18 @@ int32_t BpeModel::lookup_symbol(std::string_view piece, bool first, bool last) c
 
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
     if (word.empty()) return;
+    WordCache& cache = WordCache::for_model(cache_id_);
     if (split_marker_.empty()) {
         // The word is the unit: the cache holds its final ids, including an ignore_merges vocabulary hit, so
         // hot words cost one lookup in a small table instead of one in the large vocabulary.
-        if (cache_.get(word, out)) return;
+        if (cache.get(word, out)) return;
         size_t before = out.size();
         const int32_t* whole = ignore_merges_ ? vocab_.find(word) : nullptr;
         if (whole)
             out.push_back(*whole);
         else
             merge_word(word, out);
-        cache_.put(word, out.data() + before, out.data() + out.size());
+        cache.put(word, out.data() + before, out.data() + out.size());
         return;
     }
     if (ignore_merges_) {
@@ -183,17 +184,17 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
     size_t part_start = 0;
     for (size_t p = word.find(marker, 1); p != std::string_view::npos; p = word.find(marker, p + 1)) {
         if (preceded_by(word, p, marker)) continue;  // inside a "▁" run
-        if (p > part_start) tokenize_part(word.substr(part_start, p - part_start), out);
+        if (p > part_start) tokenize_part(word.substr(part_start, p - part_start), cache, out);
         part_start = p;
     }
-    tokenize_part(word.substr(part_start), out);
+    tokenize_part(word.substr(part_start), cache, out);
 }
 
-void BpeModel::tokenize_part(std::string_view part, std::vector<int32_t>& out) const {
-    if (cache_.get(part, out)) return;
+void BpeModel::tokenize_part(std::string_view part, WordCache& cache, std::vector<int32_t>& out) const {
+    if (cache.get(part, out)) return;
     size_t before = out.size();
     merge_word(part, out);
-    cache_.put(part, out.data() + before, out.data() + out.size());
+    cache.put(part, out.data() + before, out.data() + out.size());
 }
 
 void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {

@@ -3,7 +3,8 @@
 // <0xNN> tokens, unk with fuse_unk), then the adjacent pair with the lowest merge rank (leftmost on ties) is
 // merged until none is left, driven by a binary heap over a doubly linked symbol list.
 // ignore_merges (Llama 3): a pre-token that is itself in the vocabulary is emitted as one id.
-// A word cache (word_cache.h) maps short pre-tokens to their ids; encode() is safe from many threads.
+// A per-thread word cache (word_cache.h) maps short pre-tokens to their ids; encode() is safe from many
+// threads, and the model itself is read-only after loading.
 // SentencePiece-style models have no pre-tokenizer, so a whole text is one "word". When no vocabulary
 // token contains a "▁" that follows another character, no merge can ever cross the start of a "▁" run, so
 // the word is cut there and each part merged (and cached) on its own: the same ids, far less work.
@@ -37,7 +38,7 @@ public:
     bool byte_fallback() const { return byte_fallback_; }
 
 private:
-    void tokenize_part(std::string_view part, std::vector<int32_t>& out) const;
+    void tokenize_part(std::string_view part, WordCache& cache, std::vector<int32_t>& out) const;
     void merge_word(std::string_view word, std::vector<int32_t>& out) const;
     int32_t lookup_symbol(std::string_view piece, bool first, bool last) const;
 
@@ -55,7 +56,7 @@ private:
     bool ignore_merges_ = false;
     std::string split_marker_;  // "▁" when words may be cut before each "▁" run (see above)
 
-    mutable WordCache cache_;
+    uint64_t cache_id_ = WordCache::new_model_id();  // selects this thread's WordCache for this model
 };
 
 }  // namespace tandem::tok

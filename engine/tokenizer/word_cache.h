@@ -2,13 +2,15 @@
 // here, and the table is larger than the CPU caches, so each entry is one 64-byte cache line holding the
 // word and its ids inline: a lookup costs one memory access, not three (slot, key bytes, id list).
 // Words longer than kMaxKey bytes or with more than kMaxIds ids are simply not cached (they are rare and
-// merge quickly anyway). Sharded, each shard behind its own mutex, so encode() can run on many threads.
-// A shard that fills up is cleared: hot words come back at once, and memory stays bounded (~16 MiB).
+// merge quickly anyway). A full table is cleared: hot words come back at once and memory stays bounded.
+//
+// Each thread has its own caches (WordCache::for_model): no locks on the hot path (a mutex cost a fifth
+// of encode time) and threads scale freely. A thread keeps caches for its kThreadModels most recently used
+// models, keyed by a model id that is never reused, so a destroyed model's cache can never be mistaken
+// for a new one's.
 #pragma once
 
-#include <array>
 #include <cstdint>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -18,9 +20,15 @@ class WordCache {
 public:
     static constexpr size_t kMaxKey = 30;
     static constexpr size_t kMaxIds = 6;
+    static constexpr size_t kMaxSlots = size_t(1) << 17;  // 8 MiB
+    static constexpr size_t kThreadModels = 4;
+
+    // This thread's cache for the model with this id (see new_model_id).
+    static WordCache& for_model(uint64_t model_id);
+    static uint64_t new_model_id();
 
     // Appends the cached ids of key to out; false when key is not cached.
-    bool get(std::string_view key, std::vector<int32_t>& out);
+    bool get(std::string_view key, std::vector<int32_t>& out) const;
     void put(std::string_view key, const int32_t* begin, const int32_t* end);
 
 private:
@@ -33,15 +41,8 @@ private:
     };
     static_assert(sizeof(Slot) == 64, "a cache entry must be one cache line");
 
-    struct Shard {
-        std::mutex mutex;
-        std::vector<Slot> slots;  // power-of-two size, at most half full
-        size_t size = 0;
-    };
-    static constexpr size_t kShards = 16;
-    static constexpr size_t kMaxSlotsPerShard = 16384;
-
-    std::array<Shard, kShards> shards_;
+    std::vector<Slot> slots_;  // power-of-two size, at most half full
+    size_t size_ = 0;
 };
 
 }  // namespace tandem::tok
