@@ -33,9 +33,13 @@ std::string show_ids(const std::vector<int32_t>& ids) {
     return s.str();
 }
 
-std::vector<int32_t> to_ids(const Json& j) { return j.get<std::vector<int32_t>>(); }
+std::vector<int32_t> to_ids(const Json& j) {
+    return j.get<std::vector<int32_t>>();
+}
 
-std::string escaped(const std::string& s) { return Json(s).dump(); }
+std::string escaped(const std::string& s) {
+    return Json(s).dump();
+}
 
 // Loads each tokenizer once per run (the big ones take a moment to parse).
 const Tokenizer& cached(const fs::path& path) {
@@ -192,7 +196,9 @@ void TestTokenizer::babyllama_reference() {
     // SentencePiece's remove_extra_whitespaces, done by the regex Replace normalizers.
     QCOMPARE(show_ids(tok.encode("  Once   upon  ")), show_ids(tok.encode("Once upon")));
     // Characters outside the 105 pieces become <unk> (id 0), fused when adjacent (fuse_unk).
-    std::vector<int32_t> unk = tok.encode("a\xE4\xBD\xA0\xE5\xA5\xBD" "b");
+    std::vector<int32_t> unk = tok.encode(
+        "a\xE4\xBD\xA0\xE5\xA5\xBD"
+        "b");
     QCOMPARE(show_ids(unk), show_ids({3, 5, 0, 23}));
     qInfo("babyllama: teacher-forced text, %d greedy continuations and prompts match", checked);
 }
@@ -223,7 +229,8 @@ void TestTokenizer::hf_fixture() {
             }
             std::vector<int32_t> ref_ids = to_ids(c["ids"]);
             if (c.contains("decoded") && tok.decode(ref_ids, false) != c["decoded"].get<std::string>())
-                problems.push_back("decoded want " + c["decoded"].dump() + " got " + escaped(tok.decode(ref_ids, false)));
+                problems.push_back("decoded want " + c["decoded"].dump() + " got " +
+                                   escaped(tok.decode(ref_ids, false)));
             if (c.contains("decoded_skip_special") &&
                 tok.decode(ref_ids, true) != c["decoded_skip_special"].get<std::string>())
                 problems.push_back("decoded_skip_special want " + c["decoded_skip_special"].dump() + " got " +
@@ -306,11 +313,41 @@ void TestTokenizer::added_token_rules() {
     QTemporaryDir dir;
     Json vocab = {{"a", 0}, {"b", 1}, {" ", 2}, {"c", 3}, {"ab", 4}, {"x", 5}, {"y", 6}};
     Json added = Json::array({
-        {{"id", 10}, {"content", "<L>"}, {"single_word", false}, {"lstrip", true}, {"rstrip", false}, {"normalized", false}, {"special", true}},
-        {{"id", 11}, {"content", "<R>"}, {"single_word", false}, {"lstrip", false}, {"rstrip", true}, {"normalized", false}, {"special", true}},
-        {{"id", 12}, {"content", "xy"}, {"single_word", true}, {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", false}},
-        {{"id", 13}, {"content", "<L>>"}, {"single_word", false}, {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", false}},
-        {{"id", 14}, {"content", "CC"}, {"single_word", false}, {"lstrip", false}, {"rstrip", false}, {"normalized", true}, {"special", false}},
+        {{"id", 10},
+         {"content", "<L>"},
+         {"single_word", false},
+         {"lstrip", true},
+         {"rstrip", false},
+         {"normalized", false},
+         {"special", true}},
+        {{"id", 11},
+         {"content", "<R>"},
+         {"single_word", false},
+         {"lstrip", false},
+         {"rstrip", true},
+         {"normalized", false},
+         {"special", true}},
+        {{"id", 12},
+         {"content", "xy"},
+         {"single_word", true},
+         {"lstrip", false},
+         {"rstrip", false},
+         {"normalized", false},
+         {"special", false}},
+        {{"id", 13},
+         {"content", "<L>>"},
+         {"single_word", false},
+         {"lstrip", false},
+         {"rstrip", false},
+         {"normalized", false},
+         {"special", false}},
+        {{"id", 14},
+         {"content", "CC"},
+         {"single_word", false},
+         {"lstrip", false},
+         {"rstrip", false},
+         {"normalized", true},
+         {"special", false}},
     });
     Json extra = {{"added_tokens", added}, {"normalizer", {{"type", "Lowercase"}}}};
     Tokenizer t = load_json(dir, "added", tiny_tokenizer(vocab, Json::array({"a b"}), extra));
@@ -354,7 +391,8 @@ void TestTokenizer::split_behaviors() {
     QCOMPARE(show_ids(with_split("inv", "Removed", true).encode("a-b")), show_ids({3}));
 
     Json digits = {{"type", "Sequence"},
-                   {"pretokenizers", Json::array({{{"type", "WhitespaceSplit"}}, {{"type", "Digits"}, {"individual_digits", true}}})}};
+                   {"pretokenizers",
+                    Json::array({{{"type", "WhitespaceSplit"}}, {{"type", "Digits"}, {"individual_digits", true}}})}};
     Tokenizer d = load_json(dir, "digits", tiny_tokenizer(vocab, merges, {{"pre_tokenizer", digits}}));
     QCOMPARE(show_ids(d.encode(" 12  a1")), show_ids({8, 9, 0, 8}));
     Json contiguous = {{"type", "Digits"}, {"individual_digits", false}};
@@ -373,13 +411,18 @@ void TestTokenizer::metaspace_and_unk() {
     const std::string m = "\xE2\x96\x81";
     Json vocab = {{"<unk>", 0}, {"<s>", 1}, {m, 2}, {"a", 3}, {"b", 4}, {m + "a", 5}, {"<0x41>", 6}};
     Json merges = Json::array({Json::array({m, "a"})});
-    Json added = Json::array({{{"id", 1}, {"content", "<s>"}, {"single_word", false}, {"lstrip", false},
-                               {"rstrip", false}, {"normalized", false}, {"special", true}}});
+    Json added = Json::array({{{"id", 1},
+                               {"content", "<s>"},
+                               {"single_word", false},
+                               {"lstrip", false},
+                               {"rstrip", false},
+                               {"normalized", false},
+                               {"special", true}}});
     auto make = [&](const std::string& name, const std::string& scheme, bool split) {
         Json pre = {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", scheme}, {"split", split}};
         Json dec = {{"type", "Metaspace"}, {"replacement", m}, {"prepend_scheme", scheme}, {"split", split}};
-        Json model = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"unk_token", "<unk>"},
-                      {"fuse_unk", true}, {"byte_fallback", true}};
+        Json model = {{"type", "BPE"},        {"vocab", vocab},   {"merges", merges},
+                      {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true}};
         Json j = tiny_tokenizer(vocab, merges, {{"pre_tokenizer", pre}, {"decoder", dec}, {"added_tokens", added}});
         j["model"] = model;
         return load_json(dir, name, j);
@@ -430,7 +473,8 @@ void TestTokenizer::sentencepiece_word_cutting() {
     QCOMPARE(show_ids(t.encode("a a a")), show_ids({2, 2, 1}));
     // Without "a▁" in the vocabulary the same text is cut before each "▁" and merges ("▁","a").
     Json vocab2 = {{m, 0}, {"a", 1}, {m + "a", 3}};
-    Tokenizer t2 = load_json(dir, "cut", tiny_tokenizer(vocab2, Json::array({Json::array({m, "a"})}), {{"normalizer", norm}}));
+    Tokenizer t2 =
+        load_json(dir, "cut", tiny_tokenizer(vocab2, Json::array({Json::array({m, "a"})}), {{"normalizer", norm}}));
     QCOMPARE(show_ids(t2.encode("a a a")), show_ids({1, 3, 3}));
     QCOMPARE(show_ids(t2.encode("a  a")), show_ids({1, 0, 3}));
 
@@ -449,13 +493,18 @@ void TestTokenizer::sentencepiece_word_cutting() {
 void TestTokenizer::onig_regex_semantics() {
     using tandem::tok::translate_onig_pattern;
     // \s is Unicode White_Space (U+180E is not), \w is Oniguruma's word class, \h a hex digit.
-    QVERIFY(translate_onig_pattern("\\s+").find("\\x{3000}") != std::string::npos);
+    QCOMPARE(translate_onig_pattern("\\s+"), std::string("\\p{White_Space}+"));
+    QCOMPARE(translate_onig_pattern("[^\\S]"), std::string("[^\\P{White_Space}]"));
     QCOMPARE(translate_onig_pattern("[^\\s\\p{L}]").substr(0, 2), std::string("[^"));
     QCOMPARE(translate_onig_pattern("\\u00e9"), std::string("\\x{00e9}"));
     QCOMPARE(translate_onig_pattern("\\h"), std::string("[0-9a-fA-F]"));
     std::vector<tandem::tok::Match> found;
     tandem::tok::Pattern ws = tandem::tok::Pattern::regex("\\s+", "test");
-    ws.find_all("a\xE1\xA0\x8E" "b \xE3\x80\x80" "c", found);  // U+180E, then space + U+3000
+    ws.find_all(
+        "a\xE1\xA0\x8E"
+        "b \xE3\x80\x80"
+        "c",
+        found);  // U+180E, then space + U+3000
     QCOMPARE(found.size(), size_t(1));
     QCOMPARE(found[0].start, size_t(5));
     // ^ and $ are line anchors (Ruby syntax), as babyllama's "^ +| +$" normalizer relies on.
@@ -468,6 +517,15 @@ void TestTokenizer::onig_regex_semantics() {
     QCOMPARE(found.size(), size_t(3));  // (0,0) (1,2) (3,3)
     QCOMPARE(found[1].start, size_t(1));
     QCOMPARE(found[1].end, size_t(2));
+    // \w: Oniguruma counts marks and (outside brackets) "²" as word characters, not "½" inside brackets.
+    found.clear();
+    tandem::tok::Pattern::regex("\\w+", "test").find_all("e\xCC\x81\xC2\xB2 x", found);  // e + U+0301 + ²
+    QCOMPARE(found.size(), size_t(2));
+    QCOMPARE(found[0].end, size_t(5));
+    found.clear();
+    tandem::tok::Pattern::regex("\\bis\\b", "test").find_all("this is", found);
+    QCOMPARE(found.size(), size_t(1));
+    QCOMPARE(found[0].start, size_t(5));
     // (?i:'s) also folds the apostrophe contraction in capitals.
     found.clear();
     tandem::tok::Pattern::regex("(?i:'s|'t)", "test").find_all("IT'S it's", found);
@@ -478,7 +536,8 @@ void TestTokenizer::concurrent_encode() {
     fs::path qwen = tandem::test::assets() / "tokenizer-qwen3";
     TANDEM_REQUIRE_ASSET(qwen / "tokenizer.json");
     const Tokenizer& q = cached(qwen);
-    std::string text = tandem::read_file(tandem::test::assets() / "datasets" / "tinystories_train_head.txt").substr(0, 60000);
+    std::string text =
+        tandem::read_file(tandem::test::assets() / "datasets" / "tinystories_train_head.txt").substr(0, 60000);
     std::vector<int32_t> want = q.encode(text);
     std::vector<std::vector<int32_t>> got(4);
     std::vector<std::thread> threads;
@@ -489,6 +548,17 @@ void TestTokenizer::concurrent_encode() {
     for (auto& t : threads) t.join();
     for (const auto& g : got) QVERIFY(g == want);
     QCOMPARE(q.decode(want), text);
+
+    // Enough distinct words to fill and reset the word cache's shards: results must not change.
+    std::string many;
+    for (int i = 0; i < 160000; ++i) {
+        many += ' ';
+        for (int v = i + 1; v > 0; v /= 26) many += static_cast<char>('a' + v % 26);
+    }
+    std::vector<int32_t> first = q.encode(many);
+    std::vector<int32_t> again = q.encode(many);
+    QVERIFY(first == again);
+    QCOMPARE(q.decode(first), many);
 }
 
 void TestTokenizer::bad_input() {
@@ -507,7 +577,8 @@ void TestTokenizer::bad_input() {
     if (fs::exists(qwen)) {
         std::string text = tandem::read_file(qwen);
         tandem::test::write_file(dir / "truncated" / "tokenizer.json", text.substr(0, text.size() / 2));
-        expect_error([&] { Tokenizer::load(dir / "truncated"); }, ErrorCategory::InvalidInput, "truncated/tokenizer.json");
+        expect_error([&] { Tokenizer::load(dir / "truncated"); }, ErrorCategory::InvalidInput,
+                     "truncated/tokenizer.json");
     }
 
     Json vocab = {{"a", 0}, {"b", 1}, {"ab", 2}};
@@ -517,15 +588,18 @@ void TestTokenizer::bad_input() {
     };
     Json wp = tiny_tokenizer(vocab, Json::array());
     wp["model"] = {{"type", "WordPiece"}, {"vocab", vocab}, {"unk_token", "[UNK]"}};
-    expect_error([&] { Tokenizer::load(write("wordpiece", wp)); }, ErrorCategory::Unsupported, "wordpiece/tokenizer.json");
+    expect_error([&] { Tokenizer::load(write("wordpiece", wp)); }, ErrorCategory::Unsupported,
+                 "wordpiece/tokenizer.json");
     expect_error([&] { Tokenizer::load(write("wordpiece2", wp)); }, ErrorCategory::Unsupported, "WordPiece");
     Json uni = tiny_tokenizer(vocab, Json::array());
     uni["model"] = {{"type", "Unigram"}, {"vocab", Json::array()}, {"unk_id", 0}};
     expect_error([&] { Tokenizer::load(write("unigram", uni)); }, ErrorCategory::Unsupported, "Unigram");
 
-    Json norm = tiny_tokenizer(vocab, Json::array({"a b"}), {{"normalizer", {{"type", "Precompiled"}, {"precompiled_charsmap", ""}}}});
+    Json norm = tiny_tokenizer(vocab, Json::array({"a b"}),
+                               {{"normalizer", {{"type", "Precompiled"}, {"precompiled_charsmap", ""}}}});
     expect_error([&] { Tokenizer::load(write("precompiled", norm)); }, ErrorCategory::Unsupported, "Precompiled");
-    expect_error([&] { Tokenizer::load(write("precompiled2", norm)); }, ErrorCategory::Unsupported, "precompiled2/tokenizer.json");
+    expect_error([&] { Tokenizer::load(write("precompiled2", norm)); }, ErrorCategory::Unsupported,
+                 "precompiled2/tokenizer.json");
     Json pre = tiny_tokenizer(vocab, Json::array({"a b"}), {{"pre_tokenizer", {{"type", "UnicodeScripts"}}}});
     expect_error([&] { Tokenizer::load(write("scripts", pre)); }, ErrorCategory::Unsupported, "UnicodeScripts");
     Json dec = tiny_tokenizer(vocab, Json::array({"a b"}), {{"decoder", {{"type", "CTC"}}}});
@@ -537,17 +611,46 @@ void TestTokenizer::bad_input() {
     expect_error([&] { Tokenizer::load(write("badvocab", bad_vocab)); }, ErrorCategory::InvalidInput, "model.vocab");
     Json no_model = tiny_tokenizer(vocab, Json::array());
     no_model.erase("model");
-    expect_error([&] { Tokenizer::load(write("nomodel", no_model)); }, ErrorCategory::InvalidInput, "nomodel/tokenizer.json");
-    Json bad_regex = tiny_tokenizer(vocab, Json::array(), {{"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}, {"invert", false}}}});
-    expect_error([&] { Tokenizer::load(write("badregex", bad_regex)); }, ErrorCategory::InvalidInput, "badregex/tokenizer.json");
+    expect_error([&] { Tokenizer::load(write("nomodel", no_model)); }, ErrorCategory::InvalidInput,
+                 "nomodel/tokenizer.json");
+    Json bad_regex = tiny_tokenizer(
+        vocab, Json::array(),
+        {{"pre_tokenizer",
+          {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}, {"invert", false}}}});
+    expect_error([&] { Tokenizer::load(write("badregex", bad_regex)); }, ErrorCategory::InvalidInput,
+                 "badregex/tokenizer.json");
     Json wrong_type = tiny_tokenizer(vocab, Json::array());
     wrong_type["added_tokens"] = Json::array({{{"id", "one"}, {"content", "<x>"}}});
-    expect_error([&] { Tokenizer::load(write("wrongtype", wrong_type)); }, ErrorCategory::InvalidInput, "added_tokens[0]");
+    expect_error([&] { Tokenizer::load(write("wrongtype", wrong_type)); }, ErrorCategory::InvalidInput,
+                 "added_tokens[0]");
 
     // A folder with only tokenizer.model: explain how to make tokenizer.json.
     tandem::test::write_file(dir / "sp" / "tokenizer.model", "\x0a\x05hello");
     expect_error([&] { Tokenizer::load(dir / "sp"); }, ErrorCategory::Unsupported, "save_pretrained");
-    expect_error([&] { Tokenizer::load(dir / "sp" / "tokenizer.model"); }, ErrorCategory::Unsupported, "tokenizer.json");
+    expect_error([&] { Tokenizer::load(dir / "sp" / "tokenizer.model"); }, ErrorCategory::Unsupported,
+                 "tokenizer.json");
+
+    // tokenizer_config.json: AddedToken objects for special tokens, a list of named chat templates.
+    write("config_forms", tiny_tokenizer(vocab, Json::array({"a b"})));
+    tandem::test::write_file(dir / "config_forms" / "tokenizer_config.json",
+                             Json{{"bos_token", {{"__type", "AddedToken"}, {"content", "ab"}, {"lstrip", false}}},
+                                  {"eos_token", "b"},
+                                  {"pad_token", nullptr},
+                                  {"add_eos_token", true},
+                                  {"chat_template", Json::array({{{"name", "tool_use"}, {"template", "TOOLS"}},
+                                                                 {{"name", "default"}, {"template", "DEFAULT"}}})}}
+                                 .dump());
+    {
+        Tokenizer t = Tokenizer::load(dir / "config_forms");
+        QCOMPARE(t.config().bos_token, std::string("ab"));
+        QCOMPARE(t.bos_id().value_or(-1), 2);
+        QCOMPARE(t.eos_id().value_or(-1), 1);
+        QVERIFY(!t.pad_id());
+        QCOMPARE(t.config().chat_template, std::string("DEFAULT"));
+        QCOMPARE(t.config().add_eos_token.value_or(false), true);
+        QVERIFY(!t.config().add_bos_token);
+        QCOMPARE(t.kind(), std::string("BPE"));
+    }
 
     // A bad tokenizer_config.json beside a good tokenizer.json is named too.
     write("badconfig", tiny_tokenizer(vocab, Json::array({"a b"})));

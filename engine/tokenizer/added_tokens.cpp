@@ -86,7 +86,9 @@ std::optional<int32_t> AddedVocabulary::id_of(std::string_view content) const {
     return tokens_[*index].id;
 }
 
-int32_t AddedVocabulary::max_id() const { return by_id_.empty() ? -1 : by_id_.back().first; }
+int32_t AddedVocabulary::max_id() const {
+    return by_id_.empty() ? -1 : by_id_.back().first;
+}
 
 // HF AddedVocabulary::find_matches + split_with_indices, on one piece.
 void AddedVocabulary::split_with(const TokenMatcher& matcher, const Piece& piece, Pieces& out) const {
@@ -167,8 +169,10 @@ void AddedVocabulary::normalize_and_split(Pieces& pieces, const Normalizer* norm
         }
         if (normalizer) normalizer->normalize(p.text);
         if (p.text.empty()) continue;
-        if (normalized_.empty()) out.push_back(std::move(p));
-        else split_with(normalized_, p, out);
+        if (normalized_.empty())
+            out.push_back(std::move(p));
+        else
+            split_with(normalized_, p, out);
     }
     pieces = std::move(out);
 }

@@ -11,7 +11,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include "tokenizer/json_util.h"
@@ -66,7 +65,7 @@ public:
 
     const AddedToken* by_id(int32_t id) const;
     std::optional<int32_t> id_of(std::string_view content) const;
-    bool is_special_content(std::string_view content) const { return special_contents_.count(std::string(content)) > 0; }
+    bool is_special_content(std::string_view content) const { return special_contents_.find(content) != nullptr; }
     const std::vector<AddedToken>& tokens() const { return tokens_; }
     int32_t max_id() const;
 
@@ -76,7 +75,7 @@ private:
     std::vector<AddedToken> tokens_;
     FlatStringMap<size_t> by_content_;
     std::vector<std::pair<int32_t, size_t>> by_id_;  // sorted by id
-    std::unordered_set<std::string> special_contents_;
+    FlatStringMap<bool> special_contents_;
     TokenMatcher raw_;
     TokenMatcher normalized_;
 };
@@ -101,7 +100,7 @@ void AddedVocabulary::load(const Json& list, const Source& src, ModelLookup&& mo
         if (t.content.empty() || by_content_.find(t.content)) continue;  // HF ignores these too
         if (std::optional<int32_t> mid = model_id(t.content)) t.id = *mid;
         by_content_.put(t.content, tokens_.size());
-        if (t.special) special_contents_.insert(t.content);
+        if (t.special) special_contents_.put(t.content, true);
         tokens_.push_back(std::move(t));
     }
 }

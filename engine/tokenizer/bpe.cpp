@@ -10,7 +10,6 @@ namespace tandem::tok {
 
 namespace {
 
-constexpr size_t kMaxCachedBytes = 128;  // longer pre-tokens are rare and would crowd the cache
 constexpr int32_t kMaxId = (1 << 26) - 1;  // guards the id -> token table against absurd ids
 
 struct Symbol {
@@ -48,7 +47,8 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const Json& j, const Source& src) 
     int32_t max_id = -1;
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
         if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > kMaxId)
-            throw_bad_field(src, "model.vocab[\"" + it.key() + "\"]", "the id must be an integer in 0.." + std::to_string(kMaxId));
+            throw_bad_field(src, "model.vocab[\"" + it.key() + "\"]",
+                            "the id must be an integer in 0.." + std::to_string(kMaxId));
         int32_t id = static_cast<int32_t>(it.value().get<int64_t>());
         m->vocab_.put(it.key(), id);
         max_id = std::max(max_id, id);
@@ -78,13 +78,11 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const Json& j, const Source& src) 
         int32_t cp = utf8::decode(token, i);
         if (cp >= 0 && cp < 0x10000 && i == token.size()) m->char_ids_[static_cast<size_t>(cp)] = id;
     });
-    m->all_bytes_present_ = true;
     for (int b = 0; b < 256; ++b) {
         char name[8];
         std::snprintf(name, sizeof name, "<0x%02X>", b);
         const int32_t* id = m->vocab_.find(std::string_view(name));
         m->byte_ids_[b] = id ? *id : -1;
-        if (!id) m->all_bytes_present_ = false;
     }
 
     const Json& merges = require(j, "merges", src, "model");
@@ -160,33 +158,43 @@ int32_t BpeModel::lookup_symbol(std::string_view piece, bool first, bool last) c
 
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
     if (word.empty()) return;
+    WordCache& cache = WordCache::for_model(cache_id_);
+    if (split_marker_.empty()) {
+        // The word is the unit: the cache holds its final ids, including an ignore_merges vocabulary hit, so
+        // hot words cost one lookup in a small table instead of one in the large vocabulary.
+        if (cache.get(word, out)) return;
+        size_t before = out.size();
+        const int32_t* whole = ignore_merges_ ? vocab_.find(word) : nullptr;
+        if (whole)
+            out.push_back(*whole);
+        else
+            merge_word(word, out);
+        cache.put(word, out.data() + before, out.data() + out.size());
+        return;
+    }
     if (ignore_merges_) {
         if (const int32_t* id = vocab_.find(word)) {
             out.push_back(*id);
             return;
         }
     }
-    if (split_marker_.empty()) {
-        tokenize_part(word, out);
-        return;
-    }
-    // Cut before every "▁" that follows another character (see bpe.h).
+    // Cut before every "▁" that follows another character (see bpe.h); parts are cached without the
+    // ignore_merges shortcut, which applies to whole words only.
     const std::string_view marker = split_marker_;
     size_t part_start = 0;
     for (size_t p = word.find(marker, 1); p != std::string_view::npos; p = word.find(marker, p + 1)) {
         if (preceded_by(word, p, marker)) continue;  // inside a "▁" run
-        if (p > part_start) tokenize_part(word.substr(part_start, p - part_start), out);
+        if (p > part_start) tokenize_part(word.substr(part_start, p - part_start), cache, out);
         part_start = p;
     }
-    tokenize_part(word.substr(part_start), out);
+    tokenize_part(word.substr(part_start), cache, out);
 }
 
-void BpeModel::tokenize_part(std::string_view part, std::vector<int32_t>& out) const {
-    bool cacheable = part.size() <= kMaxCachedBytes;
-    if (cacheable && cache_.get(part, out)) return;
+void BpeModel::tokenize_part(std::string_view part, WordCache& cache, std::vector<int32_t>& out) const {
+    if (cache.get(part, out)) return;
     size_t before = out.size();
     merge_word(part, out);
-    if (cacheable) cache_.put(part, out.data() + before, out.data() + out.size());
+    cache.put(part, out.data() + before, out.data() + out.size());
 }
 
 void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
@@ -272,30 +280,6 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
     }
     for (const Symbol& s : symbols)
         if (s.alive) out.push_back(s.id);
-}
-
-bool BpeModel::Cache::get(std::string_view key, std::vector<int32_t>& out) {
-    uint64_t h = hash_bytes(key);
-    Shard& shard = shards_[(h >> 56) % kShards];
-    std::lock_guard<std::mutex> lock(shard.mutex);
-    const Span* span = shard.map.find_hashed(key, h);
-    if (!span) return false;
-    out.insert(out.end(), shard.ids.begin() + span->offset, shard.ids.begin() + span->offset + span->size);
-    return true;
-}
-
-void BpeModel::Cache::put(std::string_view key, const int32_t* begin, const int32_t* end) {
-    uint64_t h = hash_bytes(key);
-    Shard& shard = shards_[(h >> 56) % kShards];
-    std::lock_guard<std::mutex> lock(shard.mutex);
-    if (shard.map.size() >= kShardCapacity) {  // simple bound; hot words come back fast
-        shard.map.clear();
-        shard.ids.clear();
-    }
-    if (shard.map.find_hashed(key, h)) return;
-    Span span{static_cast<uint32_t>(shard.ids.size()), static_cast<uint32_t>(end - begin)};
-    shard.ids.insert(shard.ids.end(), begin, end);
-    shard.map.put_hashed(key, h, span);
 }
 
 }  // namespace tandem::tok

@@ -3,7 +3,8 @@
 // <0xNN> tokens, unk with fuse_unk), then the adjacent pair with the lowest merge rank (leftmost on ties) is
 // merged until none is left, driven by a binary heap over a doubly linked symbol list.
 // ignore_merges (Llama 3): a pre-token that is itself in the vocabulary is emitted as one id.
-// A sharded, mutex-guarded cache maps short pre-tokens to their ids, so encode() is safe from many threads.
+// A per-thread word cache (word_cache.h) maps short pre-tokens to their ids; encode() is safe from many
+// threads, and the model itself is read-only after loading.
 // SentencePiece-style models have no pre-tokenizer, so a whole text is one "word". When no vocabulary
 // token contains a "▁" that follows another character, no merge can ever cross the start of a "▁" run, so
 // the word is cut there and each part merged (and cached) on its own: the same ids, far less work.
@@ -12,7 +13,6 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +20,7 @@
 
 #include "tokenizer/json_util.h"
 #include "tokenizer/string_map.h"
+#include "tokenizer/word_cache.h"
 
 namespace tandem::tok {
 
@@ -35,10 +36,9 @@ public:
     const std::string* id_to_token(int32_t id) const;  // nullptr for ids outside the vocabulary
     int32_t max_id() const { return static_cast<int32_t>(id_to_token_.size()) - 1; }
     bool byte_fallback() const { return byte_fallback_; }
-    size_t merge_count() const { return merges_.size(); }
 
 private:
-    void tokenize_part(std::string_view part, std::vector<int32_t>& out) const;
+    void tokenize_part(std::string_view part, WordCache& cache, std::vector<int32_t>& out) const;
     void merge_word(std::string_view word, std::vector<int32_t>& out) const;
     int32_t lookup_symbol(std::string_view piece, bool first, bool last) const;
 
@@ -48,35 +48,15 @@ private:
     PairMap merges_;
     std::vector<int32_t> char_ids_;        // code point < 0x10000 -> id of that one-character token, or -1
     std::array<int32_t, 256> byte_ids_{};  // byte -> id of "<0xNN>", or -1
-    bool all_bytes_present_ = false;
     std::string prefix_;                   // continuing_subword_prefix
     std::string suffix_;                   // end_of_word_suffix
     std::optional<int32_t> unk_id_;
     bool fuse_unk_ = false;
     bool byte_fallback_ = false;
     bool ignore_merges_ = false;
-    std::string split_marker_;             // "▁" when words may be cut before each "▁" run (see above)
+    std::string split_marker_;  // "▁" when words may be cut before each "▁" run (see above)
 
-    class Cache {
-    public:
-        bool get(std::string_view key, std::vector<int32_t>& out);
-        void put(std::string_view key, const int32_t* begin, const int32_t* end);
-
-    private:
-        struct Span {
-            uint32_t offset = 0;
-            uint32_t size = 0;
-        };
-        struct Shard {
-            std::mutex mutex;
-            FlatStringMap<Span> map;
-            std::vector<int32_t> ids;  // the cached ids of every entry, back to back
-        };
-        static constexpr size_t kShards = 16;
-        static constexpr size_t kShardCapacity = 32768;
-        std::array<Shard, kShards> shards_;
-    };
-    mutable Cache cache_;
+    uint64_t cache_id_ = WordCache::new_model_id();  // selects this thread's WordCache for this model
 };
 
 }  // namespace tandem::tok

@@ -49,16 +49,22 @@ std::string utf8_lossy(std::string_view v) {
                                            (b == 0xED && p[i + 1] >= 0x80 && p[i + 1] <= 0x9F) ||
                                            (b != 0xE0 && b != 0xED && cont(i + 1)));
             if (second_ok) {
-                if (cont(i + 2)) len = 3; else bad = 2;
+                if (cont(i + 2))
+                    len = 3;
+                else
+                    bad = 2;
             }
         } else if (b >= 0xF0 && b <= 0xF4) {
             bool second_ok = i + 1 < n && ((b == 0xF0 && p[i + 1] >= 0x90 && p[i + 1] <= 0xBF) ||
                                            (b == 0xF4 && p[i + 1] >= 0x80 && p[i + 1] <= 0x8F) ||
                                            (b != 0xF0 && b != 0xF4 && cont(i + 1)));
             if (second_ok) {
-                if (!cont(i + 2)) bad = 2;
-                else if (!cont(i + 3)) bad = 3;
-                else len = 4;
+                if (!cont(i + 2))
+                    bad = 2;
+                else if (!cont(i + 3))
+                    bad = 3;
+                else
+                    len = 4;
             }
         }
         if (len) {

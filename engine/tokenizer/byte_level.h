@@ -12,7 +12,7 @@ namespace tandem::tok {
 
 struct ByteLevelMap {
     std::array<char32_t, 256> byte_to_char{};
-    std::array<std::string, 256> byte_to_utf8{};   // byte_to_char, UTF-8 encoded
+    std::array<std::string, 256> byte_to_utf8{};  // byte_to_char, UTF-8 encoded
     // Maps a character back to its byte; -1 when the character is not one of the 256.
     int char_to_byte(char32_t c) const { return c < 0x200 ? char_to_byte_[c] : -1; }
 

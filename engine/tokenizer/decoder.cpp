@@ -30,7 +30,10 @@ public:
             bool ok = true;
             for (size_t i = 0; i < t.size();) {
                 int b = map.char_to_byte(next_char(t, i));
-                if (b < 0) { ok = false; break; }
+                if (b < 0) {
+                    ok = false;
+                    break;
+                }
                 bytes.push_back(static_cast<char>(b));
             }
             if (!ok) {  // a character outside the byte map: HF keeps the token's own UTF-8
@@ -49,7 +52,9 @@ public:
         int v = 0;
         for (int k = 3; k < 5; ++k) {
             char c = t[static_cast<size_t>(k)];
-            int d = (c >= '0' && c <= '9') ? c - '0' : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') ? (c | 0x20) - 'a' + 10 : -1;
+            int d = (c >= '0' && c <= '9')                     ? c - '0'
+                    : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') ? (c | 0x20) - 'a' + 10
+                                                               : -1;
             if (d < 0) return -1;
             v = v * 16 + d;
         }
@@ -61,7 +66,8 @@ public:
         std::string pending;
         auto flush = [&] {
             if (pending.empty()) return;
-            if (utf8::is_valid(pending)) out.push_back(pending);
+            if (utf8::is_valid(pending))
+                out.push_back(pending);
             else
                 for (size_t k = 0; k < pending.size(); ++k) out.emplace_back("\xEF\xBF\xBD");
             pending.clear();
@@ -219,10 +225,13 @@ std::unique_ptr<Decoder> make_decoder(const Json& j, const Source& src, const st
     }
     if (type == "Metaspace") {
         auto d = std::make_unique<MetaspaceDecoder>();
-        d->replacement = single_char(get_string_or(j, "replacement", "\xE2\x96\x81", src, where), src, where, "replacement");
+        d->replacement =
+            single_char(get_string_or(j, "replacement", "\xE2\x96\x81", src, where), src, where, "replacement");
         const Json* scheme = find(j, "prepend_scheme");
-        if (scheme && scheme->is_string()) d->strip_first = scheme->get<std::string>() != "never";
-        else d->strip_first = get_bool_or(j, "add_prefix_space", true, src, where);
+        if (scheme && scheme->is_string())
+            d->strip_first = scheme->get<std::string>() != "never";
+        else
+            d->strip_first = get_bool_or(j, "add_prefix_space", true, src, where);
         return d;
     }
     if (type == "BPEDecoder") {

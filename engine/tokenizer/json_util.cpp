@@ -7,7 +7,7 @@ namespace tandem::tok {
 
 void throw_bad_field(const Source& src, std::string_view where, std::string_view what) {
     throw_invalid(src.path.string() + ": " + std::string(where) + ": " + std::string(what) +
-                  " (the file is not a valid Hugging Face tokenizer.json; re-save it with transformers' "
+                  " (not what Hugging Face writes; re-save the tokenizer with transformers' "
                   "AutoTokenizer.from_pretrained(...).save_pretrained(folder))");
 }
 

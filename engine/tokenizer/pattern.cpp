@@ -9,14 +9,16 @@ namespace tandem::tok {
 
 namespace {
 
-// Unicode White_Space, as a character-class body.
-constexpr const char* kWhiteSpaceBody =
-    "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
-// Oniguruma's Unicode \w (Alphabetic, Mark, Decimal_Number, Connector_Punctuation), as a class body.
-constexpr const char* kWordBody = "\\p{L}\\p{Nl}\\p{M}\\p{Nd}\\p{Pc}";
+// Oniguruma's Unicode classes, spelled with PCRE2 properties. \s is White_Space (PCRE2's own \s also takes
+// U+180E); \w is Alphabetic + Mark + Decimal_Number + Connector_Punctuation, and outside brackets
+// Oniguruma's Latin-1 table also counts the superscripts and vulgar fractions ²³¹¼½¾ as word characters.
+constexpr const char* kWordInClass = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}";
+constexpr const char* kWordLatin1 = "\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
 constexpr const char* kHexBody = "0-9a-fA-F";
 
-bool is_hex(char c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); }
+bool is_hex(char c) {
+    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
+}
 
 // Per-thread PCRE2 match state: pcre2_match_data is not shareable between threads; the JIT stack is
 // enlarged so long whitespace runs or words never hit the 32 KiB default.
@@ -45,6 +47,8 @@ ThreadMatchState& match_state() {
 }  // namespace
 
 std::string translate_onig_pattern(std::string_view p) {
+    const std::string word = std::string("[") + kWordInClass + kWordLatin1 + "]";
+    const std::string non_word = std::string("[^") + kWordInClass + kWordLatin1 + "]";
     std::string out;
     out.reserve(p.size() + 16);
     int class_depth = 0;  // inside [...] (Oniguruma allows nested classes)
@@ -52,29 +56,38 @@ std::string translate_onig_pattern(std::string_view p) {
         char c = p[i];
         if (c == '\\' && i + 1 < p.size()) {
             char e = p[i + 1];
-            const char* body = nullptr;
-            bool negate = false;
+            std::string rewrite;
+            bool in_class = class_depth > 0;
             switch (e) {
-                case 's': body = kWhiteSpaceBody; break;
-                case 'S': body = kWhiteSpaceBody; negate = true; break;
-                case 'w': body = kWordBody; break;
-                case 'W': body = kWordBody; negate = true; break;
-                case 'h': body = kHexBody; break;
-                case 'H': body = kHexBody; negate = true; break;
-                default: break;
+                case 's':
+                    rewrite = "\\p{White_Space}";
+                    break;
+                case 'S':
+                    rewrite = "\\P{White_Space}";
+                    break;
+                case 'w':
+                    rewrite = in_class ? kWordInClass : word;
+                    break;
+                case 'W':
+                    if (!in_class) rewrite = non_word;
+                    break;  // inside [...] PCRE2's \W is kept
+                case 'h':
+                    rewrite = in_class ? kHexBody : std::string("[") + kHexBody + "]";
+                    break;
+                case 'H':
+                    if (!in_class) rewrite = std::string("[^") + kHexBody + "]";
+                    break;
+                case 'b':
+                    if (!in_class) rewrite = "(?:(?<!" + word + ")(?=" + word + ")|(?<=" + word + ")(?!" + word + "))";
+                    break;
+                case 'B':
+                    if (!in_class) rewrite = "(?:(?<!" + word + ")(?!" + word + ")|(?<=" + word + ")(?=" + word + "))";
+                    break;
+                default:
+                    break;
             }
-            if (body) {
-                if (class_depth == 0) {
-                    out += negate ? "[^" : "[";
-                    out += body;
-                    out += ']';
-                } else if (!negate) {
-                    out += body;
-                } else {
-                    // A negated shorthand inside a class cannot be inlined; PCRE2's own meaning is close.
-                    out += '\\';
-                    out += e == 'H' ? 'H' : e;
-                }
+            if (!rewrite.empty()) {
+                out += rewrite;
                 ++i;
                 continue;
             }
@@ -95,8 +108,14 @@ std::string translate_onig_pattern(std::string_view p) {
             ++class_depth;
             out += c;
             // A ']' right after '[' or '[^' is a literal in both engines.
-            if (i + 1 < p.size() && p[i + 1] == '^') { out += '^'; ++i; }
-            if (i + 1 < p.size() && p[i + 1] == ']') { out += ']'; ++i; }
+            if (i + 1 < p.size() && p[i + 1] == '^') {
+                out += '^';
+                ++i;
+            }
+            if (i + 1 < p.size() && p[i + 1] == ']') {
+                out += ']';
+                ++i;
+            }
             continue;
         }
         if (c == ']' && class_depth > 0) --class_depth;
@@ -123,8 +142,8 @@ Regex::Regex(std::string_view onig_pattern, const std::string& where) : code_(st
     if (!code_->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        throw_invalid(where + ": invalid regex \"" + std::string(onig_pattern) + "\": " +
-                      reinterpret_cast<const char*>(msg));
+        throw_invalid(where + ": invalid regex \"" + std::string(onig_pattern) +
+                      "\": " + reinterpret_cast<const char*>(msg));
     }
     code_->jit = pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE) == 0;
 }

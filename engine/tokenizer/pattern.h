@@ -1,9 +1,9 @@
 // Pattern: the "pattern" of HF Split / Replace components ({"String": s} or {"Regex": r}), matched with the
 // iteration rules of the Oniguruma engine HF `tokenizers` uses, so the matches (and hence the ids) agree.
 //  - Regexes run through PCRE2 (UTF + UCP, JIT). Oniguruma syntax is translated where PCRE2 differs:
-//    \s/\S become Unicode White_Space classes (PCRE2's \s also takes U+180E), \w/\W follow Oniguruma's
-//    Unicode word class, \h is Oniguruma's hex digit, \uHHHH becomes \x{HHHH}; ^ and $ are line anchors as
-//    in Ruby syntax (PCRE2_MULTILINE, LF newlines).
+//    \s/\S become \p{White_Space} (PCRE2's \s also takes U+180E), \w/\W/\b/\B follow Oniguruma's Unicode
+//    word class, \h is Oniguruma's hex digit, \uHHHH becomes \x{HHHH}; ^ and $ are line anchors as in Ruby
+//    syntax (PCRE2_MULTILINE, LF newlines).
 //  - Iteration: an empty match right where the previous match ended is skipped by advancing one character
 //    (onig's find_iter), which differs from Perl's "retry non-empty at the same position".
 //  - A non-empty literal string is found with a plain substring search (same matches, much faster).

@@ -19,8 +19,10 @@ public:
         std::vector<int32_t> out;
         out.reserve(ids.size() + 4);
         for (const Item& it : items) {
-            if (it.is_sequence) out.insert(out.end(), ids.begin(), ids.end());
-            else out.insert(out.end(), it.ids.begin(), it.ids.end());
+            if (it.is_sequence)
+                out.insert(out.end(), ids.begin(), ids.end());
+            else
+                out.insert(out.end(), it.ids.begin(), it.ids.end());
         }
         ids = std::move(out);
     }
@@ -63,9 +65,12 @@ std::unique_ptr<PostProcessor> make_template(const Json& j, const Source& src, c
         std::string w;
         while (words >> w) {
             std::string name = w.substr(0, w.find(':'));
-            if (name == "$" || name == "$A" || name == "$0") t->items.push_back({true, {}});
-            else if (!name.empty() && name[0] == '$') continue;
-            else t->items.push_back({false, special_ids(j, name, src, where)});
+            if (name == "$" || name == "$A" || name == "$0")
+                t->items.push_back({true, {}});
+            else if (!name.empty() && name[0] == '$')
+                continue;
+            else
+                t->items.push_back({false, special_ids(j, name, src, where)});
         }
         return t;
     }

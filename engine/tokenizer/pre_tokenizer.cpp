@@ -26,14 +26,18 @@ Behavior parse_behavior(const Json& j, const Source& src, const std::string& whe
     if (b == "MergedWithPrevious") return Behavior::MergedWithPrevious;
     if (b == "MergedWithNext") return Behavior::MergedWithNext;
     if (b == "Contiguous") return Behavior::Contiguous;
-    throw_bad_field(src, where, "unknown split \"behavior\" (expected Removed, Isolated, MergedWithPrevious, "
-                                "MergedWithNext or Contiguous)");
+    throw_bad_field(src, where,
+                    "unknown split \"behavior\" (expected Removed, Isolated, MergedWithPrevious, "
+                    "MergedWithNext or Contiguous)");
 }
 
 // Applies a delimiter behavior to the segments of `p` and appends the non-empty results to out.
 void emit_split(const Piece& p, std::vector<Segment>& segs, Behavior behavior, Pieces& out) {
     // Each entry: (start, end, remove)
-    struct Span { size_t start, end; bool remove; };
+    struct Span {
+        size_t start, end;
+        bool remove;
+    };
     thread_local std::vector<Span> spans;
     spans.clear();
     switch (behavior) {
@@ -46,8 +50,10 @@ void emit_split(const Piece& p, std::vector<Segment>& segs, Behavior behavior, P
         case Behavior::Contiguous: {
             bool previous = false;
             for (const Segment& s : segs) {
-                if (s.is_match == previous && !spans.empty()) spans.back().end = s.end;
-                else spans.push_back({s.start, s.end, false});
+                if (s.is_match == previous && !spans.empty())
+                    spans.back().end = s.end;
+                else
+                    spans.push_back({s.start, s.end, false});
                 previous = s.is_match;
             }
             break;
@@ -55,8 +61,10 @@ void emit_split(const Piece& p, std::vector<Segment>& segs, Behavior behavior, P
         case Behavior::MergedWithPrevious: {
             bool previous = false;
             for (const Segment& s : segs) {
-                if (s.is_match && !previous && !spans.empty()) spans.back().end = s.end;
-                else spans.push_back({s.start, s.end, false});
+                if (s.is_match && !previous && !spans.empty())
+                    spans.back().end = s.end;
+                else
+                    spans.push_back({s.start, s.end, false});
                 previous = s.is_match;
             }
             break;
@@ -65,8 +73,10 @@ void emit_split(const Piece& p, std::vector<Segment>& segs, Behavior behavior, P
             bool previous = false;
             for (size_t k = segs.size(); k-- > 0;) {
                 const Segment& s = segs[k];
-                if (s.is_match && !previous && !spans.empty()) spans.back().start = s.start;
-                else spans.push_back({s.start, s.end, false});
+                if (s.is_match && !previous && !spans.empty())
+                    spans.back().start = s.start;
+                else
+                    spans.push_back({s.start, s.end, false});
                 previous = s.is_match;
             }
             std::reverse(spans.begin(), spans.end());
@@ -88,8 +98,10 @@ void split_each(Pieces& pieces, F&& fn) {
     Pieces out;
     out.reserve(pieces.size() * 4);
     for (Piece& p : pieces) {
-        if (p.id >= 0) out.push_back(std::move(p));
-        else fn(p, out);
+        if (p.id >= 0)
+            out.push_back(std::move(p));
+        else
+            fn(p, out);
     }
     pieces = std::move(out);
 }
@@ -144,8 +156,7 @@ public:
 };
 
 // GPT-2's split regex, used by ByteLevel when use_regex is true.
-constexpr const char* kGpt2Regex =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 class ByteLevelPreTokenizer final : public PreTokenizer {
 public:
@@ -193,8 +204,10 @@ public:
             std::string s;
             s.reserve(p.text.size() + replacement.size());
             for (char c : p.text) {
-                if (c == ' ') s += replacement;
-                else s += c;
+                if (c == ' ')
+                    s += replacement;
+                else
+                    s += c;
             }
             bool starts = s.compare(0, replacement.size(), replacement) == 0;
             if (!starts && (scheme == PrependScheme::Always || (scheme == PrependScheme::First && p.at_start)))
@@ -254,13 +267,17 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& j, const Source& sr
         const Json* scheme = find(j, "prepend_scheme");
         if (scheme && scheme->is_string()) {
             std::string s = scheme->get<std::string>();
-            if (s == "always") m->scheme = PrependScheme::Always;
-            else if (s == "first") m->scheme = PrependScheme::First;
-            else if (s == "never") m->scheme = PrependScheme::Never;
-            else throw_bad_field(src, where, "\"prepend_scheme\" must be always, first or never");
+            if (s == "always")
+                m->scheme = PrependScheme::Always;
+            else if (s == "first")
+                m->scheme = PrependScheme::First;
+            else if (s == "never")
+                m->scheme = PrependScheme::Never;
+            else
+                throw_bad_field(src, where, "\"prepend_scheme\" must be always, first or never");
         } else {
-            m->scheme = get_bool_or(j, "add_prefix_space", true, src, where) ? PrependScheme::Always
-                                                                             : PrependScheme::Never;
+            m->scheme =
+                get_bool_or(j, "add_prefix_space", true, src, where) ? PrependScheme::Always : PrependScheme::Never;
         }
         m->split = get_bool_or(j, "split", true, src, where);
         m->rep = Pattern::literal(m->replacement, at);
@@ -269,8 +286,8 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& j, const Source& sr
     if (type == "Digits") {
         auto d = std::make_unique<PredicatePreTokenizer>();
         d->pred = &is_numeric;
-        d->behavior = get_bool_or(j, "individual_digits", false, src, where) ? Behavior::Isolated
-                                                                              : Behavior::Contiguous;
+        d->behavior =
+            get_bool_or(j, "individual_digits", false, src, where) ? Behavior::Isolated : Behavior::Contiguous;
         return d;
     }
     if (type == "WhitespaceSplit") {

@@ -1,7 +1,7 @@
 // Hash containers for the tokenizer's hot path. libstdc++'s unordered_map does not cache hash codes for a
 // transparent string hash, so every probe re-hashed the keys of a bucket chain (a third of encode time);
 // these open-addressing maps keep each key's 64-bit hash next to it and the key bytes in one arena.
-//  - FlatStringMap<V>: string -> V (the vocabulary, the word cache).
+//  - FlatStringMap<V>: string -> V (the vocabulary, added-token contents).
 //  - PairMap: (left id, right id) -> (rank, merged id) for BPE merges.
 // Both are read-only after building except the cache, which its owner locks.
 #pragma once
@@ -54,7 +54,8 @@ public:
         for (size_t i = h & mask_;; i = (i + 1) & mask_) {
             const Slot& s = slots_[i];
             if (!s.used) return nullptr;
-            if (s.hash == h && s.key_len == key.size() && std::memcmp(arena_.data() + s.key_off, key.data(), key.size()) == 0)
+            if (s.hash == h && s.key_len == key.size() &&
+                std::memcmp(arena_.data() + s.key_off, key.data(), key.size()) == 0)
                 return &s.value;
         }
     }
@@ -67,7 +68,8 @@ public:
         for (size_t i = h & mask_;; i = (i + 1) & mask_) {
             Slot& s = slots_[i];
             if (!s.used) {
-                s = Slot{h, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(key.size()), std::move(value), true};
+                s = Slot{h, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(key.size()), std::move(value),
+                         true};
                 arena_.append(key);
                 ++size_;
                 return;

@@ -61,8 +61,7 @@ std::unique_ptr<Tokenizer::Impl> build_tokenizer(const Json& root, const std::fi
         }
         if (const Json* p = find(root, "post_processor"); p && !p->is_null())
             impl->post_processor = make_post_processor(*p, src, "post_processor");
-        if (const Json* d = find(root, "decoder"); d && !d->is_null())
-            impl->decoder = make_decoder(*d, src, "decoder");
+        if (const Json* d = find(root, "decoder"); d && !d->is_null()) impl->decoder = make_decoder(*d, src, "decoder");
 
         const BpeModel& bpe = *impl->model;
         const Json* added = find(root, "added_tokens");
@@ -70,7 +69,8 @@ std::unique_ptr<Tokenizer::Impl> build_tokenizer(const Json& root, const std::fi
         impl->added.build(impl->normalizer.get());
         impl->vocab_size = std::max(bpe.max_id(), impl->added.max_id()) + 1;
 
-        impl->sentencepiece_style = !impl->byte_level &&
+        impl->sentencepiece_style =
+            !impl->byte_level &&
             (bpe.byte_fallback() || mentions_metaspace(find(root, "normalizer")) ||
              mentions_metaspace(find(root, "pre_tokenizer")) || mentions_metaspace(find(root, "decoder")));
     } catch (const nlohmann::json::exception& e) {
@@ -89,8 +89,9 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
         throw_unsupported(model_file.string() +
                           ": this is a SentencePiece model file; Tandem reads Hugging Face tokenizer.json. "
                           "Create one once with Python: `from transformers import AutoTokenizer; "
-                          "AutoTokenizer.from_pretrained(\"" + folder.string() + "\").save_pretrained(\"" +
-                          folder.string() + "\")` (needs the `transformers`, `sentencepiece` and `tokenizers` "
+                          "AutoTokenizer.from_pretrained(\"" +
+                          folder.string() + "\").save_pretrained(\"" + folder.string() +
+                          "\")` (needs the `transformers`, `sentencepiece` and `tokenizers` "
                           "packages), then load the folder again.");
     };
     std::error_code ec;
@@ -98,8 +99,9 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
         file = path / "tokenizer.json";
         if (!fs::exists(file, ec)) {
             if (fs::exists(path / "tokenizer.model", ec)) refuse_sentencepiece(path / "tokenizer.model");
-            throw_io(path.string() + ": no tokenizer.json in this folder (a model folder from the Hugging Face "
-                                     "Hub has one next to config.json)");
+            throw_io(path.string() +
+                     ": no tokenizer.json in this folder (a model folder from the Hugging Face "
+                     "Hub has one next to config.json)");
         }
     } else if (path.extension() == ".model") {
         refuse_sentencepiece(path);
@@ -130,8 +132,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     std::vector<int32_t> ids;
     ids.reserve(text.size() / 3 + 4);
     for (const tok::Piece& p : pieces) {
-        if (p.id >= 0) ids.push_back(p.id);
-        else m.model->tokenize(p.text, ids);
+        if (p.id >= 0)
+            ids.push_back(p.id);
+        else
+            m.model->tokenize(p.text, ids);
     }
     if (add_special_tokens && m.post_processor) m.post_processor->process(ids);
     return ids;
@@ -143,8 +147,10 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
     tokens.reserve(ids.size());
     for (int32_t id : ids) {
         const std::string* s = nullptr;
-        if (const tok::AddedToken* a = m.added.by_id(id)) s = &a->content;
-        else s = m.model->id_to_token(id);
+        if (const tok::AddedToken* a = m.added.by_id(id))
+            s = &a->content;
+        else
+            s = m.model->id_to_token(id);
         if (!s) continue;  // unknown ids are dropped, as HF does
         if (skip_special_tokens && m.added.is_special_content(*s)) continue;
         tokens.push_back(*s);
@@ -163,7 +169,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
     return out;
 }
 
-int32_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
+int32_t Tokenizer::vocab_size() const {
+    return impl_->vocab_size;
+}
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
     if (auto id = impl_->added.id_of(token)) return id;
@@ -181,16 +189,24 @@ bool Tokenizer::is_special(int32_t id) const {
     return a && a->special;
 }
 
-const TokenizerConfig& Tokenizer::config() const { return impl_->config; }
+const TokenizerConfig& Tokenizer::config() const {
+    return impl_->config;
+}
 
 static std::optional<int32_t> id_of_config_token(const Tokenizer& t, const std::string& token) {
     if (token.empty()) return std::nullopt;
     return t.token_to_id(token);
 }
 
-std::optional<int32_t> Tokenizer::bos_id() const { return id_of_config_token(*this, impl_->config.bos_token); }
-std::optional<int32_t> Tokenizer::eos_id() const { return id_of_config_token(*this, impl_->config.eos_token); }
-std::optional<int32_t> Tokenizer::pad_id() const { return id_of_config_token(*this, impl_->config.pad_token); }
+std::optional<int32_t> Tokenizer::bos_id() const {
+    return id_of_config_token(*this, impl_->config.bos_token);
+}
+std::optional<int32_t> Tokenizer::eos_id() const {
+    return id_of_config_token(*this, impl_->config.eos_token);
+}
+std::optional<int32_t> Tokenizer::pad_id() const {
+    return id_of_config_token(*this, impl_->config.pad_token);
+}
 
 std::string Tokenizer::kind() const {
     if (impl_->byte_level) return "byte-level BPE";
@@ -198,6 +214,8 @@ std::string Tokenizer::kind() const {
     return "BPE";
 }
 
-const std::filesystem::path& Tokenizer::path() const { return impl_->path; }
+const std::filesystem::path& Tokenizer::path() const {
+    return impl_->path;
+}
 
 }  // namespace tandem

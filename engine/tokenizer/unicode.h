@@ -12,9 +12,9 @@
 
 namespace tandem::tok {
 
-bool is_whitespace(char32_t c);   // Unicode White_Space (Rust char::is_whitespace)
+bool is_whitespace(char32_t c);  // Unicode White_Space (Rust char::is_whitespace)
 bool is_alphabetic(char32_t c);
-bool is_numeric(char32_t c);      // Nd, Nl, No (Rust char::is_numeric)
+bool is_numeric(char32_t c);  // Nd, Nl, No (Rust char::is_numeric)
 bool is_alphanumeric(char32_t c);
 bool is_punctuation(char32_t c);  // ASCII punctuation or any P* category (HF Punctuation pre-tokenizer)
 
