@@ -9,11 +9,17 @@ if(NOT TANDEM_CUDA STREQUAL "OFF")
     find_package(CUDAToolkit QUIET)
     find_path(CUDNN_INCLUDE_DIR cudnn.h
       HINTS ${CUDAToolkit_INCLUDE_DIRS} PATHS /usr/include /usr/include/x86_64-linux-gnu)
-    find_library(CUDNN_LIBRARY cudnn
-      HINTS ${CUDAToolkit_LIBRARY_DIR} PATHS /usr/lib/x86_64-linux-gnu)
+    # Runtime-only cuDNN installs ship libcudnn.so.9 without the unversioned development link.
+    find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
+      HINTS ${CUDAToolkit_LIBRARY_DIR} PATHS /usr/lib/x86_64-linux-gnu /usr/lib64)
     if(CUDAToolkit_FOUND AND TARGET CUDA::cublasLt AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
       set(TANDEM_WITH_CUDA ON)
+    else()
+      message(STATUS "Tandem: CUDA backend off: toolkit='${CUDAToolkit_FOUND}' cublasLt='${CUDA_cublasLt_LIBRARY}' "
+                     "cudnn.h='${CUDNN_INCLUDE_DIR}' libcudnn='${CUDNN_LIBRARY}'")
     endif()
+  else()
+    message(STATUS "Tandem: CUDA backend off: no nvcc found (set CMAKE_CUDA_COMPILER or put nvcc on PATH)")
   endif()
   if(TANDEM_CUDA STREQUAL "ON" AND NOT TANDEM_WITH_CUDA)
     message(FATAL_ERROR "TANDEM_CUDA=ON but nvcc, cuBLAS or cuDNN was not found "
@@ -24,7 +30,8 @@ if(TANDEM_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     # Ampere (80, 86), Ada (89), Hopper (90), Blackwell (100, 120) — those the compiler supports.
     set(_archs 80 86 89 90)
-    if(CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8)
+    # (CMAKE_CUDA_COMPILER_VERSION is not known before enable_language; the toolkit version is.)
+    if(CUDAToolkit_VERSION VERSION_GREATER_EQUAL 12.8)
       list(APPEND _archs 100 120)
     endif()
     set(CMAKE_CUDA_ARCHITECTURES ${_archs})

@@ -1105,7 +1105,7 @@ private:
         }
         if (name == "strftime_now") {
             Bound b("strftime_now()", pos, kw, {"format"}, 1);
-            const std::string& fmt = expect_str(b.get(0), "strftime_now() format");
+            const std::string fmt = expect_str(b.get(0), "strftime_now() format");
             const std::time_t now = std::time(nullptr);
             std::tm tm{};
             localtime_r(&now, &tm);
@@ -1134,7 +1134,7 @@ private:
                 else
                     cands.push_back(b.get(0));
                 for (const auto& c : cands) {
-                    const std::string& p = expect_str(c, what + " argument");
+                    const std::string p = expect_str(c, what + " argument");
                     if (name == "startswith" ? s.compare(0, p.size(), p) == 0 && s.size() >= p.size()
                                              : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0)
                         return Value::boolean(true);
@@ -1304,7 +1304,7 @@ private:
     // jinja2's make_attrgetter: "a.b.0" -> getitem per part (integers for digit parts).
     Value get_path(const Value& v, const Value& attribute) {
         if (attribute.is_int()) return get_item(v, attribute);
-        const std::string& path = expect_str(attribute, "attribute");
+        const std::string path = expect_str(attribute, "attribute");
         Value cur = v;
         for (const auto& part : str::split(path, std::string("."), -1)) {
             const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -1649,7 +1649,7 @@ private:
             }
             return make_iterator(std::move(out));
         }
-        const std::string& filter = expect_str(pos[0], "map filter name");
+        const std::string filter = expect_str(pos[0], "map filter name");
         if (!kFilters.count(filter) || filter == "map") value_unsupported("map with the filter '" + filter + "'");
         const List rest(pos.begin() + 1, pos.end());
         for (const auto& item : iterate(v)) {
