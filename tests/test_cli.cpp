@@ -1,13 +1,13 @@
 // tandem-cli end to end: every subcommand on real assets, and the bad-input suite through the real binary —
 // each bad input must exit with code 2 (invalid input) or 4 (unsupported), name the offending file (or
 // stdin line) on stderr, and never die from a signal.
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +40,37 @@ fs::path config_only_model(const QTemporaryDir& tmp, const std::string& name, co
     const fs::path dir = fs::path(tmp.path().toStdString()) / name;
     write_file(dir / "config.json", config);
     return dir;
+}
+
+std::string read_all(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// A copy of the demo model whose model.safetensors has its header rewritten by `edit` (and its header length
+// field replaced by `length_override` when given).
+fs::path corrupt_demo(const fs::path& demo, const fs::path& out, const std::function<void(nlohmann::json&)>& edit,
+                      std::optional<uint64_t> length_override = std::nullopt, const std::string& raw_header = {}) {
+    fs::create_directories(out);
+    for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json"})
+        fs::copy_file(demo / f, out / f, fs::copy_options::overwrite_existing);
+    const std::string bytes = read_all(demo / "model.safetensors");
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    std::string header = bytes.substr(8, n);
+    const std::string data = bytes.substr(8 + n);
+    if (raw_header.empty()) {
+        auto j = nlohmann::json::parse(header);
+        edit(j);
+        header = j.dump();
+    } else {
+        header = raw_header;
+    }
+    uint64_t len = length_override ? *length_override : header.size();
+    std::string file(8, '\0');
+    std::memcpy(file.data(), &len, 8);
+    write_file(out / "model.safetensors", file + header + data);
+    return out;
 }
 
 const char* kLlamaConfig = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
@@ -204,6 +235,67 @@ private slots:
         const fs::path missing = config_only_model(tmp, "missing", kLlamaConfig);
         write_file(missing / "model.safetensors", std::string("\x02\x00\x00\x00\x00\x00\x00\x00{}", 10));
         expect_failure({"info", qs(missing)}, 2, "model.embed_tokens.weight");
+    }
+
+    // Each way a weights file can lie, through `tandem-cli info`: exit 2 naming the file, never a signal.
+    void corrupt_safetensors() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        QCOMPARE(run_cli({"demo", "--out", qs(root / "demo")}).exit_code, 0);
+        const fs::path demo = root / "demo";
+        const std::string emb = "model.embed_tokens.weight";
+        struct Case {
+            const char* name;
+            std::function<void(nlohmann::json&)> edit;
+            std::optional<uint64_t> length;
+            std::string raw;
+            QString needle;
+        };
+        const std::vector<Case> cases = {
+            {"past_end", [](auto&) {}, uint64_t(1) << 20, {}, "model.safetensors"},
+            {"huge_header", [](auto&) {}, uint64_t(1) << 40, {}, "model.safetensors"},
+            {"not_json", [](auto&) {}, std::nullopt, "this is not json at all", "model.safetensors"},
+            {"array_header", [](auto&) {}, std::nullopt, "[1, 2, 3]", "model.safetensors"},
+            {"unknown_dtype", [&](auto& j) { j[emb]["dtype"] = "F7"; }, std::nullopt, {}, "F7"},
+            {"offsets_past_end", [&](auto& j) { j[emb]["data_offsets"][1] = 1ull << 40; }, std::nullopt, {}, emb.c_str()},
+            {"overlap", [&](auto& j) {
+                 for (auto& [k, v] : j.items())
+                     if (k != emb && k != "__metadata__") { v["data_offsets"] = j[emb]["data_offsets"]; v["shape"] = j[emb]["shape"]; v["dtype"] = j[emb]["dtype"]; break; }
+             }, std::nullopt, {}, "model.safetensors"},
+            {"shape_mismatch", [&](auto& j) { j[emb]["shape"][0] = j[emb]["shape"][0].template get<int64_t>() + 1; }, std::nullopt, {}, emb.c_str()},
+            {"negative_dim", [&](auto& j) { j[emb]["shape"][0] = -384; }, std::nullopt, {}, emb.c_str()},
+            {"overflow_dims", [&](auto& j) { j[emb]["shape"] = {int64_t(1) << 62, int64_t(1) << 62}; }, std::nullopt, {}, emb.c_str()},
+            {"wrong_shape_for_config", [&](auto& j) {
+                 auto s = j[emb]["shape"];
+                 j[emb]["shape"] = {s[1], s[0]};
+             }, std::nullopt, {}, emb.c_str()},
+            {"missing_tensor", [&](auto& j) {
+                 // Drop the final norm and give its bytes to nobody: the header no longer covers the data.
+                 j.erase("model.norm.weight");
+             }, std::nullopt, {}, "model.safetensors"},
+        };
+        for (const auto& c : cases) {
+            const fs::path dir = corrupt_demo(demo, root / c.name, c.edit, c.length, c.raw);
+            const CliResult r = run_cli({"info", qs(dir)});
+            QVERIFY2(!r.crashed, c.name);
+            QVERIFY2(r.exit_code == 2 || r.exit_code == 4,
+                     qPrintable(QString("%1: exit %2: %3").arg(c.name).arg(r.exit_code).arg(QString(r.err))));
+            QVERIFY2(QString::fromUtf8(r.err).contains(c.needle),
+                     qPrintable(QString("%1: stderr lacks '%2': %3").arg(c.name, c.needle, QString(r.err))));
+        }
+        // An absurd config next to good weights.
+        const fs::path absurd = corrupt_demo(demo, root / "absurd_config", [](auto&) {});
+        auto cfg = nlohmann::json::parse(read_all(absurd / "config.json"));
+        cfg["num_hidden_layers"] = 100000;
+        write_file(absurd / "config.json", cfg.dump());
+        expect_failure({"info", qs(absurd)}, 2, "num_hidden_layers");
+        cfg["num_hidden_layers"] = 2;
+        cfg["num_key_value_heads"] = 3;
+        write_file(absurd / "config.json", cfg.dump());
+        expect_failure({"info", qs(absurd)}, 2, "num_key_value_heads");
+        cfg["num_key_value_heads"] = "two";
+        write_file(absurd / "config.json", cfg.dump());
+        expect_failure({"info", qs(absurd)}, 2, "num_key_value_heads");
     }
 
     void bad_tokenizers_and_stdin() {

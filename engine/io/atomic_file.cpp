@@ -48,8 +48,10 @@ AtomicFileWriter::AtomicFileWriter(std::filesystem::path target) : target_(std::
     // O_EXCL with a per-process counter: a leftover temp from a crashed run is never reused or truncated.
     for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
         const auto n = g_temp_counter.fetch_add(1);
-        temp_ =
-            dir / ("." + target_.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(n));
+        std::string name = ".";  // appended piecewise: gcc 12 warns (-Wrestrict) on the "." + string form
+        name += target_.filename().string();
+        name += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(n);
+        temp_ = dir / name;
         do {
             fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         } while (fd_ < 0 && errno == EINTR);
