@@ -347,9 +347,15 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
     if (cr.boolean("use_qalora", false)) cr.unsupported("QA-LoRA adapters (use_qalora true) are not supported");
     if (!cr.empty_or_null("alora_invocation_tokens"))
         cr.unsupported("activated LoRA (alora_invocation_tokens) is not supported");
+    // Variants PEFT 0.21 configures through their own keys; any value but null/false/{} means the adapter
+    // is not plain LoRA. (eva/loftq/corda configs only steer initialisation and may stay set.)
+    for (const char* key : {"use_bdlora", "arrow_config", "kasa_config", "monteclora_config", "velora_config"})
+        if (j.contains(key) && !j.at(key).is_null() && j.at(key) != false && !cr.empty_or_null(key))
+            cr.unsupported(std::string(key) + " is " + j.at(key).dump() +
+                           ": this LoRA variant is not supported; Tandem reads plain LoRA adapters");
     if (j.contains("init_lora_weights") && j.at("init_lora_weights").is_string()) {
         const auto init = j.at("init_lora_weights").get<std::string>();
-        if (init.rfind("pissa", 0) == 0 || init == "olora" || init == "corda")
+        if (init.rfind("pissa", 0) == 0 || init == "olora" || init == "corda" || init == "lora_ga")
             cr.unsupported("init_lora_weights is \"" + init +
                            "\": this adapter expects base weights that PEFT modified at initialisation. Save it "
                            "with PEFT's save_pretrained(path_initial_model_for_weight_conversion=...) to get a "
