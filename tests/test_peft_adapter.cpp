@@ -40,8 +40,12 @@ const char* kQwen3Json = R"({
   "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
   "vocab_size": 101, "max_position_embeddings": 256, "rms_norm_eps": 1e-6})";
 
-ModelConfig llama() { return parse_model_config(json::parse(kLlamaJson), "llama-test"); }
-ModelConfig qwen3() { return parse_model_config(json::parse(kQwen3Json), "qwen3-test"); }
+ModelConfig llama() {
+    return parse_model_config(json::parse(kLlamaJson), "llama-test");
+}
+ModelConfig qwen3() {
+    return parse_model_config(json::parse(kQwen3Json), "qwen3-test");
+}
 
 const std::string kN = "base_model.model.model.layers.";
 
@@ -74,9 +78,13 @@ bool has_temp_files(const fs::path& dir) {
     return false;
 }
 
-std::string slurp(const fs::path& p) { return read_file(p); }
+std::string slurp(const fs::path& p) {
+    return read_file(p);
+}
 
-void write_json(const fs::path& p, const json& j) { tandem::test::write_file(p, j.dump(2)); }
+void write_json(const fs::path& p, const json& j) {
+    tandem::test::write_file(p, j.dump(2));
+}
 
 // A tensor for write_safetensors with owned storage.
 struct OwnedTensor {
@@ -106,7 +114,9 @@ std::vector<OwnedTensor> owned_from(const ModelConfig& m, const LoraConfig& c, c
     return out;
 }
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
 
 }  // namespace
 
@@ -171,9 +181,11 @@ private slots:
         bad([](LoraConfig& c) { c.dropout = 1.0; }, {"dropout", "[0, 1)"});
         bad([](LoraConfig& c) { c.dropout = -0.1; }, {"dropout"});
         bad([](LoraConfig& c) { c.target_modules.clear(); }, {"target_modules is empty", "q_proj"});
-        bad([](LoraConfig& c) { c.target_modules = {"q_proj", "qkv_proj"}; },
-            {"unknown target module 'qkv_proj'",
-             "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"});
+        bad(
+            [](LoraConfig& c) {
+                c.target_modules = {"q_proj", "qkv_proj"};
+            },
+            {"unknown target module 'qkv_proj'", "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"});
         bad([](LoraConfig& c) { c.target_modules = {"lm_head"}; }, {"'lm_head'", "valid ones"});
         bad([](LoraConfig& c) { c.target_modules = {"q_proj", "q_proj"}; }, {"'q_proj' is listed twice"});
         bad([](LoraConfig& c) { c.layers_to_transform = {-1}; }, {"negative"});
@@ -402,8 +414,8 @@ private slots:
         const std::string before = slurp(w.dir / kPeftWeightsName);
         auto t2 = w.tensors;
         t2.begin()->second[0] = 42.0f;
-        expect_error([&] { write_peft_adapter(w.dir, w.config, llama(), "org/base", t2); },
-                     ErrorCategory::InvalidInput, {w.dir.string(), "already holds an adapter", "overwrit"});
+        expect_error([&] { write_peft_adapter(w.dir, w.config, llama(), "org/base", t2); }, ErrorCategory::InvalidInput,
+                     {w.dir.string(), "already holds an adapter", "overwrit"});
         QVERIFY(slurp(w.dir / kPeftWeightsName) == before);
         // only the weights, or only the config, is an adapter too
         QTemporaryDir tmp2;
@@ -512,8 +524,8 @@ private slots:
     void readerTargetForms() {
         const auto m = qwen3();  // 3 layers
         auto parse = [&](json tm, json extra = json::object()) {
-            json j = {{"peft_type", "LORA"}, {"task_type", "CAUSAL_LM"}, {"r", 4}, {"lora_alpha", 8},
-                      {"target_modules", tm}};
+            json j = {
+                {"peft_type", "LORA"}, {"task_type", "CAUSAL_LM"}, {"r", 4}, {"lora_alpha", 8}, {"target_modules", tm}};
             for (auto& [k, v] : extra.items()) j[k] = v;
             return parse_peft_adapter_config(j, m, "cfg.json").config;
         };
@@ -552,10 +564,14 @@ private slots:
         QCOMPARE(d.config.dropout, 0.0);
         QCOMPARE(d.config.use_rslora, false);
         // keys of other PEFT versions that mean "off" are fine
-        QCOMPARE(parse(json::array({"q_proj"}), {{"use_bdlora", nullptr}, {"loftq_config", json::object()},
-                                                 {"exclude_modules", nullptr}, {"lora_bias", false},
-                                                 {"target_parameters", nullptr}, {"peft_version", "0.21.0"},
-                                                 {"init_lora_weights", "gaussian"}, {"task_type", nullptr}})
+        QCOMPARE(parse(json::array({"q_proj"}), {{"use_bdlora", nullptr},
+                                                 {"loftq_config", json::object()},
+                                                 {"exclude_modules", nullptr},
+                                                 {"lora_bias", false},
+                                                 {"target_parameters", nullptr},
+                                                 {"peft_version", "0.21.0"},
+                                                 {"init_lora_weights", "gaussian"},
+                                                 {"task_type", nullptr}})
                      .target_modules,
                  (V{"q_proj"}));
     }
@@ -563,8 +579,13 @@ private slots:
     void readerConfigRejections() {
         const auto m = qwen3();
         auto bad = [&](json edit, ErrorCategory cat, std::vector<std::string> needles) {
-            json j = {{"peft_type", "LORA"}, {"task_type", "CAUSAL_LM"}, {"r", 4}, {"lora_alpha", 8},
-                      {"target_modules", json::array({"q_proj", "v_proj"})}, {"bias", "none"}, {"use_dora", false}};
+            json j = {{"peft_type", "LORA"},
+                      {"task_type", "CAUSAL_LM"},
+                      {"r", 4},
+                      {"lora_alpha", 8},
+                      {"target_modules", json::array({"q_proj", "v_proj"})},
+                      {"bias", "none"},
+                      {"use_dora", false}};
             for (auto& [k, v] : edit.items()) {
                 if (v.is_string() && v == "<erase>")
                     j.erase(k);
@@ -614,9 +635,10 @@ private slots:
         bad({{"target_modules", json::array({"q_proj", "lm_head"})}}, U, {"'lm_head'", "not supported"});
         bad({{"target_modules", {"embed_tokens"}}}, U, {"embed_tokens"});
         bad({{"target_modules", ".*"}}, U, {"matches lm_head"});
-        bad({{"target_modules", "(?P<x>q_proj)"}}, U, {"regular expression", "cannot evaluate", "list the module names"});
-        bad({{"target_modules", "model\\.layers\\.0\\.self_attn\\.q_proj|model\\.layers\\.1\\.self_attn\\.v_proj"}},
-            U, {"different projections in different layers", "layer 0: q_proj", "layer 1: v_proj"});
+        bad({{"target_modules", "(?P<x>q_proj)"}}, U,
+            {"regular expression", "cannot evaluate", "list the module names"});
+        bad({{"target_modules", "model\\.layers\\.0\\.self_attn\\.q_proj|model\\.layers\\.1\\.self_attn\\.v_proj"}}, U,
+            {"different projections in different layers", "layer 0: q_proj", "layer 1: v_proj"});
         // layers
         bad({{"layers_to_transform", {0, 3}}}, I, {"layers_to_transform", "layer 3", "3 layers"});
         bad({{"layers_to_transform", {"0"}}}, I, {"layers_to_transform"});
@@ -642,7 +664,8 @@ private slots:
         expect_error([&] { read_peft_adapter(w.dir, m); }, ErrorCategory::Unsupported,
                      {"adapter_model.bin", "pickle", "runs whatever code", "safe_serialization=True"});
         fs::remove(w.dir / "adapter_model.bin");
-        expect_error([&] { read_peft_adapter(w.dir, m); }, ErrorCategory::InvalidInput, {"no adapter_model.safetensors"});
+        expect_error([&] { read_peft_adapter(w.dir, m); }, ErrorCategory::InvalidInput,
+                     {"no adapter_model.safetensors"});
         // bad JSON names the file and line
         const auto w2 = write_valid(tmp, "badjson");
         tandem::test::write_file(w2.dir / kPeftConfigName, "{\n  \"peft_type\": \"LORA\",\n  oops\n}");
@@ -677,37 +700,71 @@ private slots:
                 if (t.name == n) return t;
             throw std::runtime_error("no " + n);
         };
-        with([&](TS& ts) { find(ts, kN + "1.self_attn.v_proj.lora_B.weight").shape = {16, 8}; }, I,
-             {kN + "1.self_attn.v_proj.lora_B.weight", "shape [16, 8]", "expected [32, 4]", "lora_B [out_features, r]"});
+        with(
+            [&](TS& ts) {
+                find(ts, kN + "1.self_attn.v_proj.lora_B.weight").shape = {16, 8};
+            },
+            I,
+            {kN + "1.self_attn.v_proj.lora_B.weight", "shape [16, 8]", "expected [32, 4]", "lora_B [out_features, r]"});
         with([&](TS& ts) { std::erase_if(ts, [](auto& t) { return t.name == kN + "1.mlp.up_proj.lora_B.weight"; }); },
-             I, {kN + "1.mlp.up_proj.lora_B.weight [96, 4] is missing", "its pair " + kN + "1.mlp.up_proj.lora_A.weight"});
+             I,
+             {kN + "1.mlp.up_proj.lora_B.weight [96, 4] is missing", "its pair " + kN + "1.mlp.up_proj.lora_A.weight"});
         with([&](TS& ts) { std::erase_if(ts, [](auto& t) { return t.name.find(".1.mlp.") != std::string::npos; }); }, I,
              {"is missing", "and 5 more", "28 LoRA tensors", "the file has 22"});
-        with([&](TS& ts) { ts.push_back(owned_f32(kN + "2.self_attn.q_proj.lora_A.weight", {4, 64}, std::vector<float>(256))); },
-             I, {kN + "2.self_attn.q_proj.lora_A.weight", "layer 2", "2 layers"});
-        with([&](TS& ts) { ts.push_back(owned_f32(kN + "0.self_attn.gate_proj.lora_A.weight", {4, 64}, std::vector<float>(256))); },
-             I, {"self_attn.gate_proj", "does not have"});
-        with([&](TS& ts) { ts.push_back(owned_f32(kN + "0.self_attn.qkv_proj.lora_A.weight", {4, 64}, std::vector<float>(256))); },
-             I, {"qkv_proj"});
-        with([&](TS& ts) { ts.push_back(owned_f32("base_model.model.model.norm.weight", {64}, std::vector<float>(64))); }, I,
-             {"unexpected tensor base_model.model.model.norm.weight [64]"});
-        with([&](TS& ts) { ts.push_back(owned_f32(kN + "0.self_attn.q_proj.lora_magnitude_vector", {64}, std::vector<float>(64))); },
-             U, {"DoRA"});
-        with([&](TS& ts) { ts.push_back(owned_f32(kN + "0.self_attn.q_proj.lora_B.bias", {64}, std::vector<float>(64))); }, U,
-             {"lora_B bias"});
-        with([&](TS& ts) { ts.push_back(owned_f32("base_model.model.lm_head.weight", {101, 64}, std::vector<float>(6464))); },
-             U, {"lm_head", "not supported"});
-        with([&](TS& ts) { ts.push_back(owned_f32("base_model.model.model.embed_tokens.lora_embedding_A", {4, 101}, std::vector<float>(404))); },
-             U, {"embedding"});
-        with([&](TS& ts) {
-            auto t = find(ts, kN + "0.self_attn.q_proj.lora_A.weight");
-            t.name = kN + "0.self_attn.q_proj.lora_A.default.weight";
-            ts.push_back(t);
-        }, I, {"are the same LoRA weight"});
-        with([&](TS& ts) {
-            auto& t = find(ts, kN + "0.self_attn.q_proj.lora_A.weight");
-            t.dtype = DType::I32;
-        }, U, {"dtype I32", "F32, F16 or BF16"});
+        with(
+            [&](TS& ts) {
+                ts.push_back(owned_f32(kN + "2.self_attn.q_proj.lora_A.weight", {4, 64}, std::vector<float>(256)));
+            },
+            I, {kN + "2.self_attn.q_proj.lora_A.weight", "layer 2", "2 layers"});
+        with(
+            [&](TS& ts) {
+                ts.push_back(owned_f32(kN + "0.self_attn.gate_proj.lora_A.weight", {4, 64}, std::vector<float>(256)));
+            },
+            I, {"self_attn.gate_proj", "does not have"});
+        with(
+            [&](TS& ts) {
+                ts.push_back(owned_f32(kN + "0.self_attn.qkv_proj.lora_A.weight", {4, 64}, std::vector<float>(256)));
+            },
+            I, {"qkv_proj"});
+        with(
+            [&](TS& ts) {
+                ts.push_back(owned_f32("base_model.model.model.norm.weight", {64}, std::vector<float>(64)));
+            },
+            I, {"unexpected tensor base_model.model.model.norm.weight [64]"});
+        with(
+            [&](TS& ts) {
+                ts.push_back(owned_f32(kN + "0.self_attn.q_proj.lora_magnitude_vector", {64}, std::vector<float>(64)));
+            },
+            U, {"DoRA"});
+        with(
+            [&](TS& ts) {
+                ts.push_back(owned_f32(kN + "0.self_attn.q_proj.lora_B.bias", {64}, std::vector<float>(64)));
+            },
+            U, {"lora_B bias"});
+        with(
+            [&](TS& ts) {
+                ts.push_back(owned_f32("base_model.model.lm_head.weight", {101, 64}, std::vector<float>(6464)));
+            },
+            U, {"lm_head", "not supported"});
+        with(
+            [&](TS& ts) {
+                ts.push_back(owned_f32("base_model.model.model.embed_tokens.lora_embedding_A", {4, 101},
+                                       std::vector<float>(404)));
+            },
+            U, {"embedding"});
+        with(
+            [&](TS& ts) {
+                auto t = find(ts, kN + "0.self_attn.q_proj.lora_A.weight");
+                t.name = kN + "0.self_attn.q_proj.lora_A.default.weight";
+                ts.push_back(t);
+            },
+            I, {"are the same LoRA weight"});
+        with(
+            [&](TS& ts) {
+                auto& t = find(ts, kN + "0.self_attn.q_proj.lora_A.weight");
+                t.dtype = DType::I32;
+            },
+            U, {"dtype I32", "F32, F16 or BF16"});
         // tensors of modules the config does not adapt
         edit_config(w.dir, [](json& j) { j["target_modules"] = {"q_proj", "k_proj", "v_proj", "o_proj"}; });
         with([](TS&) {}, I, {kN + "0.mlp.down_proj.lora_A.weight", "does not adapt", "do not belong together"});

@@ -57,13 +57,15 @@ std::string num(double v) {
 
 void validate_lora_config(const LoraConfig& c, const std::string& where) {
     if (c.r < 1 || c.r > kLoraMaxRank)
-        throw_invalid(where + ": r = " + std::to_string(c.r) + " is out of range; the LoRA rank must be between 1 and " +
-                      std::to_string(kLoraMaxRank) + " (typical: 8 to 64)");
+        throw_invalid(where + ": r = " + std::to_string(c.r) +
+                      " is out of range; the LoRA rank must be between 1 and " + std::to_string(kLoraMaxRank) +
+                      " (typical: 8 to 64)");
     if (!std::isfinite(c.alpha) || c.alpha <= 0)
         throw_invalid(where + ": alpha = " + num(c.alpha) +
                       " is invalid; lora_alpha must be a positive number (typical: r or 2*r)");
     if (!std::isfinite(c.dropout) || c.dropout < 0 || c.dropout >= 1)
-        throw_invalid(where + ": dropout = " + num(c.dropout) + " is invalid; it must be in [0, 1) (typical: 0 to 0.1)");
+        throw_invalid(where + ": dropout = " + num(c.dropout) +
+                      " is invalid; it must be in [0, 1) (typical: 0 to 0.1)");
     if (c.target_modules.empty())
         throw_invalid(where + ": target_modules is empty; name at least one of: " + known_list());
     std::set<std::string> seen;
@@ -74,7 +76,8 @@ void validate_lora_config(const LoraConfig& c, const std::string& where) {
     }
     std::set<int64_t> layers;
     for (auto l : c.layers_to_transform) {
-        if (l < 0) throw_invalid(where + ": layers_to_transform holds a negative layer index (" + std::to_string(l) + ")");
+        if (l < 0)
+            throw_invalid(where + ": layers_to_transform holds a negative layer index (" + std::to_string(l) + ")");
         if (!layers.insert(l).second)
             throw_invalid(where + ": layers_to_transform lists layer " + std::to_string(l) + " twice");
     }
@@ -90,8 +93,7 @@ void to_json(nlohmann::json& j, const LoraConfig& c) {
 }
 
 void from_json(const nlohmann::json& j, LoraConfig& out) {
-    static const char* const kKeys[] = {"r", "alpha", "dropout", "use_rslora", "target_modules",
-                                        "layers_to_transform"};
+    static const char* const kKeys[] = {"r", "alpha", "dropout", "use_rslora", "target_modules", "layers_to_transform"};
     if (!j.is_object()) throw_invalid("lora: expected a JSON object, got " + std::string(j.type_name()));
     for (const auto& [key, value] : j.items()) {
         (void)value;
@@ -135,7 +137,8 @@ void from_json(const nlohmann::json& j, LoraConfig& out) {
         const auto& v = j.at("layers_to_transform");
         c.layers_to_transform.clear();
         if (!v.is_null()) {
-            if (!v.is_array()) throw_invalid("lora.layers_to_transform: expected a list of layer indices, got " + v.dump());
+            if (!v.is_array())
+                throw_invalid("lora.layers_to_transform: expected a list of layer indices, got " + v.dump());
             for (const auto& e : v) {
                 if (!e.is_number_integer())
                     throw_invalid("lora.layers_to_transform: expected layer indices (integers), got " + e.dump());

@@ -31,7 +31,9 @@ namespace {
 
 constexpr const char* kPrefix = "base_model.model.";  // PeftModel -> LoraModel -> *ForCausalLM
 
-std::string shape_str(const std::vector<int64_t>& shape) { return shape_to_string(shape); }
+std::string shape_str(const std::vector<int64_t>& shape) {
+    return shape_to_string(shape);
+}
 
 std::string module_path(int64_t layer, const std::string& module) {
     return "model.layers." + std::to_string(layer) + "." + lora_target_parent(module) + "." + module;
@@ -72,9 +74,9 @@ std::vector<LoraTensorSpec> lora_tensor_specs(const ModelConfig& model, const Lo
             auto it = base_shapes.find(base);
             if (it == base_shapes.end())
                 throw_unsupported("LoRA target '" + m + "': the model (" + model.architecture + ") has no " + base +
-                                  (model.is_moe_layer(l) ? " (layer " + std::to_string(l) +
-                                                               " is a mixture-of-experts layer)"
-                                                         : std::string()) +
+                                  (model.is_moe_layer(l)
+                                       ? " (layer " + std::to_string(l) + " is a mixture-of-experts layer)"
+                                       : std::string()) +
                                   "; remove '" + m + "' from target_modules");
             const auto& s = it->second;  // [out, in]
             const int64_t out_f = s.at(0), in_f = s.at(1);
@@ -147,8 +149,8 @@ void write_peft_adapter(const fs::path& dir, const LoraConfig& config, const Mod
     for (const auto& [name, data] : tensors)
         if (!expected.count(name))
             throw_invalid(dir.string() + ": cannot write the adapter: tensor " + name +
-                          " is not part of this LoRA configuration (r " + std::to_string(config.r) +
-                          ", targets " + join(config.target_modules) + ")");
+                          " is not part of this LoRA configuration (r " + std::to_string(config.r) + ", targets " +
+                          join(config.target_modules) + ")");
 
     std::error_code ec;
     if (path_exists(dir) && !fs::is_directory(dir, ec))
@@ -232,8 +234,9 @@ struct TargetResolution {
 const char* const kOtherLinear[] = {"lm_head", "model.embed_tokens"};
 
 bool list_entry_matches(const std::string& path, const std::string& entry) {
-    return path == entry || (path.size() > entry.size() && path.compare(path.size() - entry.size(), entry.size(), entry) == 0 &&
-                             path[path.size() - entry.size() - 1] == '.');
+    return path == entry ||
+           (path.size() > entry.size() && path.compare(path.size() - entry.size(), entry.size(), entry) == 0 &&
+            path[path.size() - entry.size() - 1] == '.');
 }
 
 void add_pair(TargetResolution& r, int64_t layer, const std::string& module) {
@@ -270,9 +273,8 @@ TargetResolution resolve_string(const ConfigReader& cr, const std::string& s, co
     try {
         re = std::regex(s, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
-        cr.unsupported("target_modules is the regular expression \"" + s +
-                       "\", which Tandem cannot evaluate (" + e.what() +
-                       "); list the module names instead, e.g. [\"q_proj\", \"v_proj\"]");
+        cr.unsupported("target_modules is the regular expression \"" + s + "\", which Tandem cannot evaluate (" +
+                       e.what() + "); list the module names instead, e.g. [\"q_proj\", \"v_proj\"]");
     }
     for (const char* other : kOtherLinear)
         if (std::regex_match(other, re))
@@ -308,14 +310,14 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
     if (!j.is_object()) throw_invalid(src + ": expected a JSON object (a PEFT adapter_config.json)");
     const ConfigReader cr{j, src};
 
-    if (!j.contains("peft_type"))
-        throw_invalid(src + ": no \"peft_type\" key; this is not a PEFT adapter_config.json");
+    if (!j.contains("peft_type")) throw_invalid(src + ": no \"peft_type\" key; this is not a PEFT adapter_config.json");
     const auto peft_type = cr.string("peft_type", "");
     if (peft_type != "LORA")
         cr.unsupported("peft_type is \"" + peft_type + "\"; Tandem reads LoRA adapters (peft_type \"LORA\") only");
     const auto task = cr.string("task_type", "CAUSAL_LM");
     if (task != "CAUSAL_LM")
-        cr.unsupported("task_type is \"" + task + "\"; Tandem reads adapters of causal language models "
+        cr.unsupported("task_type is \"" + task +
+                       "\"; Tandem reads adapters of causal language models "
                        "(task_type \"CAUSAL_LM\") only");
 
     // Features that change what the adapter computes and that we do not implement.
@@ -326,8 +328,9 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
     if (cr.boolean("lora_bias", false))
         cr.unsupported("lora_bias is true; adapters with a bias on lora_B are not supported");
     if (cr.boolean("fan_in_fan_out", false))
-        cr.unsupported("fan_in_fan_out is true (transposed weights, as for GPT-2's Conv1D); Llama-family models "
-                       "never need it, so this adapter was made for another architecture");
+        cr.unsupported(
+            "fan_in_fan_out is true (transposed weights, as for GPT-2's Conv1D); Llama-family models "
+            "never need it, so this adapter was made for another architecture");
     for (const char* key : {"rank_pattern", "alpha_pattern"})
         if (!cr.empty_or_null(key))
             cr.unsupported(std::string(key) + " has entries (" + j.at(key).dump() +
@@ -436,8 +439,8 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
         });
     }
     if (res.pairs.empty())
-        cr.bad("target_modules", tm.dump() + " matches none of the model's projections (" +
-                                     join(lora_known_targets()) + ")");
+        cr.bad("target_modules",
+               tm.dump() + " matches none of the model's projections (" + join(lora_known_targets()) + ")");
 
     // Tandem's LoraConfig is one set of modules on one set of layers: the pairs must be that product.
     std::set<int64_t> used_layers;
@@ -448,9 +451,8 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
             desc.push_back(describe_layer_modules(res, l));
             if (desc.size() == 3) break;
         }
-        cr.unsupported("target_modules " + tm.dump() +
-                       " adapts different projections in different layers (" + join(desc, "; ") +
-                       "); Tandem supports the same projections in every adapted layer");
+        cr.unsupported("target_modules " + tm.dump() + " adapts different projections in different layers (" +
+                       join(desc, "; ") + "); Tandem supports the same projections in every adapted layer");
     }
     c.target_modules = res.modules;
     if (int64_t(used_layers.size()) != model.num_hidden_layers)
@@ -528,8 +530,9 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
     std::error_code ec;
     if (!path_exists(dir)) throw_invalid(dir.string() + ": adapter folder not found");
     if (!fs::is_directory(dir, ec))
-        throw_invalid(dir.string() + ": not a folder; point to the folder holding adapter_config.json and "
-                                     "adapter_model.safetensors");
+        throw_invalid(dir.string() +
+                      ": not a folder; point to the folder holding adapter_config.json and "
+                      "adapter_model.safetensors");
     const fs::path config_path = dir / kPeftConfigName;
     if (!path_exists(config_path))
         throw_invalid(dir.string() + ": no adapter_config.json in this folder (not a PEFT adapter folder)");
@@ -579,8 +582,10 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
                               "; LoRA weights must be F32, F16 or BF16");
         if (t.shape != spec.shape)
             throw_invalid(fname + ": tensor " + t.name + " has shape " + shape_to_string(t.shape) + ", expected " +
-                          shape_to_string(spec.shape) + " (" + (spec.is_a ? "lora_A [r, in_features]" : "lora_B [out_features, r]") +
-                          " with r " + std::to_string(out.config.r) + " from adapter_config.json); was this adapter "
+                          shape_to_string(spec.shape) + " (" +
+                          (spec.is_a ? "lora_A [r, in_features]" : "lora_B [out_features, r]") + " with r " +
+                          std::to_string(out.config.r) +
+                          " from adapter_config.json); was this adapter "
                           "trained for another model?");
         out.tensors.emplace(canon, tensor_to_f32(t));
     }
@@ -593,9 +598,8 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
         throw_invalid(fname + ": tensor " + first.name + " " + shape_to_string(first.shape) + " is missing" +
                       (out.tensors.count(pair) ? " (its pair " + pair + " is there)" : std::string()) +
                       (missing.size() > 1 ? " and " + std::to_string(missing.size() - 1) + " more" : std::string()) +
-                      "; adapter_config.json (target_modules " + join(out.config.target_modules) +
-                      ") implies " + std::to_string(specs.size()) + " LoRA tensors, the file has " +
-                      std::to_string(file.size()));
+                      "; adapter_config.json (target_modules " + join(out.config.target_modules) + ") implies " +
+                      std::to_string(specs.size()) + " LoRA tensors, the file has " + std::to_string(file.size()));
     }
     return out;
 }

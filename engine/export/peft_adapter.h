@@ -36,10 +36,10 @@ inline constexpr const char* kPeftWeightsName = "adapter_model.safetensors";
 
 // One LoRA matrix the (model, config) pair implies.
 struct LoraTensorSpec {
-    std::string name;            // PEFT name, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
+    std::string name;  // PEFT name, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
     int64_t layer = 0;
-    std::string module;          // "q_proj"
-    bool is_a = true;            // lora_A [r, in] or lora_B [out, r]
+    std::string module;  // "q_proj"
+    bool is_a = true;    // lora_A [r, in] or lora_B [out, r]
     std::vector<int64_t> shape;
 };
 
@@ -78,8 +78,7 @@ void write_peft_adapter(const std::filesystem::path& dir, const LoraConfig& conf
 // Parses adapter_config.json into a LoraConfig, resolving target_modules (list, module name, regex,
 // "all-linear") against the model's module paths. Keys it leaves out take PEFT's defaults (r 8, alpha 8).
 // `source` names the file in errors.
-PeftAdapter parse_peft_adapter_config(const nlohmann::json& json, const ModelConfig& model,
-                                      const std::string& source);
+PeftAdapter parse_peft_adapter_config(const nlohmann::json& json, const ModelConfig& model, const std::string& source);
 
 // Reads a PEFT adapter folder for `model`: config, then every tensor (F32/F16/BF16 -> fp32), checking that
 // each lora_A/lora_B exists, in pairs, with the shape the model and r imply, and that nothing else is there.

@@ -20,18 +20,19 @@ namespace tandem {
 
 // The projection modules LoRA can target, in block order. q/k/v/o live under "self_attn.", the rest under
 // "mlp.".
-const std::vector<std::string>& lora_known_targets();  // {q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj}
+const std::vector<std::string>&
+lora_known_targets();  // {q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj}
 bool lora_target_is_attention(std::string_view target);   // q/k/v/o_proj
 std::string lora_target_parent(std::string_view target);  // "self_attn" or "mlp" ("" when unknown)
 
 inline constexpr int kLoraMaxRank = 8192;
 
 struct LoraConfig {
-    int r = 16;                // rank
-    double alpha = 32;         // lora_alpha
-    double dropout = 0.0;      // lora_dropout, applied to the adapter's input while training
-    bool use_rslora = false;   // scaling alpha/sqrt(r) instead of alpha/r
-    std::vector<std::string> target_modules = {"q_proj", "k_proj", "v_proj", "o_proj",
+    int r = 16;               // rank
+    double alpha = 32;        // lora_alpha
+    double dropout = 0.0;     // lora_dropout, applied to the adapter's input while training
+    bool use_rslora = false;  // scaling alpha/sqrt(r) instead of alpha/r
+    std::vector<std::string> target_modules = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                "gate_proj", "up_proj", "down_proj"};
     std::vector<int64_t> layers_to_transform;  // empty: every layer (PEFT's layers_to_transform: null)
 
