@@ -18,10 +18,9 @@
 
 namespace tandem {
 
-// The projection modules LoRA can target, in block order. q/k/v/o live under "self_attn.", the rest under
-// "mlp.".
-const std::vector<std::string>&
-lora_known_targets();  // {q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj}
+// The projection modules LoRA can target, in block order: q_proj, k_proj, v_proj, o_proj (under
+// "self_attn."), gate_proj, up_proj, down_proj (under "mlp.").
+const std::vector<std::string>& lora_known_targets();
 bool lora_target_is_attention(std::string_view target);   // q/k/v/o_proj
 std::string lora_target_parent(std::string_view target);  // "self_attn" or "mlp" ("" when unknown)
 
