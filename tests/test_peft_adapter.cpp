@@ -2,7 +2,8 @@
 // write -> read round trips, the exact adapter_config.json and safetensors layout we write, every rejection
 // of the writer and the reader, atomicity, and the adapters PEFT 0.21 itself wrote
 // (tests/fixtures/models/<variant>/adapter): we read them, and rewriting their tensors with our writer must
-// give the same adapter_model.safetensors byte for byte.
+// give the same adapter_model.safetensors byte for byte; PEFT adapters whose target_modules is a regex, that
+// use layers_to_transform or are stored in bf16 (tests/fixtures/peft).
 // Note: no raw string literal in this file may contain a backslash (moc would drop the test class).
 #include <QTemporaryDir>
 #include <QTest>
@@ -20,6 +21,9 @@
 #include "tandem/model_config.h"
 #include "tandem/safetensors.h"
 #include "test_support.h"
+
+Q_DECLARE_METATYPE(std::vector<std::string>)
+Q_DECLARE_METATYPE(std::vector<int64_t>)
 
 using namespace tandem;
 using tandem::test::expect_error;
@@ -852,6 +856,53 @@ private slots:
         std::set<std::string> ours;
         for (const auto& s : specs) ours.insert(s.name);
         QVERIFY(grads == ours);
+    }
+
+    // PEFT-made adapters in the less common forms (tests/reference/make_peft_form_fixtures.py, qwen3 model):
+    // target_modules as a regex string, a regex that picks one layer, layers_to_transform, a bf16 file.
+    void peftFormFixtures_data() {
+        using V = std::vector<std::string>;
+        using L = std::vector<int64_t>;
+        QTest::addColumn<QString>("form");
+        QTest::addColumn<V>("targets");
+        QTest::addColumn<L>("layers");
+        QTest::addColumn<int>("count");
+        QTest::newRow("regex") << QString("regex") << V{"q_proj", "v_proj"} << L{} << 8;
+        QTest::newRow("regex_layer") << QString("regex_layer") << V{"up_proj", "down_proj"} << L{1} << 4;
+        QTest::newRow("layers") << QString("layers") << V{"k_proj", "o_proj"} << L{0} << 4;
+        QTest::newRow("bf16") << QString("bf16") << V{"q_proj", "gate_proj"} << L{} << 8;
+    }
+    void peftFormFixtures() {
+        QFETCH(QString, form);
+        QFETCH(std::vector<std::string>, targets);
+        QFETCH(std::vector<int64_t>, layers);
+        QFETCH(int, count);
+        const fs::path dir = tandem::test::fixtures() / "peft" / form.toStdString();
+        const fs::path model_cfg = tandem::test::fixtures() / "models" / "qwen3" / "config.json";
+        if (!fs::exists(dir / kPeftConfigName) || !fs::exists(model_cfg))
+            QSKIP(qPrintable("PEFT fixture not found: " + q(dir.string())));
+        const auto m = load_model_config(model_cfg);
+        const auto a = read_peft_adapter(dir, m);
+        QCOMPARE(a.config.r, 2);
+        QCOMPARE(a.config.alpha, 4.0);
+        QCOMPARE(std::set<std::string>(a.config.target_modules.begin(), a.config.target_modules.end()),
+                 std::set<std::string>(targets.begin(), targets.end()));
+        QCOMPARE(a.config.layers_to_transform, layers);
+        QCOMPARE(a.tensors.size(), size_t(count));
+        SafetensorsFile f(dir / kPeftWeightsName);
+        for (const auto& t : f.tensors()) {
+            const auto& got = a.tensors.at(t.name);
+            QCOMPARE(got, tensor_to_f32(t));
+            QCOMPARE(t.dtype, form == "bf16" ? DType::BF16 : DType::F32);
+        }
+        // ours, from the same tensors: reads back the same; for the F32 files, the same bytes as PEFT's
+        QTemporaryDir tmp;
+        const fs::path ours(tmp.path().toStdString());
+        write_peft_adapter(ours, a.config, m, a.base_model_name_or_path, a.tensors);
+        const auto back = read_peft_adapter(ours, m);
+        QVERIFY(back.tensors == a.tensors);
+        QVERIFY(back.config == a.config);
+        if (form != "bf16") QVERIFY(slurp(ours / kPeftWeightsName) == slurp(dir / kPeftWeightsName));
     }
 
     void peftFixturesRewrite_data() { peftFixtures_data(); }
