@@ -52,12 +52,14 @@ vecf rnd(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
     return v;
 }
 
-vecd to_d(const vecf& v) { return vecd(v.begin(), v.end()); }
+vecd to_d(const vecf& v) {
+    return vecd(v.begin(), v.end());
+}
 
 struct Cmp {
-    double max_abs = 0.0;   // max |got - ref|
-    double ref_max = 0.0;   // max |ref|
-    size_t worst = 0;       // index of max_abs
+    double max_abs = 0.0;  // max |got - ref|
+    double ref_max = 0.0;  // max |ref|
+    size_t worst = 0;      // index of max_abs
     bool finite = true;
     double rel() const { return finite ? max_abs / std::max(ref_max, 1e-30) : INFINITY; }
 };
@@ -89,9 +91,9 @@ QString describe(const char* what, const Cmp& c, double tol) {
         .arg(tol, 0, 'g', 3);
 }
 
-#define CHECK_CLOSE(got, ref, tol, what)                                     \
-    do {                                                                     \
-        const Cmp c_ = compare((got), (ref));                                \
+#define CHECK_CLOSE(got, ref, tol, what)                                      \
+    do {                                                                      \
+        const Cmp c_ = compare((got), (ref));                                 \
         QVERIFY2(c_.rel() <= (tol), qPrintable(describe((what), c_, (tol)))); \
     } while (0)
 
@@ -114,7 +116,8 @@ void check_fd(const std::function<double(const vecd&)>& f, vecd x, const vecd& g
         x[i] = x0;
         const double fd = (fp - fm) / (2 * h);
         QVERIFY2(std::fabs(fd - grad[i]) <= 1e-6 * gmax + 1e-7,
-                 qPrintable(QString("%1: finite difference at %2: %3 vs analytic %4").arg(what).arg(i).arg(fd).arg(grad[i])));
+                 qPrintable(
+                     QString("%1: finite difference at %2: %3 vs analytic %4").arg(what).arg(i).arg(fd).arg(grad[i])));
     }
 }
 
@@ -215,8 +218,8 @@ RefAttn ref_attention(const vecd& q, const vecd& k, const vecd& v, const veci& c
     return r;
 }
 
-void ref_attention_backward(vecd& dq, vecd& dk, vecd& dv, const vecd& dout, const vecd& q, const vecd& k,
-                            const vecd& v, const veci& cu, int T, int Hq, int Hkv, int D, double scale) {
+void ref_attention_backward(vecd& dq, vecd& dk, vecd& dv, const vecd& dout, const vecd& q, const vecd& k, const vecd& v,
+                            const veci& cu, int T, int Hq, int Hkv, int D, double scale) {
     dq.assign(q.size(), 0.0);
     dk.assign(k.size(), 0.0);
     dv.assign(v.size(), 0.0);
@@ -302,7 +305,9 @@ struct OpFixture {
     }
 };
 
-fs::path op_fixture_path(const char* name) { return tandem::test::fixtures() / "ops" / (std::string(name) + ".safetensors"); }
+fs::path op_fixture_path(const char* name) {
+    return tandem::test::fixtures() / "ops" / (std::string(name) + ".safetensors");
+}
 
 OpFixture load_op(const char* name) {
     OpFixture fx;
@@ -313,9 +318,9 @@ OpFixture load_op(const char* name) {
     return fx;
 }
 
-#define REQUIRE_OP_FIXTURE(name)                                                                        \
-    if (!fs::exists(op_fixture_path(name)))                                                             \
-        QSKIP(qPrintable(QString("PyTorch fixture absent: ") + QString::fromStdString(op_fixture_path(name).string())))
+#define REQUIRE_OP_FIXTURE(name)            \
+    if (!fs::exists(op_fixture_path(name))) \
+    QSKIP(qPrintable(QString("PyTorch fixture absent: ") + QString::fromStdString(op_fixture_path(name).string())))
 
 // Restores the thread count a test changed.
 struct ThreadGuard {
@@ -332,7 +337,9 @@ private slots:
     // ---- 1. against naive double versions ----
 
     void matmul() {
-        struct Shape { int N, IN, OUT; };
+        struct Shape {
+            int N, IN, OUT;
+        };
         for (Shape sh : {Shape{1, 1, 1}, Shape{3, 5, 7}, Shape{17, 33, 9}, Shape{64, 70, 130}}) {
             const int N = sh.N, IN = sh.IN, OUT = sh.OUT;
             const vecf x = rnd(N * IN, 1), w = rnd(OUT * IN, 2), b = rnd(OUT, 3), dy = rnd(N * OUT, 4);
@@ -340,7 +347,8 @@ private slots:
                 vecf y(N * OUT, 123.0f);  // written, whatever was there
                 matmul_forward(y.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, IN, OUT);
                 const vecd bd = to_d(b);
-                CHECK_CLOSE(y, ref_linear(to_d(x), to_d(w), with_bias ? &bd : nullptr, N, IN, OUT), kTol, "matmul_forward");
+                CHECK_CLOSE(y, ref_linear(to_d(x), to_d(w), with_bias ? &bd : nullptr, N, IN, OUT), kTol,
+                            "matmul_forward");
             }
             // Gradients accumulate onto what is there.
             vecf dx = rnd(N * IN, 5), dw = rnd(OUT * IN, 6), db = rnd(OUT, 7);
@@ -360,7 +368,9 @@ private slots:
     }
 
     void lora() {
-        struct Shape { int N, IN, OUT, R; };
+        struct Shape {
+            int N, IN, OUT, R;
+        };
         for (Shape sh : {Shape{1, 1, 1, 1}, Shape{6, 19, 21, 4}, Shape{33, 17, 5, 8}}) {
             const int N = sh.N, IN = sh.IN, OUT = sh.OUT, R = sh.R;
             const float scaling = 1.7f;
@@ -391,18 +401,22 @@ private slots:
             CHECK_CLOSE(da, rda, kTol, "lora_backward dlora_a");
             CHECK_CLOSE(db, rdb, kTol, "lora_backward dlora_b");
             auto loss_a = [&](const vecd& av) {
-                return scaling * dotd(to_d(dy), ref_linear(ref_linear(to_d(x), av, nullptr, N, IN, R), to_d(b), nullptr, N, R, OUT));
+                return scaling * dotd(to_d(dy), ref_linear(ref_linear(to_d(x), av, nullptr, N, IN, R), to_d(b), nullptr,
+                                                           N, R, OUT));
             };
             check_fd(loss_a, to_d(a), ga, "lora dA");
             auto loss_x = [&](const vecd& xv) {
-                return scaling * dotd(to_d(dy), ref_linear(ref_linear(xv, to_d(a), nullptr, N, IN, R), to_d(b), nullptr, N, R, OUT));
+                return scaling * dotd(to_d(dy), ref_linear(ref_linear(xv, to_d(a), nullptr, N, IN, R), to_d(b), nullptr,
+                                                           N, R, OUT));
             };
             check_fd(loss_x, to_d(x), gx, "lora dx");
         }
     }
 
     void rmsnorm() {
-        struct Shape { int N, C; };
+        struct Shape {
+            int N, C;
+        };
         for (Shape sh : {Shape{1, 1}, Shape{7, 37}, Shape{15, 16}, Shape{40, 300}}) {
             const int N = sh.N, C = sh.C;
             const float eps = 1e-6f;
@@ -420,10 +434,10 @@ private slots:
             CHECK_CLOSE(dx, rdx, kTol, "rmsnorm_backward dinp (+=)");
             CHECK_CLOSE(dw, rdw, kTol, "rmsnorm_backward dweight (+=)");
             if (N * C <= 600) {
-                check_fd([&](const vecd& xv) { return dotd(to_d(dy), ref_rmsnorm(xv, to_d(w), N, C, eps)); }, to_d(x), gx,
-                         "rmsnorm dx");
-                check_fd([&](const vecd& wv) { return dotd(to_d(dy), ref_rmsnorm(to_d(x), wv, N, C, eps)); }, to_d(w), gw,
-                         "rmsnorm dw");
+                check_fd([&](const vecd& xv) { return dotd(to_d(dy), ref_rmsnorm(xv, to_d(w), N, C, eps)); }, to_d(x),
+                         gx, "rmsnorm dx");
+                check_fd([&](const vecd& wv) { return dotd(to_d(dy), ref_rmsnorm(to_d(x), wv, N, C, eps)); }, to_d(w),
+                         gw, "rmsnorm dw");
             }
         }
         // In place forward.
@@ -463,7 +477,8 @@ private slots:
             const double f = 1.0 / std::pow(500000.0, 2.0 * i / 128);
             const double wl = 2 * M_PI / f;
             double ref = f;
-            if (wl > 8192.0) ref = f / 8;
+            if (wl > 8192.0)
+                ref = f / 8;
             else if (wl >= 2048.0) {
                 const double s = (8192.0 / wl - 1.0) / 3.0;
                 ref = (1 - s) * f / 8 + s * f;
@@ -478,7 +493,9 @@ private slots:
     }
 
     void rope() {
-        struct Shape { int T, H, D; };
+        struct Shape {
+            int T, H, D;
+        };
         for (Shape sh : {Shape{1, 1, 2}, Shape{11, 3, 16}, Shape{9, 2, 6}}) {
             const int T = sh.T, H = sh.H, D = sh.D, half = D / 2;
             const RopeTable tab = rope_table_build(D, 10000.0, RopeScaling{}, 32);
@@ -501,7 +518,8 @@ private slots:
             vecf dx(x.size());
             rope_backward(dx.data(), dy.data(), pos.data(), tab, T, H, D);
             const double lhs = dotd(to_d(y), to_d(dy)), rhs = dotd(to_d(x), to_d(dx));
-            QVERIFY2(std::fabs(lhs - rhs) <= 1e-5 * (1 + std::fabs(lhs)), qPrintable(QString("%1 vs %2").arg(lhs).arg(rhs)));
+            QVERIFY2(std::fabs(lhs - rhs) <= 1e-5 * (1 + std::fabs(lhs)),
+                     qPrintable(QString("%1 vs %2").arg(lhs).arg(rhs)));
             // Backward undoes forward (a rotation), in place too.
             vecf z = y;
             rope_backward(z.data(), z.data(), pos.data(), tab, T, H, D);
@@ -526,7 +544,6 @@ private slots:
         QTest::newRow("empty sample inside") << "0,3,3,8" << 2 << 2 << 3;
         QTest::newRow("long") << "0,40,41,97" << 4 << 2 << 32;
     }
-
 
     void attention() {
         QFETCH(QString, cu);
@@ -573,9 +590,9 @@ private slots:
         expect_error([&] { fwd(3, 2, cu); }, ErrorCategory::Internal, {"Hq % Hkv"});
         expect_error([&] { fwd(2, 2, veci{0, 3}); }, ErrorCategory::Internal, {"cu_seqlens"});
         expect_error([&] { fwd(2, 2, veci{0, 2, 1, 2}); }, ErrorCategory::Internal, {"decreases"});
-        expect_error([&] {
-            attention_forward(nullptr, b.data(), b.data(), b.data(), b.data(), cu.data(), 1, 2, 1, 1, 2, 1.0f);
-        }, ErrorCategory::Internal, {"attention_forward", "out"});
+        expect_error(
+            [&] { attention_forward(nullptr, b.data(), b.data(), b.data(), b.data(), cu.data(), 1, 2, 1, 1, 2, 1.0f); },
+            ErrorCategory::Internal, {"attention_forward", "out"});
     }
 
     void swiglu() {
@@ -609,7 +626,9 @@ private slots:
     }
 
     void cross_entropy() {
-        struct Shape { int N, C, V; };
+        struct Shape {
+            int N, C, V;
+        };
         for (Shape sh : {Shape{1, 1, 2}, Shape{10, 24, 53}, Shape{37, 16, 300}}) {
             const int N = sh.N, C = sh.C, V = sh.V;
             const vecf h = rnd(N * C, 61, -2, 2), w = rnd(V * C, 62, -1, 1);
@@ -625,8 +644,8 @@ private slots:
                 QVERIFY2(std::fabs(loss - ref.loss) <= 1e-5 * std::max(1.0, std::fabs(ref.loss)),
                          qPrintable(QString("chunk %1: loss %2 vs %3").arg(K).arg(loss).arg(ref.loss)));
                 CHECK_CLOSE(dh, ref.dhidden, kTol, "lm_head_cross_entropy dhidden");
-                const double loss2 = lm_head_cross_entropy(nullptr, h.data(), w.data(), tg.data(), N, C, V, 1.0f, K,
-                                                           scratch.data());
+                const double loss2 =
+                    lm_head_cross_entropy(nullptr, h.data(), w.data(), tg.data(), N, C, V, 1.0f, K, scratch.data());
                 QCOMPARE(loss2, loss);
             }
             // FD of the naive version: d(loss * gs)/d hidden.
@@ -638,8 +657,9 @@ private slots:
         }
         vecf b(64, 0.0f);
         veci bad{1, 9};
-        expect_error([&] { lm_head_cross_entropy(nullptr, b.data(), b.data(), bad.data(), 2, 2, 9, 1.0f, 1, b.data()); },
-                     ErrorCategory::InvalidInput, {"target id 9", "token 1"});
+        expect_error(
+            [&] { lm_head_cross_entropy(nullptr, b.data(), b.data(), bad.data(), 2, 2, 9, 1.0f, 1, b.data()); },
+            ErrorCategory::InvalidInput, {"target id 9", "token 1"});
     }
 
     void embedding() {
@@ -657,11 +677,11 @@ private slots:
         embedding_backward(dt.data(), dy.data(), ids.data(), N, C, V);
         CHECK_CLOSE(dt, ref, kTol, "embedding_backward (+=)");
         const veci bad{1, 17};
-        expect_error([&] { embedding_forward(out.data(), bad.data(), table.data(), 2, C, V); }, ErrorCategory::InvalidInput,
-                     {"token id 17", "position 1"});
+        expect_error([&] { embedding_forward(out.data(), bad.data(), table.data(), 2, C, V); },
+                     ErrorCategory::InvalidInput, {"token id 17", "position 1"});
         const veci neg{-1};
-        expect_error([&] { embedding_forward(out.data(), neg.data(), table.data(), 1, C, V); }, ErrorCategory::InvalidInput,
-                     {"token id -1"});
+        expect_error([&] { embedding_forward(out.data(), neg.data(), table.data(), 1, C, V); },
+                     ErrorCategory::InvalidInput, {"token id -1"});
     }
 
     void elementwise() {
@@ -709,8 +729,8 @@ private slots:
         for (float x : a) ref += static_cast<double>(x) * x;
         for (float x : b) ref += static_cast<double>(x) * x;
         ref = std::sqrt(ref);
-        std::vector<GradSpan> spans{{a.data(), static_cast<int64_t>(a.size())}, {nullptr, 0},
-                                    {b.data(), static_cast<int64_t>(b.size())}};
+        std::vector<GradSpan> spans{
+            {a.data(), static_cast<int64_t>(a.size())}, {nullptr, 0}, {b.data(), static_cast<int64_t>(b.size())}};
         QVERIFY(std::fabs(global_grad_norm(spans) - ref) <= 1e-12 * ref);
         const vecf a0 = a;
         QCOMPARE(clip_grad_norm(spans, ref * 2), global_grad_norm(spans));  // below max: untouched
@@ -768,7 +788,8 @@ private slots:
             sc.factor = fx.num("factor", 8.0);
             sc.low_freq_factor = fx.num("low_freq_factor", 1.0);
             sc.high_freq_factor = fx.num("high_freq_factor", 4.0);
-            sc.original_max_position_embeddings = static_cast<int64_t>(fx.num("original_max_position_embeddings", 8192));
+            sc.original_max_position_embeddings =
+                static_cast<int64_t>(fx.num("original_max_position_embeddings", 8192));
         } else if (type == "linear") {
             sc.type = RopeScalingType::Linear;
             sc.factor = fx.num("factor", 1.0);
@@ -868,14 +889,18 @@ private slots:
         const vecf h = fx.f("in.hidden"), w = fx.f("in.weight");
         const veci labels = fx.i("in.labels");
         const double ref_loss = fx.f("out.loss_sum").at(0);
-        QCOMPARE(static_cast<int>(std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l != kIgnoreIndex; })),
-                 fx.i("out.count").at(0));
+        QCOMPARE(
+            static_cast<int>(std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l != kIgnoreIndex; })),
+            fx.i("out.count").at(0));
         for (int K : {1, 4, N}) {
             vecf dh(N * C), scratch(static_cast<size_t>(K) * V);
             const double loss =
                 lm_head_cross_entropy(dh.data(), h.data(), w.data(), labels.data(), N, C, V, 1.0f, K, scratch.data());
             QVERIFY2(std::fabs(loss - ref_loss) <= kFwdTol * std::fabs(ref_loss),
-                     qPrintable(QString("chunk %1: loss_sum %2 vs torch %3").arg(K).arg(loss, 0, 'g', 10).arg(ref_loss, 0, 'g', 10)));
+                     qPrintable(QString("chunk %1: loss_sum %2 vs torch %3")
+                                    .arg(K)
+                                    .arg(loss, 0, 'g', 10)
+                                    .arg(ref_loss, 0, 'g', 10)));
             CHECK_CLOSE(dh, fx.f("grad_in.hidden"), kGradTol, "cross-entropy grad hidden");
         }
         // lse of every row (ignored ones too), through the evaluation path.
@@ -953,13 +978,16 @@ private slots:
             attention_backward(r.dq.data(), r.dk.data(), r.dv.data(), dy.data(), q.data(), k.data(), v.data(),
                                r.out.data(), r.lse.data(), cu.data(), S, T, Hq, Hkv, D, 0.125f);
             vecf scratch(K * V);
-            r.loss = lm_head_cross_entropy(r.dh.data(), h.data(), w.data(), tg.data(), N, C, V, 0.01f, K, scratch.data());
+            r.loss =
+                lm_head_cross_entropy(r.dh.data(), h.data(), w.data(), tg.data(), N, C, V, 0.01f, K, scratch.data());
             return r;
         };
         const Result one = run(1), four = run(4);
         QVERIFY(one.out == four.out && one.lse == four.lse);
-        QVERIFY2(one.dq == four.dq && one.dk == four.dk && one.dv == four.dv, "attention_backward differs with 4 threads");
-        QVERIFY2(one.loss == four.loss, qPrintable(QString("CE loss %1 vs %2").arg(one.loss, 0, 'g', 17).arg(four.loss, 0, 'g', 17)));
+        QVERIFY2(one.dq == four.dq && one.dk == four.dk && one.dv == four.dv,
+                 "attention_backward differs with 4 threads");
+        QVERIFY2(one.loss == four.loss,
+                 qPrintable(QString("CE loss %1 vs %2").arg(one.loss, 0, 'g', 17).arg(four.loss, 0, 'g', 17)));
         QVERIFY2(one.dh == four.dh, "CE dhidden differs with 4 threads");
     }
 };

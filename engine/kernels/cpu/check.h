@@ -8,8 +8,8 @@
 
 #include "tandem/error.h"
 
-#define TANDEM_KCHECK(cond)                                                                   \
-    do {                                                                                      \
+#define TANDEM_KCHECK(cond)                                                                      \
+    do {                                                                                         \
         if (!(cond)) ::tandem::throw_internal(std::string(__func__) + ": check failed: " #cond); \
     } while (0)
 

@@ -27,8 +27,8 @@ double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* w
     TANDEM_KCHECK(N > 0 && C > 0 && V > 0 && chunk_rows > 0);
     for (int n = 0; n < N; n++)
         if (targets[n] != kIgnoreIndex && (targets[n] < 0 || targets[n] >= V))
-            throw_invalid("cross-entropy: target id " + std::to_string(targets[n]) + " at token " +
-                          std::to_string(n) + " is outside the vocabulary (size " + std::to_string(V) +
+            throw_invalid("cross-entropy: target id " + std::to_string(targets[n]) + " at token " + std::to_string(n) +
+                          " is outside the vocabulary (size " + std::to_string(V) +
                           "); the tokenizer does not match the model");
     const int K = std::min(chunk_rows, N);
     std::vector<double> row_loss(static_cast<size_t>(K));  // [K]
@@ -36,8 +36,8 @@ double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* w
     for (int n0 = 0; n0 < N; n0 += K) {
         const int rows = std::min(K, N - n0);
         // scratch[rows,V] = hidden[n0:n0+rows, C] @ weight[V,C]^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, C, 1.0f, hidden + static_cast<size_t>(n0) * C,
-                    C, weight, C, 0.0f, scratch, V);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, C, 1.0f, hidden + static_cast<size_t>(n0) * C, C,
+                    weight, C, 0.0f, scratch, V);
 #pragma omp parallel for schedule(static)
         for (int r = 0; r < rows; r++) {
             float* z = scratch + static_cast<size_t>(r) * V;  // [V] logits, then their gradient

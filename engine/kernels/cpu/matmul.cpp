@@ -35,14 +35,12 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     if (dinp) {
         TANDEM_KCHECK_PTR(weight);
         // dinp[N,IN] += dout[N,OUT] @ weight[OUT,IN]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, dout, OUT, weight, IN, 1.0f, dinp,
-                    IN);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, dout, OUT, weight, IN, 1.0f, dinp, IN);
     }
     if (dweight) {
         TANDEM_KCHECK_PTR(inp);
         // dweight[OUT,IN] += dout[N,OUT]^T @ inp[N,IN]
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dweight,
-                    IN);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dweight, IN);
     }
     if (dbias) {
         // Parallel over blocks of columns; each block sums all rows in order (deterministic for any thread

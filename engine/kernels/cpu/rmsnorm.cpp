@@ -19,8 +19,8 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
     TANDEM_KCHECK(N > 0 && C > 0);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const float* x = inp + static_cast<size_t>(n) * C;   // [C]
-        float* y = out + static_cast<size_t>(n) * C;         // [C]
+        const float* x = inp + static_cast<size_t>(n) * C;  // [C]
+        float* y = out + static_cast<size_t>(n) * C;        // [C]
         double ss = 0.0;
         for (int c = 0; c < C; c++) ss += static_cast<double>(x[c]) * x[c];
         const float r = static_cast<float>(1.0 / std::sqrt(ss / C + static_cast<double>(eps)));

@@ -72,8 +72,8 @@ void rope_apply(float* out, const float* inp, const int32_t* positions, const Ro
         const int t = static_cast<int>(row / H);
         const float* c = table.cos.data() + static_cast<size_t>(positions[t]) * half;  // [D/2]
         const float* s = table.sin.data() + static_cast<size_t>(positions[t]) * half;  // [D/2]
-        const float* x = inp + row * D;                                                 // [D]
-        float* y = out + row * D;                                                       // [D]
+        const float* x = inp + row * D;                                                // [D]
+        float* y = out + row * D;                                                      // [D]
         for (int i = 0; i < half; i++) {
             const float x1 = x[i], x2 = x[i + half];
             const float si = sign * s[i];
@@ -95,7 +95,8 @@ RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scalin
     t.max_pos = max_pos;
     t.inv_freq = default_inv_freq(head_dim, theta);
     switch (scaling.type) {
-        case RopeScalingType::None: break;
+        case RopeScalingType::None:
+            break;
         case RopeScalingType::Linear: {
             TANDEM_KCHECK(scaling.factor > 0.0);
             const float factor = static_cast<float>(scaling.factor);
@@ -106,7 +107,8 @@ RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scalin
             TANDEM_KCHECK(scaling.factor > 0.0 && scaling.high_freq_factor != scaling.low_freq_factor);
             apply_llama3(t.inv_freq, scaling);
             break;
-        case RopeScalingType::Yarn: throw_unsupported("rope: yarn scaling is not supported by the CPU backend");
+        case RopeScalingType::Yarn:
+            throw_unsupported("rope: yarn scaling is not supported by the CPU backend");
     }
     const int half = head_dim / 2;
     t.cos.resize(static_cast<size_t>(max_pos) * half);
@@ -115,15 +117,16 @@ RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scalin
     for (int p = 0; p < max_pos; p++) {
         for (int i = 0; i < half; i++) {
             const float angle = static_cast<float>(p) * t.inv_freq[i];  // float32 product, as HF's matmul
-            t.cos[static_cast<size_t>(p) * half + i] = static_cast<float>(std::cos(static_cast<double>(angle))) * t.attention_scaling;
-            t.sin[static_cast<size_t>(p) * half + i] = static_cast<float>(std::sin(static_cast<double>(angle))) * t.attention_scaling;
+            t.cos[static_cast<size_t>(p) * half + i] =
+                static_cast<float>(std::cos(static_cast<double>(angle))) * t.attention_scaling;
+            t.sin[static_cast<size_t>(p) * half + i] =
+                static_cast<float>(std::sin(static_cast<double>(angle))) * t.attention_scaling;
         }
     }
     return t;
 }
 
-void rope_forward(float* out, const float* inp, const int32_t* positions, const RopeTable& table, int T, int H,
-                  int D) {
+void rope_forward(float* out, const float* inp, const int32_t* positions, const RopeTable& table, int T, int H, int D) {
     rope_apply(out, inp, positions, table, T, H, D, 1.0f);
 }
 

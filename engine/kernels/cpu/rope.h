@@ -16,12 +16,12 @@
 namespace tandem::cpu {
 
 struct RopeTable {
-    int head_dim = 0;                 // D
-    int max_pos = 0;                  // P
-    float attention_scaling = 1.0f;   // transformers' attention_scaling (1 for none / linear / llama3)
-    std::vector<float> inv_freq;      // [D/2]
-    std::vector<float> cos;           // [P, D/2]
-    std::vector<float> sin;           // [P, D/2]
+    int head_dim = 0;                // D
+    int max_pos = 0;                 // P
+    float attention_scaling = 1.0f;  // transformers' attention_scaling (1 for none / linear / llama3)
+    std::vector<float> inv_freq;     // [D/2]
+    std::vector<float> cos;          // [P, D/2]
+    std::vector<float> sin;          // [P, D/2]
 };
 
 // Builds the table for positions 0..max_pos-1 once per run. Supports RopeScalingType None, Linear

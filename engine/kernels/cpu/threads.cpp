@@ -8,7 +8,9 @@
 
 namespace tandem::cpu {
 
-int cpu_threads() { return omp_get_max_threads(); }
+int cpu_threads() {
+    return omp_get_max_threads();
+}
 
 void set_cpu_threads(int threads) {
     TANDEM_KCHECK(threads >= 1);
