@@ -965,14 +965,19 @@ private slots:
         const vecf h = rnd(N * C, 115), w = rnd(V * C, 116);
         veci tg(N);
         for (int n = 0; n < N; n++) tg[n] = n % 5 == 0 ? kIgnoreIndex : (n * 37) % V;
+        // GEMMs large enough for several tiles (and for OpenBLAS to have used its threads, which were not
+        // deterministic: see gemm.h).
+        const int MN = 300, MIN = 520, MOUT = 390;
+        const vecf mx = rnd(MN * MIN, 117), mw = rnd(MOUT * MIN, 118), mdy = rnd(MN * MOUT, 119);
         struct Result {
-            vecf out, lse, dq, dk, dv, dh;
+            vecf out, lse, dq, dk, dv, dh, my, mdx, mdw;
             double loss = 0;
             bool operator==(const Result&) const = default;
         };
         auto run = [&](int threads) {
             set_cpu_threads(threads);
-            Result r{vecf(q.size()), vecf(Hq * T), vecf(q.size()), vecf(k.size()), vecf(v.size()), vecf(N * C)};
+            Result r{
+                vecf(q.size()), vecf(Hq * T), vecf(q.size()), vecf(k.size()), vecf(v.size()), vecf(N * C), {}, {}, {}};
             attention_forward(r.out.data(), r.lse.data(), q.data(), k.data(), v.data(), cu.data(), S, T, Hq, Hkv, D,
                               0.125f);
             attention_backward(r.dq.data(), r.dk.data(), r.dv.data(), dy.data(), q.data(), k.data(), v.data(),
@@ -980,6 +985,11 @@ private slots:
             vecf scratch(K * V);
             r.loss =
                 lm_head_cross_entropy(r.dh.data(), h.data(), w.data(), tg.data(), N, C, V, 0.01f, K, scratch.data());
+            r.my.resize(MN * MOUT);
+            r.mdx.assign(MN * MIN, 0.0f);
+            r.mdw.assign(MOUT * MIN, 0.0f);
+            matmul_forward(r.my.data(), mx.data(), mw.data(), nullptr, MN, MIN, MOUT);
+            matmul_backward(r.mdx.data(), r.mdw.data(), nullptr, mdy.data(), mx.data(), mw.data(), MN, MIN, MOUT);
             return r;
         };
         const Result one = run(1), four = run(4);
@@ -989,6 +999,8 @@ private slots:
         QVERIFY2(one.loss == four.loss,
                  qPrintable(QString("CE loss %1 vs %2").arg(one.loss, 0, 'g', 17).arg(four.loss, 0, 'g', 17)));
         QVERIFY2(one.dh == four.dh, "CE dhidden differs with 4 threads");
+        QVERIFY2(one.my == four.my && one.mdx == four.mdx && one.mdw == four.mdw, "sgemm differs with 4 threads");
+        expect_error([] { set_cpu_threads(0); }, ErrorCategory::Internal, {"threads >= 1"});
     }
 };
 

@@ -18,8 +18,8 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
                        const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale);
 
 // dq[T,Hq,D], dk[T,Hkv,D], dv[T,Hkv,D] written from dout[T,Hq,D] and what forward saw and saved
-// (q, k, v, out, lse). Allocates one [Hq,T] float vector per call (the rows' dout.out terms); the CPU
-// backend only.
+// (q, k, v, out, lse). Allocates one [Hq,T] float vector per call (the rows' dout.out terms) besides the
+// per-thread row buffers both functions allocate ([T] and [D] floats); the CPU backend only.
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int32_t* cu_seqlens, int S, int T,
                         int Hq, int Hkv, int D, float scale);

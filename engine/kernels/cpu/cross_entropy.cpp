@@ -5,8 +5,6 @@
 // dhidden_chunk[K,C] = scratch @ weight (sgemm).
 #include "kernels/cpu/cross_entropy.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/check.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matmul.h"
 
 namespace tandem::cpu {
@@ -36,8 +35,7 @@ double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* w
     for (int n0 = 0; n0 < N; n0 += K) {
         const int rows = std::min(K, N - n0);
         // scratch[rows,V] = hidden[n0:n0+rows, C] @ weight[V,C]^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, C, 1.0f, hidden + static_cast<size_t>(n0) * C, C,
-                    weight, C, 0.0f, scratch, V);
+        gemm(false, true, rows, V, C, 1.0f, hidden + static_cast<size_t>(n0) * C, C, weight, C, 0.0f, scratch, V);
 #pragma omp parallel for schedule(static)
         for (int r = 0; r < rows; r++) {
             float* z = scratch + static_cast<size_t>(r) * V;  // [V] logits, then their gradient
@@ -62,8 +60,7 @@ double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* w
         for (int r = 0; r < rows; r++) loss_sum += row_loss[r];  // in row order: deterministic
         if (dhidden) {
             // dhidden[n0:n0+rows, C] = scratch[rows,V] @ weight[V,C]
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, V, 1.0f, scratch, V, weight, C, 0.0f,
-                        dhidden + static_cast<size_t>(n0) * C, C);
+            gemm(false, false, rows, C, V, 1.0f, scratch, V, weight, C, 0.0f, dhidden + static_cast<size_t>(n0) * C, C);
         }
     }
     return loss_sum;

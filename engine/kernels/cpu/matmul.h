@@ -4,13 +4,14 @@
 // Gradient convention: every gradient here ACCUMULATES (+=) into its buffer, input gradients included
 // (q/k/v projections and their LoRA branches all add into the gradient of the same normed input); the
 // caller zeroes once. Any gradient pointer may be nullptr to skip it (frozen weights, no bias).
-// Determinism: GEMMs are OpenBLAS's (which splits output tiles between threads, never the K sum); the
-// bias gradient is parallel over columns with rows summed in order.
+// Determinism: GEMMs go through gemm.h (fixed tiles, one single-threaded OpenBLAS call each); the bias
+// gradient is parallel over columns with rows summed in order. So results do not depend on the thread count.
 #pragma once
 
 namespace tandem::cpu {
 
-// out[N,OUT] = inp[N,IN] @ weight[OUT,IN]^T + bias[OUT] (bias may be nullptr). out is written.
+// out[N,OUT] = inp[N,IN] @ weight[OUT,IN]^T + bias[OUT] (bias may be nullptr). out is written and must not
+// overlap inp (nor, in lora_forward, inp or tmp).
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IN, int OUT);
 
 // dinp[N,IN] += dout[N,OUT] @ weight[OUT,IN]
