@@ -1,0 +1,91 @@
+// LoRA adapters in Hugging Face PEFT's on-disk layout: a folder with adapter_config.json and
+// adapter_model.safetensors, so PEFT, vLLM and llama.cpp's converter load what we write, and we load what
+// PEFT writes.
+// Decisions a reader must know:
+//  - Tensor names are PEFT's saved names for a *ForCausalLM base:
+//    base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight  A [r, in_features]
+//    base_model.model.model.layers.{i}.mlp.down_proj.lora_B.weight     B [out_features, r]
+//    in/out come from the base weight's shape in expected_tensors() (q_proj out is heads*head_dim, which
+//    is not hidden_size for Qwen3). The update is W + scaling * B A.
+//  - We write fp32 (F32, metadata {"format": "pt"}) through the safetensors writer, which mirrors the
+//    reference library byte for byte; adapter_config.json holds PEFT's keys (sorted, indent 2, ASCII, as
+//    PEFT's json.dumps writes them) and nothing else, so any PEFT version loads it without warnings.
+//  - The reader accepts what PEFT writes for plain LoRA on the seven projections and refuses, with
+//    Error{Unsupported} saying which feature, what changes the math in a way we do not implement (DoRA,
+//    rank/alpha patterns, biases, modules_to_save, fan_in_fan_out, ...). F16/BF16 files are converted to fp32.
+//  - Each file is written atomically. The two files are not one transaction: the weights are written
+//    first, then the config (readers look for the config first); if the config cannot be written, a
+//    weights file we just created is removed again (an overwritten one cannot be restored).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/lora.h"
+#include "tandem/model_config.h"
+
+namespace tandem {
+
+inline constexpr const char* kPeftConfigName = "adapter_config.json";
+inline constexpr const char* kPeftWeightsName = "adapter_model.safetensors";
+
+// One LoRA matrix the (model, config) pair implies.
+struct LoraTensorSpec {
+    std::string name;            // PEFT name, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
+    int64_t layer = 0;
+    std::string module;          // "q_proj"
+    bool is_a = true;            // lora_A [r, in] or lora_B [out, r]
+    std::vector<int64_t> shape;
+};
+
+// Every lora_A/lora_B pair, layer by layer, in the order of config.target_modules within a layer (A then B).
+// Throws Error{InvalidInput} for an invalid config or a layers_to_transform index the model does not have,
+// Error{Unsupported} when a target's base weight does not exist (e.g. mlp targets of an MoE layer).
+std::vector<LoraTensorSpec> lora_tensor_specs(const ModelConfig& model, const LoraConfig& config);
+
+// "base_model.model.model.layers.3.mlp.up_proj.lora_B.weight"
+std::string peft_tensor_name(int64_t layer, const std::string& module, bool is_a);
+
+// Tensor name -> fp32 data, row-major, numel of the spec's shape.
+using LoraTensors = std::map<std::string, std::vector<float>>;
+
+struct PeftAdapter {
+    LoraConfig config;
+    std::string base_model_name_or_path;  // as written in adapter_config.json ("" for null)
+    LoraTensors tensors;                  // exactly the names lora_tensor_specs() gives
+};
+
+// adapter_config.json as we write it (PEFT's keys for a LoRA CAUSAL_LM adapter).
+nlohmann::json peft_adapter_config_json(const LoraConfig& config, const std::string& base_model_name_or_path);
+
+struct PeftWriteOptions {
+    bool overwrite = false;  // replace an existing adapter in `dir`
+};
+
+// Writes dir/adapter_model.safetensors and dir/adapter_config.json (creating `dir`). `tensors` must hold
+// exactly the names of lora_tensor_specs(model, config), each with the spec's element count and only
+// finite values. Throws Error{InvalidInput} for a bad config, missing/extra/misshapen/non-finite tensors,
+// `dir` being a file, or an existing adapter when !options.overwrite; Error{Io} when writing fails.
+void write_peft_adapter(const std::filesystem::path& dir, const LoraConfig& config, const ModelConfig& model,
+                        const std::string& base_model_name_or_path, const LoraTensors& tensors,
+                        const PeftWriteOptions& options = {});
+
+// Parses adapter_config.json into a LoraConfig, resolving target_modules (list, module name, regex,
+// "all-linear") against the model's module paths. Keys it leaves out take PEFT's defaults (r 8, alpha 8).
+// `source` names the file in errors.
+PeftAdapter parse_peft_adapter_config(const nlohmann::json& json, const ModelConfig& model,
+                                      const std::string& source);
+
+// Reads a PEFT adapter folder for `model`: config, then every tensor (F32/F16/BF16 -> fp32), checking that
+// each lora_A/lora_B exists, in pairs, with the shape the model and r imply, and that nothing else is there.
+// Error{InvalidInput}: missing files, malformed config, missing/unexpected/misshapen tensors (naming the
+// tensor, its shape and the expected one). Error{Unsupported}: features we do not implement (see above),
+// adapter_model.bin (pickle).
+PeftAdapter read_peft_adapter(const std::filesystem::path& dir, const ModelConfig& model);
+
+}  // namespace tandem

@@ -1,0 +1,56 @@
+// tandem::LoraConfig — the LoRA settings of a run: rank, alpha, dropout, rsLoRA, which projections of each
+// decoder layer get an adapter, and optionally which layers.
+// Decisions a reader must know:
+//  - Targets are the seven projection names of the supported (Llama-family) blocks, nothing else: LoRA on
+//    embeddings, lm_head or norms is not supported. Names are kept in the order given.
+//  - Defaults here (r 16, alpha 32, all seven projections) are Tandem's; PEFT's own defaults differ (r 8,
+//    alpha 8). The adapter reader applies PEFT's defaults to keys an adapter_config.json leaves out.
+//  - JSON (for the run config) uses the keys r, alpha, dropout, use_rslora, target_modules,
+//    layers_to_transform; unknown keys are an error so a typo never silently trains something else.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem {
+
+// The projection modules LoRA can target, in block order. q/k/v/o live under "self_attn.", the rest under
+// "mlp.".
+const std::vector<std::string>& lora_known_targets();  // {q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj}
+bool lora_target_is_attention(std::string_view target);   // q/k/v/o_proj
+std::string lora_target_parent(std::string_view target);  // "self_attn" or "mlp" ("" when unknown)
+
+inline constexpr int kLoraMaxRank = 8192;
+
+struct LoraConfig {
+    int r = 16;                // rank
+    double alpha = 32;         // lora_alpha
+    double dropout = 0.0;      // lora_dropout, applied to the adapter's input while training
+    bool use_rslora = false;   // scaling alpha/sqrt(r) instead of alpha/r
+    std::vector<std::string> target_modules = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                               "gate_proj", "up_proj", "down_proj"};
+    std::vector<int64_t> layers_to_transform;  // empty: every layer (PEFT's layers_to_transform: null)
+
+    // The factor LoRA's update B·A is multiplied by: alpha / r, or alpha / sqrt(r) with rsLoRA.
+    double scaling() const;
+    // True when `target` is one of target_modules / `layer` is adapted.
+    bool targets(std::string_view target) const;
+    bool adapts_layer(int64_t layer) const;
+
+    bool operator==(const LoraConfig&) const = default;
+};
+
+// Throws Error{InvalidInput} naming the field: r outside [1, kLoraMaxRank], alpha not a positive finite
+// number, dropout outside [0, 1), no targets, an unknown target (the message lists the valid ones), a
+// target or layer listed twice, a negative layer. `where` prefixes the messages (e.g. "run.json: lora").
+void validate_lora_config(const LoraConfig& config, const std::string& where = "lora");
+
+// nlohmann ADL hooks. from_json validates and throws Error{InvalidInput} naming the key ("lora.r: ...").
+void to_json(nlohmann::json& j, const LoraConfig& config);
+void from_json(const nlohmann::json& j, LoraConfig& config);
+
+}  // namespace tandem
