@@ -703,6 +703,44 @@ private slots:
         expect_error([&] { inspect_model_dir(root / "absurd"); }, ErrorCategory::InvalidInput,
                      {"config.json", "hidden_size"});
     }
+
+    // Folders written by transformers 5.17 save_pretrained (tests/fixtures/models, made by
+    // tests/reference/make_fixtures.py): rope settings live only in "rope_parameters".
+    void transformers5_model_folders() {
+        struct Want {
+            const char* variant;
+            const char* arch;
+            double theta;
+            RopeScalingType scaling;
+            int64_t head_dim;
+            bool tied, bias, qk_norm;
+        };
+        const Want wants[] = {
+            {"llama", "LlamaForCausalLM", 500000.0, RopeScalingType::Llama3, 16, false, false, false},
+            {"qwen2", "Qwen2ForCausalLM", 10000.0, RopeScalingType::None, 16, true, true, false},
+            {"qwen3", "Qwen3ForCausalLM", 1000000.0, RopeScalingType::None, 32, false, false, true},
+            {"mistral", "MistralForCausalLM", 10000.0, RopeScalingType::None, 16, false, false, false},
+        };
+        for (const auto& w : wants) {
+            const auto dir = tandem::test::fixtures() / "models" / w.variant;
+            if (!std::filesystem::exists(dir)) QSKIP("tests/fixtures/models not present");
+            const ModelInfo info = inspect_model_dir(dir);
+            const ModelConfig& c = info.config;
+            QVERIFY2(info.tensors_checked, w.variant);
+            QCOMPARE(c.architecture, std::string(w.arch));
+            QCOMPARE(c.rope_theta, w.theta);
+            QVERIFY2(c.rope_scaling.type == w.scaling, w.variant);
+            QCOMPARE(c.head_dim, w.head_dim);
+            QCOMPARE(c.tie_word_embeddings, w.tied);
+            QCOMPARE(c.attention_bias, w.bias);
+            QCOMPARE(c.qk_norm, w.qk_norm);
+            QCOMPARE(info.parameter_count, c.parameter_count());
+            if (w.scaling == RopeScalingType::Llama3) {
+                QCOMPARE(c.rope_scaling.factor, 8.0);
+                QCOMPARE(c.rope_scaling.original_max_position_embeddings, int64_t(8192));
+            }
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestModelConfig)

@@ -1,0 +1,73 @@
+// Fused, chunked lm_head + cross-entropy on the CPU backend (see cross_entropy.h).
+// N = tokens, C = channels, V = vocab, K = rows per chunk.
+// Per chunk: scratch[K,V] = hidden_chunk @ weight^T (sgemm); per row (parallel): max, lse, loss, and the
+// row overwritten with grad_scale * (softmax - onehot) (zeros for an ignored row); then
+// dhidden_chunk[K,C] = scratch @ weight (sgemm).
+#include "kernels/cpu/cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/check.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/matmul.h"
+
+namespace tandem::cpu {
+
+double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* weight, const int32_t* targets, int N,
+                             int C, int V, float grad_scale, int chunk_rows, float* scratch) {
+    TANDEM_KCHECK_PTR(hidden);
+    TANDEM_KCHECK_PTR(weight);
+    TANDEM_KCHECK_PTR(targets);
+    TANDEM_KCHECK_PTR(scratch);
+    TANDEM_KCHECK(N > 0 && C > 0 && V > 0 && chunk_rows > 0);
+    for (int n = 0; n < N; n++)
+        if (targets[n] != kIgnoreIndex && (targets[n] < 0 || targets[n] >= V))
+            throw_invalid("cross-entropy: target id " + std::to_string(targets[n]) + " at token " + std::to_string(n) +
+                          " is outside the vocabulary (size " + std::to_string(V) +
+                          "); the tokenizer does not match the model");
+    const int K = std::min(chunk_rows, N);
+    std::vector<double> row_loss(static_cast<size_t>(K));  // [K]
+    double loss_sum = 0.0;
+    for (int n0 = 0; n0 < N; n0 += K) {
+        const int rows = std::min(K, N - n0);
+        // scratch[rows,V] = hidden[n0:n0+rows, C] @ weight[V,C]^T
+        gemm(false, true, rows, V, C, 1.0f, hidden + static_cast<size_t>(n0) * C, C, weight, C, 0.0f, scratch, V);
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            float* z = scratch + static_cast<size_t>(r) * V;  // [V] logits, then their gradient
+            const int32_t target = targets[n0 + r];
+            if (target == kIgnoreIndex) {
+                row_loss[r] = 0.0;
+                if (dhidden) std::fill(z, z + V, 0.0f);
+                continue;
+            }
+            float m = -INFINITY;
+            for (int i = 0; i < V; i++) m = std::max(m, z[i]);
+            double sum = 0.0;
+            for (int i = 0; i < V; i++) sum += std::exp(z[i] - m);
+            const double lse = static_cast<double>(m) + std::log(sum);
+            row_loss[r] = lse - static_cast<double>(z[target]);
+            if (dhidden) {
+                const float lse_f = static_cast<float>(lse);
+                for (int i = 0; i < V; i++) z[i] = std::exp(z[i] - lse_f) * grad_scale;
+                z[target] -= grad_scale;
+            }
+        }
+        for (int r = 0; r < rows; r++) loss_sum += row_loss[r];  // in row order: deterministic
+        if (dhidden) {
+            // dhidden[n0:n0+rows, C] = scratch[rows,V] @ weight[V,C]
+            gemm(false, false, rows, C, V, 1.0f, scratch, V, weight, C, 0.0f, dhidden + static_cast<size_t>(n0) * C, C);
+        }
+    }
+    return loss_sum;
+}
+
+void lm_head_logits(float* out, const float* hidden, const float* weight, int N, int C, int V) {
+    matmul_forward(out, hidden, weight, nullptr, N, C, V);
+}
+
+}  // namespace tandem::cpu

@@ -1,0 +1,44 @@
+// Elementwise helpers of the CPU backend (see elementwise.h). n = element count.
+#include "kernels/cpu/elementwise.h"
+
+#include "kernels/cpu/check.h"
+
+namespace tandem::cpu {
+
+void add(float* out, const float* a, const float* b, int64_t n) {
+    TANDEM_KCHECK(out && a && b && n >= 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void accumulate(float* out, const float* inp, int64_t n) {
+    TANDEM_KCHECK(out && inp && n >= 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] += inp[i];
+}
+
+void axpy(float* out, float alpha, const float* inp, int64_t n) {
+    TANDEM_KCHECK(out && inp && n >= 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] += alpha * inp[i];
+}
+
+void scale(float* x, float alpha, int64_t n) {
+    TANDEM_KCHECK(x && n >= 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) x[i] *= alpha;
+}
+
+void copy(float* out, const float* inp, int64_t n) {
+    TANDEM_KCHECK(out && inp && n >= 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = inp[i];
+}
+
+void fill(float* x, float value, int64_t n) {
+    TANDEM_KCHECK(x && n >= 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) x[i] = value;
+}
+
+}  // namespace tandem::cpu

@@ -1,0 +1,71 @@
+// RMSNorm on the CPU backend (see rmsnorm.h). N = rows, C = channels.
+// Deterministic for any thread count: rows are independent; dweight is parallel over column blocks, each
+// summing all rows in order.
+#include "kernels/cpu/rmsnorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "kernels/cpu/check.h"
+
+namespace tandem::cpu {
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(rstd);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK_PTR(weight);
+    TANDEM_KCHECK(N > 0 && C > 0);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + static_cast<size_t>(n) * C;  // [C]
+        float* y = out + static_cast<size_t>(n) * C;        // [C]
+        double ss = 0.0;
+        for (int c = 0; c < C; c++) ss += static_cast<double>(x[c]) * x[c];
+        const float r = static_cast<float>(1.0 / std::sqrt(ss / C + static_cast<double>(eps)));
+        rstd[n] = r;
+        for (int c = 0; c < C; c++) y[c] = weight[c] * (x[c] * r);
+    }
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int N, int C) {
+    TANDEM_KCHECK_PTR(dout);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK_PTR(rstd);
+    TANDEM_KCHECK(N > 0 && C > 0);
+    if (dinp) {
+        TANDEM_KCHECK_PTR(weight);
+        // y = w * x * r, r = (mean(x^2) + eps)^-1/2  =>  dx = r * (w*dy - x * r^2 * mean(w*dy*x))
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) {
+            const float* x = inp + static_cast<size_t>(n) * C;    // [C]
+            const float* dy = dout + static_cast<size_t>(n) * C;  // [C]
+            float* dx = dinp + static_cast<size_t>(n) * C;        // [C]
+            const float r = rstd[n];
+            double dot = 0.0;
+            for (int c = 0; c < C; c++) dot += static_cast<double>(weight[c] * dy[c]) * x[c];
+            const float k = static_cast<float>(dot / C) * r * r;
+            for (int c = 0; c < C; c++) dx[c] += r * (weight[c] * dy[c] - x[c] * k);
+        }
+    }
+    if (dweight) {
+        constexpr int kBlock = 16;
+        const int nblocks = (C + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+        for (int b = 0; b < nblocks; b++) {
+            const int c0 = b * kBlock, c1 = std::min(C, c0 + kBlock);
+            double acc[kBlock] = {};
+            for (int n = 0; n < N; n++) {
+                const float* x = inp + static_cast<size_t>(n) * C;
+                const float* dy = dout + static_cast<size_t>(n) * C;
+                const float r = rstd[n];
+                for (int c = c0; c < c1; c++) acc[c - c0] += static_cast<double>(dy[c]) * (x[c] * r);
+            }
+            for (int c = c0; c < c1; c++) dweight[c] += static_cast<float>(acc[c - c0]);
+        }
+    }
+}
+
+}  // namespace tandem::cpu

@@ -1,0 +1,19 @@
+// RMSNorm on the CPU backend, as transformers' LlamaRMSNorm / Qwen3RMSNorm (weight * x / sqrt(mean(x^2)+eps)).
+// N = rows, C = channels. Also the per-head q/k norm of Qwen3: N = tokens * heads, C = head_dim.
+// Decisions: rstd[N] is saved by forward for backward; backward ACCUMULATES into dinp (+=), because its
+// main caller adds into the residual stream's gradient; dweight (+=) is optional (norm weights are frozen
+// under LoRA). Row sums of squares are taken in double.
+#pragma once
+
+namespace tandem::cpu {
+
+// out[N,C] = inp[N,C] * rstd[N] * weight[C],  rstd[N] = 1 / sqrt(mean(inp^2) + eps) (written).
+// out may alias inp.
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps);
+
+// dinp[N,C] += gradient w.r.t. inp; dweight[C] += sum_n dout * inp * rstd (nullptr to skip).
+// dinp must not alias dout or inp.
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int N, int C);
+
+}  // namespace tandem::cpu

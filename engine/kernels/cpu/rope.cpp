@@ -1,0 +1,138 @@
+// Rotary position embedding on the CPU backend (see rope.h). T = tokens, H = heads, D = head_dim,
+// P = table positions. Rows (t, h) are independent, so the loops are deterministic for any thread count.
+#include "kernels/cpu/rope.h"
+
+#include <cmath>
+#include <cstddef>
+#include <numbers>
+#include <string>
+
+#include "kernels/cpu/check.h"
+
+namespace tandem::cpu {
+
+namespace {
+
+// transformers' _compute_default_rope_parameters in float32:
+//   inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+std::vector<float> default_inv_freq(int head_dim, double theta) {
+    const int half = head_dim / 2;
+    std::vector<float> inv(half);
+    const float base = static_cast<float>(theta);
+    for (int i = 0; i < half; i++) {
+        const float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+        const float p = static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(expo)));
+        inv[i] = 1.0f / p;
+    }
+    return inv;
+}
+
+// transformers' _compute_llama3_parameters, op by op in float32 (python scalars meet float32 tensors as
+// float32; `a / tensor` is tensor.reciprocal() * a in torch).
+void apply_llama3(std::vector<float>& inv, const RopeScaling& s) {
+    const float factor = static_cast<float>(s.factor);
+    const float low = static_cast<float>(s.low_freq_factor);
+    const float old_len = static_cast<float>(s.original_max_position_embeddings);
+    const double old_len_d = static_cast<double>(s.original_max_position_embeddings);
+    const float low_wavelen = static_cast<float>(old_len_d / s.low_freq_factor);
+    const float high_wavelen = static_cast<float>(old_len_d / s.high_freq_factor);
+    const float band = static_cast<float>(s.high_freq_factor - s.low_freq_factor);
+    const float two_pi = static_cast<float>(2.0 * std::numbers::pi);
+    for (float& f : inv) {
+        const float wavelen = (1.0f / f) * two_pi;
+        float scaled = wavelen > low_wavelen ? f / factor : f;
+        const float smooth = ((1.0f / wavelen) * old_len - low) / band;
+        const float smoothed = (1.0f - smooth) * scaled / factor + smooth * scaled;
+        const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+        if (medium) scaled = smoothed;
+        f = scaled;
+    }
+}
+
+void check_positions(const int32_t* positions, int T, int max_pos) {
+    for (int t = 0; t < T; t++)
+        if (positions[t] < 0 || positions[t] >= max_pos)
+            throw_internal("rope: position " + std::to_string(positions[t]) + " of token " + std::to_string(t) +
+                           " is outside the rope table (0.." + std::to_string(max_pos - 1) + ")");
+}
+
+// out[T,H,D] = R(sign * angle) inp: sign +1 forward, -1 backward (the rotation's transpose).
+void rope_apply(float* out, const float* inp, const int32_t* positions, const RopeTable& table, int T, int H, int D,
+                float sign) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK_PTR(positions);
+    TANDEM_KCHECK(T > 0 && H > 0 && D > 0);
+    TANDEM_KCHECK(D == table.head_dim);
+    check_positions(positions, T, table.max_pos);
+    const int half = D / 2;
+    const int64_t rows = static_cast<int64_t>(T) * H;
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows; row++) {
+        const int t = static_cast<int>(row / H);
+        const float* c = table.cos.data() + static_cast<size_t>(positions[t]) * half;  // [D/2]
+        const float* s = table.sin.data() + static_cast<size_t>(positions[t]) * half;  // [D/2]
+        const float* x = inp + row * D;                                                // [D]
+        float* y = out + row * D;                                                      // [D]
+        for (int i = 0; i < half; i++) {
+            const float x1 = x[i], x2 = x[i + half];
+            const float si = sign * s[i];
+            // HF: q * cos + rotate_half(q) * sin, rotate_half(q) = cat(-q2, q1)
+            y[i] = x1 * c[i] - x2 * si;
+            y[i + half] = x2 * c[i] + x1 * si;
+        }
+    }
+}
+
+}  // namespace
+
+RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scaling, int max_pos) {
+    TANDEM_KCHECK(head_dim > 0 && head_dim % 2 == 0);
+    TANDEM_KCHECK(max_pos > 0);
+    TANDEM_KCHECK(theta > 0.0);
+    RopeTable t;
+    t.head_dim = head_dim;
+    t.max_pos = max_pos;
+    t.inv_freq = default_inv_freq(head_dim, theta);
+    switch (scaling.type) {
+        case RopeScalingType::None:
+            break;
+        case RopeScalingType::Linear: {
+            TANDEM_KCHECK(scaling.factor > 0.0);
+            const float factor = static_cast<float>(scaling.factor);
+            for (float& f : t.inv_freq) f = f / factor;
+            break;
+        }
+        case RopeScalingType::Llama3:
+            TANDEM_KCHECK(scaling.factor > 0.0 && scaling.high_freq_factor != scaling.low_freq_factor);
+            apply_llama3(t.inv_freq, scaling);
+            break;
+        case RopeScalingType::Yarn:
+            throw_unsupported("rope: yarn scaling is not supported by the CPU backend");
+    }
+    const int half = head_dim / 2;
+    t.cos.resize(static_cast<size_t>(max_pos) * half);
+    t.sin.resize(static_cast<size_t>(max_pos) * half);
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < max_pos; p++) {
+        for (int i = 0; i < half; i++) {
+            const float angle = static_cast<float>(p) * t.inv_freq[i];  // float32 product, as HF's matmul
+            t.cos[static_cast<size_t>(p) * half + i] =
+                static_cast<float>(std::cos(static_cast<double>(angle))) * t.attention_scaling;
+            t.sin[static_cast<size_t>(p) * half + i] =
+                static_cast<float>(std::sin(static_cast<double>(angle))) * t.attention_scaling;
+        }
+    }
+    return t;
+}
+
+void rope_forward(float* out, const float* inp, const int32_t* positions, const RopeTable& table, int T, int H, int D) {
+    rope_apply(out, inp, positions, table, T, H, D, 1.0f);
+}
+
+void rope_backward(float* dinp, const float* dout, const int32_t* positions, const RopeTable& table, int T, int H,
+                   int D) {
+    rope_apply(dinp, dout, positions, table, T, H, D, -1.0f);
+}
+
+}  // namespace tandem::cpu

@@ -1,0 +1,39 @@
+// Rotary position embedding on the CPU backend, in Hugging Face's rotate_half convention: channel i is
+// paired with channel i + D/2 (not with i+1 as in the original GPT-NeoX/Meta interleaved layout).
+// T = tokens, H = heads, D = head_dim (rotary dim = head_dim), P = max positions of the table.
+// Decision: the cos/sin table reproduces transformers' float32 computation step by step (inv_freq and the
+// llama3 wavelength bands in float32 arithmetic, angle = float(pos) * inv_freq rounded to float32, then
+// cos/sin of that float angle), with each transcendental evaluated in double and rounded once. So the table
+// is what a model saw in training with transformers, not a more precise variant of it: at position 30000
+// the two would differ by ~1e-3 rad.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tandem/model_config.h"
+
+namespace tandem::cpu {
+
+struct RopeTable {
+    int head_dim = 0;                // D
+    int max_pos = 0;                 // P
+    float attention_scaling = 1.0f;  // transformers' attention_scaling (1 for none / linear / llama3)
+    std::vector<float> inv_freq;     // [D/2]
+    std::vector<float> cos;          // [P, D/2]
+    std::vector<float> sin;          // [P, D/2]
+};
+
+// Builds the table for positions 0..max_pos-1 once per run. Supports RopeScalingType None, Linear
+// (inv_freq / factor) and Llama3; Yarn throws Error{Unsupported}. head_dim must be even.
+RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scaling, int max_pos);
+
+// out[T,H,D] = rotate(inp[T,H,D]) at positions[T] (int32, each in [0, P)). out may equal inp (in place).
+// A position outside the table throws Error{Internal} before anything is written.
+void rope_forward(float* out, const float* inp, const int32_t* positions, const RopeTable& table, int T, int H, int D);
+
+// dinp[T,H,D] = inverse rotation of dout[T,H,D] (written, not accumulated). dinp may equal dout.
+void rope_backward(float* dinp, const float* dout, const int32_t* positions, const RopeTable& table, int T, int H,
+                   int D);
+
+}  // namespace tandem::cpu

@@ -1,0 +1,87 @@
+// tandem::CpuModel — the decoder family of DESIGN.md on the CPU backend (fp32): embedding, L blocks of
+// RMSNorm -> q/k/v (+bias) -> q/k norm -> RoPE -> packed causal GQA attention -> o_proj + residual ->
+// RMSNorm -> SwiGLU MLP + residual, final RMSNorm, lm_head or tied embeddings; LoRA on any of the seven
+// projections. Explicit forward and backward per block (llm.c style, engine/kernels/cpu ops), no autograd.
+// Contract shared by the model (engine/model) and the trainer (engine/train):
+//  - Input is a PackedBatch (tandem/data.h). Targets follow data.h: labels are aligned with tokens and the
+//    target of position t is labels[t+1] (the first label of every sample is -100, so a target never
+//    crosses a sample boundary); padding has label -100. The number of predicted tokens of a batch is
+//    batch.num_label_tokens.
+//  - Only LoRA weights train. Their gradients ACCUMULATE across forward_backward calls until zero_grads(),
+//    scaled by grad_scale (the trainer passes 1 / label tokens of the whole optimizer step, so gradient
+//    accumulation is exact).
+//  - Base weights are read-only after load (bf16/f16 converted to fp32).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "export/peft_adapter.h"
+#include "tandem/data.h"
+#include "tandem/lora.h"
+#include "tandem/model_config.h"
+
+namespace tandem {
+
+// One LoRA matrix being trained.
+struct LoraParam {
+    LoraTensorSpec spec;       // PEFT name, layer, module, A or B, shape (A [r, in], B [out, r])
+    std::vector<float> value;  // [numel]
+    std::vector<float> grad;   // [numel], accumulated by forward_backward
+};
+
+class CpuModel {
+public:
+    // Loads a model folder (inspect_model_dir validation, weights converted to fp32) and creates the LoRA
+    // parameters for `lora`: A Kaiming-uniform with a = sqrt(5) (bound 1/sqrt(in)), B zeros, as PEFT
+    // initialises them, from a deterministic generator seeded with `seed`. Activations are sized for
+    // micro-batches of at most `max_tokens` tokens. Throws Error{InvalidInput|Unsupported} naming the folder.
+    static CpuModel load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,
+                         int max_tokens);
+
+    CpuModel(CpuModel&&) noexcept;
+    CpuModel& operator=(CpuModel&&) noexcept;
+    ~CpuModel();
+
+    const ModelConfig& config() const;
+    const LoraConfig& lora_config() const;
+    const std::filesystem::path& model_dir() const;
+
+    std::vector<LoraParam>& lora_params();
+    const std::vector<LoraParam>& lora_params() const;
+    // Replaces the LoRA values with an adapter's (same names and shapes; Error{InvalidInput} otherwise).
+    void set_lora(const LoraTensors& tensors);
+    LoraTensors lora_tensors() const;  // name -> values, for export
+    void zero_grads();
+
+    // Forward + loss + backward of one micro-batch. Returns the loss SUM over the batch's predicted tokens;
+    // LoRA gradients += grad_scale * d(loss sum)/d(param). LoRA dropout (lora_config().dropout > 0) draws
+    // its masks from a counter-based generator seeded by dropout_seed, so a step is reproducible.
+    double forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed);
+
+    // Loss sum without gradients or dropout (evaluation).
+    double forward_loss(const PackedBatch& batch);
+
+    // Logits [batch.num_tokens, vocab] of the batch's real tokens (sample by sample, in order).
+    std::vector<float> logits(const PackedBatch& batch);
+
+    // Bytes held: base weights, LoRA values + grads, activations (for MemoryStats).
+    size_t weight_bytes() const;
+    size_t lora_bytes() const;
+    size_t activation_bytes() const;
+
+    struct Impl;
+
+private:
+    explicit CpuModel(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// A PackedBatch of whole sequences (no padding): every token after the first of each sequence is a target.
+// Used by `tandem-cli eval`, generation and tests.
+PackedBatch batch_from_sequences(const std::vector<std::vector<int32_t>>& sequences);
+
+}  // namespace tandem

@@ -1,0 +1,1008 @@
+// Tests for engine/kernels/cpu, the fp32 reference backend that every CUDA kernel is compared against.
+// Three kinds of checks:
+//  1. every forward and backward against a naive double-precision version written here (tiny, odd shapes,
+//     length-1 samples, S = 1), and the naive backwards against finite differences of the naive forwards;
+//  2. against PyTorch: tests/fixtures/ops/<op>.safetensors made by tests/reference/make_fixtures.py with
+//     torch autograd (conventions in tests/fixtures/README.md);
+//  3. determinism: the same results, bit for bit, with 1 and 4 threads.
+// Errors are "normalised": max |got - ref| / max |ref| over a tensor (as ggml's test-backend-ops), so an
+// element that is a near-cancellation of large terms does not fail a correct kernel.
+#include <QTest>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+#include "kernels/cpu/threads.h"
+#include "tandem/error.h"
+#include "tandem/safetensors.h"
+#include "test_support.h"
+
+using namespace tandem;
+using namespace tandem::cpu;
+using tandem::test::expect_error;
+namespace fs = std::filesystem;
+
+namespace {
+
+using vecf = std::vector<float>;
+using vecd = std::vector<double>;
+using veci = std::vector<int32_t>;
+
+vecf rnd(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 g(seed);
+    vecf v(n);
+    for (auto& x : v) x = lo + (hi - lo) * static_cast<float>(g() >> 8) / static_cast<float>(1u << 24);
+    return v;
+}
+
+vecd to_d(const vecf& v) {
+    return vecd(v.begin(), v.end());
+}
+
+struct Cmp {
+    double max_abs = 0.0;  // max |got - ref|
+    double ref_max = 0.0;  // max |ref|
+    size_t worst = 0;      // index of max_abs
+    bool finite = true;
+    double rel() const { return finite ? max_abs / std::max(ref_max, 1e-30) : INFINITY; }
+};
+
+template <class A, class B>
+Cmp compare(const A& got, const B& ref) {
+    Cmp c;
+    if (got.size() != ref.size()) {
+        c.finite = false;
+        return c;
+    }
+    for (size_t i = 0; i < got.size(); i++) {
+        const double g = static_cast<double>(got[i]), r = static_cast<double>(ref[i]);
+        if (!std::isfinite(g)) c.finite = false;
+        const double e = std::fabs(g - r);
+        if (e > c.max_abs) c.max_abs = e, c.worst = i;
+        c.ref_max = std::max(c.ref_max, std::fabs(r));
+    }
+    return c;
+}
+
+QString describe(const char* what, const Cmp& c, double tol) {
+    return QString("%1: max abs err %2 (at %3), max |ref| %4, normalised err %5 > %6")
+        .arg(what)
+        .arg(c.max_abs, 0, 'g', 4)
+        .arg(c.worst)
+        .arg(c.ref_max, 0, 'g', 4)
+        .arg(c.rel(), 0, 'g', 4)
+        .arg(tol, 0, 'g', 3);
+}
+
+#define CHECK_CLOSE(got, ref, tol, what)                                      \
+    do {                                                                      \
+        const Cmp c_ = compare((got), (ref));                                 \
+        QVERIFY2(c_.rel() <= (tol), qPrintable(describe((what), c_, (tol)))); \
+    } while (0)
+
+constexpr double kTol = 2e-5;      // fp32 kernel vs double naive
+constexpr double kFwdTol = 1e-5;   // vs PyTorch, forward
+constexpr double kGradTol = 1e-4;  // vs PyTorch, gradients
+
+// Central finite differences of f at a few coordinates of x against grad (all double).
+void check_fd(const std::function<double(const vecd&)>& f, vecd x, const vecd& grad, const char* what) {
+    const double h = 1e-6;
+    double gmax = 1e-12;
+    for (double g : grad) gmax = std::max(gmax, std::fabs(g));
+    const size_t step = std::max<size_t>(1, x.size() / 23);
+    for (size_t i = 0; i < x.size(); i += step) {
+        const double x0 = x[i];
+        x[i] = x0 + h;
+        const double fp = f(x);
+        x[i] = x0 - h;
+        const double fm = f(x);
+        x[i] = x0;
+        const double fd = (fp - fm) / (2 * h);
+        QVERIFY2(std::fabs(fd - grad[i]) <= 1e-6 * gmax + 1e-7,
+                 qPrintable(
+                     QString("%1: finite difference at %2: %3 vs analytic %4").arg(what).arg(i).arg(fd).arg(grad[i])));
+    }
+}
+
+double dotd(const vecd& a, const vecd& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); i++) s += a[i] * b[i];
+    return s;
+}
+
+// ---- naive double references ----------------------------------------------------------------------------
+
+// y[N,OUT] = x[N,IN] w[OUT,IN]^T (+ b)
+vecd ref_linear(const vecd& x, const vecd& w, const vecd* b, int N, int IN, int OUT) {
+    vecd y(static_cast<size_t>(N) * OUT);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OUT; o++) {
+            double s = b ? (*b)[o] : 0.0;
+            for (int i = 0; i < IN; i++) s += x[n * IN + i] * w[o * IN + i];
+            y[n * OUT + o] = s;
+        }
+    return y;
+}
+
+// x[N,A] (a[A,B]) -> x a : [N,B]
+vecd ref_mm(const vecd& x, const vecd& a, int N, int A, int B) {
+    vecd y(static_cast<size_t>(N) * B, 0.0);
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < A; i++)
+            for (int j = 0; j < B; j++) y[n * B + j] += x[n * A + i] * a[i * B + j];
+    return y;
+}
+
+// x^T y: x[N,A], y[N,B] -> [A,B]
+vecd ref_tmm(const vecd& x, const vecd& y, int N, int A, int B) {
+    vecd r(static_cast<size_t>(A) * B, 0.0);
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < A; i++)
+            for (int j = 0; j < B; j++) r[i * B + j] += x[n * A + i] * y[n * B + j];
+    return r;
+}
+
+vecd ref_rmsnorm(const vecd& x, const vecd& w, int N, int C, double eps) {
+    vecd y(x.size());
+    for (int n = 0; n < N; n++) {
+        double ss = 0;
+        for (int c = 0; c < C; c++) ss += x[n * C + c] * x[n * C + c];
+        const double r = 1.0 / std::sqrt(ss / C + eps);
+        for (int c = 0; c < C; c++) y[n * C + c] = w[c] * x[n * C + c] * r;
+    }
+    return y;
+}
+
+void ref_rmsnorm_backward(vecd& dx, vecd& dw, const vecd& dy, const vecd& x, const vecd& w, int N, int C, double eps) {
+    dx.assign(x.size(), 0.0);
+    dw.assign(static_cast<size_t>(C), 0.0);
+    for (int n = 0; n < N; n++) {
+        double ss = 0;
+        for (int c = 0; c < C; c++) ss += x[n * C + c] * x[n * C + c];
+        const double r = 1.0 / std::sqrt(ss / C + eps);
+        double dot = 0;
+        for (int c = 0; c < C; c++) dot += w[c] * dy[n * C + c] * x[n * C + c];
+        for (int c = 0; c < C; c++) {
+            dx[n * C + c] = r * w[c] * dy[n * C + c] - x[n * C + c] * r * r * r * dot / C;
+            dw[c] += dy[n * C + c] * x[n * C + c] * r;
+        }
+    }
+}
+
+// Attention with a full probability row per (sample, head, query), in double.
+struct RefAttn {
+    vecd out, lse;  // [T,Hq,D], [Hq,T]
+};
+
+RefAttn ref_attention(const vecd& q, const vecd& k, const vecd& v, const veci& cu, int T, int Hq, int Hkv, int D,
+                      double scale) {
+    RefAttn r{vecd(static_cast<size_t>(T) * Hq * D, 0.0), vecd(static_cast<size_t>(Hq) * T, 0.0)};
+    const int G = Hq / Hkv;
+    for (size_t s = 0; s + 1 < cu.size(); s++)
+        for (int h = 0; h < Hq; h++)
+            for (int t = cu[s]; t < cu[s + 1]; t++) {
+                const int g = h / G;
+                vecd sc;
+                double m = -INFINITY;
+                for (int j = cu[s]; j <= t; j++) {
+                    double d = 0;
+                    for (int c = 0; c < D; c++) d += q[(t * Hq + h) * D + c] * k[(j * Hkv + g) * D + c];
+                    sc.push_back(scale * d);
+                    m = std::max(m, scale * d);
+                }
+                double l = 0;
+                for (double x : sc) l += std::exp(x - m);
+                for (int j = cu[s]; j <= t; j++) {
+                    const double p = std::exp(sc[j - cu[s]] - m) / l;
+                    for (int c = 0; c < D; c++) r.out[(t * Hq + h) * D + c] += p * v[(j * Hkv + g) * D + c];
+                }
+                r.lse[h * T + t] = m + std::log(l);
+            }
+    return r;
+}
+
+void ref_attention_backward(vecd& dq, vecd& dk, vecd& dv, const vecd& dout, const vecd& q, const vecd& k, const vecd& v,
+                            const veci& cu, int T, int Hq, int Hkv, int D, double scale) {
+    dq.assign(q.size(), 0.0);
+    dk.assign(k.size(), 0.0);
+    dv.assign(v.size(), 0.0);
+    const int G = Hq / Hkv;
+    for (size_t s = 0; s + 1 < cu.size(); s++)
+        for (int h = 0; h < Hq; h++)
+            for (int t = cu[s]; t < cu[s + 1]; t++) {
+                const int g = h / G, b = cu[s], L = t - b + 1;
+                vecd p(L), dp(L);
+                double m = -INFINITY;
+                for (int j = b; j <= t; j++) {
+                    double d = 0;
+                    for (int c = 0; c < D; c++) d += q[(t * Hq + h) * D + c] * k[(j * Hkv + g) * D + c];
+                    p[j - b] = scale * d;
+                    m = std::max(m, p[j - b]);
+                }
+                double l = 0;
+                for (auto& x : p) l += (x = std::exp(x - m));
+                for (auto& x : p) x /= l;
+                double Dt = 0;
+                for (int j = b; j <= t; j++) {
+                    double d = 0;
+                    for (int c = 0; c < D; c++) d += dout[(t * Hq + h) * D + c] * v[(j * Hkv + g) * D + c];
+                    dp[j - b] = d;
+                    Dt += p[j - b] * d;
+                }
+                for (int j = b; j <= t; j++) {
+                    const double ds = p[j - b] * (dp[j - b] - Dt);
+                    for (int c = 0; c < D; c++) {
+                        dq[(t * Hq + h) * D + c] += scale * ds * k[(j * Hkv + g) * D + c];
+                        dk[(j * Hkv + g) * D + c] += scale * ds * q[(t * Hq + h) * D + c];
+                        dv[(j * Hkv + g) * D + c] += p[j - b] * dout[(t * Hq + h) * D + c];
+                    }
+                }
+            }
+}
+
+struct RefCe {
+    double loss = 0;
+    vecd dhidden;  // [N,C], gradient of loss * grad_scale
+    vecd lse;      // [N]
+};
+
+RefCe ref_ce(const vecd& hidden, const vecd& w, const veci& targets, int N, int C, int V, double grad_scale) {
+    RefCe r;
+    r.dhidden.assign(static_cast<size_t>(N) * C, 0.0);
+    r.lse.assign(N, 0.0);
+    const vecd logits = ref_linear(hidden, w, nullptr, N, C, V);
+    for (int n = 0; n < N; n++) {
+        double m = -INFINITY;
+        for (int i = 0; i < V; i++) m = std::max(m, logits[n * V + i]);
+        double s = 0;
+        for (int i = 0; i < V; i++) s += std::exp(logits[n * V + i] - m);
+        const double lse = m + std::log(s);
+        r.lse[n] = lse;
+        if (targets[n] == kIgnoreIndex) continue;
+        r.loss += lse - logits[n * V + targets[n]];
+        for (int i = 0; i < V; i++) {
+            const double g = (std::exp(logits[n * V + i] - lse) - (i == targets[n] ? 1.0 : 0.0)) * grad_scale;
+            for (int c = 0; c < C; c++) r.dhidden[n * C + c] += g * w[i * C + c];
+        }
+    }
+    return r;
+}
+
+// ---- fixtures from PyTorch -------------------------------------------------------------------------------
+
+struct OpFixture {
+    std::unique_ptr<SafetensorsFile> file;
+    nlohmann::json params;
+    vecf f(const std::string& name) const { return tensor_to_f32(file->at(name)); }
+    veci i(const std::string& name) const {
+        const TensorInfo& t = file->at(name);
+        if (t.dtype != DType::I32) throw_internal(name + " is not I32");
+        veci v(static_cast<size_t>(t.numel()));
+        if (!v.empty()) std::memcpy(v.data(), t.data.data(), t.data.size());
+        return v;
+    }
+    std::vector<int64_t> shape(const std::string& name) const { return file->at(name).shape; }
+    double num(const char* key, double fallback) const {
+        auto it = params.find(key);
+        return (it != params.end() && it->is_number()) ? it->get<double>() : fallback;
+    }
+};
+
+fs::path op_fixture_path(const char* name) {
+    return tandem::test::fixtures() / "ops" / (std::string(name) + ".safetensors");
+}
+
+OpFixture load_op(const char* name) {
+    OpFixture fx;
+    fx.file = std::make_unique<SafetensorsFile>(op_fixture_path(name));
+    const auto& md = fx.file->metadata();
+    auto it = md.find("params");
+    fx.params = it != md.end() ? nlohmann::json::parse(it->second) : nlohmann::json::object();
+    return fx;
+}
+
+#define REQUIRE_OP_FIXTURE(name)            \
+    if (!fs::exists(op_fixture_path(name))) \
+    QSKIP(qPrintable(QString("PyTorch fixture absent: ") + QString::fromStdString(op_fixture_path(name).string())))
+
+// Restores the thread count a test changed.
+struct ThreadGuard {
+    int saved = cpu_threads();
+    ~ThreadGuard() { set_cpu_threads(saved); }
+};
+
+}  // namespace
+
+class TestKernelsCpu : public QObject {
+    Q_OBJECT
+
+private slots:
+    // ---- 1. against naive double versions ----
+
+    void matmul() {
+        struct Shape {
+            int N, IN, OUT;
+        };
+        for (Shape sh : {Shape{1, 1, 1}, Shape{3, 5, 7}, Shape{17, 33, 9}, Shape{64, 70, 130}}) {
+            const int N = sh.N, IN = sh.IN, OUT = sh.OUT;
+            const vecf x = rnd(N * IN, 1), w = rnd(OUT * IN, 2), b = rnd(OUT, 3), dy = rnd(N * OUT, 4);
+            for (bool with_bias : {false, true}) {
+                vecf y(N * OUT, 123.0f);  // written, whatever was there
+                matmul_forward(y.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, IN, OUT);
+                const vecd bd = to_d(b);
+                CHECK_CLOSE(y, ref_linear(to_d(x), to_d(w), with_bias ? &bd : nullptr, N, IN, OUT), kTol,
+                            "matmul_forward");
+            }
+            // Gradients accumulate onto what is there.
+            vecf dx = rnd(N * IN, 5), dw = rnd(OUT * IN, 6), db = rnd(OUT, 7);
+            vecd rdx = to_d(dx), rdw = to_d(dw), rdb = to_d(db);
+            const vecd gx = ref_mm(to_d(dy), to_d(w), N, OUT, IN), gw = ref_tmm(to_d(dy), to_d(x), N, OUT, IN);
+            for (size_t i = 0; i < rdx.size(); i++) rdx[i] += gx[i];
+            for (size_t i = 0; i < rdw.size(); i++) rdw[i] += gw[i];
+            for (int n = 0; n < N; n++)
+                for (int o = 0; o < OUT; o++) rdb[o] += dy[n * OUT + o];
+            matmul_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, IN, OUT);
+            CHECK_CLOSE(dx, rdx, kTol, "matmul_backward dinp");
+            CHECK_CLOSE(dw, rdw, kTol, "matmul_backward dweight");
+            CHECK_CLOSE(db, rdb, kTol, "matmul_backward dbias");
+            // Every gradient is optional.
+            matmul_backward(nullptr, nullptr, nullptr, dy.data(), nullptr, nullptr, N, IN, OUT);
+        }
+    }
+
+    void lora() {
+        struct Shape {
+            int N, IN, OUT, R;
+        };
+        for (Shape sh : {Shape{1, 1, 1, 1}, Shape{6, 19, 21, 4}, Shape{33, 17, 5, 8}}) {
+            const int N = sh.N, IN = sh.IN, OUT = sh.OUT, R = sh.R;
+            const float scaling = 1.7f;
+            const vecf x = rnd(N * IN, 11), a = rnd(R * IN, 12), b = rnd(OUT * R, 13), dy = rnd(N * OUT, 14);
+            const vecf y0 = rnd(N * OUT, 15);
+            vecf y = y0, tmp(N * R);
+            lora_forward(y.data(), tmp.data(), x.data(), a.data(), b.data(), scaling, N, IN, OUT, R);
+            const vecd xa = ref_linear(to_d(x), to_d(a), nullptr, N, IN, R);
+            vecd ry = ref_linear(xa, to_d(b), nullptr, N, R, OUT);
+            for (size_t i = 0; i < ry.size(); i++) ry[i] = y0[i] + scaling * ry[i];
+            CHECK_CLOSE(tmp, xa, kTol, "lora_forward tmp");
+            CHECK_CLOSE(y, ry, kTol, "lora_forward out (+=)");
+
+            // Naive gradients of L = sum(dy * out) in double, checked by finite differences below.
+            const vecd dtmp = ref_mm(to_d(dy), to_d(b), N, OUT, R);  // unscaled
+            vecd gx = ref_mm(dtmp, to_d(a), N, R, IN), ga = ref_tmm(dtmp, to_d(x), N, R, IN),
+                 gb = ref_tmm(to_d(dy), xa, N, OUT, R);
+            for (auto* g : {&gx, &ga, &gb})
+                for (double& e : *g) e *= scaling;
+            vecf dx = rnd(N * IN, 16), da = rnd(R * IN, 17), db = rnd(OUT * R, 18), scratch(N * R);
+            vecd rdx = to_d(dx), rda = to_d(da), rdb = to_d(db);
+            for (size_t i = 0; i < rdx.size(); i++) rdx[i] += gx[i];
+            for (size_t i = 0; i < rda.size(); i++) rda[i] += ga[i];
+            for (size_t i = 0; i < rdb.size(); i++) rdb[i] += gb[i];
+            lora_backward(dx.data(), da.data(), db.data(), scratch.data(), dy.data(), x.data(), tmp.data(), a.data(),
+                          b.data(), scaling, N, IN, OUT, R);
+            CHECK_CLOSE(dx, rdx, kTol, "lora_backward dinp");
+            CHECK_CLOSE(da, rda, kTol, "lora_backward dlora_a");
+            CHECK_CLOSE(db, rdb, kTol, "lora_backward dlora_b");
+            auto loss_a = [&](const vecd& av) {
+                return scaling * dotd(to_d(dy), ref_linear(ref_linear(to_d(x), av, nullptr, N, IN, R), to_d(b), nullptr,
+                                                           N, R, OUT));
+            };
+            check_fd(loss_a, to_d(a), ga, "lora dA");
+            auto loss_x = [&](const vecd& xv) {
+                return scaling * dotd(to_d(dy), ref_linear(ref_linear(xv, to_d(a), nullptr, N, IN, R), to_d(b), nullptr,
+                                                           N, R, OUT));
+            };
+            check_fd(loss_x, to_d(x), gx, "lora dx");
+        }
+    }
+
+    void rmsnorm() {
+        struct Shape {
+            int N, C;
+        };
+        for (Shape sh : {Shape{1, 1}, Shape{7, 37}, Shape{15, 16}, Shape{40, 300}}) {
+            const int N = sh.N, C = sh.C;
+            const float eps = 1e-6f;
+            const vecf x = rnd(N * C, 21, -2, 2), w = rnd(C, 22, 0.5f, 1.5f), dy = rnd(N * C, 23);
+            vecf y(N * C), rstd(N);
+            rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+            CHECK_CLOSE(y, ref_rmsnorm(to_d(x), to_d(w), N, C, eps), kTol, "rmsnorm_forward");
+            vecd gx, gw;
+            ref_rmsnorm_backward(gx, gw, to_d(dy), to_d(x), to_d(w), N, C, eps);
+            vecf dx = rnd(N * C, 24), dw = rnd(C, 25);
+            vecd rdx = to_d(dx), rdw = to_d(dw);
+            for (size_t i = 0; i < gx.size(); i++) rdx[i] += gx[i];
+            for (size_t i = 0; i < gw.size(); i++) rdw[i] += gw[i];
+            rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C);
+            CHECK_CLOSE(dx, rdx, kTol, "rmsnorm_backward dinp (+=)");
+            CHECK_CLOSE(dw, rdw, kTol, "rmsnorm_backward dweight (+=)");
+            if (N * C <= 600) {
+                check_fd([&](const vecd& xv) { return dotd(to_d(dy), ref_rmsnorm(xv, to_d(w), N, C, eps)); }, to_d(x),
+                         gx, "rmsnorm dx");
+                check_fd([&](const vecd& wv) { return dotd(to_d(dy), ref_rmsnorm(to_d(x), wv, N, C, eps)); }, to_d(w),
+                         gw, "rmsnorm dw");
+            }
+        }
+        // In place forward.
+        vecf x = rnd(5 * 8, 26), w = rnd(8, 27), y(40), r(5);
+        rmsnorm_forward(y.data(), r.data(), x.data(), w.data(), 5, 8, 1e-5f);
+        rmsnorm_forward(x.data(), r.data(), x.data(), w.data(), 5, 8, 1e-5f);
+        QVERIFY(x == y);
+    }
+
+    void rope_table() {
+        // Default: inv_freq[i] = 1 / theta^(2i/D); cos/sin of pos * inv_freq.
+        const RopeTable t = rope_table_build(16, 10000.0, RopeScaling{}, 64);
+        QCOMPARE(static_cast<int>(t.inv_freq.size()), 8);
+        for (int i = 0; i < 8; i++) {
+            const double ref = 1.0 / std::pow(10000.0, 2.0 * i / 16);
+            QVERIFY2(std::fabs(t.inv_freq[i] - ref) <= 2e-7 * ref, qPrintable(QString("inv_freq %1").arg(i)));
+            for (int p : {0, 1, 7, 63}) {
+                QVERIFY(std::fabs(t.cos[p * 8 + i] - std::cos(p * ref)) < 1e-5);
+                QVERIFY(std::fabs(t.sin[p * 8 + i] - std::sin(p * ref)) < 1e-5);
+            }
+        }
+        // Linear: inv_freq / factor.
+        RopeScaling lin;
+        lin.type = RopeScalingType::Linear;
+        lin.factor = 4.0;
+        const RopeTable tl = rope_table_build(16, 10000.0, lin, 4);
+        for (int i = 0; i < 8; i++) QCOMPARE(tl.inv_freq[i], t.inv_freq[i] / 4.0f);
+        // Llama 3.1's settings (theta 500000, D 128): each frequency band against the formula in double.
+        RopeScaling l3;
+        l3.type = RopeScalingType::Llama3;
+        l3.factor = 8.0;
+        l3.low_freq_factor = 1.0;
+        l3.high_freq_factor = 4.0;
+        l3.original_max_position_embeddings = 8192;
+        const RopeTable t3 = rope_table_build(128, 500000.0, l3, 2);
+        for (int i = 0; i < 64; i++) {
+            const double f = 1.0 / std::pow(500000.0, 2.0 * i / 128);
+            const double wl = 2 * M_PI / f;
+            double ref = f;
+            if (wl > 8192.0)
+                ref = f / 8;
+            else if (wl >= 2048.0) {
+                const double s = (8192.0 / wl - 1.0) / 3.0;
+                ref = (1 - s) * f / 8 + s * f;
+            }
+            QVERIFY2(std::fabs(t3.inv_freq[i] - ref) <= 1e-6 * ref,
+                     qPrintable(QString("llama3 inv_freq %1: %2 vs %3").arg(i).arg(t3.inv_freq[i]).arg(ref)));
+        }
+        RopeScaling yarn;
+        yarn.type = RopeScalingType::Yarn;
+        expect_error([&] { rope_table_build(16, 10000.0, yarn, 8); }, ErrorCategory::Unsupported, {"yarn"});
+        expect_error([&] { rope_table_build(15, 10000.0, RopeScaling{}, 8); }, ErrorCategory::Internal, {"head_dim"});
+    }
+
+    void rope() {
+        struct Shape {
+            int T, H, D;
+        };
+        for (Shape sh : {Shape{1, 1, 2}, Shape{11, 3, 16}, Shape{9, 2, 6}}) {
+            const int T = sh.T, H = sh.H, D = sh.D, half = D / 2;
+            const RopeTable tab = rope_table_build(D, 10000.0, RopeScaling{}, 32);
+            veci pos(T);
+            for (int t = 0; t < T; t++) pos[t] = (t * 7) % 32;
+            const vecf x = rnd(T * H * D, 31), dy = rnd(T * H * D, 32);
+            vecf y(x.size());
+            rope_forward(y.data(), x.data(), pos.data(), tab, T, H, D);
+            vecd ry(x.size());
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < H; h++)
+                    for (int i = 0; i < half; i++) {
+                        const double c = tab.cos[pos[t] * half + i], s = tab.sin[pos[t] * half + i];
+                        const double x1 = x[(t * H + h) * D + i], x2 = x[(t * H + h) * D + i + half];
+                        ry[(t * H + h) * D + i] = x1 * c - x2 * s;
+                        ry[(t * H + h) * D + i + half] = x2 * c + x1 * s;
+                    }
+            CHECK_CLOSE(y, ry, kTol, "rope_forward");
+            // Backward is the transpose: <R x, dy> == <x, R^T dy>.
+            vecf dx(x.size());
+            rope_backward(dx.data(), dy.data(), pos.data(), tab, T, H, D);
+            const double lhs = dotd(to_d(y), to_d(dy)), rhs = dotd(to_d(x), to_d(dx));
+            QVERIFY2(std::fabs(lhs - rhs) <= 1e-5 * (1 + std::fabs(lhs)),
+                     qPrintable(QString("%1 vs %2").arg(lhs).arg(rhs)));
+            // Backward undoes forward (a rotation), in place too.
+            vecf z = y;
+            rope_backward(z.data(), z.data(), pos.data(), tab, T, H, D);
+            CHECK_CLOSE(z, x, kTol, "rope_backward(rope_forward(x)) in place");
+        }
+        const RopeTable tab = rope_table_build(4, 10000.0, RopeScaling{}, 8);
+        vecf x(4 * 2, 1.0f);
+        veci bad{3, 8};
+        expect_error([&] { rope_forward(x.data(), x.data(), bad.data(), tab, 2, 1, 4); }, ErrorCategory::Internal,
+                     {"position 8", "token 1"});
+    }
+
+    void attention_data() {
+        QTest::addColumn<QString>("cu");
+        QTest::addColumn<int>("Hq");
+        QTest::addColumn<int>("Hkv");
+        QTest::addColumn<int>("D");
+        QTest::newRow("S=1 T=1") << "0,1" << 1 << 1 << 4;
+        QTest::newRow("S=1 T=9 MHA") << "0,9" << 3 << 3 << 5;
+        QTest::newRow("fixture layout 5,1,7 GQA") << "0,5,6,13" << 4 << 2 << 16;
+        QTest::newRow("length-1 samples, MQA") << "0,1,2,6,7" << 6 << 1 << 7;
+        QTest::newRow("empty sample inside") << "0,3,3,8" << 2 << 2 << 3;
+        QTest::newRow("long") << "0,40,41,97" << 4 << 2 << 32;
+    }
+
+    void attention() {
+        QFETCH(QString, cu);
+        QFETCH(int, Hq);
+        QFETCH(int, Hkv);
+        QFETCH(int, D);
+        veci cus;
+        for (const QString& part : cu.split(',')) cus.push_back(part.toInt());
+        const int S = static_cast<int>(cus.size()) - 1, T = cus.back();
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+        const vecf q = rnd(T * Hq * D, 41, -2, 2), k = rnd(T * Hkv * D, 42, -2, 2), v = rnd(T * Hkv * D, 43),
+                   dy = rnd(T * Hq * D, 44);
+        vecf out(q.size()), lse(Hq * T);
+        attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cus.data(), S, T, Hq, Hkv, D, scale);
+        const RefAttn ref = ref_attention(to_d(q), to_d(k), to_d(v), cus, T, Hq, Hkv, D, scale);
+        CHECK_CLOSE(out, ref.out, kTol, "attention_forward out");
+        CHECK_CLOSE(lse, ref.lse, kTol, "attention_forward lse");
+
+        vecf dq(q.size(), 9.0f), dk(k.size(), 9.0f), dv(v.size(), 9.0f);  // written, whatever was there
+        attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(), out.data(),
+                           lse.data(), cus.data(), S, T, Hq, Hkv, D, scale);
+        vecd rq, rk, rv;
+        ref_attention_backward(rq, rk, rv, to_d(dy), to_d(q), to_d(k), to_d(v), cus, T, Hq, Hkv, D, scale);
+        CHECK_CLOSE(dq, rq, kTol, "attention_backward dq");
+        CHECK_CLOSE(dk, rk, kTol, "attention_backward dk");
+        CHECK_CLOSE(dv, rv, kTol, "attention_backward dv");
+        if (T <= 13) {
+            auto loss = [&](const vecd& qv, const vecd& kv, const vecd& vv) {
+                return dotd(to_d(dy), ref_attention(qv, kv, vv, cus, T, Hq, Hkv, D, scale).out);
+            };
+            check_fd([&](const vecd& x) { return loss(x, to_d(k), to_d(v)); }, to_d(q), rq, "attention dq");
+            check_fd([&](const vecd& x) { return loss(to_d(q), x, to_d(v)); }, to_d(k), rk, "attention dk");
+            check_fd([&](const vecd& x) { return loss(to_d(q), to_d(k), x); }, to_d(v), rv, "attention dv");
+        }
+    }
+
+    void attention_bad_args() {
+        vecf b(64, 0.0f);
+        veci cu{0, 2};
+        auto fwd = [&](int Hq, int Hkv, const veci& c) {
+            attention_forward(b.data(), b.data(), b.data(), b.data(), b.data(), c.data(),
+                              static_cast<int>(c.size()) - 1, 2, Hq, Hkv, 2, 1.0f);
+        };
+        expect_error([&] { fwd(3, 2, cu); }, ErrorCategory::Internal, {"Hq % Hkv"});
+        expect_error([&] { fwd(2, 2, veci{0, 3}); }, ErrorCategory::Internal, {"cu_seqlens"});
+        expect_error([&] { fwd(2, 2, veci{0, 2, 1, 2}); }, ErrorCategory::Internal, {"decreases"});
+        expect_error(
+            [&] { attention_forward(nullptr, b.data(), b.data(), b.data(), b.data(), cu.data(), 1, 2, 1, 1, 2, 1.0f); },
+            ErrorCategory::Internal, {"attention_forward", "out"});
+    }
+
+    void swiglu() {
+        for (auto [N, F] : {std::pair{1, 1}, std::pair{9, 23}, std::pair{31, 130}}) {
+            vecf g = rnd(N * F, 51, -4, 4), u = rnd(N * F, 52), dy = rnd(N * F, 53);
+            g[0] = -100.0f;  // exp(100) overflows: silu -> -0, gradient -> 0, no NaN
+            auto ref = [&](const vecd& gv, const vecd& uv) {
+                vecd y(gv.size());
+                for (size_t i = 0; i < y.size(); i++) y[i] = gv[i] / (1 + std::exp(-gv[i])) * uv[i];
+                return y;
+            };
+            vecf y(N * F);
+            swiglu_forward(y.data(), g.data(), u.data(), N, F);
+            CHECK_CLOSE(y, ref(to_d(g), to_d(u)), kTol, "swiglu_forward");
+            vecd rg(g.size()), ru(g.size());
+            for (size_t i = 0; i < g.size(); i++) {
+                const double s = 1 / (1 + std::exp(-static_cast<double>(g[i])));
+                rg[i] = dy[i] * u[i] * s * (1 + g[i] * (1 - s));
+                ru[i] = dy[i] * g[i] * s;
+            }
+            vecf dg(g.size()), du(g.size());
+            swiglu_backward(dg.data(), du.data(), dy.data(), g.data(), u.data(), N, F);
+            CHECK_CLOSE(dg, rg, kTol, "swiglu_backward dgate");
+            CHECK_CLOSE(du, ru, kTol, "swiglu_backward dup");
+            check_fd([&](const vecd& x) { return dotd(to_d(dy), ref(x, to_d(u))); }, to_d(g), rg, "swiglu dgate");
+            // In place: dgate over gate, dup over up.
+            vecf g2 = g, u2 = u;
+            swiglu_backward(g2.data(), u2.data(), dy.data(), g2.data(), u2.data(), N, F);
+            QVERIFY(g2 == dg && u2 == du);
+        }
+    }
+
+    void cross_entropy() {
+        struct Shape {
+            int N, C, V;
+        };
+        for (Shape sh : {Shape{1, 1, 2}, Shape{10, 24, 53}, Shape{37, 16, 300}}) {
+            const int N = sh.N, C = sh.C, V = sh.V;
+            const vecf h = rnd(N * C, 61, -2, 2), w = rnd(V * C, 62, -1, 1);
+            veci tg(N);
+            for (int n = 0; n < N; n++) tg[n] = (n % 4 == 1) ? kIgnoreIndex : (n * 13 + 5) % V;
+            if (N == 1) tg[0] = V - 1;
+            const double gs = 1.0 / 7.0;
+            const RefCe ref = ref_ce(to_d(h), to_d(w), tg, N, C, V, gs);
+            for (int K : {1, 3, N, N + 5}) {
+                vecf dh(N * C, 5.0f), scratch(static_cast<size_t>(K) * V);
+                const double loss = lm_head_cross_entropy(dh.data(), h.data(), w.data(), tg.data(), N, C, V,
+                                                          static_cast<float>(gs), K, scratch.data());
+                QVERIFY2(std::fabs(loss - ref.loss) <= 1e-5 * std::max(1.0, std::fabs(ref.loss)),
+                         qPrintable(QString("chunk %1: loss %2 vs %3").arg(K).arg(loss).arg(ref.loss)));
+                CHECK_CLOSE(dh, ref.dhidden, kTol, "lm_head_cross_entropy dhidden");
+                const double loss2 =
+                    lm_head_cross_entropy(nullptr, h.data(), w.data(), tg.data(), N, C, V, 1.0f, K, scratch.data());
+                QCOMPARE(loss2, loss);
+            }
+            // FD of the naive version: d(loss * gs)/d hidden.
+            check_fd([&](const vecd& x) { return gs * ref_ce(x, to_d(w), tg, N, C, V, gs).loss; }, to_d(h), ref.dhidden,
+                     "cross-entropy dhidden");
+            vecf logits(N * V);
+            lm_head_logits(logits.data(), h.data(), w.data(), N, C, V);
+            CHECK_CLOSE(logits, ref_linear(to_d(h), to_d(w), nullptr, N, C, V), kTol, "lm_head_logits");
+        }
+        vecf b(64, 0.0f);
+        veci bad{1, 9};
+        expect_error(
+            [&] { lm_head_cross_entropy(nullptr, b.data(), b.data(), bad.data(), 2, 2, 9, 1.0f, 1, b.data()); },
+            ErrorCategory::InvalidInput, {"target id 9", "token 1"});
+    }
+
+    void embedding() {
+        const int N = 8, C = 5, V = 17;
+        const vecf table = rnd(V * C, 71), dy = rnd(N * C, 72);
+        const veci ids{3, 0, 16, 3, 7, 7, 7, 1};
+        vecf out(N * C);
+        embedding_forward(out.data(), ids.data(), table.data(), N, C, V);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) QCOMPARE(out[n * C + c], table[ids[n] * C + c]);
+        vecf dt = rnd(V * C, 73);
+        vecd ref = to_d(dt);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) ref[ids[n] * C + c] += dy[n * C + c];
+        embedding_backward(dt.data(), dy.data(), ids.data(), N, C, V);
+        CHECK_CLOSE(dt, ref, kTol, "embedding_backward (+=)");
+        const veci bad{1, 17};
+        expect_error([&] { embedding_forward(out.data(), bad.data(), table.data(), 2, C, V); },
+                     ErrorCategory::InvalidInput, {"token id 17", "position 1"});
+        const veci neg{-1};
+        expect_error([&] { embedding_forward(out.data(), neg.data(), table.data(), 1, C, V); },
+                     ErrorCategory::InvalidInput, {"token id -1"});
+    }
+
+    void elementwise() {
+        const vecf a = rnd(1000, 81), b = rnd(1000, 82);
+        vecf o(1000);
+        add(o.data(), a.data(), b.data(), 1000);
+        for (int i = 0; i < 1000; i++) QCOMPARE(o[i], a[i] + b[i]);
+        accumulate(o.data(), a.data(), 1000);
+        for (int i = 0; i < 1000; i++) QCOMPARE(o[i], (a[i] + b[i]) + a[i]);
+        copy(o.data(), a.data(), 1000);
+        QVERIFY(o == a);
+        scale(o.data(), 2.0f, 1000);
+        axpy(o.data(), -2.0f, a.data(), 1000);
+        for (float x : o) QCOMPARE(x, 0.0f);
+        fill(o.data(), 3.0f, 1000);
+        for (float x : o) QCOMPARE(x, 3.0f);
+        expect_error([&] { add(nullptr, a.data(), b.data(), 3); }, ErrorCategory::Internal, {"add"});
+    }
+
+    void adamw() {
+        const int P = 1001;
+        vecf p = rnd(P, 91), g = rnd(P, 92), m = rnd(P, 93), v = rnd(P, 94, 0.0f, 0.01f);
+        vecd rp = to_d(p), rm = to_d(m), rv = to_d(v);
+        const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
+        for (int step = 1; step <= 5; step++) {
+            adamw_update(p.data(), g.data(), m.data(), v.data(), P, lr, b1, b2, eps, wd, step);
+            for (int i = 0; i < P; i++) {
+                rp[i] *= 1 - lr * wd;
+                rm[i] = b1 * rm[i] + (1 - b1) * g[i];
+                rv[i] = b2 * rv[i] + (1 - b2) * g[i] * g[i];
+                const double den = std::sqrt(rv[i]) / std::sqrt(1 - std::pow(b2, step)) + eps;
+                rp[i] -= lr / (1 - std::pow(b1, step)) * rm[i] / den;
+            }
+        }
+        CHECK_CLOSE(p, rp, 1e-6, "adamw param");
+        CHECK_CLOSE(m, rm, 1e-6, "adamw exp_avg");
+        CHECK_CLOSE(v, rv, 1e-5, "adamw exp_avg_sq");
+        expect_error([&] { adamw_update(p.data(), g.data(), m.data(), v.data(), P, lr, b1, b2, eps, wd, 0); },
+                     ErrorCategory::Internal, {"step >= 1"});
+    }
+
+    void grad_norm_and_clip() {
+        vecf a = rnd(50000, 101), b = rnd(7, 102);
+        double ref = 0;
+        for (float x : a) ref += static_cast<double>(x) * x;
+        for (float x : b) ref += static_cast<double>(x) * x;
+        ref = std::sqrt(ref);
+        std::vector<GradSpan> spans{
+            {a.data(), static_cast<int64_t>(a.size())}, {nullptr, 0}, {b.data(), static_cast<int64_t>(b.size())}};
+        QVERIFY(std::fabs(global_grad_norm(spans) - ref) <= 1e-12 * ref);
+        const vecf a0 = a;
+        QCOMPARE(clip_grad_norm(spans, ref * 2), global_grad_norm(spans));  // below max: untouched
+        QVERIFY(a == a0);
+        const double before = clip_grad_norm(spans, 1.0);
+        QVERIFY(std::fabs(before - ref) <= 1e-12 * ref);
+        QVERIFY(std::fabs(global_grad_norm(spans) - 1.0) < 1e-5);
+        b[0] = NAN;
+        QVERIFY(std::isnan(clip_grad_norm(spans, 1.0)));
+    }
+
+    // ---- 2. against PyTorch (tests/fixtures/ops) ----
+
+    void torch_rmsnorm_data() {
+        QTest::addColumn<QString>("file");
+        QTest::newRow("rmsnorm [7,37]") << "rmsnorm";
+        QTest::newRow("rmsnorm_heads [5,3,16]") << "rmsnorm_heads";
+    }
+
+    void torch_rmsnorm() {
+        QFETCH(QString, file);
+        const std::string name = file.toStdString();
+        REQUIRE_OP_FIXTURE(name.c_str());
+        const OpFixture fx = load_op(name.c_str());
+        const vecf x = fx.f("in.x"), w = fx.f("in.weight"), dy = fx.f("grad_out.y");
+        const int C = static_cast<int>(w.size()), N = static_cast<int>(x.size()) / C;
+        const float eps = static_cast<float>(fx.num("eps", 1e-6));
+        vecf y(x.size()), rstd(N), dx(x.size(), 0.0f), dw(C, 0.0f);
+        rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+        CHECK_CLOSE(y, fx.f("out.y"), kFwdTol, "rmsnorm y");
+        rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C);
+        CHECK_CLOSE(dx, fx.f("grad_in.x"), kGradTol, "rmsnorm grad x");
+        CHECK_CLOSE(dw, fx.f("grad_in.weight"), kGradTol, "rmsnorm grad weight");
+    }
+
+    void torch_rope_data() {
+        QTest::addColumn<QString>("file");
+        QTest::newRow("default") << "rope";
+        QTest::newRow("llama3") << "rope_llama3";
+    }
+
+    void torch_rope() {
+        QFETCH(QString, file);
+        const std::string name = file.toStdString();
+        REQUIRE_OP_FIXTURE(name.c_str());
+        const OpFixture fx = load_op(name.c_str());
+        const auto shape = fx.shape("in.x");
+        QCOMPARE(shape.size(), size_t{3});
+        const int T = static_cast<int>(shape[0]), H = static_cast<int>(shape[1]), D = static_cast<int>(shape[2]);
+        const veci pos = fx.i("in.positions");
+        RopeScaling sc;
+        const std::string type = fx.params.value("rope_type", std::string("default"));
+        if (type == "llama3") {
+            sc.type = RopeScalingType::Llama3;
+            sc.factor = fx.num("factor", 8.0);
+            sc.low_freq_factor = fx.num("low_freq_factor", 1.0);
+            sc.high_freq_factor = fx.num("high_freq_factor", 4.0);
+            sc.original_max_position_embeddings =
+                static_cast<int64_t>(fx.num("original_max_position_embeddings", 8192));
+        } else if (type == "linear") {
+            sc.type = RopeScalingType::Linear;
+            sc.factor = fx.num("factor", 1.0);
+        }
+        const int max_pos = *std::max_element(pos.begin(), pos.end()) + 1;
+        const RopeTable tab = rope_table_build(D, fx.num("theta", 10000.0), sc, max_pos);
+        // The table: inv_freq exactly as transformers; cos/sin [T, D] (both halves equal) at the positions.
+        QVERIFY2(tab.inv_freq == fx.f("out.inv_freq"),
+                 qPrintable(describe("inv_freq (bitwise)", compare(tab.inv_freq, fx.f("out.inv_freq")), 0)));
+        vecf cs(T * D), sn(T * D);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < D; i++) {
+                cs[t * D + i] = tab.cos[pos[t] * (D / 2) + i % (D / 2)];
+                sn[t * D + i] = tab.sin[pos[t] * (D / 2) + i % (D / 2)];
+            }
+        CHECK_CLOSE(cs, fx.f("out.cos"), 1e-6, "rope cos");
+        CHECK_CLOSE(sn, fx.f("out.sin"), 1e-6, "rope sin");
+        const vecf x = fx.f("in.x");
+        vecf y(x.size()), dx(x.size());
+        rope_forward(y.data(), x.data(), pos.data(), tab, T, H, D);
+        CHECK_CLOSE(y, fx.f("out.y"), kFwdTol, "rope y");
+        rope_backward(dx.data(), fx.f("grad_out.y").data(), pos.data(), tab, T, H, D);
+        CHECK_CLOSE(dx, fx.f("grad_in.x"), kGradTol, "rope grad x");
+    }
+
+    void torch_attention() {
+        REQUIRE_OP_FIXTURE("attention");
+        const OpFixture fx = load_op("attention");
+        const auto qs = fx.shape("in.q"), ks = fx.shape("in.k");
+        const int T = static_cast<int>(qs[0]), Hq = static_cast<int>(qs[1]), D = static_cast<int>(qs[2]);
+        const int Hkv = static_cast<int>(ks[1]);
+        const veci cu = fx.i("in.cu_seqlens");
+        const int S = static_cast<int>(cu.size()) - 1;
+        const float scale = static_cast<float>(fx.num("scale", 1.0 / std::sqrt(D)));
+        const vecf q = fx.f("in.q"), k = fx.f("in.k"), v = fx.f("in.v"), dy = fx.f("grad_out.o");
+        vecf out(q.size()), lse(Hq * T);
+        attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), S, T, Hq, Hkv, D, scale);
+        CHECK_CLOSE(out, fx.f("out.o"), kFwdTol, "attention o");
+        // The fixture stores lse as [T, Hq]; ours is [Hq, T].
+        const vecf lse_t = fx.f("out.lse");
+        vecf lse_ours_as_t(lse.size());
+        for (int h = 0; h < Hq; h++)
+            for (int t = 0; t < T; t++) lse_ours_as_t[t * Hq + h] = lse[h * T + t];
+        CHECK_CLOSE(lse_ours_as_t, lse_t, kFwdTol, "attention lse");
+        vecf dq(q.size()), dk(k.size()), dv(v.size());
+        attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(), out.data(),
+                           lse.data(), cu.data(), S, T, Hq, Hkv, D, scale);
+        CHECK_CLOSE(dq, fx.f("grad_in.q"), kGradTol, "attention grad q");
+        CHECK_CLOSE(dk, fx.f("grad_in.k"), kGradTol, "attention grad k");
+        CHECK_CLOSE(dv, fx.f("grad_in.v"), kGradTol, "attention grad v");
+    }
+
+    void torch_swiglu() {
+        REQUIRE_OP_FIXTURE("swiglu");
+        const OpFixture fx = load_op("swiglu");
+        const auto sh = fx.shape("in.gate");
+        const int N = static_cast<int>(sh[0]), F = static_cast<int>(sh[1]);
+        const vecf g = fx.f("in.gate"), u = fx.f("in.up");
+        vecf y(g.size()), dg(g.size()), du(g.size());
+        swiglu_forward(y.data(), g.data(), u.data(), N, F);
+        CHECK_CLOSE(y, fx.f("out.y"), kFwdTol, "swiglu y");
+        swiglu_backward(dg.data(), du.data(), fx.f("grad_out.y").data(), g.data(), u.data(), N, F);
+        CHECK_CLOSE(dg, fx.f("grad_in.gate"), kGradTol, "swiglu grad gate");
+        CHECK_CLOSE(du, fx.f("grad_in.up"), kGradTol, "swiglu grad up");
+    }
+
+    void torch_lora_linear() {
+        REQUIRE_OP_FIXTURE("lora_linear");
+        const OpFixture fx = load_op("lora_linear");
+        const auto xs = fx.shape("in.x"), ws = fx.shape("in.weight"), as = fx.shape("in.lora_a");
+        const int N = static_cast<int>(xs[0]), IN = static_cast<int>(xs[1]), OUT = static_cast<int>(ws[0]),
+                  R = static_cast<int>(as[0]);
+        const double scaling_d =
+            fx.params.contains("scaling") ? fx.num("scaling", 1.0) : fx.num("alpha", R) / fx.num("r", R);
+        const float scaling = static_cast<float>(scaling_d);
+        const vecf x = fx.f("in.x"), w = fx.f("in.weight"), b = fx.f("in.bias"), a = fx.f("in.lora_a"),
+                   lb = fx.f("in.lora_b"), dy = fx.f("grad_out.y");
+        vecf y(N * OUT), tmp(N * R);
+        matmul_forward(y.data(), x.data(), w.data(), b.data(), N, IN, OUT);
+        lora_forward(y.data(), tmp.data(), x.data(), a.data(), lb.data(), scaling, N, IN, OUT, R);
+        CHECK_CLOSE(tmp, fx.f("out.xa"), kFwdTol, "lora xa");
+        CHECK_CLOSE(y, fx.f("out.y"), kFwdTol, "lora y");
+        vecf dx(N * IN, 0.0f), da(R * IN, 0.0f), db(OUT * R, 0.0f), scratch(N * R);
+        matmul_backward(dx.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), N, IN, OUT);  // frozen base
+        lora_backward(dx.data(), da.data(), db.data(), scratch.data(), dy.data(), x.data(), tmp.data(), a.data(),
+                      lb.data(), scaling, N, IN, OUT, R);
+        CHECK_CLOSE(dx, fx.f("grad_in.x"), kGradTol, "lora grad x");
+        CHECK_CLOSE(da, fx.f("grad_in.lora_a"), kGradTol, "lora grad lora_a");
+        CHECK_CLOSE(db, fx.f("grad_in.lora_b"), kGradTol, "lora grad lora_b");
+    }
+
+    void torch_lm_head_cross_entropy() {
+        REQUIRE_OP_FIXTURE("lm_head_cross_entropy");
+        const OpFixture fx = load_op("lm_head_cross_entropy");
+        const auto hs = fx.shape("in.hidden"), ws = fx.shape("in.weight");
+        const int N = static_cast<int>(hs[0]), C = static_cast<int>(hs[1]), V = static_cast<int>(ws[0]);
+        const vecf h = fx.f("in.hidden"), w = fx.f("in.weight");
+        const veci labels = fx.i("in.labels");
+        const double ref_loss = fx.f("out.loss_sum").at(0);
+        QCOMPARE(
+            static_cast<int>(std::count_if(labels.begin(), labels.end(), [](int32_t l) { return l != kIgnoreIndex; })),
+            fx.i("out.count").at(0));
+        for (int K : {1, 4, N}) {
+            vecf dh(N * C), scratch(static_cast<size_t>(K) * V);
+            const double loss =
+                lm_head_cross_entropy(dh.data(), h.data(), w.data(), labels.data(), N, C, V, 1.0f, K, scratch.data());
+            QVERIFY2(std::fabs(loss - ref_loss) <= kFwdTol * std::fabs(ref_loss),
+                     qPrintable(QString("chunk %1: loss_sum %2 vs torch %3")
+                                    .arg(K)
+                                    .arg(loss, 0, 'g', 10)
+                                    .arg(ref_loss, 0, 'g', 10)));
+            CHECK_CLOSE(dh, fx.f("grad_in.hidden"), kGradTol, "cross-entropy grad hidden");
+        }
+        // lse of every row (ignored ones too), through the evaluation path.
+        vecf logits(N * V), lse(N);
+        lm_head_logits(logits.data(), h.data(), w.data(), N, C, V);
+        for (int n = 0; n < N; n++) {
+            double m = -INFINITY, s = 0;
+            for (int i = 0; i < V; i++) m = std::max(m, static_cast<double>(logits[n * V + i]));
+            for (int i = 0; i < V; i++) s += std::exp(logits[n * V + i] - m);
+            lse[n] = static_cast<float>(m + std::log(s));
+        }
+        CHECK_CLOSE(lse, fx.f("out.lse"), kFwdTol, "lm_head logits -> lse");
+        // grad_in.weight is not produced: the lm_head is frozen under LoRA.
+    }
+
+    void torch_embedding() {
+        REQUIRE_OP_FIXTURE("embedding");
+        const OpFixture fx = load_op("embedding");
+        const auto ws = fx.shape("in.weight");
+        const int V = static_cast<int>(ws[0]), C = static_cast<int>(ws[1]);
+        const veci ids = fx.i("in.ids");
+        const int N = static_cast<int>(ids.size());
+        const vecf w = fx.f("in.weight");
+        vecf y(N * C), dw(V * C, 0.0f);
+        embedding_forward(y.data(), ids.data(), w.data(), N, C, V);
+        CHECK_CLOSE(y, fx.f("out.y"), kFwdTol, "embedding y");
+        embedding_backward(dw.data(), fx.f("grad_out.y").data(), ids.data(), N, C, V);
+        CHECK_CLOSE(dw, fx.f("grad_in.weight"), kGradTol, "embedding grad weight");
+    }
+
+    void torch_adamw() {
+        REQUIRE_OP_FIXTURE("adamw");
+        const OpFixture fx = load_op("adamw");
+        vecf p = fx.f("in.param"), m = fx.f("in.exp_avg"), v = fx.f("in.exp_avg_sq");
+        const vecf g = fx.f("in.grad");
+        double b1 = 0.9, b2 = 0.999;
+        if (fx.params.contains("betas") && fx.params["betas"].is_array() && fx.params["betas"].size() == 2) {
+            b1 = fx.params["betas"][0].get<double>();
+            b2 = fx.params["betas"][1].get<double>();
+        }
+        adamw_update(p.data(), g.data(), m.data(), v.data(), static_cast<int64_t>(p.size()), fx.num("lr", 1e-3), b1, b2,
+                     fx.num("eps", 1e-8), fx.num("weight_decay", 0.01), static_cast<int64_t>(fx.num("step", 1)));
+        CHECK_CLOSE(p, fx.f("out.param"), kFwdTol, "adamw param");
+        CHECK_CLOSE(m, fx.f("out.exp_avg"), kFwdTol, "adamw exp_avg");
+        CHECK_CLOSE(v, fx.f("out.exp_avg_sq"), kFwdTol, "adamw exp_avg_sq");
+        // The step moves the parameter by ~lr: compare the update itself too, which the check above would hide.
+        const vecf p0 = fx.f("in.param"), pr = fx.f("out.param");
+        vecf du(p.size()), dr(p.size());
+        for (size_t i = 0; i < p.size(); i++) du[i] = p[i] - p0[i], dr[i] = pr[i] - p0[i];
+        CHECK_CLOSE(du, dr, 1e-3, "adamw update (param - param0)");
+    }
+
+    // ---- 3. determinism across thread counts ----
+
+    void deterministic_across_threads() {
+        ThreadGuard guard;
+        const veci cu{0, 1, 70, 71, 200, 257};
+        const int S = 5, T = 257, Hq = 4, Hkv = 2, D = 32;
+        const vecf q = rnd(T * Hq * D, 111, -2, 2), k = rnd(T * Hkv * D, 112, -2, 2), v = rnd(T * Hkv * D, 113),
+                   dy = rnd(T * Hq * D, 114);
+        const int N = 131, C = 48, V = 1000, K = 16;
+        const vecf h = rnd(N * C, 115), w = rnd(V * C, 116);
+        veci tg(N);
+        for (int n = 0; n < N; n++) tg[n] = n % 5 == 0 ? kIgnoreIndex : (n * 37) % V;
+        // GEMMs large enough for several tiles (and for OpenBLAS to have used its threads, which were not
+        // deterministic: see gemm.h).
+        const int MN = 300, MIN = 520, MOUT = 390;
+        const vecf mx = rnd(MN * MIN, 117), mw = rnd(MOUT * MIN, 118), mdy = rnd(MN * MOUT, 119);
+        struct Result {
+            vecf out, lse, dq, dk, dv, dh, my, mdx, mdw;
+            double loss = 0;
+            bool operator==(const Result&) const = default;
+        };
+        auto run = [&](int threads) {
+            set_cpu_threads(threads);
+            Result r{
+                vecf(q.size()), vecf(Hq * T), vecf(q.size()), vecf(k.size()), vecf(v.size()), vecf(N * C), {}, {}, {}};
+            attention_forward(r.out.data(), r.lse.data(), q.data(), k.data(), v.data(), cu.data(), S, T, Hq, Hkv, D,
+                              0.125f);
+            attention_backward(r.dq.data(), r.dk.data(), r.dv.data(), dy.data(), q.data(), k.data(), v.data(),
+                               r.out.data(), r.lse.data(), cu.data(), S, T, Hq, Hkv, D, 0.125f);
+            vecf scratch(K * V);
+            r.loss =
+                lm_head_cross_entropy(r.dh.data(), h.data(), w.data(), tg.data(), N, C, V, 0.01f, K, scratch.data());
+            r.my.resize(MN * MOUT);
+            r.mdx.assign(MN * MIN, 0.0f);
+            r.mdw.assign(MOUT * MIN, 0.0f);
+            matmul_forward(r.my.data(), mx.data(), mw.data(), nullptr, MN, MIN, MOUT);
+            matmul_backward(r.mdx.data(), r.mdw.data(), nullptr, mdy.data(), mx.data(), mw.data(), MN, MIN, MOUT);
+            return r;
+        };
+        const Result one = run(1), four = run(4);
+        QVERIFY(one.out == four.out && one.lse == four.lse);
+        QVERIFY2(one.dq == four.dq && one.dk == four.dk && one.dv == four.dv,
+                 "attention_backward differs with 4 threads");
+        QVERIFY2(one.loss == four.loss,
+                 qPrintable(QString("CE loss %1 vs %2").arg(one.loss, 0, 'g', 17).arg(four.loss, 0, 'g', 17)));
+        QVERIFY2(one.dh == four.dh, "CE dhidden differs with 4 threads");
+        QVERIFY2(one.my == four.my && one.mdx == four.mdx && one.mdw == four.mdw, "sgemm differs with 4 threads");
+        expect_error([] { set_cpu_threads(0); }, ErrorCategory::Internal, {"threads >= 1"});
+    }
+};
+
+QTEST_GUILESS_MAIN(TestKernelsCpu)
+#include "test_kernels_cpu.moc"
