@@ -373,6 +373,15 @@ private slots:
         const auto s1 = tandem::test::run_cli(args), s2 = tandem::test::run_cli(args);
         QCOMPARE(s1.exit_code, 0);
         QCOMPARE(s1.out, s2.out);
+        // --chat: the model has no chat template, so chatml wraps the prompt; it must run and stop in time
+        const auto ch = tandem::test::run_cli({"generate", "--model", QString::fromStdString((babyllama() / "hf").string()),
+                                               "--prompt", "Hello", "--chat", "--max-new-tokens", "5"});
+        QVERIFY2(ch.exit_code == 0, ch.err.constData());
+        // base model without adapter: eval prints the loss
+        const auto ev = tandem::test::run_cli({"eval", "--model", QString::fromStdString((babyllama() / "hf").string()),
+                                               "--sequences", QString::fromStdString((fixtures() / "models" / "llama" / "sequences.json").string())});
+        QVERIFY2(ev.exit_code == 0, ev.err.constData());
+        QVERIFY(ev.out.startsWith("loss "));
     }
 
     void cli_bad_input() {

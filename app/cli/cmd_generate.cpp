@@ -59,12 +59,10 @@ Run add_generate_command(CLI::App& app) {
         } else if (!o->prompt.empty()) {
             ids = tok.encode(text, true);
         }
-        if (ids.empty() || (!o->chat && o->prompt.empty())) {
-            if (ids.empty()) {
-                const auto bos = tok.bos_id();
-                if (!bos) throw_invalid(o->model + ": the tokenizer has no BOS token to start an empty prompt from");
-                ids.push_back(*bos);
-            }
+        if (ids.empty()) {  // empty prompt (or a tokenizer that adds nothing): start from BOS
+            const auto bos = tok.bos_id();
+            if (!bos) throw_invalid(o->model + ": the tokenizer has no BOS token to start an empty prompt from");
+            ids.push_back(*bos);
         }
         GenerateRequest req;
         req.model_dir = o->model;

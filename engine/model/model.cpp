@@ -138,8 +138,8 @@ struct CpuModel::Impl {
     void forward(const PackedBatch& b, bool train, uint64_t dropout_seed);
     void project(int l, int m, float* out, const float* inp, int T, bool train, uint64_t seed);
     void project_backward(int l, int m, float* dinp, const float* dout, const float* inp, int T, bool train,
-                          uint64_t seed, float grad_scale);
-    void backward(const PackedBatch& b, float grad_scale, bool train, uint64_t seed);
+                          uint64_t seed);
+    void backward(const PackedBatch& b, bool train, uint64_t seed);
 };
 
 namespace {
@@ -176,9 +176,9 @@ void CpuModel::Impl::project(int l, int m, float* out, const float* inp, int T, 
                       lora_scaling, T, IN, OUT, R);
 }
 
-// dinp[T,IN] += d/dinp; LoRA grads += (grad_scale is already inside dout).
+// dinp[T,IN] += d(out)/d(inp) applied to dout[T,OUT]; LoRA grads += (grad_scale is already inside dout).
 void CpuModel::Impl::project_backward(int l, int m, float* dinp, const float* dout, const float* inp, int T,
-                                      bool train, uint64_t seed, float /*grad_scale*/) {
+                                      bool train, uint64_t seed) {
     const LayerWeights& w = layers[l];
     const int IN = in_of(m), OUT = out_of(m);
     cpu::matmul_backward(dinp, nullptr, nullptr, dout, inp, w.w[m].data(), T, IN, OUT);
@@ -264,7 +264,8 @@ void CpuModel::Impl::forward(const PackedBatch& b, bool train, uint64_t seed) {
     for (int t = 0; t < T; ++t) targets[t] = (t + 1 < T) ? b.labels[t + 1] : cpu::kIgnoreIndex;
 }
 
-void CpuModel::Impl::backward(const PackedBatch& b, float grad_scale, bool train, uint64_t seed) {
+void CpuModel::Impl::backward(const PackedBatch& b, bool train, uint64_t seed) {
+    // grad_scale is already inside d_lnf (the loss applied it); everything after is linear.
     const int T = b.num_tokens;
     const int S = b.num_samples;
     const int32_t* pos = b.position_ids.data();
@@ -277,18 +278,18 @@ void CpuModel::Impl::backward(const PackedBatch& b, float grad_scale, bool train
         // MLP: d_res is d(next) = d(mid) (residual) + the MLP path.
         float* dact = d_big;
         cpu::fill(dact, 0.0f, int64_t(T) * F);
-        project_backward(l, kDown, dact, d_res, a.act, T, train, seed, grad_scale);
+        project_backward(l, kDown, dact, d_res, a.act, T, train, seed);
         float* dgate = d_big2;
         float* dup = d_big3;
         cpu::swiglu_backward(dgate, dup, dact, a.gate, a.up, T, F);
         cpu::fill(d_ln, 0.0f, int64_t(T) * C);
-        project_backward(l, kGate, d_ln, dgate, a.ln2, T, train, seed, grad_scale);
-        project_backward(l, kUp, d_ln, dup, a.ln2, T, train, seed, grad_scale);
+        project_backward(l, kGate, d_ln, dgate, a.ln2, T, train, seed);
+        project_backward(l, kUp, d_ln, dup, a.ln2, T, train, seed);
         cpu::rmsnorm_backward(d_res, nullptr, d_ln, a.mid, w.ln2.data(), a.ln2_rstd, T, C);
         // attention: d_res is now d(mid) = d(x) (residual) + the attention path.
         float* datt = d_big;
         cpu::fill(datt, 0.0f, int64_t(T) * Q);
-        project_backward(l, kO, datt, d_res, a.att, T, train, seed, grad_scale);
+        project_backward(l, kO, datt, d_res, a.att, T, train, seed);
         float* dqr = d_big2;
         cpu::attention_backward(dqr, d_k, d_v, datt, a.qr, a.kr, a.v, a.att, a.lse, b.cu_seqlens.data(), S, T, Hq,
                                 Hkv, D, float(1.0 / std::sqrt(double(D))));
@@ -305,9 +306,9 @@ void CpuModel::Impl::backward(const PackedBatch& b, float grad_scale, bool train
             dk = d_k2;
         }
         cpu::fill(d_ln, 0.0f, int64_t(T) * C);
-        project_backward(l, kQ, d_ln, dq, a.ln1, T, train, seed, grad_scale);
-        project_backward(l, kK, d_ln, dk, a.ln1, T, train, seed, grad_scale);
-        project_backward(l, kV, d_ln, d_v, a.ln1, T, train, seed, grad_scale);
+        project_backward(l, kQ, d_ln, dq, a.ln1, T, train, seed);
+        project_backward(l, kK, d_ln, dk, a.ln1, T, train, seed);
+        project_backward(l, kV, d_ln, d_v, a.ln1, T, train, seed);
         cpu::rmsnorm_backward(d_res, nullptr, d_ln, a.x, w.ln1.data(), a.ln1_rstd, T, C);
     }
 }
@@ -512,7 +513,7 @@ double CpuModel::forward_backward(const PackedBatch& batch, float grad_scale, ui
     const int T = batch.num_tokens;
     const double loss = cpu::lm_head_cross_entropy(m.d_lnf, m.lnf, m.head(), m.targets.data(), T, m.C, m.V,
                                                    grad_scale, kCeChunkRows, m.ce_scratch);
-    m.backward(batch, grad_scale, true, dropout_seed);
+    m.backward(batch, true, dropout_seed);
     return loss;
 }
 
