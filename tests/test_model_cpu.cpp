@@ -20,6 +20,7 @@
 
 #include "export/peft_adapter.h"
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/threads.h"
 #include "model/model.h"
 #include "tandem/error.h"
 #include "tandem/inference.h"
@@ -238,6 +239,26 @@ private slots:
         const auto gc2 = grads_of(c);
         for (size_t i = 0; i < gc.size(); ++i)
             QVERIFY(std::memcmp(gc[i].data(), gc2[i].data(), gc[i].size() * sizeof(float)) == 0);
+    }
+
+    // The kernels are deterministic for any thread count, so the whole step is too: bitwise equal grads.
+    void thread_count_determinism() {
+        const fs::path dir = fixtures() / "models" / "qwen3";
+        const PackedBatch batch = batch_from_sequences(read_sequences(dir / "sequences.json"));
+        const int before = cpu::cpu_threads();
+        CpuModel m = load_variant(dir, 64, 0.1);
+        cpu::set_cpu_threads(1);
+        m.zero_grads();
+        const double l1 = m.forward_backward(batch, 0.5f, 3);
+        const auto g1 = grads_of(m);
+        cpu::set_cpu_threads(4);
+        m.zero_grads();
+        const double l4 = m.forward_backward(batch, 0.5f, 3);
+        const auto g4 = grads_of(m);
+        cpu::set_cpu_threads(before);
+        QCOMPARE(l1, l4);
+        for (size_t i = 0; i < g1.size(); ++i)
+            QVERIFY(std::memcmp(g1[i].data(), g4[i].data(), g1[i].size() * sizeof(float)) == 0);
     }
 
     // Fresh LoRA: A ~ U(-1/sqrt(in), 1/sqrt(in)), B = 0, deterministic in the seed; the adapter adds nothing.
