@@ -68,6 +68,11 @@ public:
     // Logits [batch.num_tokens, vocab] of the batch's real tokens (sample by sample, in order).
     std::vector<float> logits(const PackedBatch& batch);
 
+    // Logits [vocab] of the last position of one sequence (generation; re-runs the whole sequence).
+    std::vector<float> last_logits(const std::vector<int32_t>& ids);
+
+    int max_tokens() const;  // the micro-batch size the activations were allocated for
+
     // Bytes held: base weights, LoRA values + grads, activations (for MemoryStats).
     size_t weight_bytes() const;
     size_t lora_bytes() const;

@@ -1,0 +1,439 @@
+// Tests for engine/model: the CPU reference model against PyTorch/PEFT and the real tiny babyllama.
+//  1. tests/fixtures/models/<variant> (tests/fixtures/README.md): logits of the four sequences packed into
+//     ONE batch vs PyTorch running each separately (isolation), the loss, all 28 LoRA gradients, and a
+//     10-step AdamW curve + the final LoRA weights.
+//  2. gradient accumulation over micro-batches is exact; LoRA dropout is reproducible.
+//  3. babyllama-tok105 (shared asset): greedy generation and teacher-forced per-token NLL vs its reference.
+//  4. tandem-cli eval / generate, including bad input exit codes.
+// Errors are "normalised": rel = max |got - ref| / max |ref| over a tensor; both numbers are printed.
+#include <QTest>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "export/peft_adapter.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/threads.h"
+#include "model/model.h"
+#include "tandem/error.h"
+#include "tandem/inference.h"
+#include "tandem/model_config.h"
+#include "tandem/safetensors.h"
+#include "tandem/tokenizer.h"
+#include "test_support.h"
+
+using namespace tandem;
+using tandem::test::fixtures;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Err {
+    double max_abs = 0;
+    double max_ref = 0;
+    double rel() const { return max_ref > 0 ? max_abs / max_ref : max_abs; }
+};
+
+Err compare(const std::vector<float>& got, const std::vector<float>& ref) {
+    Err e;
+    if (got.size() != ref.size()) {
+        e.max_abs = INFINITY;
+        return e;
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+        e.max_abs = std::max(e.max_abs, std::fabs(double(got[i]) - double(ref[i])));
+        e.max_ref = std::max(e.max_ref, std::fabs(double(ref[i])));
+    }
+    return e;
+}
+
+nlohmann::json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    return nlohmann::json::parse(in);
+}
+
+std::vector<std::vector<int32_t>> read_sequences(const fs::path& p) {
+    return read_json(p)["sequences"].get<std::vector<std::vector<int32_t>>>();
+}
+
+std::vector<float> tensor(const SafetensorsFile& f, const std::string& name) { return tensor_to_f32(f.at(name)); }
+
+// The base model with the fixture's PEFT adapter.
+CpuModel load_variant(const fs::path& dir, int max_tokens, double dropout = 0.0) {
+    const ModelConfig cfg = load_model_config(dir);
+    PeftAdapter a = read_peft_adapter(dir / "adapter", cfg);
+    a.config.dropout = dropout;
+    CpuModel m = CpuModel::load(dir, a.config, 7, max_tokens);
+    m.set_lora(a.tensors);
+    return m;
+}
+
+std::vector<std::vector<float>> grads_of(const CpuModel& m) {
+    std::vector<std::vector<float>> g;
+    for (const auto& p : m.lora_params()) g.push_back(p.grad);
+    return g;
+}
+
+double max_rel(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, compare(a[i], b[i]).rel());
+    return worst;
+}
+
+// Undoes the octal escapes ("\342\201\207") the babyllama reference uses for non-ASCII bytes.
+std::string unescape_octal(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '\\' && i + 3 < s.size() + 0 && std::isdigit((unsigned char)s[i + 1])) {
+            out.push_back(char(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
+            i += 3;
+        } else {
+            out.push_back(s[i]);
+        }
+    }
+    return out;
+}
+
+fs::path babyllama() { return tandem::test::assets() / "babyllama-tok105"; }
+
+}  // namespace
+
+class TestModelCpu : public QObject {
+    Q_OBJECT
+
+private slots:
+    void parity_data() {
+        QTest::addColumn<QString>("variant");
+        for (const char* v : {"llama", "qwen2", "qwen3", "mistral"}) QTest::newRow(v) << QString(v);
+    }
+
+    // Logits, loss and every LoRA gradient of one packed batch vs PyTorch (each sequence run separately).
+    void parity() {
+        QFETCH(QString, variant);
+        const fs::path dir = fixtures() / "models" / variant.toStdString();
+        const SafetensorsFile exp(dir / "expected.safetensors");
+        const PackedBatch batch = batch_from_sequences(read_sequences(dir / "sequences.json"));
+        QCOMPARE(batch.num_tokens, 33);
+        QCOMPARE(batch.num_label_tokens, 29);
+        CpuModel m = load_variant(dir, 64);
+
+        const Err le = compare(m.logits(batch), tensor(exp, "logits"));
+        qInfo("%s logits: max_abs %.3g rel %.3g", qPrintable(variant), le.max_abs, le.rel());
+        QVERIFY2(le.rel() <= 1e-4, qPrintable(QString("logits rel %1").arg(le.rel())));
+
+        m.zero_grads();
+        const double loss_sum = m.forward_backward(batch, float(1.0 / batch.num_label_tokens), 0);
+        const double loss = loss_sum / batch.num_label_tokens;
+        const double ref_loss = tensor(exp, "loss").at(0);
+        const double loss_rel = std::fabs(loss - ref_loss) / std::fabs(ref_loss);
+        qInfo("%s loss %.9f ref %.9f rel %.3g", qPrintable(variant), loss, ref_loss, loss_rel);
+        QVERIFY(loss_rel <= 1e-5);
+        QCOMPARE(m.forward_loss(batch), loss_sum);  // same forward without gradients
+
+        double worst = 0, worst_abs = 0;
+        QCOMPARE(m.lora_params().size(), size_t(28));
+        for (const auto& p : m.lora_params()) {
+            const Err ge = compare(p.grad, tensor(exp, p.spec.name + ".grad"));
+            worst = std::max(worst, ge.rel());
+            worst_abs = std::max(worst_abs, ge.max_abs);
+            QVERIFY2(ge.rel() <= 1e-3, qPrintable(QString::fromStdString(p.spec.name) + QString(" rel %1").arg(ge.rel())));
+        }
+        qInfo("%s LoRA grads: worst max_abs %.3g worst rel %.3g", qPrintable(variant), worst_abs, worst);
+    }
+
+    void train_curve_data() { parity_data(); }
+
+    // 10 AdamW steps on the same batch vs torch.optim.AdamW: losses and final LoRA weights.
+    void train_curve() {
+        QFETCH(QString, variant);
+        const fs::path dir = fixtures() / "models" / variant.toStdString();
+        const nlohmann::json curve = read_json(dir / "train_curve.json");
+        const PackedBatch batch = batch_from_sequences(read_sequences(dir / "sequences.json"));
+        CpuModel m = load_variant(dir, 64);
+        const double lr = curve["lr"], b1 = curve["betas"][0], b2 = curve["betas"][1], eps = curve["eps"],
+                     wd = curve["weight_decay"];
+        std::vector<std::vector<float>> ma, va;
+        for (const auto& p : m.lora_params()) {
+            ma.emplace_back(p.value.size(), 0.0f);
+            va.emplace_back(p.value.size(), 0.0f);
+        }
+        double worst_loss = 0;
+        for (int step = 1; step <= int(curve["steps"]); ++step) {
+            m.zero_grads();
+            const double loss = m.forward_backward(batch, float(1.0 / batch.num_label_tokens), 0) / batch.num_label_tokens;
+            const double ref = curve["losses"][step - 1];
+            worst_loss = std::max(worst_loss, std::fabs(loss - ref));
+            QVERIFY2(std::fabs(loss - ref) <= 1e-4, qPrintable(QString("step %1 loss %2 ref %3").arg(step).arg(loss).arg(ref)));
+            auto& ps = m.lora_params();
+            for (size_t i = 0; i < ps.size(); ++i)
+                cpu::adamw_update(ps[i].value.data(), ps[i].grad.data(), ma[i].data(), va[i].data(),
+                                  int64_t(ps[i].value.size()), lr, b1, b2, eps, wd, step);
+        }
+        const SafetensorsFile fin(dir / "train_final.safetensors");
+        double worst = 0;
+        for (const auto& p : m.lora_params()) {
+            const Err e = compare(p.value, tensor(fin, p.spec.name));
+            worst = std::max(worst, e.rel());
+            QVERIFY2(e.rel() <= 1e-3, qPrintable(QString::fromStdString(p.spec.name) + QString(" rel %1").arg(e.rel())));
+        }
+        qInfo("%s train: worst |loss - ref| %.3g, final LoRA worst rel %.3g", qPrintable(variant), worst_loss, worst);
+    }
+
+    // Two micro-batches with grad_scale = 1 / all label tokens == one batch holding both.
+    void gradient_accumulation() {
+        const fs::path dir = fixtures() / "models" / "llama";
+        const auto seqs = read_sequences(dir / "sequences.json");
+        const PackedBatch all = batch_from_sequences(seqs);
+        const PackedBatch b1 = batch_from_sequences({seqs[0], seqs[1]});
+        const PackedBatch b2 = batch_from_sequences({seqs[2], seqs[3]});
+        QCOMPARE(b1.num_label_tokens + b2.num_label_tokens, all.num_label_tokens);
+        const float scale = float(1.0 / all.num_label_tokens);
+        CpuModel m = load_variant(dir, 64);
+        m.zero_grads();
+        const double l_all = m.forward_backward(all, scale, 0);
+        const auto g_all = grads_of(m);
+        m.zero_grads();
+        const double l_split = m.forward_backward(b1, scale, 0) + m.forward_backward(b2, scale, 0);
+        const auto g_split = grads_of(m);
+        const double rel = max_rel(g_split, g_all);
+        qInfo("accumulation: loss diff %.3g, grads worst rel %.3g", std::fabs(l_all - l_split), rel);
+        QVERIFY(std::fabs(l_all - l_split) <= 1e-5 * std::fabs(l_all));
+        QVERIFY(rel <= 1e-5);
+    }
+
+    // Same dropout seed -> bitwise the same gradients; another seed -> different; p = 0 ignores the seed.
+    void dropout_reproducible() {
+        const fs::path dir = fixtures() / "models" / "qwen2";
+        const PackedBatch batch = batch_from_sequences(read_sequences(dir / "sequences.json"));
+        const float scale = float(1.0 / batch.num_label_tokens);
+        CpuModel a = load_variant(dir, 64, 0.3);
+        CpuModel b = load_variant(dir, 64, 0.3);
+        a.zero_grads();
+        b.zero_grads();
+        const double la = a.forward_backward(batch, scale, 1234);
+        const double lb = b.forward_backward(batch, scale, 1234);
+        QCOMPARE(la, lb);
+        const auto ga = grads_of(a), gb = grads_of(b);
+        for (size_t i = 0; i < ga.size(); ++i)
+            QVERIFY(std::memcmp(ga[i].data(), gb[i].data(), ga[i].size() * sizeof(float)) == 0);
+        b.zero_grads();
+        b.forward_backward(batch, scale, 999);
+        QVERIFY(max_rel(grads_of(b), ga) > 1e-3);
+        // dropout changes the loss vs no dropout, and evaluation never drops
+        CpuModel c = load_variant(dir, 64, 0.0);
+        c.zero_grads();
+        const double lc = c.forward_backward(batch, scale, 1234);
+        QVERIFY(std::fabs(lc - la) > 1e-6);
+        QCOMPARE(a.forward_loss(batch), c.forward_loss(batch));
+        // p = 0: the seed is irrelevant
+        const auto gc = grads_of(c);
+        c.zero_grads();
+        QCOMPARE(c.forward_backward(batch, scale, 777), lc);
+        const auto gc2 = grads_of(c);
+        for (size_t i = 0; i < gc.size(); ++i)
+            QVERIFY(std::memcmp(gc[i].data(), gc2[i].data(), gc[i].size() * sizeof(float)) == 0);
+    }
+
+    // The kernels are deterministic for any thread count, so the whole step is too: bitwise equal grads.
+    void thread_count_determinism() {
+        const fs::path dir = fixtures() / "models" / "qwen3";
+        const PackedBatch batch = batch_from_sequences(read_sequences(dir / "sequences.json"));
+        const int before = cpu::cpu_threads();
+        CpuModel m = load_variant(dir, 64, 0.1);
+        cpu::set_cpu_threads(1);
+        m.zero_grads();
+        const double l1 = m.forward_backward(batch, 0.5f, 3);
+        const auto g1 = grads_of(m);
+        cpu::set_cpu_threads(4);
+        m.zero_grads();
+        const double l4 = m.forward_backward(batch, 0.5f, 3);
+        const auto g4 = grads_of(m);
+        cpu::set_cpu_threads(before);
+        QCOMPARE(l1, l4);
+        for (size_t i = 0; i < g1.size(); ++i)
+            QVERIFY(std::memcmp(g1[i].data(), g4[i].data(), g1[i].size() * sizeof(float)) == 0);
+    }
+
+    // Fresh LoRA: A ~ U(-1/sqrt(in), 1/sqrt(in)), B = 0, deterministic in the seed; the adapter adds nothing.
+    void lora_init() {
+        const fs::path dir = fixtures() / "models" / "llama";
+        LoraConfig cfg;
+        cfg.r = 4;
+        cfg.alpha = 8;
+        CpuModel a = CpuModel::load(dir, cfg, 42, 16);
+        CpuModel b = CpuModel::load(dir, cfg, 42, 16);
+        CpuModel c = CpuModel::load(dir, cfg, 43, 16);
+        QCOMPARE(a.lora_params().size(), size_t(28));
+        for (size_t i = 0; i < a.lora_params().size(); ++i) {
+            const auto& p = a.lora_params()[i];
+            QVERIFY(p.value == b.lora_params()[i].value);
+            if (p.spec.is_a) {
+                const double bound = 1.0 / std::sqrt(double(p.spec.shape[1]));
+                double mx = 0;
+                for (float x : p.value) mx = std::max(mx, std::fabs(double(x)));
+                QVERIFY(mx <= bound && mx > 0.5 * bound);
+                QVERIFY(p.value != c.lora_params()[i].value);
+            } else {
+                QVERIFY(std::all_of(p.value.begin(), p.value.end(), [](float x) { return x == 0.0f; }));
+            }
+        }
+        QVERIFY(a.activation_bytes() > 0 && a.weight_bytes() > 0 && a.lora_bytes() > 0);
+        // too many tokens for the arena: a clear error, not a crash
+        const PackedBatch big = batch_from_sequences({std::vector<int32_t>(17, 3)});
+        tandem::test::expect_error([&] { a.forward_loss(big); }, ErrorCategory::InvalidInput, {"16"});
+        const PackedBatch bad = batch_from_sequences({{1, 200, 3}});
+        tandem::test::expect_error([&] { a.forward_loss(bad); }, ErrorCategory::InvalidInput, {"200"});
+    }
+
+    // babyllama-tok105: greedy generation from each reference prompt reproduces the reference ids and text.
+    void babyllama_greedy() {
+        TANDEM_REQUIRE_ASSET(babyllama());
+        const fs::path hf = babyllama() / "hf";
+        const nlohmann::json ref = read_json(babyllama() / "reference" / "reference_outputs.json");
+        const Tokenizer tok = Tokenizer::load(hf);
+        for (const auto& c : ref["cases"]) {
+            const auto prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+            const auto want = c["greedy_new_ids"].get<std::vector<int32_t>>();
+            const std::string prompt = c["prompt"];
+            if (!prompt.empty()) QCOMPARE(tok.encode(prompt, true), prompt_ids);
+            GenerateRequest req;
+            req.model_dir = hf;
+            req.prompt_ids = prompt_ids;
+            req.max_new_tokens = int(want.size());
+            req.eos_ids = {2};
+            const GenerateResult r = generate_tokens(req);
+            QCOMPARE(r.new_ids, want);
+            std::vector<int32_t> all = prompt_ids;
+            all.insert(all.end(), r.new_ids.begin(), r.new_ids.end());
+            // The reference text comes from SentencePiece, which renders <unk> (id 0) as " \342\201\207 "; HF-style
+            // decode with skip_special_tokens drops it, so that piece is removed from the reference.
+            const std::string text = tok.decode(all, true);
+            std::string want_text = unescape_octal(c["greedy_text"]);
+            for (size_t at; (at = want_text.find(" \xE2\x81\x87 ")) != std::string::npos;) want_text.erase(at, 5);
+            QVERIFY2(text == want_text, qPrintable(QString::fromStdString(text + " <> " + want_text)));
+        }
+    }
+
+    // Teacher-forced per-token NLL of the reference text.
+    void babyllama_teacher_forced() {
+        TANDEM_REQUIRE_ASSET(babyllama());
+        const fs::path hf = babyllama() / "hf";
+        const nlohmann::json tf = read_json(babyllama() / "reference" / "reference_outputs.json")["teacher_forced"];
+        const auto ids = tf["ids"].get<std::vector<int32_t>>();
+        const auto nll_ref = tf["per_token_nll"].get<std::vector<double>>();
+        EvalRequest req;
+        req.model_dir = hf;
+        req.sequences = {ids};
+        req.want_logits = true;
+        const EvalResult r = evaluate_sequences(req);
+        QCOMPARE(r.num_predicted, int64_t(nll_ref.size()));
+        double worst = 0, sum = 0;
+        const int V = int(r.vocab);
+        for (size_t t = 0; t + 1 < ids.size(); ++t) {
+            const float* row = r.logits.data() + t * V;
+            double mx = row[0];
+            for (int v = 1; v < V; ++v) mx = std::max(mx, double(row[v]));
+            double s = 0;
+            for (int v = 0; v < V; ++v) s += std::exp(double(row[v]) - mx);
+            const double nll = mx + std::log(s) - row[ids[t + 1]];
+            sum += nll;
+            worst = std::max(worst, std::fabs(nll - nll_ref[t]));
+        }
+        qInfo("babyllama teacher-forced: worst |nll - ref| %.3g, mean %.6f (ref %.6f), eval loss %.6f", worst,
+              sum / nll_ref.size(), double(tf["mean_nll_nats"]), r.loss());
+        QVERIFY(worst <= 1e-4);
+        QVERIFY(std::fabs(r.loss() - double(tf["mean_nll_nats"])) <= 1e-4);
+    }
+
+    // tandem-cli eval --dump --grads equals the PyTorch fixture.
+    void cli_eval() {
+        const fs::path dir = fixtures() / "models" / "qwen3";
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath("out.safetensors");
+        const auto r = tandem::test::run_cli({"eval", "--model", QString::fromStdString(dir.string()), "--adapter",
+                                              QString::fromStdString((dir / "adapter").string()), "--sequences",
+                                              QString::fromStdString((dir / "sequences.json").string()), "--dump", out,
+                                              "--grads", "--device", "cpu"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QVERIFY(r.out.contains("loss "));
+        QVERIFY(r.out.contains("predicted 29"));
+        const SafetensorsFile got(out.toStdString());
+        const SafetensorsFile exp(dir / "expected.safetensors");
+        QVERIFY(compare(tensor(got, "logits"), tensor(exp, "logits")).rel() <= 1e-4);
+        QVERIFY(compare(tensor(got, "loss"), tensor(exp, "loss")).rel() <= 1e-5);
+        int grads = 0;
+        for (const auto& name : exp.names()) {
+            if (name.size() < 5 || name.substr(name.size() - 5) != ".grad") continue;
+            QVERIFY2(compare(tensor(got, name), tensor(exp, name)).rel() <= 1e-3, name.c_str());
+            ++grads;
+        }
+        QCOMPARE(grads, 28);
+    }
+
+    void cli_generate() {
+        TANDEM_REQUIRE_ASSET(babyllama());
+        const nlohmann::json ref = read_json(babyllama() / "reference" / "reference_outputs.json");
+        const auto& c = ref["cases"][1];
+        const int n = int(c["greedy_new_ids"].size());
+        const auto r = tandem::test::run_cli({"generate", "--model",
+                                              QString::fromStdString((babyllama() / "hf").string()), "--prompt",
+                                              QString::fromStdString(c["prompt"].get<std::string>()),
+                                              "--max-new-tokens", QString::number(n)});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        QCOMPARE(QString::fromUtf8(r.out).trimmed(), QString::fromStdString(c["greedy_text"].get<std::string>()).trimmed());
+        // sampling is seeded: same seed, same text
+        const QStringList args{"generate", "--model", QString::fromStdString((babyllama() / "hf").string()),
+                               "--prompt", "", "--max-new-tokens", "30", "--temperature", "1.0", "--seed", "5"};
+        const auto s1 = tandem::test::run_cli(args), s2 = tandem::test::run_cli(args);
+        QCOMPARE(s1.exit_code, 0);
+        QCOMPARE(s1.out, s2.out);
+        // --chat: the model has no chat template, so chatml wraps the prompt; it must run and stop in time
+        const auto ch = tandem::test::run_cli({"generate", "--model", QString::fromStdString((babyllama() / "hf").string()),
+                                               "--prompt", "Hello", "--chat", "--max-new-tokens", "5"});
+        QVERIFY2(ch.exit_code == 0, ch.err.constData());
+        // base model without adapter: eval prints the loss
+        const auto ev = tandem::test::run_cli({"eval", "--model", QString::fromStdString((babyllama() / "hf").string()),
+                                               "--sequences", QString::fromStdString((fixtures() / "models" / "llama" / "sequences.json").string())});
+        QVERIFY2(ev.exit_code == 0, ev.err.constData());
+        QVERIFY(ev.out.startsWith("loss "));
+    }
+
+    void cli_bad_input() {
+        const fs::path dir = fixtures() / "models" / "llama";
+        QTemporaryDir tmp;
+        const QString model = QString::fromStdString(dir.string());
+        auto eval = [&](const std::string& content, const QStringList& extra = {}) {
+            const fs::path f = fs::path(tmp.path().toStdString()) / "seqs.json";
+            tandem::test::write_file(f, content);
+            return tandem::test::run_cli(QStringList{"eval", "--model", model, "--sequences",
+                                                     QString::fromStdString(f.string())} + extra);
+        };
+        auto r = eval("{\"sequences\": [[1, 2, 3], [4, 101, 5]]}");
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY2(r.err.contains("seqs.json") && r.err.contains("sequence 1") && r.err.contains("101"), r.err.constData());
+        r = eval("{\"sequences\": []}");
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY(r.err.contains("seqs.json"));
+        r = eval("{\"sequences\": [[1, 2,");
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY(r.err.contains("seqs.json"));
+        r = eval("{\"sequences\": [[1, 2], []]}");
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY(r.err.contains("sequence 1"));
+        r = eval("{\"sequences\": [[1, 2, 3]]}", {"--device", "cuda"});
+        QCOMPARE(r.exit_code, 4);
+        QVERIFY(r.err.contains("use --device cpu"));
+        r = eval("{\"sequences\": [[1, 2, 3]]}");
+        QCOMPARE(r.exit_code, 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestModelCpu)
+#include "test_model_cpu.moc"
