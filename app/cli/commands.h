@@ -15,5 +15,7 @@ Run add_tokenize_command(CLI::App& app);
 Run add_chat_command(CLI::App& app);
 Run add_data_command(CLI::App& app);
 Run add_demo_command(CLI::App& app);
+Run add_train_command(CLI::App& app);
+Run add_export_command(CLI::App& app);
 
 }  // namespace tandem::cli

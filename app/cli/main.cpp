@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
     add(tandem::cli::add_chat_command);
     add(tandem::cli::add_data_command);
     add(tandem::cli::add_demo_command);
+    add(tandem::cli::add_train_command);
+    add(tandem::cli::add_export_command);
 
     try {
         app.parse(argc, argv);
