@@ -17,5 +17,7 @@ Run add_data_command(CLI::App& app);
 Run add_demo_command(CLI::App& app);
 Run add_eval_command(CLI::App& app);
 Run add_generate_command(CLI::App& app);
+Run add_train_command(CLI::App& app);
+Run add_export_command(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
     add(tandem::cli::add_demo_command);
     add(tandem::cli::add_eval_command);
     add(tandem::cli::add_generate_command);
+    add(tandem::cli::add_train_command);
+    add(tandem::cli::add_export_command);
 
     try {
         app.parse(argc, argv);

@@ -1,0 +1,182 @@
+// `tandem-cli train --config run.json [flags]` — one LoRA fine-tuning run. Every setting of the run config
+// also exists as a flag; flags override the file. Progress goes to stderr (one \r-updated line on a TTY,
+// a line per step otherwise); stdout gets the adapter path at the end. SIGINT asks the trainer to stop:
+// it checkpoints the last completed step and the command exits 130; `--resume` continues from there.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "tandem/error.h"
+#include "tandem/run_config.h"
+#include "tandem/trainer.h"
+
+namespace tandem::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_sigint(int) { g_stop.store(true); }
+
+std::string fmt_duration(double s) {
+    if (!(s >= 0) || s > 1e7) return "?";
+    const long t = static_cast<long>(s + 0.5);
+    char buf[32];
+    if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+    return buf;
+}
+
+class StderrSink final : public ProgressSink {
+public:
+    StderrSink() : tty_(::isatty(STDERR_FILENO) == 1) {}
+    void on_step(const StepMetrics& m) override {
+        const double eta = m.steps_per_s > 0 ? static_cast<double>(m.total_steps - m.step) / m.steps_per_s : -1;
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.4f%s  lr %.3g  %.0f tok/s  ETA %s",
+                      static_cast<long long>(m.step), static_cast<long long>(m.total_steps), m.loss,
+                      m.eval_loss == m.eval_loss ? (std::string("  eval ") + std::to_string(m.eval_loss)).c_str() : "",
+                      m.lr, m.tokens_per_s, fmt_duration(eta).c_str());
+        if (tty_) std::fprintf(stderr, "\r%-100s", buf);
+        else std::fprintf(stderr, "%s\n", buf);
+        std::fflush(stderr);
+        line_open_ = tty_;
+    }
+    void on_event(const RunEvent& e) override {
+        if (e.kind == RunEventKind::Eval) return;  // shown on the step line
+        if (line_open_) std::fprintf(stderr, "\n");
+        line_open_ = false;
+        std::fprintf(stderr, "%s: %s\n", std::string(run_event_kind_name(e.kind)).c_str(), e.message.c_str());
+    }
+
+private:
+    bool tty_;
+    bool line_open_ = false;
+};
+
+}  // namespace
+
+Run add_train_command(CLI::App& app) {
+    struct Opts {
+        std::string config, model, dataset, out, targets, packing, device, validation, schedule;
+        std::optional<int> lora_r, grad_accum, batch_tokens, max_seq_len;
+        std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm;
+        std::optional<int64_t> epochs, max_steps, checkpoint_every, eval_every, warmup_steps;
+        std::optional<uint64_t> seed;
+        bool resume = false;
+    };
+    auto o = std::make_shared<Opts>();
+    auto* sub = app.add_subcommand("train", "Fine-tune a LoRA adapter (run config file and/or flags)");
+    sub->add_option("--config", o->config, "run config JSON; flags override its values");
+    sub->add_option("--model", o->model, "Hugging Face model folder");
+    sub->add_option("--dataset", o->dataset, "dataset file (.json, .jsonl, .txt)");
+    sub->add_option("--validation-file", o->validation, "separate validation dataset");
+    sub->add_option("--validation-fraction", o->validation_fraction, "share of records held out for eval");
+    sub->add_option("--out", o->out, "run folder (config, metrics, checkpoints, adapter)");
+    sub->add_option("--lora-r", o->lora_r, "LoRA rank");
+    sub->add_option("--lora-alpha", o->lora_alpha, "LoRA alpha");
+    sub->add_option("--lora-dropout", o->lora_dropout, "LoRA dropout");
+    sub->add_option("--targets", o->targets, "comma-separated target modules (q_proj,v_proj,...)");
+    sub->add_option("--lr", o->lr, "peak learning rate");
+    sub->add_option("--schedule", o->schedule, "constant|linear|cosine");
+    sub->add_option("--warmup-steps", o->warmup_steps, "linear warmup steps");
+    sub->add_option("--epochs", o->epochs, "epochs (max-steps wins)");
+    sub->add_option("--max-steps", o->max_steps, "optimizer steps");
+    sub->add_option("--batch-tokens", o->batch_tokens, "micro-batch token budget");
+    sub->add_option("--grad-accum", o->grad_accum, "micro-batches per optimizer step");
+    sub->add_option("--max-grad-norm", o->max_grad_norm, "global-norm clipping (0: off)");
+    sub->add_option("--max-seq-len", o->max_seq_len, "longer samples are truncated");
+    sub->add_option("--packing", o->packing, "on|off");
+    sub->add_option("--seed", o->seed, "run seed");
+    sub->add_option("--device", o->device, "cpu|cuda|auto");
+    sub->add_option("--checkpoint-every", o->checkpoint_every, "checkpoint every N steps (0: only on stop)");
+    sub->add_option("--eval-every", o->eval_every, "evaluate every N steps (0: at the end)");
+    sub->add_flag("--resume", o->resume, "continue the run in --out from its latest checkpoint");
+    return [o]() {
+        RunConfig c;
+        if (!o->config.empty()) c = load_run_config(o->config, /*validate=*/false);
+        if (!o->model.empty()) c.model = o->model;
+        if (!o->dataset.empty()) c.data.dataset = o->dataset;
+        if (!o->validation.empty()) c.data.validation = o->validation;
+        if (o->validation_fraction) c.data.validation_fraction = *o->validation_fraction;
+        if (!o->out.empty()) c.output_dir = o->out;
+        if (o->lora_r) c.lora.r = *o->lora_r;
+        if (o->lora_alpha) c.lora.alpha = *o->lora_alpha;
+        if (o->lora_dropout) c.lora.dropout = *o->lora_dropout;
+        if (!o->targets.empty()) {
+            c.lora.target_modules.clear();
+            std::string t = o->targets;
+            size_t pos = 0;
+            while (pos <= t.size()) {
+                const size_t comma = t.find(',', pos);
+                const std::string name = t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+                if (!name.empty()) c.lora.target_modules.push_back(name);
+                if (comma == std::string::npos) break;
+                pos = comma + 1;
+            }
+        }
+        if (o->lr) c.training.lr = *o->lr;
+        if (!o->schedule.empty()) {
+            const auto s = parse_lr_schedule(o->schedule);
+            if (!s) throw_invalid("--schedule " + o->schedule + ": expected constant, linear or cosine");
+            c.training.schedule = *s;
+        }
+        if (o->warmup_steps) c.training.warmup_steps = *o->warmup_steps;
+        if (o->epochs) c.training.epochs = *o->epochs;
+        if (o->max_steps) c.training.max_steps = *o->max_steps;
+        if (o->batch_tokens) c.training.batch_tokens = *o->batch_tokens;
+        if (o->grad_accum) c.training.grad_accum = *o->grad_accum;
+        if (o->max_grad_norm) c.training.max_grad_norm = *o->max_grad_norm;
+        if (o->max_seq_len) c.data.max_seq_len = *o->max_seq_len;
+        if (!o->packing.empty()) {
+            if (o->packing != "on" && o->packing != "off") throw_invalid("--packing " + o->packing + ": expected on or off");
+            c.data.packing = o->packing == "on";
+        }
+        if (o->seed) c.seed = *o->seed;
+        if (!o->device.empty()) {
+            const auto d = parse_device_choice(o->device);
+            if (!d) throw_invalid("--device " + o->device + ": expected cpu, cuda or auto");
+            c.device = *d;
+        }
+        if (o->checkpoint_every) c.training.checkpoint_every = *o->checkpoint_every;
+        if (o->eval_every) c.training.eval_every = *o->eval_every;
+        if (c.device == DeviceChoice::Cuda) throw_unsupported("--device cuda: not built yet; use --device cpu");
+
+        Trainer trainer = Trainer::prepare(c, TrainerOptions{.resume = o->resume});
+        const Plan plan = trainer.plan();
+        std::fprintf(stderr, "plan: %lld steps, %lld micro-batches/epoch, %lld trainable parameters, memory %.1f MiB "
+                             "(weights %.1f, LoRA+optimizer %.1f, activations %.1f)\n",
+                     static_cast<long long>(plan.total_steps), static_cast<long long>(plan.train_batches),
+                     static_cast<long long>(plan.trainable_parameters), plan.memory.total / 1048576.0,
+                     plan.memory.weights / 1048576.0, plan.memory.lora_optimizer / 1048576.0,
+                     plan.memory.activations / 1048576.0);
+        g_stop.store(false);
+        struct sigaction sa {};
+        sa.sa_handler = on_sigint;
+        sigemptyset(&sa.sa_mask);
+        struct sigaction old {};
+        sigaction(SIGINT, &sa, &old);
+        StderrSink sink;
+        try {
+            trainer.run(sink, g_stop);
+        } catch (...) {
+            sigaction(SIGINT, &old, nullptr);
+            throw;
+        }
+        sigaction(SIGINT, &old, nullptr);
+        if (trainer.stopped()) {
+            std::fprintf(stderr, "stopped; resume with: tandem-cli train --out %s --resume (same settings)\n",
+                         plan.config.output_dir.c_str());
+            return exit_code_for(ErrorCategory::Cancelled);
+        }
+        std::cout << trainer.adapter_dir().string() << "\n";
+        return 0;
+    };
+}
+
+}  // namespace tandem::cli

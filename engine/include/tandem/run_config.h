@@ -1,0 +1,102 @@
+// tandem::RunConfig — everything one training run needs: model folder, data, LoRA, optimizer and schedule,
+// memory policy, device, seed and output folder. Stored as JSON (nlohmann) with a schema_version; the run
+// directory keeps the fully resolved copy (config.json) that resume compares against.
+// Decisions a reader must know:
+//  - Unknown keys are an error naming the key, so a typo never silently trains something else.
+//  - validate_run_config() names the field in every message ("training.lr: ..."); from_json validates.
+//  - max_steps > 0 wins over epochs. warmup_steps > 0 wins over warmup_ratio (HF's rule).
+//  - memory.checkpointing is stored and validated; it only changes anything on CUDA.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/lora.h"
+
+namespace tandem {
+
+inline constexpr int kRunConfigSchemaVersion = 1;
+
+enum class LrSchedule { Constant, Linear, Cosine };
+enum class CheckpointPolicy { Off, Recompute, Smart, Auto };
+enum class DeviceChoice { Cpu, Cuda, Auto };
+
+std::string_view lr_schedule_name(LrSchedule s) noexcept;           // "constant", "linear", "cosine"
+std::optional<LrSchedule> parse_lr_schedule(std::string_view name) noexcept;
+std::string_view checkpoint_policy_name(CheckpointPolicy p) noexcept;  // "off", "recompute", "smart", "auto"
+std::optional<CheckpointPolicy> parse_checkpoint_policy(std::string_view name) noexcept;
+std::string_view device_choice_name(DeviceChoice d) noexcept;          // "cpu", "cuda", "auto"
+std::optional<DeviceChoice> parse_device_choice(std::string_view name) noexcept;
+
+struct DataConfig {
+    std::string dataset;                 // .json / .jsonl / .txt
+    std::string validation;              // a separate validation file ("" = none); wins over the fraction
+    double validation_fraction = 0.0;    // share of records held out, in [0, 1)
+    std::string format = "auto";         // auto|alpaca|chat|sharegpt|prompt_completion|text
+    int32_t max_seq_len = 2048;          // longer samples keep their head; must fit batch_tokens when packing
+    bool packing = true;
+    std::string chat_template = "auto";  // "auto" (the model's) or a built-in name
+    bool operator==(const DataConfig&) const = default;
+};
+
+struct TrainingConfig {
+    double lr = 2e-4;
+    LrSchedule schedule = LrSchedule::Linear;
+    int64_t warmup_steps = 0;
+    double warmup_ratio = 0.0;      // used when warmup_steps == 0: ceil(ratio * total_steps), as HF
+    int64_t epochs = 1;
+    int64_t max_steps = 0;          // > 0 wins over epochs
+    int32_t batch_tokens = 4096;    // micro-batch token budget
+    int32_t grad_accum = 1;         // micro-batches per optimizer step
+    double max_grad_norm = 1.0;     // 0 = no clipping
+    double weight_decay = 0.0;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    int64_t eval_every = 0;         // 0 = only at the end (when there is validation data)
+    int64_t checkpoint_every = 0;   // 0 = only when stopped
+    bool operator==(const TrainingConfig&) const = default;
+};
+
+struct MemoryConfig {
+    CheckpointPolicy checkpointing = CheckpointPolicy::Auto;
+    bool operator==(const MemoryConfig&) const = default;
+};
+
+struct RunConfig {
+    int schema_version = kRunConfigSchemaVersion;
+    std::string model;  // Hugging Face model folder
+    DataConfig data;
+    LoraConfig lora;
+    TrainingConfig training;
+    MemoryConfig memory;
+    DeviceChoice device = DeviceChoice::Auto;
+    uint64_t seed = 42;
+    std::string output_dir;
+    bool operator==(const RunConfig&) const = default;
+};
+
+// Throws Error{InvalidInput} naming the first wrong field ("training.grad_accum: must be >= 1, got 0").
+// Paths are not checked for existence here (Trainer::prepare does that).
+void validate_run_config(const RunConfig& config);
+
+// JSON keys: schema_version, model, data{dataset, validation, validation_fraction, format, max_seq_len,
+// packing, template}, lora{...}, training{lr, schedule, warmup_steps, warmup_ratio, epochs, max_steps,
+// batch_tokens, grad_accum, max_grad_norm, weight_decay, betas [b1, b2], eps, eval_every,
+// checkpoint_every}, memory{checkpointing}, device, seed, output_dir. Missing keys keep the defaults.
+// from_json throws Error{InvalidInput} naming unknown keys and wrong types, then validates.
+void to_json(nlohmann::json& j, const RunConfig& config);
+void from_json(const nlohmann::json& j, RunConfig& config);
+
+// Parses without validating (for front ends that override fields afterwards, then validate).
+RunConfig parse_run_config(const nlohmann::json& j);
+
+// Reads and parses a run.json; errors name the file. validate=false leaves validation to the caller.
+RunConfig load_run_config(const std::filesystem::path& path, bool validate = true);
+
+}  // namespace tandem

@@ -1,0 +1,131 @@
+// tandem::Trainer — one LoRA fine-tuning run: prepare (load model + data, resolve the config), plan (memory
+// estimate), run (the training loop, reporting through a ProgressSink and honouring a stop flag).
+// Decisions a reader must know:
+//  - Loss is normalised by the label tokens of the whole optimizer step (grad_accum micro-batches), so
+//    gradient accumulation is exact; StepMetrics::loss is that step's mean over its label tokens.
+//  - Runs are bitwise reproducible on the CPU from the seed: data order is pack_dataset(seed + epoch), LoRA
+//    dropout seeds derive from (seed, step, micro-batch), AdamW/clipping are deterministic.
+//  - A stop request is honoured between micro-batches: the partial step is dropped, a checkpoint of the
+//    last completed optimizer step is written, `stopped` is emitted and run() returns normally.
+//  - Run directory: config.json (resolved), metrics.jsonl, checkpoints/step-N/ (lora.safetensors,
+//    optimizer.safetensors, state.json written last), adapter/ (PEFT) at the end. Every file is written
+//    atomically; a checkpoint folder is built as checkpoints/.step-N.tmp and renamed when complete.
+//    Resume continues from the latest complete checkpoint, bit-identically to an uninterrupted run.
+// Plain structs, no Qt.
+#pragma once
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tandem/run_config.h"
+
+namespace tandem {
+
+// Bytes. Fields a backend does not have are 0 (the CPU has no device memory).
+struct MemoryStats {
+    uint64_t weights = 0;
+    uint64_t lora_optimizer = 0;  // LoRA values + grads + AdamW moments
+    uint64_t activations = 0;
+    uint64_t workspace = 0;
+    uint64_t reserved = 0;
+    uint64_t device_total = 0;
+    uint64_t device_free = 0;
+    uint64_t pinned_host = 0;
+};
+
+struct StepMetrics {
+    int64_t step = 0;         // 1-based optimizer step just completed
+    int64_t total_steps = 0;
+    double epoch = 0;         // fractional: epoch index + share of its micro-batches consumed
+    double loss = 0;          // this step's loss sum / label tokens of the step
+    double eval_loss = std::numeric_limits<double>::quiet_NaN();  // NaN when not evaluated at this step
+    double lr = 0;            // the learning rate this step used
+    double grad_norm = 0;     // global L2 norm before clipping (as HF reports it)
+    int64_t tokens = 0;       // real (non-padding) tokens of the step
+    int64_t label_tokens = 0;
+    double step_time_s = 0;
+    double tokens_per_s = 0;
+    double steps_per_s = 0;
+    MemoryStats memory;
+};
+
+enum class RunEventKind { Started, Info, Warning, CheckpointSaved, Eval, Finished, Stopped, Resumed };
+std::string_view run_event_kind_name(RunEventKind kind) noexcept;  // "started", "checkpoint_saved", ...
+
+struct RunEvent {
+    RunEventKind kind = RunEventKind::Info;
+    std::string message;
+    int64_t step = 0;
+};
+
+// Receives progress on the thread that calls Trainer::run. Default implementations ignore everything.
+class ProgressSink {
+public:
+    virtual ~ProgressSink() = default;
+    virtual void on_step(const StepMetrics&) {}
+    virtual void on_event(const RunEvent&) {}
+};
+
+struct MemoryPlan {
+    uint64_t weights = 0;
+    uint64_t lora_optimizer = 0;
+    uint64_t activations = 0;
+    uint64_t total = 0;
+};
+
+struct Plan {
+    RunConfig config;  // resolved: device chosen, warmup_steps computed, checkpointing policy chosen
+    MemoryPlan memory;
+    int64_t total_steps = 0;
+    int64_t steps_per_epoch = 0;
+    int64_t train_batches = 0;       // micro-batches per epoch
+    int64_t validation_batches = 0;
+    int64_t train_samples = 0;
+    int64_t trainable_parameters = 0;
+};
+
+struct TrainerOptions {
+    bool resume = false;  // continue from the latest complete checkpoint in config.output_dir
+};
+
+class Trainer {
+public:
+    // Validates the config, loads the model and the data, resolves the config. Throws Error{InvalidInput}
+    // for bad settings/files, Error{Unsupported} for --device cuda (not built yet), and for a resume whose
+    // config or data do not match the run's.
+    static Trainer prepare(RunConfig config, TrainerOptions options = {});
+
+    Trainer(Trainer&&) noexcept;
+    Trainer& operator=(Trainer&&) noexcept;
+    ~Trainer();
+
+    Plan plan() const;
+    // Trains to the end (or until stop). Writes the run directory. Throws tandem::Error on failures.
+    void run(ProgressSink& sink, const std::atomic<bool>& stop);
+    bool stopped() const;  // the last run() ended because of a stop request
+    std::filesystem::path adapter_dir() const;  // output_dir/adapter
+
+    struct Impl;
+    explicit Trainer(std::unique_ptr<Impl> impl);
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+// The latest complete checkpoint folder of a run (checkpoints/step-N with state.json), or nullopt.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir);
+
+// Writes a run's adapter in PEFT layout to out_dir: the final adapter when the run finished, else the
+// latest checkpoint's LoRA values. Error{InvalidInput} when the run has neither or out_dir holds an adapter
+// and !overwrite. Returns what was exported from ("adapter" or "checkpoints/step-N").
+std::string export_run_adapter(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir,
+                               bool overwrite);
+
+}  // namespace tandem

@@ -1,0 +1,74 @@
+// The CPU backend behind the trainer: CpuModelAdapter (the only code that touches CpuModel) and
+// Trainer::prepare, which loads the tokenizer, the data and the model for a RunConfig.
+// Kept apart from trainer.cpp so the trainer and its tests link without the model's definitions.
+#include <filesystem>
+
+#include "model/model.h"
+#include "tandem/data.h"
+#include "tandem/error.h"
+#include "tandem/tokenizer.h"
+#include "tandem/trainer.h"
+#include "train/trainer_impl.h"
+
+namespace tandem {
+
+namespace {
+
+class CpuModelAdapter final : public TrainableModel {
+public:
+    explicit CpuModelAdapter(CpuModel model) : model_(std::move(model)) {}
+    const ModelConfig& model_config() const override { return model_.config(); }
+    std::vector<LoraParam>& lora_params() override { return model_.lora_params(); }
+    void zero_grads() override { model_.zero_grads(); }
+    double forward_backward(const PackedBatch& b, float grad_scale, uint64_t dropout_seed) override {
+        return model_.forward_backward(b, grad_scale, dropout_seed);
+    }
+    double forward_loss(const PackedBatch& b) override { return model_.forward_loss(b); }
+    void set_lora(const LoraTensors& t) override { model_.set_lora(t); }
+    LoraTensors lora_tensors() const override { return model_.lora_tensors(); }
+    size_t weight_bytes() const override { return model_.weight_bytes(); }
+    size_t lora_bytes() const override { return model_.lora_bytes(); }
+    size_t activation_bytes() const override { return model_.activation_bytes(); }
+
+private:
+    CpuModel model_;
+};
+
+}  // namespace
+
+Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
+    validate_run_config(config);
+    if (config.device == DeviceChoice::Cuda)
+        throw_unsupported("device: cuda is not built yet; use --device cpu");
+    namespace fs = std::filesystem;
+    if (!fs::is_directory(config.model)) throw_invalid("model: " + config.model + " is not a folder");
+    if (!fs::is_regular_file(config.data.dataset)) throw_invalid("data.dataset: " + config.data.dataset + " is not a file");
+    if (!config.data.validation.empty() && !fs::is_regular_file(config.data.validation))
+        throw_invalid("data.validation: " + config.data.validation + " is not a file");
+
+    const Tokenizer tok = Tokenizer::load(config.model);
+    DataOptions opt;
+    opt.path = config.data.dataset;
+    opt.validation_path = config.data.validation;
+    opt.validation_fraction = config.data.validation_fraction;
+    opt.seed = config.seed;
+    opt.read.format = *parse_dataset_format(config.data.format == "completion" ? "prompt_completion" : config.data.format);
+    opt.render.max_seq_len = config.data.max_seq_len;
+    opt.render.chat_template = config.data.chat_template;
+    opt.pack.token_budget = config.training.batch_tokens;
+    opt.pack.packing = config.data.packing;
+    opt.pack.seed = config.seed;
+    if (auto pad = tok.pad_id()) opt.pack.pad_id = *pad;
+    PreparedData data = prepare_data(opt, tok);
+
+    train::TrainerInputs in;
+    in.model = std::make_unique<CpuModelAdapter>(
+        CpuModel::load(config.model, config.lora, config.seed, config.training.batch_tokens));
+    in.train = std::move(data.train_tokens);
+    in.validation = std::move(data.validation_tokens);
+    in.pad_id = opt.pack.pad_id;
+    in.config = std::move(config);
+    return train::make_trainer(std::move(in), options);
+}
+
+}  // namespace tandem

@@ -1,0 +1,573 @@
+// The training loop, checkpoints, resume and the run directory (see tandem/trainer.h for the contract).
+// Decisions a reader must know:
+//  - Micro-batches are consumed in order across epochs: epoch e's batches are pack_dataset(seed + e); an
+//    optimizer step takes the next grad_accum of them (the last step of an epoch may take fewer, so no
+//    batch is skipped). The resume position is (step, epoch, batch index in the epoch).
+//  - grad_scale = 1 / label tokens of the whole step, computed before the micro-batches run.
+//  - Checkpoint = LoRA values + AdamW moments + state.json. Nothing else is needed to continue bitwise:
+//    the schedule, the data order and the dropout seeds are pure functions of (seed, step, position).
+#include "tandem/trainer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/files.h"
+#include "io/atomic_file.h"
+#include "kernels/cpu/adamw.h"
+#include "tandem/error.h"
+#include "tandem/model_config.h"
+#include "tandem/safetensors.h"
+#include "train/schedule.h"
+#include "train/trainer_impl.h"
+
+namespace tandem {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string_view run_event_kind_name(RunEventKind kind) noexcept {
+    switch (kind) {
+        case RunEventKind::Started: return "started";
+        case RunEventKind::Info: return "info";
+        case RunEventKind::Warning: return "warning";
+        case RunEventKind::CheckpointSaved: return "checkpoint_saved";
+        case RunEventKind::Eval: return "eval";
+        case RunEventKind::Finished: return "finished";
+        case RunEventKind::Stopped: return "stopped";
+        case RunEventKind::Resumed: return "resumed";
+    }
+    return "?";
+}
+
+namespace {
+
+constexpr const char* kStateName = "state.json";
+constexpr const char* kLoraName = "lora.safetensors";
+constexpr const char* kOptimizerName = "optimizer.safetensors";
+
+void fsync_dir(const fs::path& dir) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+    }
+}
+
+// FNV-1a 64 over the bytes of arrays, for the data fingerprint.
+struct Fnv {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    void bytes(const void* p, size_t n) {
+        const auto* b = static_cast<const unsigned char*>(p);
+        for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ULL;
+    }
+    template <typename T>
+    void vec(const std::vector<T>& v) {
+        const uint64_t n = v.size();
+        bytes(&n, sizeof n);
+        bytes(v.data(), v.size() * sizeof(T));
+    }
+};
+
+std::string hex64(uint64_t v) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+// Step number of "step-N" (or -1).
+int64_t step_of_dir_name(const std::string& name) {
+    if (name.rfind("step-", 0) != 0 || name.size() == 5) return -1;
+    int64_t v = 0;
+    for (size_t i = 5; i < name.size(); ++i) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        v = v * 10 + (name[i] - '0');
+        if (v > (int64_t(1) << 50)) return -1;
+    }
+    return v;
+}
+
+std::vector<float> read_f32(const SafetensorsFile& file, const std::string& name, size_t numel) {
+    const TensorInfo& t = file.at(name);
+    if (static_cast<size_t>(t.numel()) != numel)
+        throw_invalid(file.path().string() + ": tensor '" + name + "' has " + std::to_string(t.numel()) +
+                      " elements, expected " + std::to_string(numel));
+    return tensor_to_f32(t);
+}
+
+// Keys whose values may change between a run and its resume.
+json comparable(json j) {
+    j.erase("output_dir");
+    if (j.contains("training")) {
+        j["training"].erase("checkpoint_every");
+        j["training"].erase("eval_every");
+    }
+    return j;
+}
+
+void diff_json(const json& a, const json& b, const std::string& where, std::vector<std::string>& out) {
+    if (a.is_object() && b.is_object()) {
+        std::set<std::string> keys;
+        for (const auto& [k, v] : a.items()) keys.insert(k);
+        for (const auto& [k, v] : b.items()) keys.insert(k);
+        for (const auto& k : keys) {
+            const std::string p = where.empty() ? k : where + "." + k;
+            if (!a.contains(k)) out.push_back(p + " (new)");
+            else if (!b.contains(k)) out.push_back(p + " (missing)");
+            else diff_json(a.at(k), b.at(k), p, out);
+        }
+        return;
+    }
+    if (a != b) out.push_back(where + ": run has " + a.dump() + ", now " + b.dump());
+}
+
+}  // namespace
+
+std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
+    const fs::path dir = run_dir / "checkpoints";
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return std::nullopt;
+    int64_t best = -1;
+    fs::path best_path;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        const int64_t s = step_of_dir_name(entry.path().filename().string());
+        if (s < 0 || !fs::is_regular_file(entry.path() / kStateName, ec)) continue;
+        if (s > best) {
+            best = s;
+            best_path = entry.path();
+        }
+    }
+    if (best < 0) return std::nullopt;
+    return best_path;
+}
+
+struct Trainer::Impl {
+    RunConfig config;  // resolved
+    TrainerOptions options;
+    std::unique_ptr<TrainableModel> model;
+    TokenizedDataset train;
+    TokenizedDataset validation;
+    PackOptions pack;                       // seed set per epoch
+    std::vector<PackedBatch> eval_batches;  // built once
+    std::vector<int64_t> batches_per_epoch; // only for epoch mode
+    int64_t total_steps = 0;
+    int64_t warmup_steps = 0;
+    std::string data_fingerprint;
+    fs::path out;
+
+    // Optimizer and position state.
+    std::vector<std::vector<float>> exp_avg, exp_avg_sq;
+    int64_t step = 0;       // completed optimizer steps
+    int64_t epoch = 0;
+    int64_t batch_pos = 0;  // next micro-batch index within the epoch
+    bool resume_loaded = false;
+    bool stopped = false;
+
+    std::vector<PackedBatch> epoch_batches;
+    int64_t epoch_batches_of = -1;
+
+    const std::vector<PackedBatch>& batches_of_epoch(int64_t e) {
+        if (epoch_batches_of != e) {
+            PackOptions p = pack;
+            p.seed = config.seed + static_cast<uint64_t>(e);
+            epoch_batches = pack_dataset(train, p);
+            epoch_batches_of = e;
+        }
+        return epoch_batches;
+    }
+
+    std::vector<int32_t> lengths() const {
+        std::vector<int32_t> l(train.size());
+        for (size_t i = 0; i < train.size(); ++i) l[i] = train.length(i);
+        return l;
+    }
+
+    double eval_loss() {
+        double sum = 0;
+        int64_t labels = 0;
+        for (const auto& b : eval_batches) {
+            sum += model->forward_loss(b);
+            labels += b.num_label_tokens;
+        }
+        return labels > 0 ? sum / static_cast<double>(labels) : std::numeric_limits<double>::quiet_NaN();
+    }
+
+    MemoryStats memory() const {
+        MemoryStats m;
+        m.weights = model->weight_bytes();
+        size_t numel = 0;
+        for (const auto& p : model->lora_params()) numel += p.value.size();
+        m.lora_optimizer = model->lora_bytes() + 2 * numel * sizeof(float);
+        m.activations = model->activation_bytes();
+        return m;
+    }
+
+    fs::path checkpoint_dir(int64_t s) const { return out / "checkpoints" / ("step-" + std::to_string(s)); }
+
+    void write_checkpoint(ProgressSink& sink) {
+        const fs::path final_dir = checkpoint_dir(step);
+        if (fs::is_regular_file(final_dir / kStateName)) return;  // this step is saved already
+        const fs::path tmp = out / "checkpoints" / (".step-" + std::to_string(step) + ".tmp");
+        fs::remove_all(tmp);
+        fs::create_directories(tmp);
+        auto& params = model->lora_params();
+        const std::map<std::string, std::string> meta{{"step", std::to_string(step)}};
+        {
+            std::vector<TensorToWrite> t;
+            for (const auto& p : params)
+                t.push_back({p.spec.name, DType::F32, p.spec.shape, std::as_bytes(std::span(p.value))});
+            write_safetensors(tmp / kLoraName, t, meta);
+        }
+        {
+            std::vector<TensorToWrite> t;
+            for (size_t i = 0; i < params.size(); ++i) {
+                t.push_back({params[i].spec.name + ".exp_avg", DType::F32, params[i].spec.shape,
+                             std::as_bytes(std::span(exp_avg[i]))});
+                t.push_back({params[i].spec.name + ".exp_avg_sq", DType::F32, params[i].spec.shape,
+                             std::as_bytes(std::span(exp_avg_sq[i]))});
+            }
+            write_safetensors(tmp / kOptimizerName, t, meta);
+        }
+        const json state = {
+            {"schema_version", 1},
+            {"step", step},
+            {"total_steps", total_steps},
+            {"epoch", epoch},
+            {"batch_in_epoch", batch_pos},
+            {"seed", config.seed},
+            {"data_order", "pack_dataset(seed + epoch)"},
+            {"dropout_seed", "splitmix64(seed, step, micro)"},
+            {"data_fingerprint", data_fingerprint},
+        };
+        write_file_atomic(tmp / kStateName, state.dump(2) + "\n");  // last: marks the folder complete
+        if (fs::exists(final_dir)) fs::remove_all(final_dir);       // an incomplete leftover
+        fs::rename(tmp, final_dir);
+        fsync_dir(out / "checkpoints");
+        sink.on_event({RunEventKind::CheckpointSaved, final_dir.string(), step});
+    }
+
+    // Restores the latest complete checkpoint (called by make_trainer when resuming).
+    void load_checkpoint(const fs::path& dir) {
+        const json state = read_json_file(dir / kStateName);
+        const std::string fp = state.value("data_fingerprint", "");
+        if (fp != data_fingerprint)
+            throw_invalid(dir.string() + ": the data changed since this run was started (fingerprint " + fp +
+                          ", now " + data_fingerprint + "); resume with the same dataset and settings, or start a new run");
+        if (state.value("seed", uint64_t(0)) != config.seed)
+            throw_invalid(dir.string() + ": the run used seed " + std::to_string(state.value("seed", uint64_t(0))) +
+                          ", now " + std::to_string(config.seed));
+        step = state.at("step").get<int64_t>();
+        epoch = state.at("epoch").get<int64_t>();
+        batch_pos = state.at("batch_in_epoch").get<int64_t>();
+        auto& params = model->lora_params();
+        const SafetensorsFile lora(dir / kLoraName);
+        const SafetensorsFile opt(dir / kOptimizerName);
+        LoraTensors tensors;
+        for (size_t i = 0; i < params.size(); ++i) {
+            const size_t n = params[i].value.size();
+            tensors[params[i].spec.name] = read_f32(lora, params[i].spec.name, n);
+            exp_avg[i] = read_f32(opt, params[i].spec.name + ".exp_avg", n);
+            exp_avg_sq[i] = read_f32(opt, params[i].spec.name + ".exp_avg_sq", n);
+        }
+        model->set_lora(tensors);
+        resume_loaded = true;
+    }
+
+    // Keeps the metrics lines of steps <= step (a crash may have left later ones, or half a line).
+    void truncate_metrics() {
+        const fs::path p = out / "metrics.jsonl";
+        if (!fs::exists(p)) return;
+        std::ifstream in(p);
+        std::string line, kept;
+        while (std::getline(in, line)) {
+            if (line.empty()) continue;
+            json j = json::parse(line, nullptr, false);
+            if (j.is_discarded() || !j.contains("step")) continue;
+            if (j["step"].get<int64_t>() <= step) kept += line + "\n";
+        }
+        write_file_atomic(p, kept);
+    }
+
+    void run(ProgressSink& sink, const std::atomic<bool>& stop);
+};
+
+void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
+    using clock = std::chrono::steady_clock;
+    stopped = false;
+    fs::create_directories(out / "checkpoints");
+    if (!fs::exists(out / "config.json")) {
+        json j = config;
+        write_file_atomic(out / "config.json", j.dump(2) + "\n");
+    }
+    // Leftovers of an interrupted checkpoint write are never complete: remove them.
+    for (const auto& e : fs::directory_iterator(out / "checkpoints")) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind(".step-", 0) == 0) fs::remove_all(e.path());
+    }
+    if (resume_loaded) {
+        truncate_metrics();
+        sink.on_event({RunEventKind::Resumed, "resumed from " + checkpoint_dir(step).string(), step});
+    } else if (step == 0 && fs::exists(out / "metrics.jsonl")) {
+        write_file_atomic(out / "metrics.jsonl", "");
+    }
+    sink.on_event({RunEventKind::Started,
+                   "training " + std::to_string(total_steps) + " steps, " + std::to_string(model->lora_params().size()) +
+                       " LoRA tensors",
+                   step});
+    std::ofstream metrics(out / "metrics.jsonl", std::ios::app | std::ios::binary);
+    if (!metrics) throw_io((out / "metrics.jsonl").string() + ": cannot open for appending");
+
+    auto& params = model->lora_params();
+    const TrainingConfig& tc = config.training;
+    const auto run_start = clock::now();
+    const int64_t first_step = step;
+    bool evaluated_last = false;
+
+    while (step < total_steps) {
+        const auto t0 = clock::now();
+        if (batch_pos >= static_cast<int64_t>(batches_of_epoch(epoch).size())) {
+            ++epoch;
+            batch_pos = 0;
+        }
+        const auto& batches = batches_of_epoch(epoch);
+        const int64_t n = static_cast<int64_t>(batches.size());
+        if (n == 0) throw_invalid("the training data packs into no micro-batch");
+        const int64_t count = std::min<int64_t>(tc.grad_accum, n - batch_pos);
+        int64_t labels = 0, tokens = 0;
+        for (int64_t i = 0; i < count; ++i) {
+            labels += batches[batch_pos + i].num_label_tokens;
+            tokens += batches[batch_pos + i].num_tokens;
+        }
+        const float grad_scale = labels > 0 ? static_cast<float>(1.0 / static_cast<double>(labels)) : 0.0f;
+        model->zero_grads();
+        double loss_sum = 0;
+        for (int64_t i = 0; i < count; ++i) {
+            if (stop.load()) {
+                // Drop the partial step; save the last completed one.
+                write_checkpoint(sink);
+                stopped = true;
+                sink.on_event({RunEventKind::Stopped,
+                               "stopped at step " + std::to_string(step) + "; resume with --resume", step});
+                return;
+            }
+            loss_sum += model->forward_backward(batches[batch_pos + i], grad_scale,
+                                                train::dropout_seed(config.seed, step + 1, static_cast<int32_t>(i)));
+        }
+        std::vector<cpu::GradSpan> spans;
+        for (auto& p : params) spans.push_back({p.grad.data(), static_cast<int64_t>(p.grad.size())});
+        const double norm = tc.max_grad_norm > 0 ? cpu::clip_grad_norm(spans, tc.max_grad_norm)
+                                                 : cpu::global_grad_norm(spans);
+        const double lr = tc.lr * train::lr_multiplier(tc.schedule, step, warmup_steps, total_steps);
+        if (std::isfinite(norm)) {
+            for (size_t i = 0; i < params.size(); ++i)
+                cpu::adamw_update(params[i].value.data(), params[i].grad.data(), exp_avg[i].data(), exp_avg_sq[i].data(),
+                                  static_cast<int64_t>(params[i].value.size()), lr, tc.beta1, tc.beta2, tc.eps,
+                                  tc.weight_decay, step + 1);
+        } else {
+            sink.on_event({RunEventKind::Warning,
+                           "step " + std::to_string(step + 1) + ": the gradient norm is not finite; update skipped",
+                           step + 1});
+        }
+        ++step;
+        batch_pos += count;
+
+        StepMetrics m;
+        m.step = step;
+        m.total_steps = total_steps;
+        m.epoch = static_cast<double>(epoch) + static_cast<double>(batch_pos) / static_cast<double>(n);
+        m.loss = labels > 0 ? loss_sum / static_cast<double>(labels) : 0.0;
+        m.lr = lr;
+        m.grad_norm = norm;
+        m.tokens = tokens;
+        m.label_tokens = labels;
+        evaluated_last = false;
+        if (!eval_batches.empty() && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == total_steps)) {
+            m.eval_loss = eval_loss();
+            evaluated_last = true;
+            std::ostringstream msg;
+            msg.precision(6);
+            msg << "step " << step << ": eval loss " << m.eval_loss;
+            sink.on_event({RunEventKind::Eval, msg.str(), step});
+        }
+        const auto t1 = clock::now();
+        m.step_time_s = std::chrono::duration<double>(t1 - t0).count();
+        m.tokens_per_s = m.step_time_s > 0 ? static_cast<double>(tokens) / m.step_time_s : 0;
+        const double elapsed = std::chrono::duration<double>(t1 - run_start).count();
+        m.steps_per_s = elapsed > 0 ? static_cast<double>(step - first_step) / elapsed : 0;
+        m.memory = memory();
+
+        json line = {{"step", m.step},         {"epoch", m.epoch},      {"loss", m.loss},
+                     {"lr", m.lr},             {"grad_norm", m.grad_norm}, {"tokens", m.tokens},
+                     {"label_tokens", m.label_tokens}, {"step_time_s", m.step_time_s},
+                     {"tokens_per_s", m.tokens_per_s}};
+        line["eval_loss"] = std::isfinite(m.eval_loss) ? json(m.eval_loss) : json(nullptr);
+        metrics << line.dump() << "\n";
+        metrics.flush();
+        if (!metrics) throw_io((out / "metrics.jsonl").string() + ": write failed");
+        sink.on_step(m);
+
+        if (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) write_checkpoint(sink);
+    }
+    (void)evaluated_last;
+
+    const fs::path adapter = out / "adapter";
+    write_peft_adapter(adapter, config.lora, model->model_config(), config.model, model->lora_tensors(),
+                       PeftWriteOptions{.overwrite = true});
+    sink.on_event({RunEventKind::Finished, adapter.string(), step});
+}
+
+Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Trainer::Trainer(Trainer&&) noexcept = default;
+Trainer& Trainer::operator=(Trainer&&) noexcept = default;
+Trainer::~Trainer() = default;
+
+Plan Trainer::plan() const {
+    const Impl& I = *impl_;
+    Plan p;
+    p.config = I.config;
+    const MemoryStats m = I.memory();
+    p.memory.weights = m.weights;
+    p.memory.lora_optimizer = m.lora_optimizer;
+    p.memory.activations = m.activations;
+    p.memory.total = m.weights + m.lora_optimizer + m.activations;
+    p.total_steps = I.total_steps;
+    p.train_batches = I.batches_per_epoch.empty() ? 0 : I.batches_per_epoch.front();
+    p.steps_per_epoch = (p.train_batches + I.config.training.grad_accum - 1) / I.config.training.grad_accum;
+    p.validation_batches = static_cast<int64_t>(I.eval_batches.size());
+    p.train_samples = static_cast<int64_t>(I.train.size());
+    for (const auto& lp : I.model->lora_params()) p.trainable_parameters += static_cast<int64_t>(lp.value.size());
+    return p;
+}
+
+void Trainer::run(ProgressSink& sink, const std::atomic<bool>& stop) { impl_->run(sink, stop); }
+bool Trainer::stopped() const { return impl_->stopped; }
+fs::path Trainer::adapter_dir() const { return impl_->out / "adapter"; }
+
+namespace train {
+
+Trainer make_trainer(TrainerInputs in, TrainerOptions options) {
+    validate_run_config(in.config);
+    if (!in.model) throw_internal("make_trainer: no model");
+    if (in.train.size() == 0) throw_invalid(in.config.data.dataset + ": no training samples");
+    auto I = std::make_unique<Trainer::Impl>();
+    I->options = options;
+    I->model = std::move(in.model);
+    I->train = std::move(in.train);
+    I->validation = std::move(in.validation);
+    RunConfig& c = I->config;
+    c = std::move(in.config);
+    // Resolve what "auto" means here and make paths absolute, so resume compares like with like.
+    if (c.device == DeviceChoice::Auto) c.device = DeviceChoice::Cpu;
+    if (c.device == DeviceChoice::Cuda) throw_unsupported("device: cuda is not built yet; use --device cpu");
+    if (c.memory.checkpointing == CheckpointPolicy::Auto) c.memory.checkpointing = CheckpointPolicy::Off;
+    auto abs = [](std::string& s) {
+        if (!s.empty()) s = fs::weakly_canonical(fs::absolute(s)).string();
+    };
+    abs(c.model);
+    abs(c.data.dataset);
+    abs(c.data.validation);
+    abs(c.output_dir);
+    I->out = c.output_dir;
+
+    I->pack.token_budget = c.training.batch_tokens;
+    I->pack.packing = c.data.packing;
+    I->pack.pad_id = in.pad_id;
+    I->pack.shuffle = true;
+    if (I->validation.size() > 0) {
+        PackOptions p = I->pack;
+        p.shuffle = false;
+        p.seed = c.seed;
+        I->eval_batches = pack_dataset(I->validation, p);
+    }
+    const TrainingConfig& t = c.training;
+    const auto lengths = I->lengths();
+    if (t.max_steps > 0) {
+        I->total_steps = t.max_steps;
+        PackOptions p = I->pack;
+        p.seed = c.seed;
+        I->batches_per_epoch.push_back(static_cast<int64_t>(plan_batches(lengths, p).size()));
+    } else {
+        for (int64_t e = 0; e < t.epochs; ++e) {
+            PackOptions p = I->pack;
+            p.seed = c.seed + static_cast<uint64_t>(e);
+            const int64_t nb = static_cast<int64_t>(plan_batches(lengths, p).size());
+            I->batches_per_epoch.push_back(nb);
+            I->total_steps += (nb + t.grad_accum - 1) / t.grad_accum;
+        }
+    }
+    I->warmup_steps = resolve_warmup_steps(t, I->total_steps);
+    c.training.warmup_steps = I->warmup_steps;
+
+    Fnv f;
+    for (const TokenizedDataset* d : {&I->train, &I->validation}) {
+        f.vec(d->tokens);
+        f.vec(d->labels);
+        f.vec(d->offsets);
+    }
+    f.bytes(&I->pack.pad_id, sizeof I->pack.pad_id);
+    I->data_fingerprint = hex64(f.h);
+
+    const auto& params = I->model->lora_params();
+    I->exp_avg.resize(params.size());
+    I->exp_avg_sq.resize(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+        I->exp_avg[i].assign(params[i].value.size(), 0.0f);
+        I->exp_avg_sq[i].assign(params[i].value.size(), 0.0f);
+    }
+
+    const fs::path cfg = I->out / "config.json";
+    if (options.resume) {
+        if (!fs::exists(cfg))
+            throw_invalid(I->out.string() + ": there is no run to resume here (no config.json); start it without --resume");
+        const json stored = comparable(read_json_file(cfg));
+        const json now = comparable(json(c));
+        std::vector<std::string> diffs;
+        diff_json(stored, now, "", diffs);
+        if (!diffs.empty()) {
+            std::string msg = cfg.string() + ": the settings differ from the run being resumed: ";
+            for (size_t i = 0; i < diffs.size(); ++i) msg += (i ? "; " : "") + diffs[i];
+            throw_invalid(msg + ". Resume with the same settings, or start a new run in another folder");
+        }
+        if (auto latest = latest_checkpoint(I->out)) I->load_checkpoint(*latest);
+    } else if (fs::exists(cfg) || fs::exists(I->out / "checkpoints")) {
+        throw_invalid(I->out.string() + ": this folder already holds a run; resume it with --resume or choose another output folder");
+    }
+    return Trainer(std::move(I));
+}
+
+}  // namespace train
+
+std::string export_run_adapter(const fs::path& run_dir, const fs::path& out_dir, bool overwrite) {
+    const RunConfig config = load_run_config(run_dir / "config.json");
+    const ModelConfig model = load_model_config(config.model);
+    if (!overwrite && fs::exists(out_dir / kPeftConfigName))
+        throw_invalid(out_dir.string() + ": already holds an adapter; pass --force to overwrite it");
+    const PeftWriteOptions wo{.overwrite = overwrite};
+    if (fs::exists(run_dir / "adapter" / kPeftConfigName)) {
+        const PeftAdapter a = read_peft_adapter(run_dir / "adapter", model);
+        write_peft_adapter(out_dir, a.config, model, config.model, a.tensors, wo);
+        return "adapter";
+    }
+    const auto latest = latest_checkpoint(run_dir);
+    if (!latest)
+        throw_invalid(run_dir.string() + ": the run has neither a final adapter nor a complete checkpoint to export");
+    const SafetensorsFile lora(*latest / kLoraName);
+    LoraTensors tensors;
+    for (const auto& spec : lora_tensor_specs(model, config.lora)) {
+        size_t numel = 1;
+        for (auto d : spec.shape) numel *= static_cast<size_t>(d);
+        tensors[spec.name] = read_f32(lora, spec.name, numel);
+    }
+    write_peft_adapter(out_dir, config.lora, model, config.model, tensors, wo);
+    return "checkpoints/" + latest->filename().string();
+}
+
+}  // namespace tandem

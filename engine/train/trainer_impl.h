@@ -1,0 +1,23 @@
+// Internal entry to the trainer: build a Trainer from a model and tokenized data that are already loaded.
+// Trainer::prepare (cpu_model_adapter.cpp) loads CpuModel + data and calls this; tests pass a fake model.
+#pragma once
+
+#include <memory>
+
+#include "tandem/data.h"
+#include "tandem/trainer.h"
+#include "train/trainable_model.h"
+
+namespace tandem::train {
+
+struct TrainerInputs {
+    RunConfig config;  // validated by make_trainer
+    std::unique_ptr<TrainableModel> model;
+    TokenizedDataset train;
+    TokenizedDataset validation;  // empty: no evaluation
+    int32_t pad_id = 0;
+};
+
+Trainer make_trainer(TrainerInputs inputs, TrainerOptions options);
+
+}  // namespace tandem::train
