@@ -10,8 +10,9 @@ assets=$2
 out=$3
 model=$assets/babyllama-tok105/hf
 mkdir -p "$out"
+rm -rf "$out/run"
 "$cli" train --model "$model" --dataset "$assets/datasets/tinystories_train_head.txt" --out "$out/run" \
-  --max-steps 10 --batch-tokens 1024 --max-seq-len 256 --lr 1e-2 --seed 5 --resume
+  --max-steps 10 --batch-tokens 1024 --max-seq-len 256 --lr 1e-2 --seed 5
 "$cli" export --run "$out/run" --format peft --out "$out/adapter" --force
 # Three sequences of the model's own ids (vocab 105), one of length 1.
 echo '{"sequences": [[1, 34, 9, 22, 4, 3, 18, 20, 7, 9, 3, 5], [1, 3, 6, 10, 16, 4, 25], [1]]}' > "$out/sequences.json"
