@@ -108,7 +108,10 @@ void create_demo_model(const std::filesystem::path& dir, const DemoModelSpec& sp
 
     int32_t vocab_used = 0, im_end_id = 0;
     const auto tokenizer = demo_tokenizer_json(vocab_used, im_end_id);
-    const int64_t vocab = (vocab_used + 63) / 64 * 64;  // padded like real models' embedding tables
+    const int64_t vocab = spec.vocab_size ? spec.vocab_size : (vocab_used + 63) / 64 * 64;  // padded like real models
+    if (vocab < vocab_used)
+        throw_invalid("demo model: vocab_size " + std::to_string(vocab) + " is smaller than the demo tokenizer's " +
+                      std::to_string(vocab_used) + " ids");
     const int64_t head_dim = spec.hidden_size / spec.num_attention_heads;
 
     nlohmann::ordered_json config = {

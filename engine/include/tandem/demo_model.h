@@ -17,6 +17,10 @@ struct DemoModelSpec {
     int64_t num_attention_heads = 4;
     int64_t num_key_value_heads = 2;
     int64_t max_position_embeddings = 2048;
+    // 0: the tokenizer's 356 ids rounded up to 64. Larger values pad the embedding table (and so the lm_head
+    // cost) to a real model's size, e.g. 32000 for benchmarks; the extra rows are never produced by the
+    // tokenizer.
+    int64_t vocab_size = 0;
 };
 
 // Writes config.json, model.safetensors (BF16), tokenizer.json (character-level SentencePiece-style BPE with
