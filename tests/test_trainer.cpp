@@ -723,6 +723,42 @@ private slots:
         QCOMPARE(a.size(), b.size());
         for (size_t i = 0; i < a.size(); ++i) QCOMPARE(a[i]["loss"].get<double>(), b[i]["loss"].get<double>());
     }
+
+    // Continue training an exported adapter: its LoRA settings win over --lora-*, and the first step starts from
+    // what it learned (same seed and data as the first run, so step 1 sees the same batch).
+    void cli_continue_from_adapter() {
+        const fs::path model = assets() / "babyllama-tok105/hf";
+        const fs::path dataset = assets() / "datasets" / "tinystories_train_head.txt";
+        TANDEM_REQUIRE_ASSET(model);
+        TANDEM_REQUIRE_ASSET(dataset);
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        auto args = [&](const fs::path& out, int steps, int rank) {
+            return QStringList{"train", "--model", QString::fromStdString(model.string()), "--dataset",
+                               QString::fromStdString(dataset.string()), "--out", QString::fromStdString(out.string()),
+                               "--max-steps", QString::number(steps), "--batch-tokens", "1024", "--max-seq-len", "256",
+                               "--lr", "1e-3", "--schedule", "constant", "--seed", "3", "--lora-r", QString::number(rank)};
+        };
+        const CliResult first = run_cli(args(root / "first", 6, 8));
+        QVERIFY2(first.exit_code == 0, first.err.right(600).constData());
+        QStringList cont = args(root / "cont", 1, 4);
+        cont << "--init-adapter" << QString::fromStdString((root / "first/adapter").string());
+        const CliResult second = run_cli(cont);
+        QVERIFY2(second.exit_code == 0, second.err.right(600).constData());
+        std::ifstream cfg_in(root / "cont/config.json");
+        const auto cfg = nlohmann::json::parse(cfg_in);
+        QCOMPARE(cfg.at("lora").at("r").get<int>(), 8);  // the adapter's rank, not --lora-r 4
+        const auto a = read_metrics(root / "first"), b = read_metrics(root / "cont");
+        QVERIFY2(b.at(0)["loss"].get<double>() < a.at(0)["loss"].get<double>() - 0.05,
+                 qPrintable(QString("continued %1 vs fresh %2").arg(b.at(0)["loss"].get<double>()).arg(a.at(0)["loss"].get<double>())));
+        // A folder that is not an adapter is refused, naming it.
+        QStringList bad = args(root / "bad", 1, 8);
+        bad << "--init-adapter" << QString::fromStdString((root / "first").string());
+        const CliResult r = run_cli(bad);
+        QVERIFY(!r.crashed);
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY2(r.err.contains("first"), r.err.constData());
+    }
 };
 
 QTEST_GUILESS_MAIN(TestTrainer)

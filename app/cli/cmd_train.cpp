@@ -63,7 +63,7 @@ private:
 
 Run add_train_command(CLI::App& app) {
     struct Opts {
-        std::string config, model, dataset, out, targets, packing, device, validation, schedule;
+        std::string config, model, init_adapter, dataset, out, targets, packing, device, validation, schedule;
         std::optional<int> lora_r, grad_accum, batch_tokens, max_seq_len;
         std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm;
         std::optional<int64_t> epochs, max_steps, checkpoint_every, eval_every, warmup_steps;
@@ -74,6 +74,8 @@ Run add_train_command(CLI::App& app) {
     auto* sub = app.add_subcommand("train", "Fine-tune a LoRA adapter (run config file and/or flags)");
     sub->add_option("--config", o->config, "run config JSON; flags override its values");
     sub->add_option("--model", o->model, "Hugging Face model folder");
+    sub->add_option("--init-adapter", o->init_adapter,
+                    "continue training this PEFT adapter (its r, alpha, targets replace the --lora-* settings)");
     sub->add_option("--dataset", o->dataset, "dataset file (.json, .jsonl, .txt)");
     sub->add_option("--validation-file", o->validation, "separate validation dataset");
     sub->add_option("--validation-fraction", o->validation_fraction, "share of records held out for eval");
@@ -101,6 +103,7 @@ Run add_train_command(CLI::App& app) {
         RunConfig c;
         if (!o->config.empty()) c = load_run_config(o->config, /*validate=*/false);
         if (!o->model.empty()) c.model = o->model;
+        if (!o->init_adapter.empty()) c.init_adapter = o->init_adapter;
         if (!o->dataset.empty()) c.data.dataset = o->dataset;
         if (!o->validation.empty()) c.data.validation = o->validation;
         if (o->validation_fraction) c.data.validation_fraction = *o->validation_fraction;

@@ -2,6 +2,7 @@
 // Trainer::prepare, which loads the tokenizer, the data and the model for a RunConfig.
 // Kept apart from trainer.cpp so the trainer and its tests link without the model's definitions.
 #include <filesystem>
+#include <optional>
 
 #include "model/model.h"
 #include "tandem/data.h"
@@ -46,6 +47,18 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
     if (!config.data.validation.empty() && !fs::is_regular_file(config.data.validation))
         throw_invalid("data.validation: " + config.data.validation + " is not a file");
 
+    // Continuing an adapter: its LoRA settings define the function being trained, so they replace the run's
+    // (only the dropout, a training choice, is kept). The resolved config.json shows what was used.
+    std::optional<PeftAdapter> init;
+    if (!config.init_adapter.empty()) {
+        if (!fs::is_directory(config.init_adapter))
+            throw_invalid("init_adapter: " + config.init_adapter + " is not a folder");
+        init = read_peft_adapter(config.init_adapter, load_model_config(config.model));
+        const double dropout = config.lora.dropout;
+        config.lora = init->config;
+        config.lora.dropout = dropout;
+    }
+
     const Tokenizer tok = Tokenizer::load(config.model);
     DataOptions opt;
     opt.path = config.data.dataset;
@@ -62,8 +75,9 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
     PreparedData data = prepare_data(opt, tok);
 
     train::TrainerInputs in;
-    in.model = std::make_unique<CpuModelAdapter>(
-        CpuModel::load(config.model, config.lora, config.seed, config.training.batch_tokens));
+    CpuModel model = CpuModel::load(config.model, config.lora, config.seed, config.training.batch_tokens);
+    if (init) model.set_lora(init->tensors);
+    in.model = std::make_unique<CpuModelAdapter>(std::move(model));
     in.train = std::move(data.train_tokens);
     in.validation = std::move(data.validation_tokens);
     in.pad_id = opt.pack.pad_id;

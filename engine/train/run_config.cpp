@@ -172,6 +172,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
     j = json{
         {"schema_version", c.schema_version},
         {"model", c.model},
+        {"init_adapter", c.init_adapter},
         {"data", {{"dataset", c.data.dataset}, {"validation", c.data.validation},
                   {"validation_fraction", c.data.validation_fraction}, {"format", c.data.format},
                   {"max_seq_len", c.data.max_seq_len}, {"packing", c.data.packing}, {"template", c.data.chat_template}}},
@@ -192,9 +193,10 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
 
 RunConfig parse_run_config(const nlohmann::json& j) {
     RunConfig c;
-    check_keys(j, "", {"schema_version", "model", "data", "lora", "training", "memory", "device", "seed", "output_dir"});
+    check_keys(j, "", {"schema_version", "model", "init_adapter", "data", "lora", "training", "memory", "device", "seed", "output_dir"});
     read_int(j, "", "schema_version", c.schema_version);
     read_string(j, "", "model", c.model);
+    read_string(j, "", "init_adapter", c.init_adapter);
     read_string(j, "", "output_dir", c.output_dir);
     read_int(j, "", "seed", c.seed);
     if (j.contains("device")) {

@@ -71,6 +71,9 @@ struct MemoryConfig {
 struct RunConfig {
     int schema_version = kRunConfigSchemaVersion;
     std::string model;  // Hugging Face model folder
+    // A PEFT adapter folder to start from (continue training an adapter, ours or PEFT's); empty: fresh LoRA.
+    // Its LoRA settings (r, alpha, rsLoRA, targets, layers) replace `lora`'s; only lora.dropout is kept.
+    std::string init_adapter;
     DataConfig data;
     LoraConfig lora;
     TrainingConfig training;
@@ -85,7 +88,7 @@ struct RunConfig {
 // Paths are not checked for existence here (Trainer::prepare does that).
 void validate_run_config(const RunConfig& config);
 
-// JSON keys: schema_version, model, data{dataset, validation, validation_fraction, format, max_seq_len,
+// JSON keys: schema_version, model, init_adapter, data{dataset, validation, validation_fraction, format, max_seq_len,
 // packing, template}, lora{...}, training{lr, schedule, warmup_steps, warmup_ratio, epochs, max_steps,
 // batch_tokens, grad_accum, max_grad_norm, weight_decay, betas [b1, b2], eps, eval_every,
 // checkpoint_every}, memory{checkpointing}, device, seed, output_dir. Missing keys keep the defaults.
