@@ -22,6 +22,7 @@
 #include "tandem/run_config.h"
 #include "tandem/safetensors.h"
 #include "tandem/trainer.h"
+#include "core/random.h"
 #include "test_support.h"
 #include "train/schedule.h"
 #include "train/trainer_impl.h"
@@ -32,13 +33,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
 
 ModelConfig tiny_model_config() {
     const json j = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 4},
@@ -63,7 +57,7 @@ public:
             p.spec = spec;
             p.value.resize(n);
             p.grad.assign(n, 0.0f);
-            for (auto& v : p.value) v = static_cast<float>((mix(++s) % 2001) / 1000.0 - 1.0) * 0.1f;
+            for (auto& v : p.value) v = static_cast<float>((splitmix64(++s) % 2001) / 1000.0 - 1.0) * 0.1f;
             params_.push_back(std::move(p));
         }
     }
@@ -88,7 +82,7 @@ public:
             for (size_t i = 0; i < P; ++i) {
                 x[i] = feature(b.tokens[t], i);
                 if (backward && dropout_ > 0)
-                    x[i] *= (mix(dropout_seed ^ mix(uint64_t(t) * 1000003ULL + i)) & 1) ? 2.0 : 0.0;
+                    x[i] *= (splitmix64(dropout_seed ^ splitmix64(uint64_t(t) * 1000003ULL + i)) & 1) ? 2.0 : 0.0;
             }
             double pred = 0;
             size_t k = 0;

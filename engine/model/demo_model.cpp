@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/random.h"
 #include "io/atomic_file.h"
 #include "tandem/chat_template.h"
 #include "tandem/error.h"
@@ -21,11 +22,11 @@ namespace {
 // Deterministic normal samples: SplitMix64 -> two uniforms -> Box-Muller.
 class NormalStream {
 public:
-    explicit NormalStream(uint64_t seed) : state_(seed) {}
+    explicit NormalStream(uint64_t seed) : rng_(seed) {}
     float next() {
         if (have_spare_) { have_spare_ = false; return spare_; }
-        const double u1 = (static_cast<double>(next_u64() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
-        const double u2 = static_cast<double>(next_u64() >> 11) * 0x1.0p-53;          // [0, 1)
+        const double u1 = 1.0 - rng_.next_double();  // (0, 1]
+        const double u2 = rng_.next_double();        // [0, 1)
         const double r = std::sqrt(-2.0 * std::log(u1));
         spare_ = static_cast<float>(r * std::sin(2.0 * M_PI * u2));
         have_spare_ = true;
@@ -33,13 +34,7 @@ public:
     }
 
 private:
-    uint64_t next_u64() {
-        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    uint64_t state_;
+    SplitMix64 rng_;
     float spare_ = 0.0f;
     bool have_spare_ = false;
 };

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "export/peft_adapter.h"
-#include "model/lora_init.h"
+#include "core/random.h"
 #include "model/model.h"
 #include "tandem/error.h"
 #include "tandem/model_config.h"

@@ -27,7 +27,7 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
-#include "model/lora_init.h"
+#include "core/random.h"
 #include "tandem/error.h"
 #include "tandem/model_dir.h"
 
@@ -74,13 +74,6 @@ struct LayerActs {
     float* lora_tmp[kNumModules];   // [T,R] x A^T per module (nullptr when not adapted)
     float* lora_drop[kNumModules];  // [T,IN] dropped input per module (dropout > 0 only)
 };
-
-uint64_t mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 }  // namespace
 
@@ -146,7 +139,7 @@ namespace {
 
 float dropout_keep(uint64_t seed, int layer, int module, uint64_t index, double p) {
     // One hash per element: uniform in [0,1) from the top 53 bits.
-    const uint64_t h = mix64(mix64(mix64(seed) ^ (uint64_t(layer) * 16 + uint64_t(module))) ^ index);
+    const uint64_t h = splitmix64(splitmix64(splitmix64(seed) ^ (uint64_t(layer) * 16 + uint64_t(module))) ^ index);
     const double u = double(h >> 11) * 0x1.0p-53;
     return u >= p ? 1.0f : 0.0f;
 }

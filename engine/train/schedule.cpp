@@ -1,6 +1,8 @@
 // See schedule.h for the formulas.
 #include "train/schedule.h"
 
+#include "core/random.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -27,15 +29,6 @@ int64_t resolve_warmup_steps(const TrainingConfig& t, int64_t total_steps) {
     if (t.warmup_steps > 0) return t.warmup_steps;
     return static_cast<int64_t>(std::ceil(static_cast<double>(total_steps) * t.warmup_ratio));
 }
-
-namespace {
-uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-}  // namespace
 
 uint64_t dropout_seed(uint64_t seed, int64_t step, int32_t micro) {
     return splitmix64(splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(micro));
