@@ -62,15 +62,15 @@ struct CliResult {
     QByteArray err;
 };
 
-// Runs tandem-cli with args, feeding `input` on stdin. Never hangs: 120 s limit.
-inline CliResult run_cli(const QStringList& args, const QByteArray& input = {}) {
+// Runs tandem-cli with args, feeding `input` on stdin. Never hangs: killed after timeout_ms (then crashed).
+inline CliResult run_cli(const QStringList& args, const QByteArray& input = {}, int timeout_ms = 120000) {
     QProcess p;
     p.start(QString(TANDEM_CLI_PATH), args);
     CliResult r;
     if (!p.waitForStarted(10000)) return r;
     if (!input.isEmpty()) p.write(input);
     p.closeWriteChannel();
-    if (!p.waitForFinished(120000)) {
+    if (!p.waitForFinished(timeout_ms)) {
         p.kill();
         p.waitForFinished();
         r.crashed = true;

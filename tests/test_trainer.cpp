@@ -694,21 +694,23 @@ private slots:
         auto args = [&](const fs::path& out) {
             return QStringList{"train", "--model", QString::fromStdString(model.string()), "--dataset",
                                QString::fromStdString(dataset.string()), "--out", QString::fromStdString(out.string()),
-                               "--max-steps", "24", "--batch-tokens", "1024", "--max-seq-len", "256",
+                               "--max-steps", "12", "--batch-tokens", "512", "--max-seq-len", "128",
                                "--checkpoint-every", "1", "--device", "cpu", "--seed", "3"};
         };
-        const CliResult full = run_cli(args(root / "full"));
+        // Sanitizer builds run this ~50x slower than release: generous limits.
+        const int limit_ms = 600000;
+        const CliResult full = run_cli(args(root / "full"), {}, limit_ms);
         QVERIFY2(full.exit_code == 0, full.err.right(600).constData());
         QProcess p;
         p.start(QString::fromStdString(cli.string()), args(root / "killed"));
         QVERIFY(p.waitForStarted());
-        QTRY_VERIFY_WITH_TIMEOUT(latest_checkpoint(root / "killed").has_value(), 120000);
+        QTRY_VERIFY_WITH_TIMEOUT(latest_checkpoint(root / "killed").has_value(), limit_ms);
         ::kill(static_cast<pid_t>(p.processId()), SIGKILL);
         p.waitForFinished();
         QVERIFY2(!fs::exists(root / "killed/adapter"), "the run finished before it was killed: the test proves nothing");
         QStringList resume = args(root / "killed");
         resume << "--resume";
-        const CliResult r = run_cli(resume);
+        const CliResult r = run_cli(resume, {}, limit_ms);
         QCOMPARE(r.exit_code, 0);
         QVERIFY(!any_tmp_under(root / "killed"));
         QCOMPARE(file_bytes(root / "killed/adapter/adapter_model.safetensors"),
@@ -733,11 +735,11 @@ private slots:
                                "--max-steps", QString::number(steps), "--batch-tokens", "1024", "--max-seq-len", "256",
                                "--lr", "1e-3", "--schedule", "constant", "--seed", "3", "--lora-r", QString::number(rank)};
         };
-        const CliResult first = run_cli(args(root / "first", 6, 8));
+        const CliResult first = run_cli(args(root / "first", 6, 8), {}, 600000);
         QVERIFY2(first.exit_code == 0, first.err.right(600).constData());
         QStringList cont = args(root / "cont", 1, 4);
         cont << "--init-adapter" << QString::fromStdString((root / "first/adapter").string());
-        const CliResult second = run_cli(cont);
+        const CliResult second = run_cli(cont, {}, 600000);
         QVERIFY2(second.exit_code == 0, second.err.right(600).constData());
         std::ifstream cfg_in(root / "cont/config.json");
         const auto cfg = nlohmann::json::parse(cfg_in);
@@ -748,7 +750,7 @@ private slots:
         // A folder that is not an adapter is refused, naming it.
         QStringList bad = args(root / "bad", 1, 8);
         bad << "--init-adapter" << QString::fromStdString((root / "first").string());
-        const CliResult r = run_cli(bad);
+        const CliResult r = run_cli(bad, {}, 600000);
         QVERIFY(!r.crashed);
         QCOMPARE(r.exit_code, 2);
         QVERIFY2(r.err.contains("first"), r.err.constData());
