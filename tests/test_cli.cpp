@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "test_support.h"
 
 using namespace tandem::test;
@@ -42,11 +43,6 @@ fs::path config_only_model(const QTemporaryDir& tmp, const std::string& name, co
     return dir;
 }
 
-std::string read_all(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 // A copy of the demo model whose model.safetensors has its header rewritten by `edit` (and its header length
 // field replaced by `length_override` when given).
 fs::path corrupt_demo(const fs::path& demo, const fs::path& out, const std::function<void(nlohmann::json&)>& edit,
@@ -54,7 +50,7 @@ fs::path corrupt_demo(const fs::path& demo, const fs::path& out, const std::func
     fs::create_directories(out);
     for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json"})
         fs::copy_file(demo / f, out / f, fs::copy_options::overwrite_existing);
-    const std::string bytes = read_all(demo / "model.safetensors");
+    const std::string bytes = tandem::read_file(demo / "model.safetensors");
     uint64_t n = 0;
     std::memcpy(&n, bytes.data(), 8);
     std::string header = bytes.substr(8, n);
@@ -101,8 +97,7 @@ private slots:
         QCOMPARE(run_cli({"demo", "--out", qs(a)}).exit_code, 0);
         QCOMPARE(run_cli({"demo", "--out", qs(b)}).exit_code, 0);
         for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}) {
-            std::ifstream fa(a / f, std::ios::binary), fb(b / f, std::ios::binary);
-            const std::string sa((std::istreambuf_iterator<char>(fa)), {}), sb((std::istreambuf_iterator<char>(fb)), {});
+            const std::string sa = tandem::read_file(a / f), sb = tandem::read_file(b / f);
             QVERIFY2(!sa.empty() && sa == sb, f);
         }
         const CliResult info = run_cli({"info", qs(a), "--json"});
@@ -285,7 +280,7 @@ private slots:
         }
         // An absurd config next to good weights.
         const fs::path absurd = corrupt_demo(demo, root / "absurd_config", [](auto&) {});
-        auto cfg = nlohmann::json::parse(read_all(absurd / "config.json"));
+        auto cfg = nlohmann::json::parse(tandem::read_file(absurd / "config.json"));
         cfg["num_hidden_layers"] = 100000;
         write_file(absurd / "config.json", cfg.dump());
         expect_failure({"info", qs(absurd)}, 2, "num_hidden_layers");

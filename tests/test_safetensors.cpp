@@ -13,6 +13,7 @@
 #include "io/mapped_file.h"
 #include "tandem/error.h"
 #include "tandem/safetensors.h"
+#include "core/files.h"
 #include "test_support.h"
 
 using namespace tandem;
@@ -45,11 +46,6 @@ std::vector<T> values_of(const TensorInfo& t) {
     std::vector<T> out(t.data.size() / sizeof(T));
     if (!out.empty()) std::memcpy(out.data(), t.data.data(), t.data.size());
     return out;
-}
-
-std::string read_all(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 
@@ -204,9 +200,9 @@ private slots:
         QTemporaryDir dir;
         const fs::path target = dir.filePath("out.bin").toStdString();
         write_file_atomic(target, std::string_view("first"));
-        QCOMPARE(read_all(target), std::string("first"));
+        QCOMPARE(tandem::read_file(target), std::string("first"));
         write_file_atomic(target, std::string_view("second, longer"));
-        QCOMPARE(read_all(target), std::string("second, longer"));
+        QCOMPARE(tandem::read_file(target), std::string("second, longer"));
 
         // Streaming: many small writes plus writes larger than the 1 MiB buffer.
         std::string expected;
@@ -225,10 +221,10 @@ private slots:
             expected += "end";
             QCOMPARE(w.bytes_written(), uint64_t(expected.size()));
             // Until commit the target still holds the previous content.
-            QCOMPARE(read_all(target), std::string("second, longer"));
+            QCOMPARE(tandem::read_file(target), std::string("second, longer"));
             w.commit();
         }
-        QVERIFY(read_all(target) == expected);
+        QVERIFY(tandem::read_file(target) == expected);
 
         // Destroyed without commit (e.g. an exception while writing): target untouched, temp removed.
         {
@@ -236,7 +232,7 @@ private slots:
             w.write(std::string_view("half-written"));
             QVERIFY(fs::exists(w.temp_path()));
         }
-        QVERIFY(read_all(target) == expected);
+        QVERIFY(tandem::read_file(target) == expected);
         size_t files = 0;
         for (const auto& e : fs::directory_iterator(dir.path().toStdString())) {
             ++files;
@@ -305,7 +301,7 @@ private slots:
         };
         const std::map<std::string, std::string> meta{{"format", "pt"}, {"note", "a \"quoted\"\nline"}};
         write_safetensors(p, in, meta);
-        QVERIFY(read_all(p) == serialize_safetensors(in, meta));
+        QVERIFY(tandem::read_file(p) == serialize_safetensors(in, meta));
 
         SafetensorsFile f(p);
         QCOMPARE(f.size(), in.size());
@@ -572,7 +568,7 @@ private slots:
         check_fixture_file(p);
         // Our writer must produce exactly the reference library's bytes for the same tensors.
         const Fixture fx;
-        QVERIFY2(serialize_safetensors(fx.tensors(), {{"format", "pt"}}) == read_all(p),
+        QVERIFY2(serialize_safetensors(fx.tensors(), {{"format", "pt"}}) == tandem::read_file(p),
                  "serialize_safetensors differs from safetensors.torch.save_file for the fixture tensors");
     }
 
@@ -585,7 +581,7 @@ private slots:
             write_safetensors(p, fx.tensors(), {{"format", "pt"}});
         if (!fs::exists(p)) QSKIP("tests/fixtures/safetensors/tandem_written.safetensors missing");
         check_fixture_file(p);
-        QVERIFY(serialize_safetensors(fx.tensors(), {{"format", "pt"}}) == read_all(p));
+        QVERIFY(serialize_safetensors(fx.tensors(), {{"format", "pt"}}) == tandem::read_file(p));
     }
 
     void babyllamaWeights() {
