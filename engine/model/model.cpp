@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/matmul.h"
@@ -137,13 +138,6 @@ struct CpuModel::Impl {
 
 namespace {
 
-float dropout_keep(uint64_t seed, int layer, int module, uint64_t index, double p) {
-    // One hash per element: uniform in [0,1) from the top 53 bits.
-    const uint64_t h = splitmix64(splitmix64(splitmix64(seed) ^ (uint64_t(layer) * 16 + uint64_t(module))) ^ index);
-    const double u = double(h >> 11) * 0x1.0p-53;
-    return u >= p ? 1.0f : 0.0f;
-}
-
 std::vector<float> read_tensor(const SafetensorsSet& set, const std::string& name) {
     return tensor_to_f32(set.at(name));
 }
@@ -160,9 +154,7 @@ void CpuModel::Impl::project(int l, int m, float* out, const float* inp, int T, 
     const float* lin = inp;
     if (train && lora.dropout > 0) {
         float* xd = acts[l].lora_drop[m];  // [T,IN]
-        const float inv = float(1.0 / (1.0 - lora.dropout));
-        const int64_t n = int64_t(T) * IN;
-        for (int64_t i = 0; i < n; ++i) xd[i] = inp[i] * dropout_keep(seed, l, m, uint64_t(i), lora.dropout) * inv;
+        cpu::dropout_forward(xd, inp, seed, l, m, int64_t(T) * IN, lora.dropout);
         lin = xd;
     }
     cpu::lora_forward(out, acts[l].lora_tmp[m], lin, params[ia].value.data(), params[ia + 1].value.data(),
@@ -185,8 +177,7 @@ void CpuModel::Impl::project_backward(int l, int m, float* dinp, const float* do
         cpu::fill(d_drop, 0.0f, n);
         cpu::lora_backward(d_drop, A.grad.data(), B.grad.data(), d_tmp, dout, xd, acts[l].lora_tmp[m],
                            A.value.data(), B.value.data(), lora_scaling, T, IN, OUT, R);
-        const float inv = float(1.0 / (1.0 - lora.dropout));
-        for (int64_t i = 0; i < n; ++i) dinp[i] += d_drop[i] * dropout_keep(seed, l, m, uint64_t(i), lora.dropout) * inv;
+        cpu::dropout_backward(dinp, d_drop, seed, l, m, n, lora.dropout);
     } else {
         cpu::lora_backward(dinp, A.grad.data(), B.grad.data(), d_tmp, dout, inp, acts[l].lora_tmp[m],
                            A.value.data(), B.value.data(), lora_scaling, T, IN, OUT, R);

@@ -1,0 +1,29 @@
+// Packed variable-length causal attention with GQA on the CUDA backend (twin of kernels/cpu/attention.h):
+// the in-house flash-attention kernels (forward and backward), used wherever cuDNN's fused attention
+// (cudnn_attention.h) does not support a case, and as the reference the cuDNN path is tested against.
+// Layouts as on the CPU: q/out [T,Hq,D], k/v [T,Hkv,D] bf16, lse [Hq,T] fp32 (natural log of the scaled
+// scores' sum of exponentials), cu_seqlens[S+1] int32 ON THE DEVICE. max_seqlen (host int) sizes the grid.
+// Supported head_dim: 64, 128 (and any multiple of 16 up to 256 on the generic path).
+// Backward: dq accumulated in fp32 in the workspace then converted; dk/dv per key block, no atomics, so the
+// result is deterministic. Gradients are WRITTEN as on the CPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/common.h"
+
+namespace tandem::cuda {
+
+bool attention_supported(int D);  // head dims the in-house kernels handle
+
+void attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens,
+                       int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen);
+
+size_t attention_backward_workspace(int T, int Hq, int D);
+
+void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
+                        const bf16* out, const float* lse, const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv,
+                        int D, float scale, int max_seqlen, void* workspace);
+
+}  // namespace tandem::cuda

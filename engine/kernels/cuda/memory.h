@@ -1,0 +1,69 @@
+// Device memory of the CUDA backend: owning buffers and the one-allocation arena the model carves into
+// named buffers (DESIGN.md, Memory). Every byte the engine takes from the device goes through
+// device_alloc, which counts it (live bytes and the high-water mark, for MemoryStats and for checking
+// Trainer::plan() against reality) and turns cudaErrorMemoryAllocation into Error{OutOfMemory} naming what
+// was being allocated and how much was free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem::cuda {
+
+// Raw allocation; `what` names it in the OOM message ("activation arena", "layer 3 weights").
+void* device_alloc(size_t bytes, const char* what);
+void device_free(void* p, size_t bytes) noexcept;
+
+// Bytes currently allocated through device_alloc, and the most ever at once (reset_peak() restarts it).
+size_t allocated_bytes() noexcept;
+size_t peak_allocated_bytes() noexcept;
+void reset_peak() noexcept;
+
+// Pinned host memory (cudaHostAlloc), counted separately.
+void* pinned_alloc(size_t bytes, const char* what);
+void pinned_free(void* p, size_t bytes) noexcept;
+size_t pinned_bytes() noexcept;
+
+// Owning device buffer (move-only).
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(size_t bytes, const char* what);
+    DeviceBuffer(DeviceBuffer&& o) noexcept;
+    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer();
+    void reset() noexcept;
+    void* data() const { return p_; }
+    template <class T> T* as() const { return static_cast<T*>(p_); }
+    size_t bytes() const { return n_; }
+
+private:
+    void* p_ = nullptr;
+    size_t n_ = 0;
+};
+
+// An arena: first a layout pass that records named pieces (reserve), then one allocation (allocate), then
+// the pieces' pointers (ptr). Pieces are 256-byte aligned. The layout alone gives the exact size, which is
+// what Trainer::plan() uses before anything is allocated.
+class Arena {
+public:
+    // Records a piece of `bytes` and returns its handle (an index).
+    int reserve(size_t bytes, std::string name);
+    size_t size() const { return total_; }  // bytes the layout needs
+    void allocate(const char* what);         // one device_alloc of size()
+    void release() noexcept;
+    template <class T> T* ptr(int handle) const { return reinterpret_cast<T*>(static_cast<char*>(buf_.data()) + offsets_.at(handle)); }
+    bool allocated() const { return buf_.data() != nullptr; }
+
+private:
+    std::vector<size_t> offsets_;
+    std::vector<std::string> names_;
+    size_t total_ = 0;
+    DeviceBuffer buf_;
+};
+
+}  // namespace tandem::cuda

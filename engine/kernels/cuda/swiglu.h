@@ -1,0 +1,13 @@
+// SwiGLU on the CUDA backend (twin of kernels/cpu/swiglu.h). bf16 storage, fp32 math, 16-byte vectors.
+#pragma once
+
+#include "kernels/cuda/common.h"
+
+namespace tandem::cuda {
+
+// out[N,F] = silu(gate) * up. out may alias gate or up.
+void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F);
+// dgate = dout * up * silu'(gate), dup = dout * silu(gate) (written). dgate may alias gate, dup may alias up.
+void swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int N, int F);
+
+}  // namespace tandem::cuda

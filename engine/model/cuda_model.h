@@ -1,0 +1,115 @@
+// tandem::CudaModel — the decoder family of model.h on the CUDA backend: the same blocks, the same
+// explicit forward/backward order, the same contract (see model.h: loss SUM over predicted tokens, LoRA
+// gradients accumulate until zero_grads, scaled by grad_scale; LoRA dropout masks from the same hash),
+// over engine/kernels/cuda ops. This header includes no CUDA header (pimpl), so the trainer, the CLI and
+// the tests include it in every build; without CUDA every entry point throws Error{Unsupported}.
+// Precision (issue 4): base weights bf16 on the device (fp16/fp32 converted at load, straight from the
+// mmap, one layer's staging buffer at a time, never a full host copy); LoRA masters, their gradients and
+// AdamW moments fp32 on the device plus a bf16 copy for the GEMMs; activations bf16; norms, softmax and
+// loss accumulate in fp32.
+// Memory: everything a step touches lives in buffers sized at load from max_tokens (one activation arena
+// carved into named pieces, one workspace); nothing is allocated inside a step. plan() computes the same
+// layout without allocating, so it predicts the peak.
+// Checkpointing: Off keeps every activation backward needs for every layer; Recompute keeps only each
+// block's input and recomputes the block (forward) right before its backward, into one layer's buffers.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"  // LoraParam, batch_from_sequences
+#include "tandem/data.h"
+#include "tandem/lora.h"
+#include "tandem/model_config.h"
+#include "tandem/run_config.h"
+
+namespace tandem {
+
+enum class AttentionBackend { Auto, Cudnn, Inhouse };
+
+struct CudaModelOptions {
+    int max_tokens = 4096;  // tokens of the largest micro-batch (the token budget)
+    int max_seqlen = 0;     // longest sample (0: max_tokens); sizes attention workspaces
+    CheckpointPolicy checkpointing = CheckpointPolicy::Off;  // Off or Recompute (Auto/Smart: not here)
+    AttentionBackend attention = AttentionBackend::Auto;     // Auto: cuDNN where it supports the case
+};
+
+// Device bytes by purpose; total = what the model will hold at its peak (plus a fixed CUDA context
+// allowance reported separately in context).
+struct CudaMemoryPlan {
+    uint64_t weights = 0;         // bf16 base weights + norms + rope table
+    uint64_t lora_optimizer = 0;  // fp32 masters + grads + 2 moments + bf16 copies + descriptors
+    uint64_t activations = 0;     // the activation arena
+    uint64_t workspace = 0;       // cuBLASLt + attention + lm_head chunk + grad-norm scratch + staging
+    uint64_t context = 0;         // CUDA context / library handles (measured constant, not allocated by us)
+    uint64_t total = 0;           // sum of the above
+};
+
+// Timing of the last forward_backward, from CUDA events (ms), read after the step synchronised.
+struct CudaStepTiming {
+    double forward_ms = 0;   // embedding .. loss
+    double backward_ms = 0;  // loss gradient .. first layer
+};
+
+class CudaModel {
+public:
+    // Predicts the device memory of load(dir or config) with these options, without touching the GPU.
+    static CudaMemoryPlan plan(const ModelConfig& config, const LoraConfig& lora, const CudaModelOptions& options);
+
+    // Loads a model folder onto the GPU (validation as CpuModel::load; LoRA init identical to CpuModel's
+    // for the same seed: A Kaiming-uniform from SplitMix64(seed) in spec order, B zeros).
+    static CudaModel load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,
+                          const CudaModelOptions& options);
+    // A model with random bf16 weights (uniform, std ~0.02, from weight_seed) for a config: benchmarks.
+    static CudaModel random(const ModelConfig& config, const LoraConfig& lora, uint64_t seed, uint64_t weight_seed,
+                            const CudaModelOptions& options);
+
+    CudaModel(CudaModel&&) noexcept;
+    CudaModel& operator=(CudaModel&&) noexcept;
+    ~CudaModel();  // frees every device buffer
+
+    const ModelConfig& config() const;
+    const LoraConfig& lora_config() const;
+    const CudaModelOptions& options() const;
+    std::string attention_backend_name() const;  // "cudnn 9.14.0" or "in-house (reason)"
+
+    // Host mirror of the LoRA tensors: specs always valid; value/grad/exp_avg/exp_avg_sq are filled by
+    // sync_to_host() and uploaded by sync_from_host().
+    std::vector<LoraParam>& lora_params();
+    void sync_to_host();    // values, grads and moments device -> host mirror (synchronises)
+    void sync_from_host();  // values and moments host mirror -> device (and the bf16 copies)
+    void set_lora(const LoraTensors& tensors);  // as CpuModel::set_lora (uploads)
+    LoraTensors lora_tensors();                 // downloads values
+    void zero_grads();
+
+    // As CpuModel (one host sync each, to read the loss sum).
+    double forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed);
+    double forward_loss(const PackedBatch& batch);
+    std::vector<float> logits(const PackedBatch& batch);  // fp32 [num_tokens, V]
+    std::vector<float> last_logits(const std::vector<int32_t>& ids);
+
+    // AdamW over every LoRA tensor on the device (one launch), with clipping to max_grad_norm (0: none).
+    // Returns the global grad norm before clipping (one host sync); a non-finite norm skips the update.
+    double optimizer_step(double lr, double beta1, double beta2, double eps, double weight_decay,
+                          double max_grad_norm, int64_t step);
+
+    CudaStepTiming last_timing() const;
+
+    // Bytes held on the device by purpose (MemoryStats), and the measured allocator high-water mark.
+    CudaMemoryPlan memory() const;
+    int max_tokens() const;
+
+    struct Impl;
+
+private:
+    explicit CudaModel(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// Whether this build and machine can run the CUDA backend (never throws); reason says why not.
+bool cuda_backend_available(std::string* reason = nullptr);
+
+}  // namespace tandem
