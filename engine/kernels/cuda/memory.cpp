@@ -1,0 +1,118 @@
+// Counted device / pinned allocations and the arena (see memory.h).
+#include "kernels/cuda/memory.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "kernels/cuda/common.h"
+
+namespace tandem::cuda {
+
+namespace {
+
+std::atomic<size_t> g_live{0};
+std::atomic<size_t> g_peak{0};
+std::atomic<size_t> g_pinned{0};
+
+std::string gib(size_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1ull << 30));
+    return buf;
+}
+
+}  // namespace
+
+void* device_alloc(size_t bytes, const char* what) {
+    if (bytes == 0) return nullptr;
+    context();  // the device is selected and usable
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        throw Error(ErrorCategory::OutOfMemory,
+                    std::string("out of GPU memory allocating ") + gib(bytes) + " for " + what + " (" + gib(free_b) +
+                        " free of " + gib(total_b) +
+                        "); lower the token budget (batch_tokens) or the sequence length, use checkpointing "
+                        "'recompute', or close other programs using the GPU");
+    }
+    if (e != cudaSuccess) throw_cuda(e, "cudaMalloc", __FILE__, __LINE__);
+    const size_t now = g_live.fetch_add(bytes) + bytes;
+    size_t peak = g_peak.load();
+    while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+    }
+    return p;
+}
+
+void device_free(void* p, size_t bytes) noexcept {
+    if (!p) return;
+    cudaFree(p);
+    g_live.fetch_sub(bytes);
+}
+
+size_t allocated_bytes() noexcept { return g_live.load(); }
+size_t peak_allocated_bytes() noexcept { return g_peak.load(); }
+void reset_peak() noexcept { g_peak.store(g_live.load()); }
+
+void* pinned_alloc(size_t bytes, const char* what) {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        throw Error(ErrorCategory::OutOfMemory,
+                    std::string("out of pinned host memory allocating ") + gib(bytes) + " for " + what);
+    }
+    if (e != cudaSuccess) throw_cuda(e, "cudaHostAlloc", __FILE__, __LINE__);
+    g_pinned.fetch_add(bytes);
+    return p;
+}
+
+void pinned_free(void* p, size_t bytes) noexcept {
+    if (!p) return;
+    cudaFreeHost(p);
+    g_pinned.fetch_sub(bytes);
+}
+
+size_t pinned_bytes() noexcept { return g_pinned.load(); }
+
+DeviceBuffer::DeviceBuffer(size_t bytes, const char* what) : p_(device_alloc(bytes, what)), n_(bytes) {}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+        reset();
+        p_ = o.p_;
+        n_ = o.n_;
+        o.p_ = nullptr;
+        o.n_ = 0;
+    }
+    return *this;
+}
+DeviceBuffer::~DeviceBuffer() { reset(); }
+void DeviceBuffer::reset() noexcept {
+    device_free(p_, n_);
+    p_ = nullptr;
+    n_ = 0;
+}
+
+int Arena::reserve(size_t bytes, std::string name) {
+    constexpr size_t kAlign = 256;
+    if (buf_.data()) throw_internal("Arena::reserve after allocate (" + name + ")");
+    offsets_.push_back(total_);
+    names_.push_back(std::move(name));
+    total_ += (bytes + kAlign - 1) / kAlign * kAlign;
+    return int(offsets_.size()) - 1;
+}
+
+void Arena::allocate(const char* what) {
+    if (buf_.data()) return;
+    buf_ = DeviceBuffer(std::max<size_t>(total_, 256), what);
+}
+
+void Arena::release() noexcept { buf_.reset(); }
+
+}  // namespace tandem::cuda
