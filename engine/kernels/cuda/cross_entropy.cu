@@ -14,6 +14,10 @@
 //    caller; a target outside [0,V) anyway gives a NaN loss (visible) instead of an out-of-bounds read.
 //  - fp32 math throughout (softmax with max subtraction); per-row losses, so the caller's sum is
 //    deterministic. No gradient for the lm_head weight (frozen under LoRA).
+//  - Cost (H100 80GB HBM3, N 16384, C 1536, V 151936, K 2048, scratch harness on the device machine):
+//    29.2 ms = logits GEMMs 12.4 + dhidden GEMMs 10.1 + softmax_ce_kernel ~6.7 (two reads of the fp32
+//    logits and one bf16 write, close to HBM bandwidth: a row (600 KB) does not stay in L2 between the
+//    passes). Evaluation (no gradient) 15.6 ms.
 #include "kernels/cuda/cross_entropy.h"
 
 #include <algorithm>
