@@ -40,10 +40,9 @@
 //    the CPU twin to bf16 rounding (rel. error ~3e-3) for MHA/GQA/MQA, D 64/128, 1..9 samples.
 //    The engines asked for no plan workspace; with virtual (non-ragged) per-head dK/dV they asked for
 //    B*L*Hq*D*4 bytes instead, which is why the ragged buffers above are ours.
-//  - Known limits: the backward runs cuDNN's default (non-deterministic) algorithm, dQ is not bitwise
-//    reproducible run to run; engine
-//    (plan) workspace above kEngineWorkspaceCap is reported as unsupported so that the planned upper bound
-//    holds.
+//  - Known limits: the backward runs cuDNN's default (non-deterministic) algorithm, so dQ is not bitwise
+//    reproducible run to run; engine (plan) workspace above kEngineWorkspaceCap is reported as unsupported
+//    so that the planned upper bound holds.
 #include "kernels/cuda/cudnn_attention.h"
 
 #include <algorithm>
