@@ -67,7 +67,9 @@ std::vector<std::vector<int32_t>> read_sequences(const fs::path& p) {
     return nlohmann::json::parse(in)["sequences"].get<std::vector<std::vector<int32_t>>>();
 }
 
-std::vector<float> tensor(const SafetensorsFile& f, const std::string& name) { return tensor_to_f32(f.at(name)); }
+std::vector<float> tensor(const SafetensorsFile& f, const std::string& name) {
+    return tensor_to_f32(f.at(name));
+}
 
 struct Variant {
     fs::path dir;

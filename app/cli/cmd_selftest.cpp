@@ -19,7 +19,9 @@
 namespace tandem::cli {
 namespace {
 
-const char* status_of(const SelftestResult& r) { return r.skipped ? "SKIP" : r.passed ? "PASS" : "FAIL"; }
+const char* status_of(const SelftestResult& r) {
+    return r.skipped ? "SKIP" : r.passed ? "PASS" : "FAIL";
+}
 
 void print_result(const SelftestResult& r, bool verbose) {
     if (r.skipped)
@@ -68,7 +70,8 @@ Run add_selftest_command(CLI::App& app) {
         bool verbose = false;
     };
     auto o = std::make_shared<Opts>();
-    CLI::App* sub = app.add_subcommand("selftest", "check every CUDA op and a whole training step against the CPU reference");
+    CLI::App* sub =
+        app.add_subcommand("selftest", "check every CUDA op and a whole training step against the CPU reference");
     sub->add_option("--device", o->run.device, "the backend to check (cuda; cpu has nothing to compare against)")
         ->check(CLI::IsMember({"cuda", "cpu"}));
     sub->add_option("--filter", o->run.filter, "run only the cases whose name contains this text");
@@ -88,9 +91,12 @@ Run add_selftest_command(CLI::App& app) {
         const auto results = run_selftest(o->run, [&](const SelftestResult& r) { print_result(r, o->verbose); });
         int passed = 0, failed = 0, skipped = 0;
         for (const auto& r : results) {
-            if (r.skipped) ++skipped;
-            else if (r.passed) ++passed;
-            else ++failed;
+            if (r.skipped)
+                ++skipped;
+            else if (r.passed)
+                ++passed;
+            else
+                ++failed;
         }
         std::printf("selftest (seed %llu): %d passed, %d failed, %d skipped\n",
                     static_cast<unsigned long long>(o->run.seed), passed, failed, skipped);

@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -79,10 +80,10 @@ namespace {
 namespace fs = std::filesystem;
 using cuda::bf16;
 
-constexpr double kTolBf16 = 1e-2;   // bf16 storage, fp32 math
-constexpr double kTolF32 = 1e-5;    // fp32 end to end (AdamW, norms, sums, fp32 accumulation of exact inputs)
-constexpr double kTolExact = 0.0;   // copies and conversions
-constexpr double kTolStep = 2e-2;   // a whole training step through bf16 activations
+constexpr double kTolBf16 = 1e-2;  // bf16 storage, fp32 math
+constexpr double kTolF32 = 1e-5;   // fp32 end to end (AdamW, norms, sums, fp32 accumulation of exact inputs)
+constexpr double kTolExact = 0.0;  // copies and conversions
+constexpr double kTolStep = 2e-2;  // a whole training step through bf16 activations
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::string fmt(const char* f, double a) {
@@ -90,13 +91,17 @@ std::string fmt(const char* f, double a) {
     std::snprintf(buf, sizeof buf, f, a);
     return buf;
 }
-std::string g3(double x) { return fmt("%.3g", x); }
+std::string g3(double x) {
+    return fmt("%.3g", x);
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Random inputs
 // ---------------------------------------------------------------------------------------------------------
 
-float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+float round_bf16(float x) {
+    return bf16_to_f32(f32_to_bf16(x));
+}
 
 std::vector<float> round_bf16(std::vector<float> v) {
     for (float& x : v) x = round_bf16(x);
@@ -144,7 +149,9 @@ uint64_t fnv1a(const std::string& s) {
 // Device buffers and transfers (all on the compute stream)
 // ---------------------------------------------------------------------------------------------------------
 
-cudaStream_t stream() { return cuda::context().stream; }
+cudaStream_t stream() {
+    return cuda::context().stream;
+}
 
 // n elements of T on the device (at least one byte, so every pointer is valid).
 template <class T>
@@ -182,8 +189,12 @@ void put(bf16* dst, const std::vector<float>& v) {
     for (size_t i = 0; i < v.size(); ++i) bits[i] = f32_to_bf16(v[i]);
     copy_to_device(dst, bits.data(), bits.size() * sizeof(uint16_t));
 }
-void put(float* dst, const std::vector<float>& v) { copy_to_device(dst, v.data(), v.size() * sizeof(float)); }
-void put(int32_t* dst, const std::vector<int32_t>& v) { copy_to_device(dst, v.data(), v.size() * sizeof(int32_t)); }
+void put(float* dst, const std::vector<float>& v) {
+    copy_to_device(dst, v.data(), v.size() * sizeof(float));
+}
+void put(int32_t* dst, const std::vector<int32_t>& v) {
+    copy_to_device(dst, v.data(), v.size() * sizeof(int32_t));
+}
 
 std::vector<float> get(const bf16* src, int64_t n) {
     std::vector<uint16_t> bits(static_cast<size_t>(n));
@@ -197,7 +208,10 @@ std::vector<float> get(const float* src, int64_t n) {
     copy_to_host(v.data(), src, v.size() * sizeof(float));
     return v;
 }
-template <class T> std::vector<float> get(const Dev<T>& d) { return get(d.p(), d.n()); }
+template <class T>
+std::vector<float> get(const Dev<T>& d) {
+    return get(d.p(), d.n());
+}
 
 Dev<bf16> dev_bf16(const std::vector<float>& v) {
     Dev<bf16> d(int64_t(v.size()));
@@ -214,7 +228,8 @@ Dev<int32_t> dev_i32(const std::vector<int32_t>& v) {
     put(d.p(), v);
     return d;
 }
-template <class T> Dev<T> poisoned(int64_t n) {
+template <class T>
+Dev<T> poisoned(int64_t n) {
     Dev<T> d(n);
     poison(d.p(), d.bytes());
     return d;
@@ -338,7 +353,9 @@ private:
     int count_ = 0;
 };
 
-int64_t numel(int a, int b) { return int64_t(a) * int64_t(b); }
+int64_t numel(int a, int b) {
+    return int64_t(a) * int64_t(b);
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Embedding
@@ -348,8 +365,8 @@ void embedding_case(Check& c, int N, int C, int V) {
     const auto table = c.rng.bf16_values(numel(V, C), 1.0f);
     std::vector<int32_t> ids(static_cast<size_t>(N));
     for (auto& id : ids) id = c.rng.below(V);
-    ids[size_t(N - 1)] = V - 1;      // the table's last row
-    if (N >= 3) ids[2] = ids[0];     // a repeated id: backward adds both rows
+    ids[size_t(N - 1)] = V - 1;   // the table's last row
+    if (N >= 3) ids[2] = ids[0];  // a repeated id: backward adds both rows
     const auto d_table = dev_bf16(table);
     const auto d_ids = dev_i32(ids);
 
@@ -428,8 +445,8 @@ void rmsnorm_backward_case(Check& c, int N, int C, bool with_dweight) {
     const auto init_dinp = c.initial(inc_dinp, true);
     const auto init_dw = c.initial(inc_dw, false);
     auto want_dinp = init_dinp, want_dw = init_dw;
-    cpu::rmsnorm_backward(want_dinp.data(), with_dweight ? want_dw.data() : nullptr, dout.data(), inp.data(),
-                          w.data(), rstd.data(), N, C);
+    cpu::rmsnorm_backward(want_dinp.data(), with_dweight ? want_dw.data() : nullptr, dout.data(), inp.data(), w.data(),
+                          rstd.data(), N, C);
 
     const auto d_inp = dev_bf16(inp);
     const auto d_w = dev_bf16(w);
@@ -437,8 +454,8 @@ void rmsnorm_backward_case(Check& c, int N, int C, bool with_dweight) {
     const auto d_dout = dev_bf16(dout);
     const auto d_dinp = dev_bf16(init_dinp);
     const auto d_dw = dev_f32(init_dw);
-    cuda::rmsnorm_backward(d_dinp.p(), with_dweight ? d_dw.p() : nullptr, d_dout.p(), d_inp.p(), d_w.p(), d_rstd.p(),
-                           N, C);
+    cuda::rmsnorm_backward(d_dinp.p(), with_dweight ? d_dw.p() : nullptr, d_dout.p(), d_inp.p(), d_w.p(), d_rstd.p(), N,
+                           C);
     c.tensor("dinp", get(d_dinp), want_dinp, kTolBf16, &init_dinp);
     if (with_dweight) c.tensor("dweight", get(d_dw), want_dw, kTolBf16, &init_dw);
 }
@@ -520,7 +537,9 @@ void swiglu_case(Check& c, int N, int F, bool in_place) {
 // Matmul and LoRA
 // ---------------------------------------------------------------------------------------------------------
 
-float fan_in_bound(int in) { return float(std::sqrt(3.0 / in)); }  // uniform with std 1/sqrt(in)
+float fan_in_bound(int in) {
+    return float(std::sqrt(3.0 / in));
+}  // uniform with std 1/sqrt(in)
 
 void matmul_forward_case(Check& c, int N, int IN, int OUT, bool with_bias) {
     const auto inp = c.rng.bf16_values(numel(N, IN), 1.0f);
@@ -591,8 +610,8 @@ void lora_case(Check& c, int N, int IN, int OUT, int R, float scaling) {
     const auto dout = c.rng.bf16_values(numel(N, OUT), 1.0f);
     std::vector<float> inc_di(size_t(numel(N, IN)), 0.0f), inc_da(size_t(numel(R, IN)), 0.0f),
         inc_db(size_t(numel(OUT, R)), 0.0f), dtmp(size_t(numel(N, R)));
-    cpu::lora_backward(inc_di.data(), inc_da.data(), inc_db.data(), dtmp.data(), dout.data(), inp.data(),
-                       tmp16.data(), A.data(), B.data(), scaling, N, IN, OUT, R);
+    cpu::lora_backward(inc_di.data(), inc_da.data(), inc_db.data(), dtmp.data(), dout.data(), inp.data(), tmp16.data(),
+                       A.data(), B.data(), scaling, N, IN, OUT, R);
     const auto init_di = c.initial(inc_di, true);
     const auto init_da = c.initial(inc_da, false);
     const auto init_db = c.initial(inc_db, false);
@@ -634,9 +653,9 @@ void cross_entropy_case(Check& c, int N, int C, int V, int chunk_rows, float log
     std::vector<float> scratch(size_t(numel(std::max(chunk_rows, 1), V)));
     std::vector<float> want_losses(static_cast<size_t>(N));
     for (int n = 0; n < N; ++n)
-        want_losses[size_t(n)] = float(cpu::lm_head_cross_entropy(nullptr, hidden.data() + numel(n, C), weight.data(),
-                                                                   &targets[size_t(n)], 1, C, V, 1.0f, 1,
-                                                                   scratch.data()));
+        want_losses[size_t(n)] =
+            float(cpu::lm_head_cross_entropy(nullptr, hidden.data() + numel(n, C), weight.data(), &targets[size_t(n)],
+                                             1, C, V, 1.0f, 1, scratch.data()));
     std::vector<float> want_dh(size_t(numel(N, C)));
     const double want_sum = cpu::lm_head_cross_entropy(want_dh.data(), hidden.data(), weight.data(), targets.data(), N,
                                                        C, V, grad_scale, chunk_rows, scratch.data());
@@ -647,8 +666,8 @@ void cross_entropy_case(Check& c, int N, int C, int V, int chunk_rows, float log
     const auto d_losses = poisoned<float>(N);
     const auto d_dh = poisoned<bf16>(numel(N, C));
     const Dev<char> ws(int64_t(cuda::lm_head_cross_entropy_workspace(chunk_rows, V)));
-    cuda::lm_head_cross_entropy(with_grad ? d_dh.p() : nullptr, d_losses.p(), d_hidden.p(), d_weight.p(),
-                                d_targets.p(), N, C, V, grad_scale, chunk_rows, ws.p());
+    cuda::lm_head_cross_entropy(with_grad ? d_dh.p() : nullptr, d_losses.p(), d_hidden.p(), d_weight.p(), d_targets.p(),
+                                N, C, V, grad_scale, chunk_rows, ws.p());
     const auto losses = get(d_losses);
     c.tensor("losses", losses, want_losses, kTolBf16);
     double sum = 0;
@@ -679,8 +698,8 @@ struct AttnShape {
 };
 
 std::string attn_label(const AttnShape& s) {
-    std::string l = "D=" + std::to_string(s.D) + " Hq=" + std::to_string(s.Hq) + " Hkv=" + std::to_string(s.Hkv) +
-                    " lengths=";
+    std::string l =
+        "D=" + std::to_string(s.D) + " Hq=" + std::to_string(s.Hq) + " Hkv=" + std::to_string(s.Hkv) + " lengths=";
     for (size_t i = 0; i < s.lengths.size(); ++i) l += (i ? "," : "") + std::to_string(s.lengths[i]);
     return l;
 }
@@ -690,8 +709,8 @@ struct AttnData {
     int S = 0, T = 0, max_seqlen = 0;
     float scale = 0;
     std::vector<int32_t> cu;
-    std::vector<float> q, k, v, dout;      // bf16 values
-    std::vector<float> out, lse;           // [T,Hq,D], [Hq,T]
+    std::vector<float> q, k, v, dout;  // bf16 values
+    std::vector<float> out, lse;       // [T,Hq,D], [Hq,T]
     std::vector<float> dq, dk, dv;
 };
 
@@ -758,8 +777,8 @@ void cudnn_attention_case(Check& c, const AttnShape& s) {
         return;
     }
     const AttnData a = attention_data(c, s);
-    const cuda::CudnnAttentionShape shape{.S = a.S, .T = a.T, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D,
-                                          .max_seqlen = a.max_seqlen, .scale = a.scale};
+    const cuda::CudnnAttentionShape shape{
+        .S = a.S, .T = a.T, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D, .max_seqlen = a.max_seqlen, .scale = a.scale};
     if (!cuda::cudnn_attention_supported(shape, &why)) {
         c.skip("all", "cuDNN does not support this shape: " + why);
         return;
@@ -812,8 +831,9 @@ void dropout_case(Check& c, int64_t n, double p, int layer, int module, bool in_
     bf16* out = in_place ? d_inp.p() : d_out.p();
     cuda::dropout_forward(out, d_inp.p(), seed, layer, module, n, p);
     const auto got = get(out, n);
-    mask_result(c, "forward mask", n, [&](int64_t i) { return got[size_t(i)] == 0.0f; },
-                [&](int64_t i) { return want[size_t(i)] == 0.0f; });
+    mask_result(
+        c, "forward mask", n, [&](int64_t i) { return got[size_t(i)] == 0.0f; },
+        [&](int64_t i) { return want[size_t(i)] == 0.0f; });
     c.tensor("out", got, want, kTolBf16);
 
     // backward accumulates: an element is dropped iff it still holds its initial value
@@ -827,8 +847,9 @@ void dropout_case(Check& c, int64_t n, double p, int layer, int module, bool in_
     const auto d_dinp = dev_bf16(init);
     cuda::dropout_backward(d_dinp.p(), d_dout.p(), seed, layer, module, n, p);
     const auto got_d = get(d_dinp);
-    mask_result(c, "backward mask", n, [&](int64_t i) { return got_d[size_t(i)] == init[size_t(i)]; },
-                [&](int64_t i) { return inc[size_t(i)] == 0.0f; });
+    mask_result(
+        c, "backward mask", n, [&](int64_t i) { return got_d[size_t(i)] == init[size_t(i)]; },
+        [&](int64_t i) { return inc[size_t(i)] == 0.0f; });
     c.tensor("dinp", got_d, want_d, kTolBf16, &init);
 }
 
@@ -864,7 +885,10 @@ void adamw_case(Check& c, Clip mode) {
     std::vector<cpu::GradSpan> spans;
     for (auto& t : want) spans.push_back({t.grad.data(), int64_t(t.grad.size())});
     const double norm0 = cpu::global_grad_norm(spans);
-    const double max_norm = mode == Clip::None ? 0.0 : mode == Clip::Active ? 0.5 * norm0 : mode == Clip::Inactive ? 2.0 * norm0 : 1.0;
+    const double max_norm = mode == Clip::None       ? 0.0
+                            : mode == Clip::Active   ? 0.5 * norm0
+                            : mode == Clip::Inactive ? 2.0 * norm0
+                                                     : 1.0;
     const double norm = max_norm > 0 ? cpu::clip_grad_norm(spans, max_norm) : norm0;
     if (std::isfinite(norm))
         for (auto& t : want)
@@ -883,7 +907,7 @@ void adamw_case(Check& c, Clip mode) {
         M.push_back(dev_f32(t.m));
         Vs.push_back(dev_f32(t.v));
         Pb.push_back(mode == Clip::NonFinite ? dev_bf16(round_bf16(t.param)) : poisoned<bf16>(sizes[size_t(i)]));
-        desc[size_t(i)] = {P.back().p(), G.back().p(), M.back().p(), Vs.back().p(), i == 1 ? nullptr : Pb.back().p(),
+        desc[size_t(i)] = {P.back().p(),    G.back().p(), M.back().p(), Vs.back().p(), i == 1 ? nullptr : Pb.back().p(),
                            sizes[size_t(i)]};
     }
     const Dev<cuda::AdamWTensor> d_desc(count);
@@ -1067,8 +1091,9 @@ void fill_uniform_case(Check& c) {
         sum += v;
         sq += double(v) * v;
     }
-    c.result("range", double(out_of_range) / double(n), kTolExact,
-             std::to_string(out_of_range) + " of " + std::to_string(n) + " outside [-" + g3(bound) + ", " + g3(bound) + "]");
+    c.result(
+        "range", double(out_of_range) / double(n), kTolExact,
+        std::to_string(out_of_range) + " of " + std::to_string(n) + " outside [-" + g3(bound) + ", " + g3(bound) + "]");
     const double mean = sum / double(n), sd = std::sqrt(std::max(0.0, sq / double(n) - mean * mean));
     const double sd_want = bound / std::sqrt(3.0);
     c.result("moments", std::max(std::fabs(mean) / sd_want, std::fabs(sd / sd_want - 1.0)), 0.02,
@@ -1082,11 +1107,11 @@ void fill_uniform_case(Check& c) {
 // ---------------------------------------------------------------------------------------------------------
 
 struct StepVariant {
-    std::string name;         // in the case names
-    nlohmann::json config;    // config.json
+    std::string name;       // in the case names
+    nlohmann::json config;  // config.json
     LoraConfig lora;
     std::vector<int> lengths;  // samples of the packed batch
-    int token_budget = 0;     // >= sum of lengths: the rest is padding
+    int token_budget = 0;      // >= sum of lengths: the rest is padding
 };
 
 // config.json + model.safetensors (BF16) with weights scaled so every path matters: q/k projections with
@@ -1109,7 +1134,8 @@ void write_model(const fs::path& dir, const nlohmann::json& config, uint64_t see
         const bool norm = t.name.find("norm") != std::string::npos;
         const bool bias = t.name.size() > 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0;
         const bool qk = t.name.find("q_proj") != std::string::npos || t.name.find("k_proj") != std::string::npos;
-        const bool table = t.name.find("embed_tokens") != std::string::npos || t.name.find("lm_head") != std::string::npos;
+        const bool table =
+            t.name.find("embed_tokens") != std::string::npos || t.name.find("lm_head") != std::string::npos;
         const float bound = bias ? 0.1f : (qk || table) ? fan_in_bound(in) : 0.5f * fan_in_bound(in);
         std::vector<uint16_t> v(static_cast<size_t>(n));
         for (auto& x : v) x = f32_to_bf16(norm ? 1.0f + rng.uniform(-0.3f, 0.3f) : rng.uniform(-bound, bound));
@@ -1204,15 +1230,17 @@ public:
     bool ready = false;
     fs::path dir;
     PackedBatch batch;
-    LoraTensors lora;                    // bf16-representable values, B non-zero
-    std::vector<float> logits;           // [num_tokens, V]
+    LoraTensors lora;           // bf16-representable values, B non-zero
+    std::vector<float> logits;  // [num_tokens, V]
     double eval_loss = 0, train_loss = 0;
     std::map<std::string, std::vector<float>> grads;
-    double norm = 0;                     // global grad norm before clipping
-    double max_norm = 0;                 // half of it: the clip is active
+    double norm = 0;                                    // global grad norm before clipping
+    double max_norm = 0;                                // half of it: the clip is active
     std::map<std::string, std::vector<float>> stepped;  // values after one AdamW step
 
 private:
+    void build(uint64_t base_seed);
+    std::exception_ptr error_;
     static int counter_;
 };
 int StepReference::counter_ = 0;
@@ -1242,6 +1270,17 @@ PackedBatch make_step_batch(Rng& rng, const std::vector<int>& lengths, int token
 
 void StepReference::prepare(uint64_t base_seed) {
     if (ready) return;
+    if (error_) std::rethrow_exception(error_);  // the variant's other cases fail the same way, quickly
+    try {
+        build(base_seed);
+        ready = true;
+    } catch (...) {
+        error_ = std::current_exception();
+        throw;
+    }
+}
+
+void StepReference::build(uint64_t base_seed) {
     Rng rng(splitmix64(base_seed ^ fnv1a("step " + variant.name)));
     dir = fs::temp_directory_path() /
           ("tandem-selftest-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++) + "-" + variant.name);
@@ -1280,10 +1319,11 @@ void StepReference::prepare(uint64_t base_seed) {
                           kOptB2, kOptEps, kOptWd, 1);
         stepped[p.spec.name] = std::move(value);
     }
-    ready = true;
 }
 
-std::string policy_name(CheckpointPolicy p) { return std::string(checkpoint_policy_name(p)); }
+std::string policy_name(CheckpointPolicy p) {
+    return std::string(checkpoint_policy_name(p));
+}
 std::string attention_name(AttentionBackend a) {
     return a == AttentionBackend::Inhouse ? "inhouse" : a == AttentionBackend::Cudnn ? "cudnn" : "auto";
 }
@@ -1381,7 +1421,9 @@ std::string shape(std::initializer_list<std::pair<const char*, int64_t>> dims) {
 
 std::vector<Case> make_cases() {
     std::vector<Case> cs;
-    auto add = [&](std::string name, std::function<void(Check&)> fn) { cs.push_back({std::move(name), std::move(fn)}); };
+    auto add = [&](std::string name, std::function<void(Check&)> fn) {
+        cs.push_back({std::move(name), std::move(fn)});
+    };
 
     for (auto [N, C, V] : {std::tuple{37, 96, 101}, {130, 200, 53}, {5, 37, 7}})
         add("embedding " + shape({{"N", N}, {"C", C}, {"V", V}}), [=](Check& c) { embedding_case(c, N, C, V); });
@@ -1426,8 +1468,11 @@ std::vector<Case> make_cases() {
         add("swiglu " + shape({{"N", N}, {"F", F}}), [=](Check& c) { swiglu_case(c, N, F, false); });
     add("swiglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true); });
 
-    for (auto [N, IN, OUT, bias] : {std::tuple{37, 96, 200, false}, {37, 96, 200, true}, {130, 64, 96, true},
-                                    {17, 37, 53, true}, {1, 128, 256, false}})
+    for (auto [N, IN, OUT, bias] : {std::tuple{37, 96, 200, false},
+                                    {37, 96, 200, true},
+                                    {130, 64, 96, true},
+                                    {17, 37, 53, true},
+                                    {1, 128, 256, false}})
         add("matmul_forward " + shape({{"N", N}, {"IN", IN}, {"OUT", OUT}}) + (bias ? " bias" : ""),
             [=](Check& c) { matmul_forward_case(c, N, IN, OUT, bias); });
     for (auto [N, IN, OUT] : {std::tuple{37, 96, 200}, {130, 64, 96}, {17, 37, 53}, {1, 128, 256}})
@@ -1438,8 +1483,8 @@ std::vector<Case> make_cases() {
     add("matmul_backward dweight+dbias only N=37 IN=96 OUT=200",
         [](Check& c) { matmul_backward_case(c, 37, 96, 200, false, true, true); });
 
-    for (auto [N, IN, OUT, R, s] : {std::tuple{37, 96, 200, 8, 2.0f}, {130, 64, 96, 16, 0.5f}, {17, 37, 53, 4, 4.0f},
-                                    {5, 64, 37, 1, 2.0f}})
+    for (auto [N, IN, OUT, R, s] :
+         {std::tuple{37, 96, 200, 8, 2.0f}, {130, 64, 96, 16, 0.5f}, {17, 37, 53, 4, 4.0f}, {5, 64, 37, 1, 2.0f}})
         add("lora " + shape({{"N", N}, {"IN", IN}, {"OUT", OUT}, {"R", R}}),
             [=](Check& c) { lora_case(c, N, IN, OUT, R, s); });
 
@@ -1451,14 +1496,12 @@ std::vector<Case> make_cases() {
     add("lm_head_cross_entropy no dhidden N=37 C=96 V=101 chunk=16",
         [](Check& c) { cross_entropy_case(c, 37, 96, 101, 16, 1.0f, false); });
     for (auto [N, C, V] : {std::tuple{37, 96, 1001}, {5, 37, 53}})
-        add("lm_head_logits " + shape({{"N", N}, {"C", C}, {"V", V}}), [=](Check& c) { lm_head_logits_case(c, N, C, V); });
+        add("lm_head_logits " + shape({{"N", N}, {"C", C}, {"V", V}}),
+            [=](Check& c) { lm_head_logits_case(c, N, C, V); });
 
     const std::vector<AttnShape> attn = {
-        {{1, 17, 64, 130}, 8, 2, 64},
-        {{1, 17, 64, 130}, 8, 2, 128},
-        {{130, 1, 1, 64, 17}, 4, 4, 64},
-        {{257, 1}, 4, 4, 128},
-        {{33, 96}, 6, 1, 64},
+        {{1, 17, 64, 130}, 8, 2, 64}, {{1, 17, 64, 130}, 8, 2, 128}, {{130, 1, 1, 64, 17}, 4, 4, 64},
+        {{257, 1}, 4, 4, 128},        {{33, 96}, 6, 1, 64},
     };
     for (const auto& s : attn) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
     for (const auto& s : attn) add("cudnn_attention " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s); });
@@ -1466,7 +1509,8 @@ std::vector<Case> make_cases() {
     add("dropout n=1001 p=0.1", [](Check& c) { dropout_case(c, 1001, 0.1, 0, 0, false); });
     add("dropout n=65539 p=0.5 layer=3 module=6", [](Check& c) { dropout_case(c, 65539, 0.5, 3, 6, false); });
     add("dropout in-place n=4099 p=0.3 layer=1 module=2", [](Check& c) { dropout_case(c, 4099, 0.3, 1, 2, true); });
-    add("dropout n=1048581 p=0.1 layer=27 module=4", [](Check& c) { dropout_case(c, (1 << 20) + 5, 0.1, 27, 4, false); });
+    add("dropout n=1048581 p=0.1 layer=27 module=4",
+        [](Check& c) { dropout_case(c, (1 << 20) + 5, 0.1, 27, 4, false); });
 
     add("adamw no clip", [](Check& c) { adamw_case(c, Clip::None); });
     add("adamw clip inactive", [](Check& c) { adamw_case(c, Clip::Inactive); });
@@ -1504,17 +1548,20 @@ std::vector<std::string> selftest_case_names() {
 std::vector<SelftestResult> run_selftest(const SelftestOptions& options,
                                          const std::function<void(const SelftestResult&)>& on_result) {
     if (options.device == "cpu")
-        throw_invalid("selftest: device 'cpu' has nothing to compare against (the CPU backend is the reference); "
-                      "use --device cuda");
+        throw_invalid(
+            "selftest: device 'cpu' has nothing to compare against (the CPU backend is the reference); "
+            "use --device cuda");
     if (options.device != "cuda") throw_invalid("selftest: unknown device '" + options.device + "'; use cuda");
     std::string why;
     if (!cuda_backend_available(&why)) throw_unsupported("selftest: the CUDA backend cannot run here: " + why);
 #if TANDEM_WITH_CUDA
     if (!cuda::device_available(&why)) throw_unsupported("selftest: no usable CUDA device: " + why);
+    cuda::context();  // a device that cannot even start fails the command (Error{Device}), not every case
     std::vector<Case> cases = make_cases();
     std::erase_if(cases, [&](const Case& c) { return c.name.find(options.filter) == std::string::npos; });
     if (cases.empty())
-        throw_invalid("selftest: no case name contains '" + options.filter + "' (tandem-cli selftest --list shows them)");
+        throw_invalid("selftest: no case name contains '" + options.filter +
+                      "' (tandem-cli selftest --list shows them)");
 
     std::vector<SelftestResult> results;
     Reporter out{on_result, results};
@@ -1539,8 +1586,9 @@ std::vector<SelftestResult> run_selftest(const SelftestOptions& options,
     return results;
 #else
     (void)on_result;
-    throw_unsupported("selftest: this build has no CUDA backend (configure with -DTANDEM_CUDA=ON on a machine with "
-                      "the CUDA toolkit and cuDNN)");
+    throw_unsupported(
+        "selftest: this build has no CUDA backend (configure with -DTANDEM_CUDA=ON on a machine with "
+        "the CUDA toolkit and cuDNN)");
 #endif
 }
 

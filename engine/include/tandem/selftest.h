@@ -27,12 +27,12 @@ struct SelftestOptions {
 };
 
 struct SelftestResult {
-    std::string name;       // "rmsnorm_forward N=37 C=96: out"
-    double rel_error = 0;   // see above; +inf when the GPU produced a non-finite value or a shape differs
+    std::string name;      // "rmsnorm_forward N=37 C=96: out"
+    double rel_error = 0;  // see above; +inf when the GPU produced a non-finite value or a shape differs
     double tolerance = 0;
     bool passed = false;
-    bool skipped = false;   // passed, but nothing was compared (detail says why)
-    std::string detail;     // where the worst element is, or why skipped / what failed
+    bool skipped = false;  // passed, but nothing was compared (detail says why)
+    std::string detail;    // where the worst element is, or why skipped / what failed
 };
 
 // Runs every case whose name matches options.filter, calling on_result (may be empty) as each result is
