@@ -212,7 +212,7 @@ private slots:
 
         CudaModelOptions huge;
         huge.max_tokens = 1 << 27;  // 134M tokens: hundreds of GB of activations
-        huge.max_seqlen = 4096;
+        huge.max_seqlen = int(v.config.max_position_embeddings);  // a valid sample length (256)
         const CudaMemoryPlan plan = CudaModel::plan(v.config, v.adapter.config, huge);
         qInfo("plan for %d tokens: %.1f GiB (activations %.1f GiB)", huge.max_tokens, double(plan.total) / (1 << 30),
               double(plan.activations) / (1 << 30));
