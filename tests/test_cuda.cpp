@@ -7,7 +7,8 @@
 //     tests/fixtures/README.md) on CudaModel: logits, loss and all 28 LoRA gradients within 2e-2 relative
 //     (bf16 weights and activations against an fp32 reference), with the in-house and the automatic
 //     attention backend.
-//  3. out_of_memory: a token budget no GPU holds -> Error{OutOfMemory}, no device bytes leaked, and the
+//  3. cli_selftest: tandem-cli selftest exit codes and its JSON report.
+//  4. out_of_memory: a token budget no GPU holds -> Error{OutOfMemory}, no device bytes leaked, and the
 //     process still loads and trains a small model afterwards.
 // Errors are "normalised": rel = max |got - ref| / max |ref| over a tensor; both numbers are printed.
 #include <QTest>
@@ -150,6 +151,30 @@ private slots:
         qInfo("determinism: %d results identical on a second run", compared);
     }
 
+    // tandem-cli selftest: exit codes, one line per result, the JSON report.
+    void cli_selftest() {
+        QTemporaryDir tmp;
+        const QString json = tmp.filePath("selftest.json");
+        const auto r = tandem::test::run_cli({"selftest", "--device", "cuda", "--filter", "embedding", "--json", json});
+        QVERIFY2(r.exit_code == 0, r.out.constData());
+        QVERIFY(r.out.contains("PASS"));
+        QVERIFY(r.out.contains("0 failed"));
+        std::ifstream in(json.toStdString());
+        const auto j = nlohmann::json::parse(in);
+        QCOMPARE(j["failed"].get<int>(), 0);
+        QVERIFY(j["results"].size() >= 6);
+        for (const auto& e : j["results"]) QVERIFY(e["name"].get<std::string>().find("embedding") == 0);
+
+        const auto cpu = tandem::test::run_cli({"selftest", "--device", "cpu"});
+        QCOMPARE(cpu.exit_code, 2);
+        QVERIFY(cpu.err.contains("nothing to compare"));
+        const auto none = tandem::test::run_cli({"selftest", "--filter", "no such case"});
+        QCOMPARE(none.exit_code, 2);
+        const auto list = tandem::test::run_cli({"selftest", "--list"});
+        QCOMPARE(list.exit_code, 0);
+        QVERIFY(list.out.contains("step qwen3 checkpointing=recompute attention=inhouse"));
+    }
+
     void fixture_parity_data() {
         QTest::addColumn<QString>("name");
         QTest::addColumn<int>("attention");
@@ -211,7 +236,7 @@ private slots:
         QVERIFY(std::fabs(small_step() - ref_loss) <= kTol * std::fabs(ref_loss));
 
         CudaModelOptions huge;
-        huge.max_tokens = 1 << 27;  // 134M tokens: hundreds of GB of activations
+        huge.max_tokens = 1 << 27;                                // 134M tokens: hundreds of GB of activations
         huge.max_seqlen = int(v.config.max_position_embeddings);  // a valid sample length (256)
         const CudaMemoryPlan plan = CudaModel::plan(v.config, v.adapter.config, huge);
         qInfo("plan for %d tokens: %.1f GiB (activations %.1f GiB)", huge.max_tokens, double(plan.total) / (1 << 30),
