@@ -20,5 +20,6 @@ Run add_generate_command(CLI::App& app);
 Run add_train_command(CLI::App& app);
 Run add_export_command(CLI::App& app);
 Run add_selftest_command(CLI::App& app);
+Run add_bench_command(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     add(tandem::cli::add_train_command);
     add(tandem::cli::add_export_command);
     add(tandem::cli::add_selftest_command);
+    add(tandem::cli::add_bench_command);
 
     try {
         app.parse(argc, argv);

@@ -1,0 +1,440 @@
+// `tandem-cli bench --config NAME [--batch-tokens 16384] [--seq-len 2048] [--steps 20] [--warmup 3]
+// [--checkpointing off|recompute] [--attention auto|cudnn|inhouse] [--rank 16] [--json FILE]` — LoRA
+// training throughput of the CUDA backend on an architecture preset (tandem/arch_presets.h) with random
+// weights: tokens/s, the forward / backward / optimizer split, MFU, and peak VRAM against the memory plan.
+// bench/gpu_bench.sh runs it next to the HF PEFT baseline (bench/hf_peft_baseline.py).
+//
+// Decisions a reader must know:
+//  - A step is what the trainer does: forward_backward + optimizer_step (AdamW, lr 1e-4, clip 1.0) +
+//    zero_grads, timed with std::chrono around the whole step (the model synchronises inside). Forward and
+//    backward come from CudaModel::last_timing() (CUDA events); optimizer is chrono around optimizer_step;
+//    "other" = step - forward - backward - optimizer (batch upload, host syncs, launch gaps).
+//  - Batches are packed: batch_tokens tokens made of samples of seq_len tokens (the last one shorter when
+//    seq_len does not divide batch_tokens), random ids < vocab, labels = tokens with the first label of each
+//    sample -100 (batch_from_sequences). HF's 8 x 2048 rows predict exactly as many tokens.
+//  - Model FLOPs of one step (one honest formula for LoRA training; MFU divides it). N = tokens of the step,
+//      P_lin  = frozen GEMM weights = L * (2*H*Q + 2*H*KV + 3*H*I) + V*H (lm_head, tied or not; Q = Hq*D,
+//               KV = Hkv*D); the embedding lookup is not a GEMM and is not counted,
+//      P_lora = trainable LoRA parameters = sum over adapted projections of r * (in + out),
+//      A_fwd  = causal attention GEMMs = sum over layers and samples of 2 * 2 * S^2/2 * D * Hq (QK^T and PV,
+//               half the score matrix),
+//      forward  = 2*N*P_lin + 2*N*P_lora + A_fwd
+//      backward = 2*N*P_lin (input gradients only: frozen weights get no weight gradient)
+//               + 4*N*P_lora (dtmp, dB, dA, dinp) + 2.5*A_fwd (flash backward: 5 GEMMs against 2)
+//      total    = 4*N*P_lin + 6*N*P_lora + 3.5*A_fwd.
+//    Recomputation (checkpointing recompute) is NOT counted — it is overhead, so it lowers MFU. Elementwise
+//    work (norms, RoPE, SwiGLU, softmax, cross-entropy, AdamW) is not counted either. The full fine-tuning
+//    convention 6*N*params would overstate LoRA's work by about 1.5x (no weight gradients).
+//  - Peak = measured, not the datasheet: 20 cuBLASLt 8192^3 bf16 GEMMs (NT, fp32 accumulation, random
+//    data) through cuda::gemm, timed with events after the model is freed. MFU = FLOPs / step time / peak.
+//  - Memory: peak_allocated = the allocator's high-water mark (every byte through device_alloc);
+//    device_used = cudaMemGetInfo total - free after the timed steps (adds the CUDA context, library
+//    workspaces and anything else on the GPU: run on an otherwise idle GPU). The plan (CudaModel::plan) is
+//    computed before loading; ratio = device_used / plan.total and peak_allocated / (plan.total - context).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/random.h"
+#include "model/cuda_model.h"
+#include "tandem/arch_presets.h"
+#include "tandem/error.h"
+#include "tandem/lora.h"
+#include "tandem/run_config.h"
+
+#ifdef TANDEM_WITH_CUDA
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/memory.h"
+#endif
+
+namespace tandem::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::ordered_json;
+
+constexpr double kGiB = double(1ull << 30);
+
+// ---------------------------------------------------------------------------------------------------------
+// Model FLOPs (formula in the file header)
+
+struct FlopCount {
+    double frozen_params = 0;  // P_lin
+    double lora_params = 0;    // P_lora
+    double attention_fwd = 0;  // A_fwd for the whole batch
+    double forward = 0;
+    double backward = 0;
+    double total() const { return forward + backward; }
+};
+
+FlopCount model_flops(const ModelConfig& c, const LoraConfig& lora, const std::vector<int64_t>& sample_lengths) {
+    // H = hidden, Q = q width, KV = kv width, I = intermediate, V = vocab, D = head_dim, L = layers
+    const double H = double(c.hidden_size), Q = double(c.q_dim()), KV = double(c.kv_dim());
+    const double I = double(c.intermediate_size), V = double(c.vocab_size), D = double(c.head_dim);
+    const double L = double(c.num_hidden_layers), Hq = double(c.num_attention_heads);
+    FlopCount f;
+    f.frozen_params = L * (2 * H * Q + 2 * H * KV + 3 * H * I) + V * H;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        if (!lora.adapts_layer(l)) continue;
+        for (const auto& t : lora.target_modules) {
+            double in = H, out = H;
+            if (t == "q_proj") out = Q;
+            else if (t == "k_proj" || t == "v_proj") out = KV;
+            else if (t == "o_proj") in = Q;
+            else if (t == "gate_proj" || t == "up_proj") out = I;
+            else if (t == "down_proj") in = I;
+            f.lora_params += double(lora.r) * (in + out);
+        }
+    }
+    double n_tokens = 0;
+    for (const auto s : sample_lengths) {
+        n_tokens += double(s);
+        f.attention_fwd += L * 2.0 * 2.0 * (double(s) * double(s) / 2.0) * D * Hq;
+    }
+    f.forward = 2 * n_tokens * f.frozen_params + 2 * n_tokens * f.lora_params + f.attention_fwd;
+    f.backward = 2 * n_tokens * f.frozen_params + 4 * n_tokens * f.lora_params + 2.5 * f.attention_fwd;
+    return f;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Device measurements (CUDA builds only; the command refuses to run without the backend before these)
+
+struct DeviceMemory {
+    uint64_t used = 0;   // total - free
+    uint64_t total = 0;
+};
+
+#ifdef TANDEM_WITH_CUDA
+
+DeviceMemory device_memory() {
+    cuda::context();  // the measurement is of this process's device
+    size_t free_b = 0, total_b = 0;
+    TANDEM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return {uint64_t(total_b - free_b), uint64_t(total_b)};
+}
+
+std::string device_name() { return cuda::context().name; }
+
+// Owner of one CUDA event.
+struct Event {
+    cudaEvent_t e = nullptr;
+    Event() { TANDEM_CUDA_CHECK(cudaEventCreate(&e)); }
+    ~Event() { cudaEventDestroy(e); }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+};
+
+// Peak bf16 GEMM throughput (FLOP/s) as cuBLASLt delivers it on this GPU: 20 timed 8192^3 NT GEMMs
+// (C[M,N] = A[M,K] @ B[N,K]^T, the layout of every linear layer) after 3 untimed ones. Random data, not
+// zeros: the tensor cores draw (and clock) differently on zeros.
+double measure_peak_bf16_flops() {
+    constexpr int n = 8192;
+    constexpr int warmup = 3, reps = 20;
+    const size_t elems = size_t(n) * n;
+    std::vector<cuda::bf16> host(elems);
+    SplitMix64 rng(20240604);
+    for (auto& x : host) x = __float2bfloat16(float(rng.next_double() * 2.0 - 1.0));
+    const cuda::DeviceBuffer a(elems * sizeof(cuda::bf16), "peak GEMM A");
+    const cuda::DeviceBuffer b(elems * sizeof(cuda::bf16), "peak GEMM B");
+    const cuda::DeviceBuffer c(elems * sizeof(cuda::bf16), "peak GEMM C");
+    cudaStream_t stream = cuda::context().stream;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.data(), host.data(), a.bytes(), cudaMemcpyHostToDevice, stream));
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.data(), host.data(), b.bytes(), cudaMemcpyHostToDevice, stream));
+    auto gemm = [&] {
+        cuda::gemm(false, true, n, n, n, 1.0f, a.as<cuda::bf16>(), n, b.as<cuda::bf16>(), n, 0.0f, c.data(), n,
+                   /*c_f32=*/false);
+    };
+    for (int i = 0; i < warmup; ++i) gemm();
+    Event start, stop;
+    TANDEM_CUDA_CHECK(cudaEventRecord(start.e, stream));
+    for (int i = 0; i < reps; ++i) gemm();
+    TANDEM_CUDA_CHECK(cudaEventRecord(stop.e, stream));
+    TANDEM_CUDA_CHECK(cudaEventSynchronize(stop.e));
+    float ms = 0;
+    TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
+    return 2.0 * double(n) * double(n) * double(n) * reps / (double(ms) * 1e-3);
+}
+
+uint64_t peak_allocated() { return cuda::peak_allocated_bytes(); }
+void reset_peak_allocated() { cuda::reset_peak(); }
+
+#else
+
+[[noreturn]] void no_cuda() { throw_unsupported("tandem-cli bench needs the CUDA backend; this build has none"); }
+DeviceMemory device_memory() { no_cuda(); }
+std::string device_name() { no_cuda(); }
+double measure_peak_bf16_flops() { no_cuda(); }
+uint64_t peak_allocated() { no_cuda(); }
+void reset_peak_allocated() { no_cuda(); }
+
+#endif
+
+// ---------------------------------------------------------------------------------------------------------
+// Synthetic batches and statistics
+
+// Sample lengths of one batch: seq_len each, the remainder (if any) as a last, shorter sample.
+std::vector<int64_t> sample_lengths(int batch_tokens, int seq_len) {
+    std::vector<int64_t> out(size_t(batch_tokens / seq_len), seq_len);
+    if (batch_tokens % seq_len != 0) out.push_back(batch_tokens % seq_len);
+    return out;
+}
+
+PackedBatch random_batch(const std::vector<int64_t>& lengths, int64_t vocab, uint64_t seed) {
+    SplitMix64 rng(seed);
+    std::vector<std::vector<int32_t>> seqs;
+    for (const auto len : lengths) {
+        std::vector<int32_t> s(static_cast<size_t>(len));
+        for (auto& t : s) t = int32_t(rng.next_u64() % uint64_t(vocab));
+        seqs.push_back(std::move(s));
+    }
+    return batch_from_sequences(seqs);
+}
+
+double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (const auto x : v) s += x;
+    return v.empty() ? 0.0 : s / double(v.size());
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+json plan_json(const CudaMemoryPlan& p) {
+    return {{"weights", p.weights},       {"lora_optimizer", p.lora_optimizer}, {"activations", p.activations},
+            {"workspace", p.workspace},   {"context", p.context},               {"total", p.total}};
+}
+
+std::string gib(uint64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / kGiB);
+    return buf;
+}
+
+void write_json_file(const std::string& path, const json& j) {
+    std::ofstream f(path);
+    if (!f) throw_io(path + ": cannot open for writing (--json)");
+    f << j.dump(2) << "\n";
+    if (!f.flush()) throw_io(path + ": write failed (--json)");
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+}
+
+}  // namespace
+
+Run add_bench_command(CLI::App& app) {
+    struct Opts {
+        std::string config, checkpointing = "off", attention = "auto", json_path;
+        int batch_tokens = 16384, seq_len = 2048, steps = 20, warmup = 3, rank = 16;
+        double alpha = 32;
+    };
+    auto o = std::make_shared<Opts>();
+    const auto names = architecture_preset_names();
+    auto* sub = app.add_subcommand("bench", "LoRA training throughput on random weights of an architecture preset "
+                                            "(CUDA): tokens/s, step split, MFU, peak VRAM vs plan");
+    sub->add_option("--config", o->config, "architecture preset: " + join(names))
+        ->required()
+        ->check(CLI::IsMember(names));
+    sub->add_option("--batch-tokens", o->batch_tokens, "tokens per step (packed)")->capture_default_str();
+    sub->add_option("--seq-len", o->seq_len, "tokens per sample")->capture_default_str();
+    sub->add_option("--steps", o->steps, "timed steps")->capture_default_str();
+    sub->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
+    sub->add_option("--checkpointing", o->checkpointing, "off|recompute")
+        ->check(CLI::IsMember({"off", "recompute"}))
+        ->capture_default_str();
+    sub->add_option("--attention", o->attention, "auto|cudnn|inhouse")
+        ->check(CLI::IsMember({"auto", "cudnn", "inhouse"}))
+        ->capture_default_str();
+    sub->add_option("--rank", o->rank, "LoRA rank (all seven projections)")->capture_default_str();
+    sub->add_option("--alpha", o->alpha, "LoRA alpha")->capture_default_str();
+    sub->add_option("--json", o->json_path, "also write the results as JSON to this file");
+    return [o]() {
+        const ModelConfig config = *architecture_preset(o->config);  // IsMember checked the name
+        if (o->seq_len < 2) throw_invalid("--seq-len must be at least 2 (got " + std::to_string(o->seq_len) + ")");
+        if (o->batch_tokens < o->seq_len)
+            throw_invalid("--batch-tokens (" + std::to_string(o->batch_tokens) + ") must be at least --seq-len (" +
+                          std::to_string(o->seq_len) + ")");
+        if (o->steps < 1) throw_invalid("--steps must be at least 1");
+        if (o->warmup < 0) throw_invalid("--warmup must not be negative");
+        LoraConfig lora;  // all seven projections, dropout 0
+        lora.r = o->rank;
+        lora.alpha = o->alpha;
+        validate_lora_config(lora, "bench");
+
+        std::string reason;
+        if (!cuda_backend_available(&reason))
+            throw_unsupported("tandem-cli bench needs the CUDA backend (" + reason + ")");
+
+        CudaModelOptions options;
+        options.max_tokens = o->batch_tokens;
+        options.max_seqlen = o->seq_len;
+        options.checkpointing = o->checkpointing == "recompute" ? CheckpointPolicy::Recompute : CheckpointPolicy::Off;
+        options.attention = o->attention == "cudnn"     ? AttentionBackend::Cudnn
+                            : o->attention == "inhouse" ? AttentionBackend::Inhouse
+                                                        : AttentionBackend::Auto;
+        const CudaMemoryPlan plan = CudaModel::plan(config, lora, options);
+        const auto lengths = sample_lengths(o->batch_tokens, o->seq_len);
+        const FlopCount flops = model_flops(config, lora, lengths);
+
+        json j;
+        j["system"] = "tandem";
+        j["config"] = o->config;
+        j["device"] = device_name();
+        j["parameters"] = config.parameter_count();
+        j["lora_parameters"] = int64_t(flops.lora_params);
+        j["lora_r"] = lora.r;
+        j["lora_alpha"] = lora.alpha;
+        j["batch_tokens"] = o->batch_tokens;
+        j["seq_len"] = o->seq_len;
+        j["samples"] = lengths.size();
+        j["checkpointing"] = o->checkpointing;
+        j["attention_requested"] = o->attention;
+        j["warmup"] = o->warmup;
+        j["steps"] = o->steps;
+        j["plan"] = plan_json(plan);
+        // On OOM the JSON still says what was tried (gpu_bench.sh puts "OOM" in its table), then the error
+        // goes to main (exit 3).
+        auto on_oom = [&](const Error& e) {
+            j["oom"] = true;
+            j["error"] = e.what();
+            if (!o->json_path.empty()) write_json_file(o->json_path, j);
+        };
+
+        // Batches are made before timing; a few distinct ones, cycled.
+        const int n_batches = std::min(o->steps + o->warmup, 4);
+        std::vector<PackedBatch> batches;
+        for (int i = 0; i < n_batches; ++i)
+            batches.push_back(random_batch(lengths, config.vocab_size, 1000 + uint64_t(i)));
+
+        const DeviceMemory before = device_memory();
+        reset_peak_allocated();
+        std::vector<double> step_ms, fwd_ms, bwd_ms, opt_ms, losses;
+        DeviceMemory after;
+        uint64_t peak_alloc = 0;
+        CudaMemoryPlan held;
+        std::string attention_backend;
+        try {
+            CudaModel model = CudaModel::random(config, lora, /*seed=*/1, /*weight_seed=*/2, options);
+            attention_backend = model.attention_backend_name();
+            std::fprintf(stderr, "bench: %s loaded (%s attention); %d warmup + %d timed steps\n", o->config.c_str(),
+                         attention_backend.c_str(), o->warmup, o->steps);
+            for (int s = 0; s < o->warmup + o->steps; ++s) {
+                const PackedBatch& batch = batches[size_t(s % n_batches)];
+                const auto t0 = Clock::now();
+                const double loss_sum =
+                    model.forward_backward(batch, 1.0f / float(batch.num_label_tokens), uint64_t(s));
+                const auto t1 = Clock::now();
+                model.optimizer_step(1e-4, 0.9, 0.999, 1e-8, 0.0, 1.0, s + 1);
+                model.zero_grads();
+                const auto t2 = Clock::now();
+                losses.push_back(loss_sum / double(batch.num_label_tokens));
+                if (s < o->warmup) continue;
+                const CudaStepTiming t = model.last_timing();
+                step_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
+                opt_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+                fwd_ms.push_back(t.forward_ms);
+                bwd_ms.push_back(t.backward_ms);
+            }
+            after = device_memory();
+            peak_alloc = peak_allocated();
+            held = model.memory();
+        } catch (const Error& e) {
+            if (e.category() == ErrorCategory::OutOfMemory) on_oom(e);
+            throw;
+        }
+        // The model is freed here; the peak GEMM runs on an empty GPU.
+        const double peak = measure_peak_bf16_flops();
+
+        const double step = mean(step_ms), fwd = mean(fwd_ms), bwd = mean(bwd_ms), opt = mean(opt_ms);
+        const double other = step - fwd - bwd - opt;
+        const double tokens_per_s = double(o->batch_tokens) / (step * 1e-3);
+        const double achieved = flops.total() / (step * 1e-3);
+        const double mfu = achieved / peak;
+        const double ratio_used = plan.total ? double(after.used) / double(plan.total) : 0.0;
+        const uint64_t plan_alloc = plan.total - plan.context;
+        const double ratio_alloc = plan_alloc ? double(peak_alloc) / double(plan_alloc) : 0.0;
+
+        j["oom"] = false;
+        j["attention_backend"] = attention_backend;
+        j["tokens_per_s"] = tokens_per_s;
+        j["steps_per_s"] = 1e3 / step;
+        j["step_ms"] = {{"mean", step}, {"median", median(step_ms)},
+                        {"min", *std::min_element(step_ms.begin(), step_ms.end())},
+                        {"max", *std::max_element(step_ms.begin(), step_ms.end())}};
+        j["forward_ms"] = fwd;
+        j["backward_ms"] = bwd;
+        j["optimizer_ms"] = opt;
+        j["other_ms"] = other;
+        j["model_flops_per_step"] = flops.total();
+        j["model_flops_per_token"] = flops.total() / double(o->batch_tokens);
+        j["model_flops_forward"] = flops.forward;
+        j["model_flops_backward"] = flops.backward;
+        j["achieved_flops_per_s"] = achieved;
+        j["peak_bf16_gemm_flops_per_s"] = peak;
+        j["mfu"] = mfu;
+        j["memory"] = {{"peak_allocated_bytes", peak_alloc},
+                       {"device_used_bytes", after.used},
+                       {"device_used_before_bytes", before.used},
+                       {"device_total_bytes", after.total},
+                       {"held", plan_json(held)},
+                       {"ratio_device_used_vs_plan", ratio_used},
+                       {"ratio_allocated_vs_plan", ratio_alloc}};
+        j["peak_gib"] = double(peak_alloc) / kGiB;
+        j["device_used_gib"] = double(after.used) / kGiB;
+        j["loss_first"] = losses.front();
+        j["loss_last"] = losses.back();
+        j["model_config"] = *architecture_preset_json(o->config);
+
+        std::printf("tandem bench: %s (%.3fB parameters), LoRA r=%d alpha=%g on 7 projections (%.2fM trainable)\n",
+                    o->config.c_str(), double(config.parameter_count()) / 1e9, lora.r, lora.alpha,
+                    flops.lora_params / 1e6);
+        std::printf("  device          %s; attention %s\n", j["device"].get<std::string>().c_str(),
+                    attention_backend.c_str());
+        std::printf("  batch           %d tokens = %zu samples of %d; checkpointing %s\n", o->batch_tokens,
+                    lengths.size(), o->seq_len, o->checkpointing.c_str());
+        std::printf("  steps           %d warmup + %d timed\n", o->warmup, o->steps);
+        std::printf("  throughput      %.0f tokens/s, %.3f steps/s\n", tokens_per_s, 1e3 / step);
+        std::printf("  step            %8.2f ms mean (median %.2f, min %.2f, max %.2f)\n", step, median(step_ms),
+                    j["step_ms"]["min"].get<double>(), j["step_ms"]["max"].get<double>());
+        std::printf("    forward       %8.2f ms\n", fwd);
+        std::printf("    backward      %8.2f ms\n", bwd);
+        std::printf("    optimizer     %8.2f ms\n", opt);
+        std::printf("    other         %8.2f ms  (upload, host syncs, gaps)\n", other);
+        std::printf("  model FLOPs     %.2f TFLOP/step (fwd %.2f, bwd %.2f) -> %.1f TFLOP/s\n", flops.total() / 1e12,
+                    flops.forward / 1e12, flops.backward / 1e12, achieved / 1e12);
+        std::printf("  peak bf16 GEMM  %.1f TFLOP/s (cuBLASLt 8192^3, measured)\n", peak / 1e12);
+        std::printf("  MFU             %.1f %%\n", 100.0 * mfu);
+        std::printf("  memory          peak allocated %s, device used %s (before load %s)\n", gib(peak_alloc).c_str(),
+                    gib(after.used).c_str(), gib(before.used).c_str());
+        std::printf("  plan            %s total (weights %s, lora+optimizer %s, activations %s, workspace %s, "
+                    "context %s)\n",
+                    gib(plan.total).c_str(), gib(plan.weights).c_str(), gib(plan.lora_optimizer).c_str(),
+                    gib(plan.activations).c_str(), gib(plan.workspace).c_str(), gib(plan.context).c_str());
+        std::printf("  measured/plan   device used %.3f, allocated %.3f\n", ratio_used, ratio_alloc);
+        std::printf("  loss            %.4f first, %.4f last (random weights: about ln(vocab) = %.2f)\n",
+                    losses.front(), losses.back(), std::log(double(config.vocab_size)));
+        if (!o->json_path.empty()) write_json_file(o->json_path, j);
+        return 0;
+    };
+}
+
+}  // namespace tandem::cli

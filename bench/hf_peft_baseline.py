@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""HF PEFT baseline for `tandem-cli bench`: the same architecture, LoRA and optimizer in transformers + PEFT.
+
+    python3 bench/hf_peft_baseline.py --config llama-3.2-1b [--batch 8] [--seq-len 2048] [--steps 20]
+        [--warmup 3] [--gc on|off] [--rank 16] [--alpha 32] [--json FILE]
+
+What it does, so the numbers compare with tandem-cli bench:
+  - The model is built from the same config.json fields as engine/model/arch_presets.cpp (CONFIGS below;
+    change both together), random init, bf16 weights, attn_implementation "sdpa", built directly on the GPU.
+    Offline: nothing is downloaded.
+  - LoRA r=16 alpha=32 dropout 0 on all seven projections via peft.get_peft_model with PEFT's defaults, so the
+    adapter dtype is whatever PEFT picks for a bf16 base (reported as "lora_dtype": PEFT >= 0.12 upcasts adapter
+    weights to fp32 by default, autocast_adapter_dtype=True).
+  - A step: forward with labels = input ids (the model shifts them: 2047 predicted tokens per row, as in
+    Tandem's packed samples), backward, clip_grad_norm_(1.0), torch.optim.AdamW(fused=True, lr 1e-4,
+    weight_decay 0) on the LoRA parameters, zero_grad. Gradient checkpointing (--gc on) uses
+    use_reentrant=False. Batches are --batch rows of --seq-len random tokens, a few distinct ones cycled.
+  - Step time: perf_counter between torch.cuda.synchronize() calls; forward / backward / optimizer split from
+    CUDA events. tokens/s = batch * seq_len / mean step time.
+  - Memory: torch.cuda.max_memory_reserved / max_memory_allocated over the whole run (weights included),
+    and device used (mem_get_info total - free, includes the CUDA context) after the timed steps.
+  - Out of memory prints {"oom": true, ...} instead of a traceback (exit code 0, so a sweep goes on).
+JSON goes to stdout (and to --json FILE).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+import peft  # noqa: E402
+from packaging import version  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+
+# The config.json fields of engine/model/arch_presets.cpp (shapes and numerics only).
+CONFIGS = {
+    "qwen3-0.6b": {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "attention_bias": False,
+        "bos_token_id": 151643,
+        "eos_token_id": 151645,
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "max_position_embeddings": 40960,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 28,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "use_sliding_window": False,
+        "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 151936,
+    },
+    "llama-3.2-1b": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "attention_bias": False,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "head_dim": 64,
+        "hidden_act": "silu",
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "max_position_embeddings": 131072,
+        "mlp_bias": False,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 16,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-5,
+        "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 128256,
+    },
+    "llama-3.1-8b": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "attention_bias": False,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "hidden_act": "silu",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 131072,
+        "mlp_bias": False,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-5,
+        "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 128256,
+    },
+    "tiny-llama": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "attention_bias": False,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "hidden_act": "silu",
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "max_position_embeddings": 4096,
+        "mlp_bias": False,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 32000,
+    },
+}
+
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+GIB = float(1 << 30)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", required=True, choices=sorted(CONFIGS))
+    p.add_argument("--batch", type=int, default=8, help="rows per step")
+    p.add_argument("--seq-len", type=int, default=2048, help="tokens per row")
+    p.add_argument("--steps", type=int, default=20, help="timed steps")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    p.add_argument("--gc", choices=["on", "off"], default="on", help="gradient checkpointing")
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--alpha", type=float, default=32.0)
+    p.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa unless you know better)")
+    p.add_argument("--json", help="also write the JSON result to this file")
+    a = p.parse_args()
+    if a.batch < 1 or a.seq_len < 2 or a.steps < 1 or a.warmup < 0:
+        p.error("--batch >= 1, --seq-len >= 2, --steps >= 1 and --warmup >= 0 are required")
+    return a
+
+
+def build_model(name, attn):
+    fields = dict(CONFIGS[name])
+    model_type = fields.pop("model_type")
+    config = AutoConfig.for_model(model_type, **fields)
+    config.use_cache = False
+    # transformers >= 4.56 calls it dtype; torch_dtype is the older (now deprecated) spelling.
+    dtype_kw = "dtype" if version.parse(transformers.__version__) >= version.parse("4.56") else "torch_dtype"
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=attn, **{dtype_kw: torch.bfloat16})
+    return model
+
+
+def emit(result, path):
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+
+def run(a, result):
+    torch.manual_seed(0)
+    model = build_model(a.config, a.attn)
+    result["parameters"] = sum(p.numel() for p in model.parameters())  # tied embeddings counted once
+    if a.gc == "on":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    lora = peft.LoraConfig(r=a.rank, lora_alpha=a.alpha, lora_dropout=0.0, target_modules=TARGETS, bias="none",
+                           task_type="CAUSAL_LM")
+    model = peft.get_peft_model(model, lora)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    result["lora_parameters"] = sum(p.numel() for p in params)
+    result["lora_dtype"] = str(params[0].dtype).replace("torch.", "")
+    result["lora_dtypes"] = sorted({str(p.dtype).replace("torch.", "") for p in params})
+    opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, fused=True)
+
+    vocab = CONFIGS[a.config]["vocab_size"]
+    gen = torch.Generator(device="cuda").manual_seed(1000)
+    batches = [torch.randint(0, vocab, (a.batch, a.seq_len), device="cuda", generator=gen)
+               for _ in range(min(a.steps + a.warmup, 4))]
+
+    step_ms, fwd_ms, bwd_ms, opt_ms, losses = [], [], [], [], []
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+    for s in range(a.warmup + a.steps):
+        ids = batches[s % len(batches)]
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        ev[0].record()
+        loss = model(input_ids=ids, labels=ids).loss
+        ev[1].record()
+        loss.backward()
+        ev[2].record()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        ev[3].record()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        losses.append(loss.item())
+        if s < a.warmup:
+            continue
+        step_ms.append((t1 - t0) * 1e3)
+        fwd_ms.append(ev[0].elapsed_time(ev[1]))
+        bwd_ms.append(ev[1].elapsed_time(ev[2]))
+        opt_ms.append(ev[2].elapsed_time(ev[3]))
+
+    free_b, total_b = torch.cuda.mem_get_info()
+    step = statistics.mean(step_ms)
+    result.update({
+        "oom": False,
+        "tokens_per_s": a.batch * a.seq_len / (step * 1e-3),
+        "steps_per_s": 1e3 / step,
+        "step_ms": {"mean": step, "median": statistics.median(step_ms), "min": min(step_ms), "max": max(step_ms)},
+        "forward_ms": statistics.mean(fwd_ms),
+        "backward_ms": statistics.mean(bwd_ms),
+        "optimizer_ms": statistics.mean(opt_ms),
+        "peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB,
+        "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB,
+        "device_used_gib": (total_b - free_b) / GIB,
+        "loss_first": losses[0],
+        "loss_last": losses[-1],
+    })
+
+
+def main():
+    a = parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("hf_peft_baseline.py: no CUDA device")
+    result = {
+        "system": "hf-peft",
+        "config": a.config,
+        "gc": a.gc,
+        "device": torch.cuda.get_device_name(0),
+        "batch": a.batch,
+        "seq_len": a.seq_len,
+        "batch_tokens": a.batch * a.seq_len,
+        "warmup": a.warmup,
+        "steps": a.steps,
+        "lora_r": a.rank,
+        "lora_alpha": a.alpha,
+        "attn_implementation": a.attn,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "peft": peft.__version__, "cuda": torch.version.cuda},
+    }
+    try:
+        run(a, result)
+    except torch.cuda.OutOfMemoryError as e:
+        result.update({"oom": True, "error": str(e).split("\n")[0][:400],
+                       "peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB,
+                       "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB})
+    emit(result, a.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+// Architecture presets (tandem/arch_presets.h): real config.json contents of a few models, parsed by
+// parse_model_config so every derived field (architecture, supported, head_dim defaults, parameter count)
+// comes from the same code that reads a downloaded model. Fields that do not change shapes or numerics
+// (initializer_range, use_cache, transformers_version) are left out. Sources: the config.json files of
+// Qwen/Qwen3-0.6B, meta-llama/Llama-3.2-1B and meta-llama/Llama-3.1-8B on the Hugging Face hub.
+#include "tandem/arch_presets.h"
+
+#include "tandem/error.h"
+
+namespace tandem {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Preset {
+    const char* name;
+    json (*config)();
+};
+
+json qwen3_0_6b() {
+    return {
+        {"architectures", json::array({"Qwen3ForCausalLM"})},
+        {"model_type", "qwen3"},
+        {"attention_bias", false},
+        {"bos_token_id", 151643},
+        {"eos_token_id", 151645},
+        {"head_dim", 128},
+        {"hidden_act", "silu"},
+        {"hidden_size", 1024},
+        {"intermediate_size", 3072},
+        {"max_position_embeddings", 40960},
+        {"num_attention_heads", 16},
+        {"num_hidden_layers", 28},
+        {"num_key_value_heads", 8},
+        {"rms_norm_eps", 1e-6},
+        {"rope_scaling", nullptr},
+        {"rope_theta", 1000000.0},
+        {"sliding_window", nullptr},
+        {"use_sliding_window", false},
+        {"tie_word_embeddings", true},
+        {"torch_dtype", "bfloat16"},
+        {"vocab_size", 151936},
+    };
+}
+
+json llama_3_2_1b() {
+    return {
+        {"architectures", json::array({"LlamaForCausalLM"})},
+        {"model_type", "llama"},
+        {"attention_bias", false},
+        {"bos_token_id", 128000},
+        {"eos_token_id", 128001},
+        {"head_dim", 64},
+        {"hidden_act", "silu"},
+        {"hidden_size", 2048},
+        {"intermediate_size", 8192},
+        {"max_position_embeddings", 131072},
+        {"mlp_bias", false},
+        {"num_attention_heads", 32},
+        {"num_hidden_layers", 16},
+        {"num_key_value_heads", 8},
+        {"rms_norm_eps", 1e-5},
+        {"rope_scaling",
+         {{"factor", 32.0},
+          {"high_freq_factor", 4.0},
+          {"low_freq_factor", 1.0},
+          {"original_max_position_embeddings", 8192},
+          {"rope_type", "llama3"}}},
+        {"rope_theta", 500000.0},
+        {"tie_word_embeddings", true},
+        {"torch_dtype", "bfloat16"},
+        {"vocab_size", 128256},
+    };
+}
+
+json llama_3_1_8b() {
+    return {
+        {"architectures", json::array({"LlamaForCausalLM"})},
+        {"model_type", "llama"},
+        {"attention_bias", false},
+        {"bos_token_id", 128000},
+        {"eos_token_id", 128001},
+        {"hidden_act", "silu"},
+        {"hidden_size", 4096},
+        {"intermediate_size", 14336},
+        {"max_position_embeddings", 131072},
+        {"mlp_bias", false},
+        {"num_attention_heads", 32},
+        {"num_hidden_layers", 32},
+        {"num_key_value_heads", 8},
+        {"rms_norm_eps", 1e-5},
+        {"rope_scaling",
+         {{"factor", 8.0},
+          {"high_freq_factor", 4.0},
+          {"low_freq_factor", 1.0},
+          {"original_max_position_embeddings", 8192},
+          {"rope_type", "llama3"}}},
+        {"rope_theta", 500000.0},
+        {"tie_word_embeddings", false},
+        {"torch_dtype", "bfloat16"},
+        {"vocab_size", 128256},
+    };
+}
+
+// Not a released model: the smallest Llama that still has GQA (4 query heads share 2 kv heads) and a
+// realistic vocabulary, so a smoke test exercises every op in a second.
+json tiny_llama() {
+    return {
+        {"architectures", json::array({"LlamaForCausalLM"})},
+        {"model_type", "llama"},
+        {"attention_bias", false},
+        {"bos_token_id", 1},
+        {"eos_token_id", 2},
+        {"hidden_act", "silu"},
+        {"hidden_size", 256},
+        {"intermediate_size", 768},
+        {"max_position_embeddings", 4096},
+        {"mlp_bias", false},
+        {"num_attention_heads", 4},
+        {"num_hidden_layers", 2},
+        {"num_key_value_heads", 2},
+        {"rms_norm_eps", 1e-5},
+        {"rope_theta", 10000.0},
+        {"tie_word_embeddings", false},
+        {"torch_dtype", "bfloat16"},
+        {"vocab_size", 32000},
+    };
+}
+
+constexpr Preset kPresets[] = {
+    {"qwen3-0.6b", qwen3_0_6b},
+    {"llama-3.2-1b", llama_3_2_1b},
+    {"llama-3.1-8b", llama_3_1_8b},
+    {"tiny-llama", tiny_llama},
+};
+
+const Preset* find_preset(std::string_view name) {
+    for (const auto& p : kPresets)
+        if (name == p.name) return &p;
+    return nullptr;
+}
+
+}  // namespace
+
+std::optional<nlohmann::json> architecture_preset_json(std::string_view name) {
+    const Preset* p = find_preset(name);
+    if (!p) return std::nullopt;
+    return p->config();
+}
+
+std::optional<ModelConfig> architecture_preset(std::string_view name) {
+    const Preset* p = find_preset(name);
+    if (!p) return std::nullopt;
+    return parse_model_config(p->config(), "preset " + std::string(name));
+}
+
+std::vector<std::string> architecture_preset_names() {
+    std::vector<std::string> out;
+    for (const auto& p : kPresets) out.emplace_back(p.name);
+    return out;
+}
+
+}  // namespace tandem
