@@ -116,6 +116,41 @@ __device__ __forceinline__ void mma_nt(float (&acc)[RM][N / 8][4], const bf16* s
     }
 }
 
+// mma_nt on two independent products at once (acc0 += A0 B0^T, acc1 += A1 B1^T, same strides): twice the
+// independent accumulators in flight, which hides the mma latency when N is small.
+template <int RM, int N, int K>
+__device__ __forceinline__ void mma_nt_pair(float (&acc0)[RM][N / 8][4], float (&acc1)[RM][N / 8][4], const bf16* sA0,
+                                            const bf16* sA1, int lda, const bf16* sB0, const bf16* sB1, int ldb,
+                                            int kmax) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kc = 0; kc < K / 16; kc++) {
+        if (kc * 16 < kmax) {
+            uint32_t a0[RM][4], a1[RM][4];
+#pragma unroll
+            for (int r = 0; r < RM; r++) {
+                const int off = (r * 16 + lane % 16) * lda + kc * 16 + (lane / 16) * 8;
+                ldsm_x4(a0[r], sA0 + off);
+                ldsm_x4(a1[r], sA1 + off);
+            }
+#pragma unroll
+            for (int np = 0; np < N / 16; np++) {
+                const int off = (np * 16 + lane % 8 + (lane / 16) * 8) * ldb + kc * 16 + ((lane / 8) % 2) * 8;
+                uint32_t b0[4], b1[4];
+                ldsm_x4(b0, sB0 + off);
+                ldsm_x4(b1, sB1 + off);
+#pragma unroll
+                for (int r = 0; r < RM; r++) {
+                    mma_16816(acc0[r][2 * np], a0[r], b0[0], b0[1]);
+                    mma_16816(acc1[r][2 * np], a1[r], b1[0], b1[1]);
+                    mma_16816(acc0[r][2 * np + 1], a0[r], b0[2], b0[3]);
+                    mma_16816(acc1[r][2 * np + 1], a1[r], b1[2], b1[3]);
+                }
+            }
+        }
+    }
+}
+
 // acc[RM*16 x N] += A[RM*16 x K] * B[K x N] with A as operand fragments in registers and B row-major in
 // shared memory (row stride ldb); only columns n < nmax (a multiple of 16) are computed.
 template <int RM, int K, int N>
@@ -428,8 +463,8 @@ __global__ void __launch_bounds__(C::NT)
         const int m0 = n0 + it % nqt * BM;
 
         float s[RM][BM / 8][4] = {}, dp[RM][BM / 8][4] = {};
-        mma_nt<RM, BM, DP>(s, sK + wr0 * LDK, LDK, sQ, LDK, D);    // S^T = K Q^T
-        mma_nt<RM, BM, DP>(dp, sV + wr0 * LDK, LDK, sdO, LDK, D);  // dP^T = V dO^T
+        // S^T = K Q^T, dP^T = V dO^T
+        mma_nt_pair<RM, BM, DP>(s, dp, sK + wr0 * LDK, sV + wr0 * LDK, LDK, sQ, sdO, LDK, D);
 #pragma unroll
         for (int r = 0; r < RM; r++)
 #pragma unroll
@@ -541,8 +576,8 @@ __global__ void __launch_bounds__(C::NT)
         const int kv0 = start + j * BN;
 
         float s[RM][BN / 8][4] = {}, dp[RM][BN / 8][4] = {};
-        mma_nt<RM, BN, DP>(s, sQ + wr0 * LDK, LDK, sK, LDK, D);    // S = Q K^T
-        mma_nt<RM, BN, DP>(dp, sdO + wr0 * LDK, LDK, sV, LDK, D);  // dP = dO V^T
+        // S = Q K^T, dP = dO V^T
+        mma_nt_pair<RM, BN, DP>(s, dp, sQ + wr0 * LDK, sdO + wr0 * LDK, LDK, sK, sV, LDK, D);
 #pragma unroll
         for (int r = 0; r < RM; r++)
 #pragma unroll
@@ -584,7 +619,7 @@ __global__ void __launch_bounds__(C::NT)
 // Tile choices per D bucket (DP, DS, rows, cols, warps). Forward and dq: BM queries x BN keys per step;
 // dk/dv: BN keys x BM queries per step.
 using Fwd64 = FwdCfg<64, 64, 128, 64, 4>;
-using Fwd128 = FwdCfg<128, 128, 64, 64, 4>;
+using Fwd128 = FwdCfg<128, 128, 128, 32, 4>;
 using Fwd256 = FwdCfg<256, 128, 64, 32, 4>;
 using Dkv64 = DkvCfg<64, 64, 64, 64, 4>;
 using Dkv128 = DkvCfg<128, 128, 64, 32, 4>;
