@@ -4,8 +4,10 @@
 // Layouts as on the CPU: q/out [T,Hq,D], k/v [T,Hkv,D] bf16, lse [Hq,T] fp32 (natural log of the scaled
 // scores' sum of exponentials), cu_seqlens[S+1] int32 ON THE DEVICE. max_seqlen (host int) sizes the grid.
 // Supported head_dim: 64, 128 (and any multiple of 16 up to 256 on the generic path).
-// Backward: dq accumulated in fp32 in the workspace then converted; dk/dv per key block, no atomics, so the
-// result is deterministic. Gradients are WRITTEN as on the CPU.
+// Backward: delta = rowsum(dout*out) in the workspace, then dk/dv per key tile (looping over the query
+// heads of its kv head and the query tiles) and dq per query tile, each recomputing P from lse: no atomics,
+// so the result is deterministic. Gradients are WRITTEN as on the CPU. max_seqlen must be >= every
+// sample's length (it cannot be checked without a sync); pointers 16-byte aligned.
 #pragma once
 
 #include <cstddef>
