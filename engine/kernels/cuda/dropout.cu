@@ -1,7 +1,8 @@
 // LoRA dropout on the CUDA backend (see dropout.h). n = element count.
 // Decisions: the keep test is core/random.h's dropout_uniform (u >= p, in double, as on the CPU) and the
 // scale float(1.0 / (1.0 - p)) is computed on the host as on the CPU, so both backends keep the same
-// elements and scale them identically. Grid-stride over packs of 8 elements (16-byte loads) when aligned;
+// elements and scale them identically; backward's multiply-add is kept unfused (__fmul_rn/__fadd_rn) so it
+// rounds as the CPU does. Grid-stride over packs of 8 elements (16-byte loads) when aligned;
 // the hash, not memory, is the cost.
 #include "kernels/cuda/dropout.h"
 
@@ -52,7 +53,8 @@ __device__ inline void backward_at(bf16* dinp, const bf16* dout, const Mask& m, 
     Pack<W> d = *reinterpret_cast<const Pack<W>*>(dinp + i);
 #pragma unroll
     for (int k = 0; k < W; k++)
-        if (m.keep(i + k)) d.v[k] = __float2bfloat16_rn(__bfloat162float(d.v[k]) + __bfloat162float(dy.v[k]) * m.inv);
+        if (m.keep(i + k))
+            d.v[k] = __float2bfloat16_rn(__fadd_rn(__bfloat162float(d.v[k]), __fmul_rn(__bfloat162float(dy.v[k]), m.inv)));
     *reinterpret_cast<Pack<W>*>(dinp + i) = d;
 }
 
