@@ -1,0 +1,113 @@
+// LoRA dropout on the CUDA backend (see dropout.h). n = element count.
+// Decisions: the keep test is core/random.h's dropout_uniform (u >= p, in double, as on the CPU) and the
+// scale float(1.0 / (1.0 - p)) is computed on the host as on the CPU, so both backends keep the same
+// elements and scale them identically; backward's multiply-add is kept unfused (__fmul_rn/__fadd_rn) so it
+// rounds as the CPU does. Grid-stride over packs of 8 elements (16-byte loads) when aligned;
+// the hash, not memory, is the cost.
+#include "kernels/cuda/dropout.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/random.h"
+
+namespace tandem::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kPack = 8;
+constexpr int64_t kMaxBlocks = 1 << 16;
+
+template <int W>
+struct alignas(W * 2 > 16 ? 16 : W * 2) Pack {
+    bf16 v[W];
+};
+
+struct Mask {
+    uint64_t seed;
+    int layer, module;
+    double p;
+    float inv;  // 1 / (1 - p)
+    __device__ bool keep(int64_t i) const { return dropout_uniform(seed, layer, module, uint64_t(i)) >= p; }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// CUDA kernels
+
+// out[i..i+W) = inp * keep * inv
+template <int W>
+__device__ inline void forward_at(bf16* out, const bf16* inp, const Mask& m, int64_t i) {
+    const Pack<W> x = *reinterpret_cast<const Pack<W>*>(inp + i);
+    Pack<W> y;
+#pragma unroll
+    for (int k = 0; k < W; k++)
+        y.v[k] = m.keep(i + k) ? __float2bfloat16_rn(__bfloat162float(x.v[k]) * m.inv) : __float2bfloat16_rn(0.0f);
+    *reinterpret_cast<Pack<W>*>(out + i) = y;
+}
+
+// dinp[i..i+W) += dout * keep * inv (dropped elements are left as they are)
+template <int W>
+__device__ inline void backward_at(bf16* dinp, const bf16* dout, const Mask& m, int64_t i) {
+    const Pack<W> dy = *reinterpret_cast<const Pack<W>*>(dout + i);
+    Pack<W> d = *reinterpret_cast<const Pack<W>*>(dinp + i);
+#pragma unroll
+    for (int k = 0; k < W; k++)
+        if (m.keep(i + k))
+            d.v[k] = __float2bfloat16_rn(__fadd_rn(__bfloat162float(d.v[k]), __fmul_rn(__bfloat162float(dy.v[k]), m.inv)));
+    *reinterpret_cast<Pack<W>*>(dinp + i) = d;
+}
+
+template <int W, bool BACKWARD>
+__global__ void dropout_kernel(bf16* out, const bf16* inp, Mask m, int64_t n) {
+    const int64_t packs = n / W;
+    const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+    for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < packs; p += stride) {
+        if constexpr (BACKWARD)
+            backward_at<W>(out, inp, m, p * W);
+        else
+            forward_at<W>(out, inp, m, p * W);
+    }
+    if (W > 1 && blockIdx.x == 0)
+        for (int64_t i = packs * W + threadIdx.x; i < n; i += blockDim.x) {
+            if constexpr (BACKWARD)
+                backward_at<1>(out, inp, m, i);
+            else
+                forward_at<1>(out, inp, m, i);
+        }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// kernel launchers
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+unsigned grid(int64_t units) { return unsigned(std::clamp<int64_t>((units + kThreads - 1) / kThreads, 1, kMaxBlocks)); }
+
+template <bool BACKWARD>
+void dropout_launch(bf16* out, const bf16* inp, uint64_t seed, int layer, int module, int64_t n, double p) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK(n >= 0);
+    TANDEM_KCHECK(p >= 0.0 && p <= 1.0);  // p = 1 drops everything, as on the CPU
+    if (n == 0) return;
+    const Mask m{seed, layer, module, p, float(1.0 / (1.0 - p))};
+    const cudaStream_t s = context().stream;
+    if (aligned16(out) && aligned16(inp))
+        dropout_kernel<kPack, BACKWARD><<<grid(n / kPack), kThreads, 0, s>>>(out, inp, m, n);
+    else
+        dropout_kernel<1, BACKWARD><<<grid(n), kThreads, 0, s>>>(out, inp, m, n);
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void dropout_forward(bf16* out, const bf16* inp, uint64_t seed, int layer, int module, int64_t n, double p) {
+    dropout_launch<false>(out, inp, seed, layer, module, n, p);
+}
+
+void dropout_backward(bf16* dinp, const bf16* dout, uint64_t seed, int layer, int module, int64_t n, double p) {
+    dropout_launch<true>(dinp, dout, seed, layer, module, n, p);
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,271 @@
+// RMSNorm on the CUDA backend (see rmsnorm.h). N = rows, C = channels.
+// Decisions:
+//  - A row is handled by one warp when C <= 1024 (q/k norm, small models: many short rows) and by one block
+//    when it is wider (hidden sizes 2048..8192). Each thread takes 8-channel pieces (16-byte loads) when
+//    C % 8 == 0 and the pointers are aligned, single channels otherwise. Both passes over a row give a
+//    thread the same channels, so a thread only re-reads what it read or wrote itself (in-place is safe).
+//  - Row sums are fp32 (per-thread sums, then a butterfly within the warp and a fixed-order sum over the
+//    warps): deterministic, but not bit-identical to the CPU's double sums. rstd = 1/sqrt(ss/C + eps) is
+//    taken in double from that fp32 sum, once per row.
+//  - residual_rmsnorm_forward normalises the residual after its rounding to bf16, so it equals
+//    add() followed by rmsnorm_forward().
+//  - dweight: a separate kernel, blocks of 32 columns x 32 row-strides, per-thread fp32 sums over rows in
+//    order, then a fixed-order sum of the 32 partials: deterministic without atomics or workspace. Its
+//    parallelism is C/32 blocks, which is slow for C = head_dim; training never asks for it (norm weights
+//    are frozen under LoRA).
+#include "kernels/cuda/rmsnorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem::cuda {
+
+namespace {
+
+constexpr int kWarpMaxC = 1024;     // widest row one warp handles
+constexpr int kRowsPerBlock = 8;    // warp-per-row kernels: 8 warps = 256 threads
+constexpr int kDwCols = 32;         // dweight kernel: columns per block
+constexpr int kDwRows = 32;         //                 row strides per block
+
+struct alignas(16) Pack8 {
+    bf16 v[8];
+};
+
+template <int W>
+__device__ inline void load_f(float (&x)[W], const bf16* p) {
+    if constexpr (W == 8) {
+        const Pack8 q = *reinterpret_cast<const Pack8*>(p);
+#pragma unroll
+        for (int k = 0; k < 8; k++) x[k] = __bfloat162float(q.v[k]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < W; k++) x[k] = __bfloat162float(p[k]);
+    }
+}
+
+template <int W>
+__device__ inline void store_f(bf16* p, const float (&x)[W]) {
+    if constexpr (W == 8) {
+        Pack8 q;
+#pragma unroll
+        for (int k = 0; k < 8; k++) q.v[k] = __float2bfloat16_rn(x[k]);
+        *reinterpret_cast<Pack8*>(p) = q;
+    } else {
+#pragma unroll
+        for (int k = 0; k < W; k++) p[k] = __float2bfloat16_rn(x[k]);
+    }
+}
+
+__device__ inline float warp_sum(float v) {
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+    return v;  // identical in every lane (the butterfly adds the same pairs, commutatively)
+}
+
+// The threads that own one row: a warp (BLOCK = false) or the whole block (BLOCK = true).
+template <bool BLOCK>
+struct Row {
+    __device__ static int index() { return BLOCK ? int(blockIdx.x) : int(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32); }
+    __device__ static int lane() { return BLOCK ? int(threadIdx.x) : int(threadIdx.x % 32); }
+    __device__ static int size() { return BLOCK ? int(blockDim.x) : 32; }
+    // Sum of v over the row's threads, the same value in each of them.
+    __device__ static float sum(float v) {
+        v = warp_sum(v);
+        if constexpr (BLOCK) {
+            __shared__ float part[32];
+            if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+            __syncthreads();
+            v = 0.0f;
+            for (int w = 0; w < int(blockDim.x / 32); w++) v += part[w];
+        }
+        return v;
+    }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// CUDA kernels
+
+// RESIDUAL: residual = bf16(a + b) and the norm is of residual; else the norm is of a.
+template <int W, bool BLOCK, bool RESIDUAL>
+__global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, bf16* residual, const bf16* a, const bf16* b,
+                                       const bf16* weight, int N, int C, float eps) {
+    const int row = Row<BLOCK>::index();
+    if (row >= N) return;  // uniform over the row's threads
+    const int lane = Row<BLOCK>::lane(), step = Row<BLOCK>::size() * W;
+    const size_t base = size_t(row) * C;
+    float ss = 0.0f;
+    for (int c = lane * W; c < C; c += step) {
+        float x[W];
+        load_f<W>(x, a + base + c);
+        if constexpr (RESIDUAL) {
+            float y[W];
+            load_f<W>(y, b + base + c);
+#pragma unroll
+            for (int k = 0; k < W; k++) x[k] = __bfloat162float(__float2bfloat16_rn(x[k] + y[k]));
+            store_f<W>(residual + base + c, x);
+        }
+#pragma unroll
+        for (int k = 0; k < W; k++) ss += x[k] * x[k];
+    }
+    ss = Row<BLOCK>::sum(ss);
+    const float r = float(1.0 / sqrt(double(ss) / C + double(eps)));
+    if (lane == 0) rstd[row] = r;
+    const bf16* src = (RESIDUAL ? residual : a) + base;
+    for (int c = lane * W; c < C; c += step) {
+        float x[W], w[W];
+        load_f<W>(x, src + c);
+        load_f<W>(w, weight + c);
+#pragma unroll
+        for (int k = 0; k < W; k++) x[k] = w[k] * (x[k] * r);
+        store_f<W>(out + base + c, x);
+    }
+}
+
+// dinp += r * (w*dy - x * k),  k = mean(w*dy*x) * r^2
+template <int W, bool BLOCK>
+__global__ void rmsnorm_backward_kernel(bf16* dinp, const bf16* dout, const bf16* inp, const bf16* weight,
+                                        const float* rstd, int N, int C) {
+    const int row = Row<BLOCK>::index();
+    if (row >= N) return;
+    const int lane = Row<BLOCK>::lane(), step = Row<BLOCK>::size() * W;
+    const size_t base = size_t(row) * C;
+    float dot = 0.0f;
+    for (int c = lane * W; c < C; c += step) {
+        float dy[W], x[W], w[W];
+        load_f<W>(dy, dout + base + c);
+        load_f<W>(x, inp + base + c);
+        load_f<W>(w, weight + c);
+#pragma unroll
+        for (int k = 0; k < W; k++) dot += (w[k] * dy[k]) * x[k];
+    }
+    dot = Row<BLOCK>::sum(dot);
+    const float r = rstd[row];
+    const float kk = (dot / float(C)) * r * r;
+    for (int c = lane * W; c < C; c += step) {
+        float dy[W], x[W], w[W], d[W];
+        load_f<W>(dy, dout + base + c);
+        load_f<W>(x, inp + base + c);
+        load_f<W>(w, weight + c);
+        load_f<W>(d, dinp + base + c);
+#pragma unroll
+        for (int k = 0; k < W; k++) d[k] += r * (w[k] * dy[k] - x[k] * kk);
+        store_f<W>(dinp + base + c, d);
+    }
+}
+
+// dweight[C] += sum_n dy * (x * r). Block (kDwCols, kDwRows): column blockIdx.x*kDwCols + threadIdx.x.
+__global__ void rmsnorm_dweight_kernel(float* dweight, const bf16* dout, const bf16* inp, const float* rstd, int N,
+                                       int C) {
+    __shared__ float part[kDwRows][kDwCols + 1];
+    const int c = blockIdx.x * kDwCols + threadIdx.x;
+    float acc = 0.0f;
+    if (c < C)
+        for (int n = threadIdx.y; n < N; n += kDwRows) {
+            const size_t i = size_t(n) * C + c;
+            acc += __bfloat162float(dout[i]) * (__bfloat162float(inp[i]) * rstd[n]);
+        }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float s = 0.0f;
+        for (int j = 0; j < kDwRows; j++) s += part[j][threadIdx.x];
+        dweight[c] += s;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// kernel launchers
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Threads of the block-per-row kernels: about two pieces of W channels per thread.
+unsigned wide_threads(int C, int W) {
+    const int pieces = (C + W - 1) / W;
+    const int t = ((pieces + 1) / 2 + 31) / 32 * 32;
+    return unsigned(std::clamp(t, 128, 1024));
+}
+
+unsigned warp_rows_grid(int N) { return unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+template <bool RESIDUAL>
+void launch_forward(bf16* out, float* rstd, bf16* residual, const bf16* a, const bf16* b, const bf16* weight, int N,
+                    int C, float eps) {
+    const cudaStream_t s = context().stream;
+    const bool vec = C % 8 == 0 && aligned16(out) && aligned16(a) && aligned16(weight) &&
+                     (!RESIDUAL || (aligned16(b) && aligned16(residual)));
+    if (C <= kWarpMaxC) {
+        const unsigned grid = warp_rows_grid(N), threads = kRowsPerBlock * 32;
+        if (vec)
+            rmsnorm_forward_kernel<8, false, RESIDUAL><<<grid, threads, 0, s>>>(out, rstd, residual, a, b, weight, N, C, eps);
+        else
+            rmsnorm_forward_kernel<1, false, RESIDUAL><<<grid, threads, 0, s>>>(out, rstd, residual, a, b, weight, N, C, eps);
+    } else {
+        if (vec)
+            rmsnorm_forward_kernel<8, true, RESIDUAL><<<unsigned(N), wide_threads(C, 8), 0, s>>>(out, rstd, residual, a, b,
+                                                                                                 weight, N, C, eps);
+        else
+            rmsnorm_forward_kernel<1, true, RESIDUAL><<<unsigned(N), wide_threads(C, 1), 0, s>>>(out, rstd, residual, a, b,
+                                                                                                 weight, N, C, eps);
+    }
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C, float eps) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(rstd);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK_PTR(weight);
+    TANDEM_KCHECK(N > 0 && C > 0);
+    launch_forward<false>(out, rstd, nullptr, inp, nullptr, weight, N, C, eps);
+}
+
+void residual_rmsnorm_forward(bf16* residual, bf16* out, float* rstd, const bf16* a, const bf16* b,
+                              const bf16* weight, int N, int C, float eps) {
+    TANDEM_KCHECK_PTR(residual);
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(rstd);
+    TANDEM_KCHECK_PTR(a);
+    TANDEM_KCHECK_PTR(b);
+    TANDEM_KCHECK_PTR(weight);
+    TANDEM_KCHECK(N > 0 && C > 0);
+    launch_forward<true>(out, rstd, residual, a, b, weight, N, C, eps);
+}
+
+void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
+                      const float* rstd, int N, int C) {
+    TANDEM_KCHECK_PTR(dout);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK_PTR(rstd);
+    TANDEM_KCHECK(N > 0 && C > 0);
+    const cudaStream_t s = context().stream;
+    if (dinp) {
+        TANDEM_KCHECK_PTR(weight);
+        const bool vec = C % 8 == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
+        if (C <= kWarpMaxC) {
+            const unsigned grid = warp_rows_grid(N), threads = kRowsPerBlock * 32;
+            if (vec)
+                rmsnorm_backward_kernel<8, false><<<grid, threads, 0, s>>>(dinp, dout, inp, weight, rstd, N, C);
+            else
+                rmsnorm_backward_kernel<1, false><<<grid, threads, 0, s>>>(dinp, dout, inp, weight, rstd, N, C);
+        } else {
+            if (vec)
+                rmsnorm_backward_kernel<8, true><<<unsigned(N), wide_threads(C, 8), 0, s>>>(dinp, dout, inp, weight,
+                                                                                           rstd, N, C);
+            else
+                rmsnorm_backward_kernel<1, true><<<unsigned(N), wide_threads(C, 1), 0, s>>>(dinp, dout, inp, weight,
+                                                                                           rstd, N, C);
+        }
+        TANDEM_CUDA_LAUNCH_CHECK();
+    }
+    if (dweight) {
+        rmsnorm_dweight_kernel<<<unsigned((C + kDwCols - 1) / kDwCols), dim3(kDwCols, kDwRows), 0, s>>>(dweight, dout,
+                                                                                                     inp, rstd, N, C);
+        TANDEM_CUDA_LAUNCH_CHECK();
+    }
+}
+
+}  // namespace tandem::cuda
