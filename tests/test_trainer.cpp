@@ -25,6 +25,7 @@
 #include "core/random.h"
 #include "test_support.h"
 #include "train/schedule.h"
+#include "train/backends.h"
 #include "train/trainer_impl.h"
 
 using namespace tandem;
@@ -104,7 +105,7 @@ public:
     void set_lora(const LoraTensors& t) override {
         for (auto& p : params_) p.value = t.at(p.spec.name);
     }
-    LoraTensors lora_tensors() const override {
+    LoraTensors lora_tensors() override {
         LoraTensors t;
         for (const auto& p : params_) t[p.spec.name] = p.value;
         return t;
@@ -674,10 +675,15 @@ private slots:
         j["training"]["lr"] = -1;
         write_file(p, j.dump());
         expect_error([&] { load_run_config(p); }, ErrorCategory::InvalidInput, {p.string(), "training.lr"});
-        // device cuda is refused by the trainer (not built yet).
-        RunConfig cuda = base_config(make_model_dir(tmp.path().toStdString()), fs::path(tmp.path().toStdString()) / "o");
-        cuda.device = DeviceChoice::Cuda;
-        expect_error([&] { build(cuda); }, ErrorCategory::Unsupported, {"cuda", "--device cpu"});
+        // device cuda without a usable GPU (CI) is refused with the reason and what to do instead.
+        std::string no_gpu;
+        if (!train::cuda_usable(&no_gpu)) {
+            RunConfig cuda = base_config(make_model_dir(tmp.path().toStdString()), fs::path(tmp.path().toStdString()) / "o");
+            cuda.device = DeviceChoice::Cuda;
+            cuda.data.dataset = (fs::path(tmp.path().toStdString()) / "train.txt").string();
+            write_file(cuda.data.dataset, "hello\n");
+            expect_error([&] { Trainer::prepare(cuda); }, ErrorCategory::Unsupported, {"cuda", "--device cpu", no_gpu});
+        }
     }
 
     void cli_sigkill_during_checkpoint_then_resume() {

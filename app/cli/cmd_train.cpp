@@ -148,16 +148,19 @@ Run add_train_command(CLI::App& app) {
         }
         if (o->checkpoint_every) c.training.checkpoint_every = *o->checkpoint_every;
         if (o->eval_every) c.training.eval_every = *o->eval_every;
-        if (c.device == DeviceChoice::Cuda) throw_unsupported("--device cuda: not built yet; use --device cpu");
 
         Trainer trainer = Trainer::prepare(c, TrainerOptions{.resume = o->resume});
         const Plan plan = trainer.plan();
-        std::fprintf(stderr, "plan: %lld steps, %lld micro-batches/epoch, %lld trainable parameters, memory %.1f MiB "
-                             "(weights %.1f, LoRA+optimizer %.1f, activations %.1f)\n",
+        std::fprintf(stderr, "plan: %s, checkpointing %s, %lld steps, %lld micro-batches/epoch, %lld trainable "
+                             "parameters, memory %.1f MiB (weights %.1f, LoRA+optimizer %.1f, activations %.1f, "
+                             "workspace %.1f, context %.1f)\n",
+                     std::string(device_choice_name(plan.config.device)).c_str(),
+                     std::string(checkpoint_policy_name(plan.config.memory.checkpointing)).c_str(),
                      static_cast<long long>(plan.total_steps), static_cast<long long>(plan.train_batches),
                      static_cast<long long>(plan.trainable_parameters), plan.memory.total / 1048576.0,
                      plan.memory.weights / 1048576.0, plan.memory.lora_optimizer / 1048576.0,
-                     plan.memory.activations / 1048576.0);
+                     plan.memory.activations / 1048576.0, plan.memory.workspace / 1048576.0,
+                     plan.memory.overhead / 1048576.0);
         g_stop.store(false);
         struct sigaction sa {};
         sa.sa_handler = on_sigint;

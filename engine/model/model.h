@@ -31,6 +31,8 @@ struct LoraParam {
     LoraTensorSpec spec;       // PEFT name, layer, module, A or B, shape (A [r, in], B [out, r])
     std::vector<float> value;  // [numel]
     std::vector<float> grad;   // [numel], accumulated by forward_backward
+    // AdamW moments [numel] (empty until the first optimizer step; the trainer's checkpoints read them).
+    std::vector<float> exp_avg, exp_avg_sq;
 };
 
 class CpuModel {

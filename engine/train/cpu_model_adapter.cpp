@@ -1,5 +1,6 @@
 // The CPU backend behind the trainer: CpuModelAdapter (the only code that touches CpuModel) and
-// Trainer::prepare, which loads the tokenizer, the data and the model for a RunConfig.
+// Trainer::prepare, which chooses the device, loads the tokenizer, the data and the model for a RunConfig
+// (the CUDA model through train/backends.h).
 // Kept apart from trainer.cpp so the trainer and its tests link without the model's definitions.
 #include <filesystem>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "tandem/error.h"
 #include "tandem/tokenizer.h"
 #include "tandem/trainer.h"
+#include "train/backends.h"
 #include "train/trainer_impl.h"
 
 namespace tandem {
@@ -26,7 +28,7 @@ public:
     }
     double forward_loss(const PackedBatch& b) override { return model_.forward_loss(b); }
     void set_lora(const LoraTensors& t) override { model_.set_lora(t); }
-    LoraTensors lora_tensors() const override { return model_.lora_tensors(); }
+    LoraTensors lora_tensors() override { return model_.lora_tensors(); }
     size_t weight_bytes() const override { return model_.weight_bytes(); }
     size_t lora_bytes() const override { return model_.lora_bytes(); }
     size_t activation_bytes() const override { return model_.activation_bytes(); }
@@ -39,8 +41,6 @@ private:
 
 Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
     validate_run_config(config);
-    if (config.device == DeviceChoice::Cuda)
-        throw_unsupported("device: cuda is not built yet; use --device cpu");
     namespace fs = std::filesystem;
     if (!fs::is_directory(config.model)) throw_invalid("model: " + config.model + " is not a folder");
     if (!fs::is_regular_file(config.data.dataset)) throw_invalid("data.dataset: " + config.data.dataset + " is not a file");
@@ -59,6 +59,20 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
         config.lora.dropout = dropout;
     }
 
+    // Device: auto takes the GPU when this build and machine have one. On CUDA the memory plan is made (and a
+    // run that cannot fit refused) before anything is loaded.
+    std::vector<std::string> notes;
+    std::string no_cuda;
+    if (config.device == DeviceChoice::Auto) {
+        config.device = train::cuda_usable(&no_cuda) ? DeviceChoice::Cuda : DeviceChoice::Cpu;
+        notes.push_back(config.device == DeviceChoice::Cuda ? "device: auto chose cuda"
+                                                            : "device: auto chose cpu (" + no_cuda + ")");
+    } else if (config.device == DeviceChoice::Cuda && !train::cuda_usable(&no_cuda)) {
+        throw_unsupported("device: cuda: " + no_cuda + "; use --device cpu");
+    }
+    std::optional<MemoryPlan> planned;
+    if (config.device == DeviceChoice::Cuda) planned = train::plan_cuda_run(config, notes);
+
     const Tokenizer tok = Tokenizer::load(config.model);
     DataOptions opt;
     opt.path = config.data.dataset;
@@ -75,9 +89,15 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
     PreparedData data = prepare_data(opt, tok);
 
     train::TrainerInputs in;
-    CpuModel model = CpuModel::load(config.model, config.lora, config.seed, config.training.batch_tokens);
-    if (init) model.set_lora(init->tensors);
-    in.model = std::make_unique<CpuModelAdapter>(std::move(model));
+    if (config.device == DeviceChoice::Cuda) {
+        in.model = train::load_cuda_model(config, init);
+    } else {
+        CpuModel model = CpuModel::load(config.model, config.lora, config.seed, config.training.batch_tokens);
+        if (init) model.set_lora(init->tensors);
+        in.model = std::make_unique<CpuModelAdapter>(std::move(model));
+    }
+    in.planned = planned;
+    in.notes = std::move(notes);
     in.train = std::move(data.train_tokens);
     in.validation = std::move(data.validation_tokens);
     in.pad_id = opt.pack.pad_id;

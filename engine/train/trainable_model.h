@@ -1,8 +1,14 @@
 // tandem::TrainableModel — what the trainer needs from a model, as an interface, so the training loop is
 // testable with a small exact fake model and independent of the backend. CpuModelAdapter
-// (cpu_model_adapter.cpp) is the only code that touches CpuModel. The contract is model/model.h's:
-// gradients accumulate across forward_backward calls until zero_grads(), scaled by grad_scale; the
-// returned loss is a SUM over the batch's predicted tokens.
+// (cpu_model_adapter.cpp) is the only code that touches CpuModel, CudaModelAdapter (cuda_model_adapter.cpp)
+// the only code that touches CudaModel. The contract is model/model.h's: gradients accumulate across
+// forward_backward calls until zero_grads(), scaled by grad_scale; the returned loss is a SUM over the
+// batch's predicted tokens.
+// The optimizer belongs to the model so a device backend runs it where the tensors live: optimizer_step
+// clips and applies AdamW to every LoRA tensor. The default implementation runs it on the host over
+// lora_params() (kernels/cpu/adamw.h), moments kept in LoraParam::exp_avg/exp_avg_sq.
+// Host mirror: lora_params() values, grads and moments are current only after sync_to_host() (a no-op on
+// the CPU); after the trainer writes values or moments into them (resume) it calls sync_from_host().
 #pragma once
 
 #include <cstddef>
@@ -13,8 +19,16 @@
 #include "model/model.h"
 #include "tandem/data.h"
 #include "tandem/model_config.h"
+#include "tandem/trainer.h"
 
 namespace tandem {
+
+struct OptimizerStep {
+    double lr = 0;
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+    double max_grad_norm = 0;  // 0: no clipping
+    int64_t step = 1;          // 1-based AdamW step count
+};
 
 class TrainableModel {
 public:
@@ -25,10 +39,18 @@ public:
     virtual double forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) = 0;
     virtual double forward_loss(const PackedBatch& batch) = 0;
     virtual void set_lora(const LoraTensors& tensors) = 0;  // after the trainer changed values (resume)
-    virtual LoraTensors lora_tensors() const = 0;
+    virtual LoraTensors lora_tensors() = 0;
     virtual size_t weight_bytes() const = 0;
     virtual size_t lora_bytes() const = 0;
     virtual size_t activation_bytes() const = 0;
+
+    // Clipping + AdamW over every LoRA tensor; returns the global gradient norm before clipping. A
+    // non-finite norm leaves every tensor unchanged (the trainer reports it).
+    virtual double optimizer_step(const OptimizerStep& s);
+    virtual void sync_to_host() {}
+    virtual void sync_from_host() {}
+    // Memory by purpose; the default adds the byte counts above (+ two moments per LoRA value).
+    virtual MemoryStats memory_stats();
 };
 
 }  // namespace tandem

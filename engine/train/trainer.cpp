@@ -22,7 +22,6 @@
 
 #include "core/files.h"
 #include "io/atomic_file.h"
-#include "kernels/cpu/adamw.h"
 #include "tandem/error.h"
 #include "tandem/model_config.h"
 #include "tandem/safetensors.h"
@@ -162,9 +161,10 @@ struct Trainer::Impl {
     int64_t warmup_steps = 0;
     std::string data_fingerprint;
     fs::path out;
+    std::optional<MemoryPlan> planned;  // CUDA: the plan prepare() checked before loading
+    std::vector<std::string> notes;     // what prepare() chose and why, emitted as Info events at start
 
-    // Optimizer and position state.
-    std::vector<std::vector<float>> exp_avg, exp_avg_sq;
+    // Position state (the optimizer state lives in the model: TrainableModel::optimizer_step).
     int64_t step = 0;       // completed optimizer steps
     int64_t epoch = 0;
     int64_t batch_pos = 0;  // next micro-batch index within the epoch
@@ -200,15 +200,7 @@ struct Trainer::Impl {
         return labels > 0 ? sum / static_cast<double>(labels) : std::numeric_limits<double>::quiet_NaN();
     }
 
-    MemoryStats memory() const {
-        MemoryStats m;
-        m.weights = model->weight_bytes();
-        size_t numel = 0;
-        for (const auto& p : model->lora_params()) numel += p.value.size();
-        m.lora_optimizer = model->lora_bytes() + 2 * numel * sizeof(float);
-        m.activations = model->activation_bytes();
-        return m;
-    }
+    MemoryStats memory() const { return model->memory_stats(); }
 
     fs::path checkpoint_dir(int64_t s) const { return out / "checkpoints" / ("step-" + std::to_string(s)); }
 
@@ -218,7 +210,12 @@ struct Trainer::Impl {
         const fs::path tmp = out / "checkpoints" / (".step-" + std::to_string(step) + ".tmp");
         fs::remove_all(tmp);
         fs::create_directories(tmp);
+        model->sync_to_host();
         auto& params = model->lora_params();
+        for (auto& p : params) {  // no optimizer step yet: zero moments
+            if (p.exp_avg.size() != p.value.size()) p.exp_avg.assign(p.value.size(), 0.0f);
+            if (p.exp_avg_sq.size() != p.value.size()) p.exp_avg_sq.assign(p.value.size(), 0.0f);
+        }
         const std::map<std::string, std::string> meta{{"step", std::to_string(step)}};
         {
             std::vector<TensorToWrite> t;
@@ -230,9 +227,9 @@ struct Trainer::Impl {
             std::vector<TensorToWrite> t;
             for (size_t i = 0; i < params.size(); ++i) {
                 t.push_back({params[i].spec.name + ".exp_avg", DType::F32, params[i].spec.shape,
-                             std::as_bytes(std::span(exp_avg[i]))});
+                             std::as_bytes(std::span(params[i].exp_avg))});
                 t.push_back({params[i].spec.name + ".exp_avg_sq", DType::F32, params[i].spec.shape,
-                             std::as_bytes(std::span(exp_avg_sq[i]))});
+                             std::as_bytes(std::span(params[i].exp_avg_sq))});
             }
             write_safetensors(tmp / kOptimizerName, t, meta);
         }
@@ -274,10 +271,12 @@ struct Trainer::Impl {
         for (size_t i = 0; i < params.size(); ++i) {
             const size_t n = params[i].value.size();
             tensors[params[i].spec.name] = read_f32(lora, params[i].spec.name, n);
-            exp_avg[i] = read_f32(opt, params[i].spec.name + ".exp_avg", n);
-            exp_avg_sq[i] = read_f32(opt, params[i].spec.name + ".exp_avg_sq", n);
+            params[i].exp_avg = read_f32(opt, params[i].spec.name + ".exp_avg", n);
+            params[i].exp_avg_sq = read_f32(opt, params[i].spec.name + ".exp_avg_sq", n);
         }
         model->set_lora(tensors);
+        for (auto& p : params) p.value = tensors.at(p.spec.name);
+        model->sync_from_host();
         resume_loaded = true;
     }
 
@@ -322,10 +321,10 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
                    "training " + std::to_string(total_steps) + " steps, " + std::to_string(model->lora_params().size()) +
                        " LoRA tensors",
                    step});
+    for (const auto& note : notes) sink.on_event({RunEventKind::Info, note, step});
     std::ofstream metrics(out / "metrics.jsonl", std::ios::app | std::ios::binary);
     if (!metrics) throw_io((out / "metrics.jsonl").string() + ": cannot open for appending");
 
-    auto& params = model->lora_params();
     const TrainingConfig& tc = config.training;
     const auto run_start = clock::now();
     const int64_t first_step = step;
@@ -361,17 +360,15 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
             loss_sum += model->forward_backward(batches[batch_pos + i], grad_scale,
                                                 train::dropout_seed(config.seed, step + 1, static_cast<int32_t>(i)));
         }
-        std::vector<cpu::GradSpan> spans;
-        for (auto& p : params) spans.push_back({p.grad.data(), static_cast<int64_t>(p.grad.size())});
-        const double norm = tc.max_grad_norm > 0 ? cpu::clip_grad_norm(spans, tc.max_grad_norm)
-                                                 : cpu::global_grad_norm(spans);
         const double lr = tc.lr * train::lr_multiplier(tc.schedule, step, warmup_steps, total_steps);
-        if (std::isfinite(norm)) {
-            for (size_t i = 0; i < params.size(); ++i)
-                cpu::adamw_update(params[i].value.data(), params[i].grad.data(), exp_avg[i].data(), exp_avg_sq[i].data(),
-                                  static_cast<int64_t>(params[i].value.size()), lr, tc.beta1, tc.beta2, tc.eps,
-                                  tc.weight_decay, step + 1);
-        } else {
+        const double norm = model->optimizer_step({.lr = lr,
+                                                   .beta1 = tc.beta1,
+                                                   .beta2 = tc.beta2,
+                                                   .eps = tc.eps,
+                                                   .weight_decay = tc.weight_decay,
+                                                   .max_grad_norm = tc.max_grad_norm,
+                                                   .step = step + 1});
+        if (!std::isfinite(norm)) {
             sink.on_event({RunEventKind::Warning,
                            "step " + std::to_string(step + 1) + ": the gradient norm is not finite; update skipped",
                            step + 1});
@@ -433,11 +430,15 @@ Plan Trainer::plan() const {
     const Impl& I = *impl_;
     Plan p;
     p.config = I.config;
-    const MemoryStats m = I.memory();
-    p.memory.weights = m.weights;
-    p.memory.lora_optimizer = m.lora_optimizer;
-    p.memory.activations = m.activations;
-    p.memory.total = m.weights + m.lora_optimizer + m.activations;
+    if (I.planned) {
+        p.memory = *I.planned;  // the device plan made before loading (Trainer::prepare)
+    } else {
+        const MemoryStats m = I.memory();
+        p.memory.weights = m.weights;
+        p.memory.lora_optimizer = m.lora_optimizer;
+        p.memory.activations = m.activations;
+        p.memory.total = m.weights + m.lora_optimizer + m.activations;
+    }
     p.total_steps = I.total_steps;
     p.train_batches = I.batches_per_epoch.empty() ? 0 : I.batches_per_epoch.front();
     p.steps_per_epoch = (p.train_batches + I.config.training.grad_accum - 1) / I.config.training.grad_accum;
@@ -462,11 +463,14 @@ Trainer make_trainer(TrainerInputs in, TrainerOptions options) {
     I->model = std::move(in.model);
     I->train = std::move(in.train);
     I->validation = std::move(in.validation);
+    I->planned = in.planned;
+    I->notes = std::move(in.notes);
     RunConfig& c = I->config;
     c = std::move(in.config);
     // Resolve what "auto" means here and make paths absolute, so resume compares like with like.
+    // (Trainer::prepare resolves device and checkpointing from the hardware and the memory plan; this covers
+    // callers that build a trainer around their own model.)
     if (c.device == DeviceChoice::Auto) c.device = DeviceChoice::Cpu;
-    if (c.device == DeviceChoice::Cuda) throw_unsupported("device: cuda is not built yet; use --device cpu");
     if (c.memory.checkpointing == CheckpointPolicy::Auto) c.memory.checkpointing = CheckpointPolicy::Off;
     auto abs = [](std::string& s) {
         if (!s.empty()) s = fs::weakly_canonical(fs::absolute(s)).string();
@@ -514,14 +518,6 @@ Trainer make_trainer(TrainerInputs in, TrainerOptions options) {
     }
     f.bytes(&I->pack.pad_id, sizeof I->pack.pad_id);
     I->data_fingerprint = hex64(f.h);
-
-    const auto& params = I->model->lora_params();
-    I->exp_avg.resize(params.size());
-    I->exp_avg_sq.resize(params.size());
-    for (size_t i = 0; i < params.size(); ++i) {
-        I->exp_avg[i].assign(params[i].value.size(), 0.0f);
-        I->exp_avg_sq[i].assign(params[i].value.size(), 0.0f);
-    }
 
     const fs::path cfg = I->out / "config.json";
     if (options.resume) {

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "tandem/data.h"
 #include "tandem/trainer.h"
@@ -16,6 +19,8 @@ struct TrainerInputs {
     TokenizedDataset train;
     TokenizedDataset validation;  // empty: no evaluation
     int32_t pad_id = 0;
+    std::optional<MemoryPlan> planned;  // a backend's prediction made before loading (Trainer::plan returns it)
+    std::vector<std::string> notes;     // decisions to report when the run starts (device, checkpointing)
 };
 
 Trainer make_trainer(TrainerInputs inputs, TrainerOptions options);

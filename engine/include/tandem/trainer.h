@@ -73,11 +73,16 @@ public:
     virtual void on_event(const RunEvent&) {}
 };
 
+// Bytes a run will hold at its peak, predicted before anything is loaded (CUDA: device memory; CPU: host).
 struct MemoryPlan {
     uint64_t weights = 0;
     uint64_t lora_optimizer = 0;
     uint64_t activations = 0;
-    uint64_t total = 0;
+    uint64_t workspace = 0;     // CUDA: cuBLASLt, attention, lm_head chunk, staging
+    uint64_t overhead = 0;      // CUDA: context and library handles (an estimate)
+    uint64_t total = 0;         // everything above
+    uint64_t device_total = 0;  // CUDA: the GPU's memory (0 on the CPU)
+    uint64_t device_free = 0;   // CUDA: free when planned
 };
 
 struct Plan {

@@ -1,0 +1,274 @@
+// Linear layers on the CUDA backend (see matmul.h): every product is one cublasLtMatmul through gemm().
+// N = rows, IN = input features, OUT = output features, R = LoRA rank; all matrices row-major.
+// Decisions a reader must know:
+//  - Row-major trick: cuBLASLt is column-major, and a row-major X[r,c] with leading dim ld is the
+//    column-major X^T[c,r] with the same ld. So row-major C[M,N] = op(A) @ op(B) is issued as the
+//    column-major C^T[N,M] = op(B)^T @ op(A)^T: cuBLASLt's "A" is our B and its "B" is our A, with the
+//    same transpose flags.
+//  - bf16 A/B, C/D bf16 or fp32, CUBLAS_COMPUTE_32F, fp32 alpha/beta (host pointers).
+//  - One plan (matmul desc, layouts, the heuristic's algorithm) per key = shape, leading dims, transposes,
+//    output type, epilogue, pointer alignments and device; built on first use under a mutex and kept for
+//    the process (a handful of shapes per model). Alignments are in the key because the heuristic only
+//    returns algorithms valid for the alignment it is told (the default assumption is 256 bytes, which
+//    chunk offsets and odd sizes break).
+//  - The bias gradient is a small kernel (fixed summation order, no workspace, no atomics): deterministic.
+#include "kernels/cuda/matmul.h"
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace tandem::cuda {
+
+// ----------------------------------------------------------------------------------------------------------
+// CUDA kernels
+
+constexpr int kBiasCols = 32;   // columns per block (one warp across, coalesced)
+constexpr int kBiasLanes = 16;  // row lanes per block
+
+// dbias[OUT] (fp32) += sum over n of dout[n, o]. Lane y sums rows y, y + kBiasLanes, ...; the lanes are
+// then added in lane order: the same order on every run.
+static __global__ void __launch_bounds__(kBiasCols* kBiasLanes)
+    bias_grad_kernel(float* dbias, const bf16* dout, int N, int OUT) {
+    __shared__ float part[kBiasLanes][kBiasCols + 1];
+    const int o = blockIdx.x * kBiasCols + threadIdx.x;
+    float acc = 0.0f;
+    if (o < OUT)
+        for (int n = threadIdx.y; n < N; n += kBiasLanes) acc += __bfloat162float(dout[static_cast<size_t>(n) * OUT + o]);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < OUT) {
+        float s = 0.0f;
+        for (int y = 0; y < kBiasLanes; y++) s += part[y][threadIdx.x];
+        dbias[o] += s;
+    }
+}
+
+// ----------------------------------------------------------------------------------------------------------
+// cuBLASLt plans
+
+namespace {
+
+struct PlanKey {
+    int device;
+    bool trans_a, trans_b, c_f32, bias;
+    int M, N, K, lda, ldb, ldc;
+    uint32_t align_a, align_b, align_c, align_bias;
+    bool operator==(const PlanKey&) const = default;
+};
+
+struct PlanKeyHash {
+    size_t operator()(const PlanKey& k) const noexcept {
+        uint64_t h = 1469598103934665603ull;
+        auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+        mix(uint64_t(k.device));
+        mix(uint64_t(k.trans_a) | uint64_t(k.trans_b) << 1 | uint64_t(k.c_f32) << 2 | uint64_t(k.bias) << 3);
+        mix(uint32_t(k.M)), mix(uint32_t(k.N)), mix(uint32_t(k.K));
+        mix(uint32_t(k.lda)), mix(uint32_t(k.ldb)), mix(uint32_t(k.ldc));
+        mix(k.align_a | uint64_t(k.align_b) << 16 | uint64_t(k.align_c) << 32 | uint64_t(k.align_bias) << 48);
+        return size_t(h);
+    }
+};
+
+// Owns the descriptors of one shape; D uses C's layout (same pointer, in-place accumulate).
+struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A (our B), B (our A), C/D
+    cublasLtMatmulAlgo_t algo{};
+    Plan() = default;
+    Plan(const Plan&) = delete;
+    Plan& operator=(const Plan&) = delete;
+    ~Plan() {
+        if (c) cublasLtMatrixLayoutDestroy(c);
+        if (b) cublasLtMatrixLayoutDestroy(b);
+        if (a) cublasLtMatrixLayoutDestroy(a);
+        if (op) cublasLtMatmulDescDestroy(op);
+    }
+};
+
+struct PrefGuard {
+    cublasLtMatmulPreference_t p = nullptr;
+    ~PrefGuard() {
+        if (p) cublasLtMatmulPreferenceDestroy(p);
+    }
+};
+
+std::mutex g_plans_mutex;
+std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> g_plans;  // guarded by g_plans_mutex
+
+// Largest power of two (<= 256, cuBLASLt's default assumption) dividing the address; 0 for nullptr.
+uint32_t alignment_of(const void* p) {
+    if (!p) return 0;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    uint32_t align = 256;
+    while (align > 1 && (a % align) != 0) align /= 2;
+    return align;
+}
+
+template <class T>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
+}
+template <class T>
+void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const T& v) {
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)));
+}
+
+std::string describe(const PlanKey& k) {
+    return "C[" + std::to_string(k.M) + "," + std::to_string(k.N) + "] (" + (k.c_f32 ? "fp32" : "bf16") +
+           ", ldc " + std::to_string(k.ldc) + ") = " + (k.trans_a ? "A^T" : "A") + " (lda " + std::to_string(k.lda) +
+           ") @ " + (k.trans_b ? "B^T" : "B") + " (ldb " + std::to_string(k.ldb) + "), K = " + std::to_string(k.K) +
+           (k.bias ? ", bias epilogue" : "") + ", alignments A/B/C " + std::to_string(k.align_a) + "/" +
+           std::to_string(k.align_b) + "/" + std::to_string(k.align_c) + " bytes";
+}
+
+std::unique_ptr<Plan> make_plan(const PlanKey& k, Context& ctx, const bf16* bias) {
+    auto plan = std::make_unique<Plan>();
+    const cudaDataType_t c_type = k.c_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    // cuBLASLt's A is our B, its B is our A (see the file comment).
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, k.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+    if (k.bias) {
+        set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+        set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_16BF));
+        set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+    }
+    // Column-major layouts (rows, cols, ld) of the matrices as stored.
+    // Ours B: [K,N] row-major = [N,K] column-major; with trans_b, [N,K] row-major = [K,N] column-major.
+    TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, k.trans_b ? k.K : k.N,
+                                                   k.trans_b ? k.N : k.K, k.ldb));
+    // Ours A: [M,K] row-major = [K,M] column-major; with trans_a, [K,M] row-major = [M,K] column-major.
+    TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, k.trans_a ? k.M : k.K,
+                                                   k.trans_a ? k.K : k.M, k.lda));
+    // Ours C: [M,N] row-major = [N,M] column-major.
+    TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, c_type, k.N, k.M, k.ldc));
+
+    PrefGuard pref;
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(ctx.lt_workspace_bytes));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k.align_b);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.align_a);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.align_c);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.align_c);
+
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan->op, plan->a, plan->b, plan->c, plan->c,
+                                                            pref.p, 1, &result, &found);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+        throw Error(ErrorCategory::Device, std::string("cuBLASLt has no algorithm for ") + describe(k) + " on " +
+                                               ctx.name + " (" + cublasLtGetStatusName(s) +
+                                               "); a shape or alignment this GPU's cuBLASLt does not support");
+    plan->algo = result.algo;
+    return plan;
+}
+
+// The one cuBLASLt call: C[M,N] = alpha * op(A) @ op(B) + beta * C (+ bias[N] broadcast over rows).
+void lt_matmul(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, const bf16* B,
+               int ldb, float beta, void* C, int ldc, bool c_f32, const bf16* bias) {
+    TANDEM_KCHECK_PTR(A);
+    TANDEM_KCHECK_PTR(B);
+    TANDEM_KCHECK_PTR(C);
+    TANDEM_KCHECK(M > 0 && N > 0 && K > 0);
+    TANDEM_KCHECK(lda >= (trans_a ? M : K));
+    TANDEM_KCHECK(ldb >= (trans_b ? K : N));
+    TANDEM_KCHECK(ldc >= N);
+    TANDEM_KCHECK(!bias || !c_f32);  // the bias epilogue is only set up for bf16 outputs
+    Context& ctx = context();
+    const PlanKey key{ctx.device, trans_a, trans_b, c_f32, bias != nullptr, M, N, K, lda, ldb, ldc,
+                      alignment_of(A), alignment_of(B), alignment_of(C), alignment_of(bias)};
+    // The lock also covers the call: the bias pointer is written into the shared descriptor.
+    std::lock_guard<std::mutex> lock(g_plans_mutex);
+    auto it = g_plans.find(key);
+    if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(key, ctx, bias)).first;
+    Plan& plan = *it->second;
+    if (bias) set_desc(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+    TANDEM_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.op, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c, C, plan.c,
+                                       &plan.algo, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------------------------------------
+// launchers
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, int lda, const bf16* B, int ldb,
+          float beta, void* C, int ldc, bool c_f32) {
+    lt_matmul(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, c_f32, nullptr);
+}
+
+void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int IN, int OUT) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK_PTR(weight);
+    TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0);
+    // out[N,OUT] = inp[N,IN] @ weight[OUT,IN]^T (+ bias[OUT])
+    lt_matmul(false, true, N, OUT, IN, 1.0f, inp, IN, weight, IN, 0.0f, out, OUT, false, bias);
+}
+
+void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
+                     int N, int IN, int OUT) {
+    TANDEM_KCHECK_PTR(dout);
+    TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0);
+    if (dinp) {
+        TANDEM_KCHECK_PTR(weight);
+        // dinp[N,IN] += dout[N,OUT] @ weight[OUT,IN]
+        gemm(false, false, N, IN, OUT, 1.0f, dout, OUT, weight, IN, 1.0f, dinp, IN, false);
+    }
+    if (dweight) {
+        TANDEM_KCHECK_PTR(inp);
+        // dweight[OUT,IN] (fp32) += dout[N,OUT]^T @ inp[N,IN]
+        gemm(true, false, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dweight, IN, true);
+    }
+    if (dbias) {
+        const dim3 block(kBiasCols, kBiasLanes);
+        bias_grad_kernel<<<grid_for(OUT, kBiasCols), block, 0, context().stream>>>(dbias, dout, N, OUT);
+        TANDEM_CUDA_LAUNCH_CHECK();
+    }
+}
+
+void lora_forward(bf16* out, bf16* tmp, const bf16* inp, const bf16* lora_a, const bf16* lora_b, float scaling, int N,
+                  int IN, int OUT, int R) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(tmp);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK_PTR(lora_a);
+    TANDEM_KCHECK_PTR(lora_b);
+    TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0 && R > 0);
+    // tmp[N,R] = inp[N,IN] @ lora_a[R,IN]^T
+    gemm(false, true, N, R, IN, 1.0f, inp, IN, lora_a, IN, 0.0f, tmp, R, false);
+    // out[N,OUT] += scaling * tmp[N,R] @ lora_b[OUT,R]^T
+    gemm(false, true, N, OUT, R, scaling, tmp, R, lora_b, R, 1.0f, out, OUT, false);
+}
+
+void lora_backward(bf16* dinp, float* dlora_a, float* dlora_b, bf16* dtmp, const bf16* dout, const bf16* inp,
+                   const bf16* tmp, const bf16* lora_a, const bf16* lora_b, float scaling, int N, int IN, int OUT,
+                   int R) {
+    TANDEM_KCHECK_PTR(dtmp);
+    TANDEM_KCHECK_PTR(dout);
+    TANDEM_KCHECK_PTR(lora_b);
+    TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0 && R > 0);
+    if (dlora_b) {
+        TANDEM_KCHECK_PTR(tmp);
+        // dlora_b[OUT,R] (fp32) += scaling * dout[N,OUT]^T @ tmp[N,R]
+        gemm(true, false, OUT, R, N, scaling, dout, OUT, tmp, R, 1.0f, dlora_b, R, true);
+    }
+    if (!dlora_a && !dinp) return;
+    // dtmp[N,R] = scaling * dout[N,OUT] @ lora_b[OUT,R]
+    gemm(false, false, N, R, OUT, scaling, dout, OUT, lora_b, R, 0.0f, dtmp, R, false);
+    if (dlora_a) {
+        TANDEM_KCHECK_PTR(inp);
+        // dlora_a[R,IN] (fp32) += dtmp[N,R]^T @ inp[N,IN]
+        gemm(true, false, R, IN, N, 1.0f, dtmp, R, inp, IN, 1.0f, dlora_a, IN, true);
+    }
+    if (dinp) {
+        TANDEM_KCHECK_PTR(lora_a);
+        // dinp[N,IN] += dtmp[N,R] @ lora_a[R,IN]
+        gemm(false, false, N, IN, R, 1.0f, dtmp, R, lora_a, IN, 1.0f, dinp, IN, false);
+    }
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,29 @@
+// The backends behind Trainer::prepare (engine-internal): each turns a resolved RunConfig into a
+// TrainableModel. cpu_model_adapter.cpp holds the CPU one and prepare itself; cuda_model_adapter.cpp the
+// CUDA one, including the memory plan that decides checkpointing and refuses runs that cannot fit.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "export/peft_adapter.h"
+#include "tandem/run_config.h"
+#include "tandem/trainer.h"
+#include "train/trainable_model.h"
+
+namespace tandem::train {
+
+// True when the CUDA backend is built and a usable GPU is present; reason says why not.
+bool cuda_usable(std::string* reason);
+
+// Resolves config.memory.checkpointing (Auto -> Off or Recompute) from the device plan, and returns the
+// plan. Throws Error{OutOfMemory} before anything is loaded when no policy fits, saying what to change;
+// Error{Unsupported} for policies this backend does not implement. notes receives the decision.
+MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes);
+
+// Loads the model on the GPU for a config resolved by plan_cuda_run; init: an adapter to start from.
+std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init);
+
+}  // namespace tandem::train

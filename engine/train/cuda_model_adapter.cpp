@@ -1,0 +1,165 @@
+// The CUDA backend behind the trainer: CudaModelAdapter (the only code that touches CudaModel) and the
+// device memory plan of a run (see backends.h).
+// Decisions: Auto checkpointing takes Off when the plan with Off fits in 95% of the free device memory
+// (the rest is headroom for the driver and fragmentation), else Recompute when that fits; otherwise the
+// run is refused before loading, with the numbers and what to change.
+#include <cstdio>
+#include <string>
+
+#include "model/cuda_model.h"
+#include "tandem/error.h"
+#include "train/backends.h"
+
+#if TANDEM_WITH_CUDA
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/memory.h"
+#endif
+
+namespace tandem::train {
+
+namespace {
+
+#if TANDEM_WITH_CUDA
+std::string gib(uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1ull << 30));
+    return buf;
+}
+
+CudaModelOptions options_for(const RunConfig& c) {
+    CudaModelOptions o;
+    o.max_tokens = c.training.batch_tokens;
+    o.max_seqlen = std::min(c.data.max_seq_len, c.training.batch_tokens);
+    o.checkpointing = c.memory.checkpointing;
+    o.attention = AttentionBackend::Auto;
+    return o;
+}
+
+MemoryPlan to_plan(const CudaMemoryPlan& p) {
+    MemoryPlan m;
+    m.weights = p.weights;
+    m.lora_optimizer = p.lora_optimizer;
+    m.activations = p.activations;
+    m.workspace = p.workspace;
+    m.overhead = p.context;
+    m.total = p.total;
+    return m;
+}
+
+class CudaModelAdapter final : public TrainableModel {
+public:
+    explicit CudaModelAdapter(CudaModel model) : model_(std::move(model)) {}
+    const ModelConfig& model_config() const override { return model_.config(); }
+    std::vector<LoraParam>& lora_params() override { return model_.lora_params(); }
+    void zero_grads() override { model_.zero_grads(); }
+    double forward_backward(const PackedBatch& b, float grad_scale, uint64_t dropout_seed) override {
+        return model_.forward_backward(b, grad_scale, dropout_seed);
+    }
+    double forward_loss(const PackedBatch& b) override { return model_.forward_loss(b); }
+    void set_lora(const LoraTensors& t) override { model_.set_lora(t); }
+    LoraTensors lora_tensors() override { return model_.lora_tensors(); }
+    size_t weight_bytes() const override { return model_.memory().weights; }
+    size_t lora_bytes() const override { return model_.memory().lora_optimizer; }
+    size_t activation_bytes() const override { return model_.memory().activations; }
+    double optimizer_step(const OptimizerStep& s) override {
+        return model_.optimizer_step(s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.max_grad_norm, s.step);
+    }
+    void sync_to_host() override { model_.sync_to_host(); }
+    void sync_from_host() override { model_.sync_from_host(); }
+    MemoryStats memory_stats() override {
+        const CudaMemoryPlan p = model_.memory();
+        MemoryStats m;
+        m.weights = p.weights;
+        m.lora_optimizer = p.lora_optimizer;
+        m.activations = p.activations;
+        m.workspace = p.workspace;
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) (void)cudaGetLastError();
+        m.device_total = total_b;
+        m.device_free = free_b;
+        m.reserved = cuda::peak_allocated_bytes();  // our high-water mark on the device
+        m.pinned_host = cuda::pinned_bytes();
+        return m;
+    }
+
+private:
+    CudaModel model_;
+};
+#endif
+
+}  // namespace
+
+bool cuda_usable(std::string* reason) { return cuda_backend_available(reason); }
+
+MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
+#if TANDEM_WITH_CUDA
+    const ModelConfig mc = load_model_config(config.model);
+    if (config.memory.checkpointing == CheckpointPolicy::Smart)
+        throw_unsupported("memory.checkpointing: 'smart' (pinned-memory offload) is not implemented yet on CUDA; "
+                          "use 'recompute' (same memory on the device for block inputs) or 'auto'");
+    size_t free_b = 0, total_b = 0;
+    cuda::context();
+    TANDEM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const uint64_t budget = uint64_t(double(free_b) * 0.95);
+    auto plan_for = [&](CheckpointPolicy p) {
+        RunConfig c = config;
+        c.memory.checkpointing = p;
+        return CudaModel::plan(mc, config.lora, options_for(c));
+    };
+    const bool is_auto = config.memory.checkpointing == CheckpointPolicy::Auto;
+    CudaMemoryPlan chosen;
+    if (is_auto) {
+        const CudaMemoryPlan off = plan_for(CheckpointPolicy::Off);
+        if (off.total <= budget) {
+            config.memory.checkpointing = CheckpointPolicy::Off;
+            chosen = off;
+            notes.push_back("checkpointing: auto chose 'off' (plan " + gib(off.total) + ", " + gib(free_b) +
+                            " free on the GPU)");
+        } else {
+            config.memory.checkpointing = CheckpointPolicy::Recompute;
+            chosen = plan_for(CheckpointPolicy::Recompute);
+            notes.push_back("checkpointing: auto chose 'recompute': keeping every activation would need " +
+                            gib(off.total) + ", " + gib(free_b) + " are free; recompute needs " + gib(chosen.total));
+        }
+    } else {
+        chosen = plan_for(config.memory.checkpointing);
+    }
+    if (chosen.total > budget) {
+        std::string advice = "lower training.batch_tokens (now " + std::to_string(config.training.batch_tokens) + ")";
+        if (config.memory.checkpointing == CheckpointPolicy::Off) advice += ", use checkpointing 'recompute' or 'auto'";
+        advice += ", or lower data.max_seq_len (now " + std::to_string(config.data.max_seq_len) + ")";
+        throw Error(ErrorCategory::OutOfMemory,
+                    "the run does not fit on the GPU: it needs " + gib(chosen.total) + " (weights " +
+                        gib(chosen.weights) + ", LoRA + optimizer " + gib(chosen.lora_optimizer) + ", activations " +
+                        gib(chosen.activations) + ", workspace " + gib(chosen.workspace) + ", CUDA context " +
+                        gib(chosen.context) + ") but " + gib(free_b) + " of " + gib(total_b) +
+                        " are free; " + advice);
+    }
+    MemoryPlan m = to_plan(chosen);
+    m.device_total = total_b;
+    m.device_free = free_b;
+    notes.push_back("device: cuda (" + cuda::context().name + "), planned peak " + gib(chosen.total) + " of " +
+                    gib(total_b));
+    return m;
+#else
+    (void)config;
+    (void)notes;
+    std::string reason;
+    cuda_backend_available(&reason);
+    throw_unsupported("device: cuda: " + reason);
+#endif
+}
+
+std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init) {
+#if TANDEM_WITH_CUDA
+    CudaModel model = CudaModel::load(config.model, config.lora, config.seed, options_for(config));
+    if (init) model.set_lora(init->tensors);
+    return std::make_unique<CudaModelAdapter>(std::move(model));
+#else
+    (void)config;
+    (void)init;
+    throw_unsupported("device: cuda: this build has no CUDA backend; use --device cpu");
+#endif
+}
+
+}  // namespace tandem::train
