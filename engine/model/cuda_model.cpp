@@ -562,6 +562,7 @@ struct CudaModel::Impl {
 
     void project(int l, int m, bf16* out, const bf16* inp, bool train, uint64_t seed);
     void project_backward(int l, int m, bf16* dinp, const bf16* dout, const bf16* inp, uint64_t seed);
+    void lora_tmp_forward(int l, int m, const bf16* inp, uint64_t seed);
     void attention_block_forward(int l, bool train, uint64_t seed);
     void mlp_block_forward(int l, bool train, uint64_t seed, bool tail);
     void recompute_layer(int l, uint64_t seed);
@@ -869,6 +870,21 @@ void CudaModel::Impl::project_backward(int l, int m, bf16* dinp, const bf16* dou
     }
 }
 
+// Recompute: only the LoRA tmp of module m (tmp = drop(inp) @ A^T), without the projection itself. The
+// same GEMM call as the first one of cuda::lora_forward, so the same values.
+void CudaModel::Impl::lora_tmp_forward(int l, int m, const bf16* inp, uint64_t seed) {
+    const int ia = lora_index[size_t(l)][size_t(m)];
+    if (ia < 0) return;
+    const int T = step.T, IN = d.in_of(m);
+    const bf16* lin = inp;
+    if (lora.dropout > 0) {
+        cuda::dropout_forward(xd, inp, seed, l, m, int64_t(T) * IN, lora.dropout);
+        lin = xd;
+    }
+    cuda::gemm(false, true, T, d.R, IN, 1.0f, lin, IN, lora_bf16 + y.lora_offset[size_t(ia)], IN, 0.0f,
+               acts[size_t(l)].lora_tmp[m], d.R, false);
+}
+
 // From a.ln1 (already computed) to a.mid = x + o_proj(attention) and a.ln2 = rmsnorm(mid).
 void CudaModel::Impl::attention_block_forward(int l, bool train, uint64_t seed) {
     LayerActs& a = acts[size_t(l)];
@@ -918,12 +934,18 @@ void CudaModel::Impl::forward(bool train, uint64_t seed) {
     }
 }
 
-// Recompute policy: layer l's forward from its stored input, into the shared set (what backward reads).
+// Recompute policy: layer l's forward from its stored input, into the shared set (what backward reads):
+// everything but the down projection, whose output backward does not need; its LoRA tmp it does.
 void CudaModel::Impl::recompute_layer(int l, uint64_t seed) {
     LayerActs& a = acts[size_t(l)];
     cuda::rmsnorm_forward(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C, d.eps);
     attention_block_forward(l, true, seed);
     mlp_block_forward(l, true, seed, false);
+    if (lora_index[size_t(l)][kDown] >= 0) {
+        bf16* act = d_big3;  // [T,F] scratch (mlp_block_backward recomputes it again: one cheap pass)
+        cuda::swiglu_forward(act, a.gate, a.up, step.T, d.F);
+        lora_tmp_forward(l, kDown, act, seed);
+    }
 }
 
 // d_res: gradient of this layer's output on entry, of mid on exit.
