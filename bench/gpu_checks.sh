@@ -24,12 +24,12 @@ for stage in $STAGES; do
     ;;
   selftest)
     note "selftest"
-    "$CLI" selftest --device cuda --json "$OUT/selftest.json" > "$OUT/selftest.log" 2>&1; rc=$?
+    "$CLI" selftest --device cuda --fixtures tests/fixtures --json "$OUT/selftest.json" > "$OUT/selftest.log" 2>&1; rc=$?
     note "selftest exit $rc"; tail -n 60 "$OUT/selftest.log"; [ $rc = 0 ] || status=1
     ;;
   sanitizer)
     note "compute-sanitizer memcheck (one training step)"
-    compute-sanitizer --tool memcheck --error-exitcode 9 "$CLI" selftest --device cuda --filter train_step \
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$CLI" selftest --device cuda --filter "step llama-bias checkpointing=off" \
       > "$OUT/sanitizer.log" 2>&1; rc=$?
     note "sanitizer exit $rc"; tail -n 25 "$OUT/sanitizer.log"; [ $rc = 0 ] || status=1
     ;;
@@ -39,7 +39,7 @@ for stage in $STAGES; do
     for dev in cuda cpu; do
       rm -rf "$BUILD/track-$dev"
       "$CLI" train --model "$ASSETS/babyllama-tok105/hf" --dataset "$ASSETS/datasets/alpaca_5000.json" \
-        --out "$BUILD/track-$dev" --max-steps 200 --batch-tokens 4096 --max-seq-len 512 --lr 1e-3 --seed 1 \
+        --out "$BUILD/track-$dev" --max-steps 200 --batch-tokens 4096 --max-seq-len 256 --lr 1e-3 --seed 1 \
         --device $dev > "$OUT/track-$dev.log" 2>&1 || { note "track $dev FAILED"; tail -20 "$OUT/track-$dev.log"; status=1; }
       cp "$BUILD/track-$dev/metrics.jsonl" "$OUT/track-$dev.jsonl" 2>/dev/null
     done

@@ -3,97 +3,31 @@
 //  1. selftest: tandem::run_selftest — every CUDA op and whole training steps (CudaModel vs CpuModel on
 //     generated models) against the CPU reference; then the same run again must give the same errors
 //     (determinism), except where cuDNN may choose its algorithm.
-//  2. fixture_parity: the PyTorch/PEFT fixtures of the CPU issue (tests/fixtures/models/<variant>, see
-//     tests/fixtures/README.md) on CudaModel: logits, loss and all 28 LoRA gradients within 2e-2 relative
-//     (bf16 weights and activations against an fp32 reference), with the in-house and the automatic
-//     attention backend.
+//  2. fixtures_and_out_of_memory: the selftest's fixture cases — the PyTorch/PEFT fixtures of the CPU issue
+//     (tests/fixtures/models/<variant>) on CudaModel, logits, loss and all 28 LoRA gradients within 2e-2,
+//     with the in-house and the automatic attention backend — and its out-of-memory case (an impossible
+//     load fails with Error{OutOfMemory}, frees everything, and the GPU stays usable).
 //  3. cli_selftest: tandem-cli selftest exit codes and its JSON report.
-//  4. out_of_memory: a token budget no GPU holds -> Error{OutOfMemory}, no device bytes leaked, and the
-//     process still loads and trains a small model afterwards.
-// Errors are "normalised": rel = max |got - ref| / max |ref| over a tensor; both numbers are printed.
 #include <QTest>
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "export/peft_adapter.h"
 #include "model/cuda_model.h"
 #include "tandem/error.h"
-#include "tandem/model_config.h"
-#include "tandem/safetensors.h"
 #include "tandem/selftest.h"
 #include "test_support.h"
 
-#if TANDEM_WITH_CUDA
-#include "kernels/cuda/memory.h"  // allocated_bytes (no CUDA headers)
-#endif
 
 using namespace tandem;
 using tandem::test::fixtures;
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr double kTol = 2e-2;  // bf16 model against the fp32 PyTorch reference
-
-struct Err {
-    double max_abs = 0;
-    double max_ref = 0;
-    bool finite = true;
-    double rel() const { return !finite ? INFINITY : max_ref > 0 ? max_abs / max_ref : max_abs; }
-};
-
-Err compare(const std::vector<float>& got, const std::vector<float>& ref) {
-    Err e;
-    if (got.size() != ref.size()) {
-        e.finite = false;
-        return e;
-    }
-    for (size_t i = 0; i < got.size(); ++i) {
-        if (!std::isfinite(got[i])) e.finite = false;
-        e.max_abs = std::max(e.max_abs, std::fabs(double(got[i]) - double(ref[i])));
-        e.max_ref = std::max(e.max_ref, std::fabs(double(ref[i])));
-    }
-    return e;
-}
-
-std::vector<std::vector<int32_t>> read_sequences(const fs::path& p) {
-    std::ifstream in(p);
-    return nlohmann::json::parse(in)["sequences"].get<std::vector<std::vector<int32_t>>>();
-}
-
-std::vector<float> tensor(const SafetensorsFile& f, const std::string& name) {
-    return tensor_to_f32(f.at(name));
-}
-
-struct Variant {
-    fs::path dir;
-    ModelConfig config;
-    PeftAdapter adapter;
-};
-
-Variant variant(const std::string& name) {
-    Variant v;
-    v.dir = fixtures() / "models" / name;
-    v.config = load_model_config(v.dir);
-    v.adapter = read_peft_adapter(v.dir / "adapter", v.config);
-    return v;
-}
-
-CudaModel load_cuda(const Variant& v, int max_tokens, AttentionBackend attention) {
-    CudaModelOptions opt;
-    opt.max_tokens = max_tokens;
-    opt.attention = attention;
-    CudaModel m = CudaModel::load(v.dir, v.adapter.config, 7, opt);
-    m.set_lora(v.adapter.tensors);
-    return m;
-}
 
 // Names of results whose value may legitimately change from run to run: cuDNN picks its algorithms (and
 // may use atomics in backward), and the steps with attention=auto use cuDNN.
@@ -175,83 +109,24 @@ private slots:
         QVERIFY(list.out.contains("step qwen3 checkpointing=recompute attention=inhouse"));
     }
 
-    void fixture_parity_data() {
-        QTest::addColumn<QString>("name");
-        QTest::addColumn<int>("attention");
-        for (const char* v : {"llama", "qwen2", "qwen3", "mistral"}) {
-            QTest::addRow("%s/inhouse", v) << QString(v) << int(AttentionBackend::Inhouse);
-            QTest::addRow("%s/auto", v) << QString(v) << int(AttentionBackend::Auto);
+    // The PyTorch/PEFT fixtures of the CPU issue on CudaModel (in-house and automatic attention) and the
+    // out-of-memory case: the selftest's fixture cases (engine/model/selftest.cpp), so tandem-cli selftest
+    // --fixtures runs the same checks on a GPU machine without Qt.
+    void fixtures_and_out_of_memory() {
+        SelftestOptions opt;
+        opt.fixtures_dir = fixtures().string();
+        QStringList failures;
+        int count = 0;
+        for (const char* filter : {"fixture ", "out of memory"}) {
+            opt.filter = filter;
+            for (const auto& r : run_selftest(opt, {})) {
+                ++count;
+                qInfo("%s: rel %.3g (%s)", r.name.c_str(), r.rel_error, r.detail.c_str());
+                if (!r.passed) failures << QString::fromStdString(r.name + ": " + r.detail);
+            }
         }
-    }
-
-    // As test_model_cpu's parity, on CudaModel: the four sequences packed into one batch vs PyTorch running
-    // each separately.
-    void fixture_parity() {
-        QFETCH(QString, name);
-        QFETCH(int, attention);
-        const Variant v = variant(name.toStdString());
-        const SafetensorsFile exp(v.dir / "expected.safetensors");
-        const PackedBatch batch = batch_from_sequences(read_sequences(v.dir / "sequences.json"));
-        QCOMPARE(batch.num_tokens, 33);
-        QCOMPARE(batch.num_label_tokens, 29);
-        CudaModel m = load_cuda(v, 64, AttentionBackend(attention));
-        qInfo("%s: attention %s", qPrintable(name), m.attention_backend_name().c_str());
-
-        const Err le = compare(m.logits(batch), tensor(exp, "logits"));
-        qInfo("%s logits: max_abs %.3g rel %.3g", qPrintable(name), le.max_abs, le.rel());
-        QVERIFY2(le.rel() <= kTol, qPrintable(QString("logits rel %1").arg(le.rel())));
-
-        const double ref_loss = tensor(exp, "loss").at(0);
-        m.zero_grads();
-        const double loss = m.forward_backward(batch, float(1.0 / batch.num_label_tokens), 0) / batch.num_label_tokens;
-        const double eval = m.forward_loss(batch) / batch.num_label_tokens;
-        qInfo("%s loss %.7f eval %.7f ref %.7f", qPrintable(name), loss, eval, ref_loss);
-        QVERIFY2(std::fabs(loss - ref_loss) <= kTol * std::fabs(ref_loss), qPrintable(QString("loss %1").arg(loss)));
-        QVERIFY2(std::fabs(eval - ref_loss) <= kTol * std::fabs(ref_loss), qPrintable(QString("eval %1").arg(eval)));
-
-        m.sync_to_host();
-        QCOMPARE(m.lora_params().size(), size_t(28));
-        double worst = 0;
-        for (const auto& p : m.lora_params()) {
-            const Err ge = compare(p.grad, tensor(exp, p.spec.name + ".grad"));
-            worst = std::max(worst, ge.rel());
-            QVERIFY2(ge.rel() <= kTol,
-                     qPrintable(QString::fromStdString(p.spec.name) + QString(" rel %1").arg(ge.rel())));
-        }
-        qInfo("%s LoRA grads: worst rel %.3g", qPrintable(name), worst);
-    }
-
-    // An absurd token budget fails cleanly with OutOfMemory, frees what it took, and the GPU stays usable.
-    void out_of_memory() {
-        const Variant v = variant("llama");
-        const SafetensorsFile exp(v.dir / "expected.safetensors");
-        const PackedBatch batch = batch_from_sequences(read_sequences(v.dir / "sequences.json"));
-        const double ref_loss = tensor(exp, "loss").at(0);
-        auto small_step = [&] {
-            CudaModel m = load_cuda(v, 64, AttentionBackend::Auto);
-            m.zero_grads();
-            return m.forward_backward(batch, float(1.0 / batch.num_label_tokens), 0) / batch.num_label_tokens;
-        };
-        // Warm up first (context, library handles, caches), so the byte count below compares like with like.
-        QVERIFY(std::fabs(small_step() - ref_loss) <= kTol * std::fabs(ref_loss));
-
-        CudaModelOptions huge;
-        huge.max_tokens = 1 << 27;                                // 134M tokens: hundreds of GB of activations
-        huge.max_seqlen = int(v.config.max_position_embeddings);  // a valid sample length (256)
-        const CudaMemoryPlan plan = CudaModel::plan(v.config, v.adapter.config, huge);
-        qInfo("plan for %d tokens: %.1f GiB (activations %.1f GiB)", huge.max_tokens, double(plan.total) / (1 << 30),
-              double(plan.activations) / (1 << 30));
-#if TANDEM_WITH_CUDA
-        const size_t before = cuda::allocated_bytes();
-#endif
-        tandem::test::expect_error([&] { (void)CudaModel::load(v.dir, v.adapter.config, 7, huge); },
-                                   ErrorCategory::OutOfMemory, {});
-#if TANDEM_WITH_CUDA
-        QCOMPARE(cuda::allocated_bytes(), before);  // the failed load freed everything it took
-#endif
-        const double loss = small_step();
-        qInfo("after the OOM: loss %.7f (ref %.7f)", loss, ref_loss);
-        QVERIFY(std::fabs(loss - ref_loss) <= kTol * std::fabs(ref_loss));
+        QVERIFY(count >= 8 * 3 + 3);
+        QVERIFY2(failures.isEmpty(), qPrintable(failures.join("\n")));
     }
 };
 

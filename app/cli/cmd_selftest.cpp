@@ -38,6 +38,7 @@ void write_json(const std::string& path, const SelftestOptions& opts, const std:
     j["device"] = opts.device;
     j["seed"] = opts.seed;
     j["filter"] = opts.filter;
+    j["fixtures"] = opts.fixtures_dir;
     j["passed"] = passed;
     j["failed"] = failed;
     j["skipped"] = skipped;
@@ -75,6 +76,8 @@ Run add_selftest_command(CLI::App& app) {
     sub->add_option("--device", o->run.device, "the backend to check (cuda; cpu has nothing to compare against)")
         ->check(CLI::IsMember({"cuda", "cpu"}));
     sub->add_option("--filter", o->run.filter, "run only the cases whose name contains this text");
+    sub->add_option("--fixtures", o->run.fixtures_dir,
+                    "also check the PyTorch fixtures and out-of-memory handling (the repository's tests/fixtures)");
     sub->add_option("--seed", o->run.seed, "seed of the random inputs (default 1)");
     sub->add_option("--json", o->json, "also write every result to this JSON file");
     sub->add_flag("--list", o->list, "print the case names and exit");

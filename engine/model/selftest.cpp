@@ -41,6 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "core/random.h"
 #include "export/peft_adapter.h"
 #include "io/atomic_file.h"
@@ -84,6 +85,12 @@ constexpr double kTolBf16 = 1e-2;  // bf16 storage, fp32 math
 constexpr double kTolF32 = 1e-5;   // fp32 end to end (AdamW, norms, sums, fp32 accumulation of exact inputs)
 constexpr double kTolExact = 0.0;  // copies and conversions
 constexpr double kTolStep = 2e-2;  // a whole training step through bf16 activations
+// LoRA gradients of a whole step: the worst single element relative to the tensor's largest, and the L2
+// error relative to the tensor's norm. Measured on an H100 (seed 1): max-element 0.018-0.023 with either
+// attention path (in-house or cuDNN) on both test models, the level bf16 activation rounding reaches
+// through two layers (the weights are bf16 on both sides); the L2 gate is the tighter one.
+constexpr double kTolStepGradMax = 3e-2;
+constexpr double kTolStepGradL2 = 1e-2;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::string fmt(const char* f, double a) {
@@ -1347,8 +1354,8 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
 
     // Every LoRA gradient within the tolerance; one result with the worst tensor.
     g.sync_to_host();
-    double worst = 0;
-    std::string worst_name = "(none)", problems;
+    double worst = 0, worst_l2 = 0;
+    std::string worst_name = "(none)", worst_l2_name = "(none)", problems;
     size_t compared = 0;
     for (const auto& p : g.lora_params()) {
         const auto it = ref.grads.find(p.spec.name);
@@ -1359,25 +1366,34 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
         }
         ++compared;
         const auto& want = it->second;
-        double max_abs = 0, denom = 0;
+        double max_abs = 0, denom = 0, diff2 = 0, ref2 = 0;
         bool finite = p.grad.size() == want.size();
         for (size_t i = 0; finite && i < want.size(); ++i) {
             if (!std::isfinite(p.grad[i])) finite = false;
-            max_abs = std::max(max_abs, std::fabs(double(p.grad[i]) - want[i]));
+            const double d = double(p.grad[i]) - want[i];
+            max_abs = std::max(max_abs, std::fabs(d));
             denom = std::max(denom, std::fabs(double(want[i])));
+            diff2 += d * d;
+            ref2 += double(want[i]) * want[i];
         }
         const double rel = !finite ? kInf : denom > 0 ? max_abs / denom : max_abs;
+        const double rel2 = !finite ? kInf : ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
         if (!(rel <= worst)) {
             worst = rel;
             worst_name = p.spec.name;
+        }
+        if (!(rel2 <= worst_l2)) {
+            worst_l2 = rel2;
+            worst_l2_name = p.spec.name;
         }
     }
     if (compared != ref.grads.size()) {
         problems += " " + std::to_string(ref.grads.size() - compared) + " tensors missing;";
         worst = kInf;
     }
-    c.result("lora grads", worst, kTolStep,
+    c.result("lora grads (max element)", worst, kTolStepGradMax,
              std::to_string(compared) + " tensors, worst " + worst_name + (problems.empty() ? "" : ";" + problems));
+    c.result("lora grads (L2)", worst_l2, kTolStepGradL2, "||gpu - cpu|| / ||cpu|| per tensor, worst " + worst_l2_name);
 
     // One optimizer step (clip active). Only elements whose gradient is at least 5% of the tensor's largest
     // are compared (relative to the step size lr): there the sign, hence the AdamW step-1 update, is certain.
@@ -1405,6 +1421,91 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// PyTorch fixtures (tests/fixtures/models/<variant>, made by tests/reference/make_fixtures.py): the four
+// sequences packed into ONE batch on CudaModel against transformers + PEFT running each separately —
+// logits, loss and all 28 LoRA gradients within the bf16 tolerance of the issue (2e-2).
+// ---------------------------------------------------------------------------------------------------------
+
+constexpr double kTolFixture = 2e-2;
+
+PackedBatch fixture_batch(const fs::path& dir) {
+    const nlohmann::json j = read_json_file(dir / "sequences.json");
+    return batch_from_sequences(j.at("sequences").get<std::vector<std::vector<int32_t>>>());
+}
+
+CudaModel fixture_model(const fs::path& dir, int max_tokens, AttentionBackend attention) {
+    const ModelConfig config = load_model_config(dir);
+    const PeftAdapter adapter = read_peft_adapter(dir / "adapter", config);
+    CudaModelOptions opt;
+    opt.max_tokens = max_tokens;
+    opt.attention = attention;
+    CudaModel m = CudaModel::load(dir, adapter.config, 7, opt);
+    m.set_lora(adapter.tensors);
+    return m;
+}
+
+void fixture_case(Check& c, const fs::path& dir, AttentionBackend attention) {
+    const SafetensorsFile exp(dir / "expected.safetensors");
+    const PackedBatch batch = fixture_batch(dir);
+    CudaModel m = fixture_model(dir, 64, attention);
+    c.tensor("logits", m.logits(batch), tensor_to_f32(exp.at("logits")), kTolFixture);
+    const double ref_loss = tensor_to_f32(exp.at("loss")).at(0);
+    m.zero_grads();
+    const double loss = m.forward_backward(batch, float(1.0 / batch.num_label_tokens), 0) / batch.num_label_tokens;
+    c.scalar("loss (" + m.attention_backend_name() + ")", loss, ref_loss, kTolFixture);
+    m.sync_to_host();
+    double worst = 0;
+    std::string worst_name = "(none)";
+    for (const auto& p : m.lora_params()) {
+        const std::vector<float> want = tensor_to_f32(exp.at(p.spec.name + ".grad"));
+        double max_abs = 0, denom = 0;
+        bool ok = want.size() == p.grad.size();
+        for (size_t i = 0; ok && i < want.size(); ++i) {
+            if (!std::isfinite(p.grad[i])) ok = false;
+            max_abs = std::max(max_abs, std::fabs(double(p.grad[i]) - want[i]));
+            denom = std::max(denom, std::fabs(double(want[i])));
+        }
+        const double rel = ok ? (denom > 0 ? max_abs / denom : max_abs) : kInf;
+        if (!(rel <= worst)) {
+            worst = rel;
+            worst_name = p.spec.name;
+        }
+    }
+    c.result("lora grads", worst, kTolFixture,
+             std::to_string(m.lora_params().size()) + " tensors, worst " + worst_name);
+}
+
+// An impossible load (134M tokens of activations) fails with Error{OutOfMemory}, frees what it took, and the
+// GPU stays usable: a small model loads and trains afterwards with the same loss.
+void oom_case(Check& c, const fs::path& dir) {
+    const PackedBatch batch = fixture_batch(dir);
+    auto small_loss = [&] {
+        CudaModel m = fixture_model(dir, 64, AttentionBackend::Inhouse);  // deterministic: compared exactly
+        m.zero_grads();
+        return m.forward_backward(batch, 1.0f, 0);
+    };
+    const double before_loss = small_loss();
+    const ModelConfig config = load_model_config(dir);
+    const PeftAdapter adapter = read_peft_adapter(dir / "adapter", config);
+    CudaModelOptions huge;
+    huge.max_tokens = 1 << 27;
+    huge.max_seqlen = int(config.max_position_embeddings);
+    const size_t before = cuda::allocated_bytes();
+    std::string got = "no error";
+    try {
+        (void)CudaModel::load(dir, adapter.config, 7, huge);
+    } catch (const Error& e) {
+        got = std::string(error_category_name(e.category())) + ": " + e.what();
+        c.result("load fails with out of memory", e.category() == ErrorCategory::OutOfMemory ? 0.0 : kInf, 0, got);
+    }
+    if (got == "no error") c.result("load fails with out of memory", kInf, 0, got);
+    const size_t after = cuda::allocated_bytes();
+    c.result("everything freed", after == before ? 0.0 : kInf, 0,
+             std::to_string(before) + " bytes before, " + std::to_string(after) + " after");
+    c.scalar("usable afterwards: same loss", small_loss(), before_loss, 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // The case list
 // ---------------------------------------------------------------------------------------------------------
 
@@ -1419,7 +1520,7 @@ std::string shape(std::initializer_list<std::pair<const char*, int64_t>> dims) {
     return s;
 }
 
-std::vector<Case> make_cases() {
+std::vector<Case> make_cases(const std::string& fixtures_dir) {
     std::vector<Case> cs;
     auto add = [&](std::string name, std::function<void(Check&)> fn) {
         cs.push_back({std::move(name), std::move(fn)});
@@ -1531,6 +1632,17 @@ std::vector<Case> make_cases() {
                 add("step " + variant.name + " checkpointing=" + policy_name(ckpt) + " attention=" + attention_name(at),
                     [=](Check& c) { step_case(c, *ref, ckpt, at); });
     }
+
+    if (!fixtures_dir.empty()) {
+        const fs::path models = fs::path(fixtures_dir) / "models";
+        for (const char* v : {"llama", "qwen2", "qwen3", "mistral"}) {
+            const fs::path dir = models / v;
+            for (auto at : {AttentionBackend::Inhouse, AttentionBackend::Auto})
+                add(std::string("fixture ") + v + " attention=" + attention_name(at),
+                    [=](Check& c) { fixture_case(c, dir, at); });
+        }
+        add("out of memory: impossible load", [=](Check& c) { oom_case(c, models / "llama"); });
+    }
     return cs;
 }
 
@@ -1540,7 +1652,7 @@ std::vector<Case> make_cases() {
 std::vector<std::string> selftest_case_names() {
     std::vector<std::string> names;
 #if TANDEM_WITH_CUDA
-    for (const auto& c : make_cases()) names.push_back(c.name);
+    for (const auto& c : make_cases("fixtures")) names.push_back(c.name);
 #endif
     return names;
 }
@@ -1557,7 +1669,9 @@ std::vector<SelftestResult> run_selftest(const SelftestOptions& options,
 #if TANDEM_WITH_CUDA
     if (!cuda::device_available(&why)) throw_unsupported("selftest: no usable CUDA device: " + why);
     cuda::context();  // a device that cannot even start fails the command (Error{Device}), not every case
-    std::vector<Case> cases = make_cases();
+    if (!options.fixtures_dir.empty() && !fs::is_directory(fs::path(options.fixtures_dir) / "models"))
+        throw_invalid("selftest: " + options.fixtures_dir + " has no models/ folder (pass tests/fixtures)");
+    std::vector<Case> cases = make_cases(options.fixtures_dir);
     std::erase_if(cases, [&](const Case& c) { return c.name.find(options.filter) == std::string::npos; });
     if (cases.empty())
         throw_invalid("selftest: no case name contains '" + options.filter +

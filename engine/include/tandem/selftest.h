@@ -24,6 +24,9 @@ struct SelftestOptions {
     std::string device = "cuda";  // only "cuda" is meaningful ("cpu": Error{InvalidInput}, nothing to compare)
     uint64_t seed = 1;            // SplitMix64 seed of every random input
     std::string filter;           // run only cases whose name contains this substring (empty: all)
+    // The repository's tests/fixtures folder: adds the PyTorch fixture cases (tests/fixtures/models/*: logits,
+    // loss and LoRA gradients on CUDA against transformers + PEFT, 2e-2) and the out-of-memory case.
+    std::string fixtures_dir;
 };
 
 struct SelftestResult {
@@ -42,7 +45,8 @@ struct SelftestResult {
 std::vector<SelftestResult> run_selftest(const SelftestOptions& options,
                                          const std::function<void(const SelftestResult&)>& on_result);
 
-// The names of every case (for --list and for the filter's error message); empty without CUDA.
+// The names of every case, fixture cases included (for --list and for the filter's error message); empty
+// without CUDA.
 std::vector<std::string> selftest_case_names();
 
 }  // namespace tandem
