@@ -5,7 +5,9 @@
 //  - Error measure per tensor: rel_error = max|gpu - cpu| / max|cpu| (for an accumulating output, the
 //    denominator is the largest increment, max|cpu - initial|, so "wrote instead of added" fails).
 //    Tolerances: 1e-2 for bf16 paths (inputs are rounded to bf16 before the CPU sees them), 1e-5 for fp32
-//    paths (AdamW, gradient norm, sum), 0 for exact ones (copies, conversions), 2e-2 for whole steps.
+//    paths (AdamW, gradient norm, sum), 0 for exact ones (copies, conversions), 2e-2 for whole steps
+//    (LoRA gradients: 3e-2 max element and 2e-2 L2), and for the PyTorch fixtures 2e-2 on logits and loss
+//    and, on LoRA gradients, 1.5 x what PyTorch's own bf16 training reaches on them (bf16_floor.json).
 //  - Outputs are poisoned with NaN bit patterns before each run, so an element a kernel forgot to write
 //    fails; a non-finite GPU value always fails.
 //  - A case the hardware or library cannot run (cuDNN attention missing or rejecting a shape) is reported
