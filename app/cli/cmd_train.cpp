@@ -64,6 +64,7 @@ private:
 Run add_train_command(CLI::App& app) {
     struct Opts {
         std::string config, model, init_adapter, dataset, out, targets, packing, device, validation, schedule;
+        std::string checkpointing;
         std::optional<int> lora_r, grad_accum, batch_tokens, max_seq_len;
         std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm;
         std::optional<int64_t> epochs, max_steps, checkpoint_every, eval_every, warmup_steps;
@@ -96,6 +97,9 @@ Run add_train_command(CLI::App& app) {
     sub->add_option("--packing", o->packing, "on|off");
     sub->add_option("--seed", o->seed, "run seed");
     sub->add_option("--device", o->device, "cpu|cuda|auto");
+    sub->add_option("--checkpointing", o->checkpointing,
+                    "off (keep every activation) | recompute (keep block inputs, recompute in backward) | auto "
+                    "(off when it fits the GPU)");
     sub->add_option("--checkpoint-every", o->checkpoint_every, "checkpoint every N steps (0: only on stop)");
     sub->add_option("--eval-every", o->eval_every, "evaluate every N steps (0: at the end)");
     sub->add_flag("--resume", o->resume, "continue the run in --out from its latest checkpoint");
@@ -141,6 +145,11 @@ Run add_train_command(CLI::App& app) {
             c.data.packing = o->packing == "on";
         }
         if (o->seed) c.seed = *o->seed;
+        if (!o->checkpointing.empty()) {
+            const auto p = parse_checkpoint_policy(o->checkpointing);
+            if (!p) throw_invalid("--checkpointing " + o->checkpointing + ": expected off, recompute, smart or auto");
+            c.memory.checkpointing = *p;
+        }
         if (!o->device.empty()) {
             const auto d = parse_device_choice(o->device);
             if (!d) throw_invalid("--device " + o->device + ": expected cpu, cuda or auto");
