@@ -341,28 +341,6 @@ Layout make_layout(const Dims& d, const cpu::RopeTable& rope, const std::vector<
     return y;
 }
 
-// LoRA parameters exactly as CpuModel::load makes them: SplitMix64(seed) in spec order, A uniform
-// (+-1/sqrt(in)), B zeros; moments zero.
-std::vector<LoraParam> init_lora(const std::vector<LoraTensorSpec>& specs, uint64_t seed) {
-    std::vector<LoraParam> params;
-    SplitMix64 rng(seed);
-    for (const auto& s : specs) {
-        LoraParam p;
-        p.spec = s;
-        const size_t n = size_t(s.shape.at(0) * s.shape.at(1));
-        p.value.assign(n, 0.0f);
-        p.grad.assign(n, 0.0f);
-        p.exp_avg.assign(n, 0.0f);
-        p.exp_avg_sq.assign(n, 0.0f);
-        if (s.is_a) {
-            const double bound = 1.0 / std::sqrt(double(s.shape.at(1)));
-            for (auto& x : p.value) x = float((2.0 * rng.next_double() - 1.0) * bound);
-        }
-        params.push_back(std::move(p));
-    }
-    return params;
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Small owners
 // ---------------------------------------------------------------------------------------------------------
@@ -1043,7 +1021,11 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
 
     const auto specs = lora_tensor_specs(cfg, lora);
     m.lora_index = lora_index_of(specs, m.d.L);
-    m.params = init_lora(specs, seed);
+    m.params = init_lora_params(specs, seed);  // as CpuModel (model.h); moments start at zero
+    for (auto& p : m.params) {
+        p.exp_avg.assign(p.value.size(), 0.0f);
+        p.exp_avg_sq.assign(p.value.size(), 0.0f);
+    }
 
     if (options.attention != AttentionBackend::Inhouse) {
         m.cudnn_ok = cuda::cudnn_attention_available(&m.cudnn_reason);

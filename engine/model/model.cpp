@@ -360,23 +360,14 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
     // LoRA parameters, PEFT init.
     const auto specs = lora_tensor_specs(cfg, lora);
     m.lora_index.assign(m.L, {-1, -1, -1, -1, -1, -1, -1});
-    SplitMix64 rng(seed);
-    for (const auto& s : specs) {
-        LoraParam p;
-        p.spec = s;
-        const int64_t n = s.shape.at(0) * s.shape.at(1);
-        p.value.assign(n, 0.0f);
-        p.grad.assign(n, 0.0f);
-        if (s.is_a) {
-            const double bound = 1.0 / std::sqrt(double(s.shape.at(1)));
-            for (auto& x : p.value) x = float((2.0 * rng.next_double() - 1.0) * bound);
-            int mod = -1;
-            for (int k = 0; k < kNumModules; ++k)
-                if (s.module == kModuleNames[k]) mod = k;
-            if (mod < 0) throw_internal("model: unknown LoRA module " + s.module);
-            m.lora_index[s.layer][mod] = int(m.params.size());
-        }
-        m.params.push_back(std::move(p));
+    m.params = init_lora_params(specs, seed);
+    for (size_t i = 0; i < specs.size(); ++i) {
+        if (!specs[i].is_a) continue;
+        int mod = -1;
+        for (int k = 0; k < kNumModules; ++k)
+            if (specs[i].module == kModuleNames[k]) mod = k;
+        if (mod < 0) throw_internal("model: unknown LoRA module " + specs[i].module);
+        m.lora_index[specs[i].layer][mod] = int(i);
     }
 
     // Arena.
@@ -545,6 +536,24 @@ size_t CpuModel::lora_bytes() const {
 
 size_t CpuModel::activation_bytes() const {
     return impl_->arena.size() * sizeof(float) + impl_->targets.size() * sizeof(int32_t);
+}
+
+std::vector<LoraParam> init_lora_params(const std::vector<LoraTensorSpec>& specs, uint64_t seed) {
+    std::vector<LoraParam> params;
+    SplitMix64 rng(seed);
+    for (const auto& s : specs) {
+        LoraParam p;
+        p.spec = s;
+        const size_t n = size_t(s.shape.at(0) * s.shape.at(1));
+        p.value.assign(n, 0.0f);
+        p.grad.assign(n, 0.0f);
+        if (s.is_a) {
+            const double bound = 1.0 / std::sqrt(double(s.shape.at(1)));
+            for (auto& x : p.value) x = float((2.0 * rng.next_double() - 1.0) * bound);
+        }
+        params.push_back(std::move(p));
+    }
+    return params;
 }
 
 PackedBatch batch_from_sequences(const std::vector<std::vector<int32_t>>& sequences) {

@@ -87,6 +87,11 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// LoRA parameters as PEFT initialises them, identical on every backend for the same seed: SplitMix64(seed)
+// drawn in spec order, A uniform(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform with a = sqrt(5)), B zeros;
+// grads zero, moments empty.
+std::vector<LoraParam> init_lora_params(const std::vector<LoraTensorSpec>& specs, uint64_t seed);
+
 // A PackedBatch of whole sequences (no padding): every token after the first of each sequence is a target.
 // Used by `tandem-cli eval`, generation and tests.
 PackedBatch batch_from_sequences(const std::vector<std::vector<int32_t>>& sequences);
