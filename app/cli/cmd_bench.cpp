@@ -1,7 +1,8 @@
 // `tandem-cli bench --config NAME [--batch-tokens 16384] [--seq-len 2048] [--steps 20] [--warmup 3]
-// [--checkpointing off|recompute] [--attention auto|cudnn|inhouse] [--rank 16] [--json FILE]` — LoRA
-// training throughput of the CUDA backend on an architecture preset (tandem/arch_presets.h) with random
-// weights: tokens/s, the forward / backward / optimizer split, MFU, and peak VRAM against the memory plan.
+// [--checkpointing off|recompute|smart|smart-single] [--attention auto|cudnn|inhouse] [--rank 16]
+// [--json FILE]` — LoRA training throughput of the CUDA backend on an architecture preset
+// (tandem/arch_presets.h) with random weights: tokens/s, the forward / backward / optimizer split, MFU, and
+// peak VRAM against the memory plan.
 // bench/gpu_bench.sh runs it next to the HF PEFT baseline (bench/hf_peft_baseline.py).
 //
 // Decisions a reader must know:
@@ -258,8 +259,8 @@ Run add_bench_command(CLI::App& app) {
     sub->add_option("--seq-len", o->seq_len, "tokens per sample")->capture_default_str();
     sub->add_option("--steps", o->steps, "timed steps")->capture_default_str();
     sub->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
-    sub->add_option("--checkpointing", o->checkpointing, "off|recompute")
-        ->check(CLI::IsMember({"off", "recompute"}))
+    sub->add_option("--checkpointing", o->checkpointing, "off|recompute|smart|smart-single")
+        ->check(CLI::IsMember({"off", "recompute", "smart", "smart-single"}))
         ->capture_default_str();
     sub->add_option("--attention", o->attention, "auto|cudnn|inhouse")
         ->check(CLI::IsMember({"auto", "cudnn", "inhouse"}))
@@ -287,7 +288,7 @@ Run add_bench_command(CLI::App& app) {
         CudaModelOptions options;
         options.max_tokens = o->batch_tokens;
         options.max_seqlen = o->seq_len;
-        options.checkpointing = o->checkpointing == "recompute" ? CheckpointPolicy::Recompute : CheckpointPolicy::Off;
+        options.checkpointing = *parse_checkpoint_policy(o->checkpointing);  // IsMember checked the name
         options.attention = o->attention == "cudnn"     ? AttentionBackend::Cudnn
                             : o->attention == "inhouse" ? AttentionBackend::Inhouse
                                                         : AttentionBackend::Auto;

@@ -94,9 +94,6 @@ bool cuda_usable(std::string* reason) { return cuda_backend_available(reason); }
 MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
 #if TANDEM_WITH_CUDA
     const ModelConfig mc = load_model_config(config.model);
-    if (config.memory.checkpointing == CheckpointPolicy::Smart)
-        throw_unsupported("memory.checkpointing: 'smart' (pinned-memory offload) is not implemented yet on CUDA; "
-                          "use 'recompute' (same memory on the device for block inputs) or 'auto'");
     size_t free_b = 0, total_b = 0;
     cuda::context();
     TANDEM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));

@@ -98,6 +98,7 @@ std::string_view checkpoint_policy_name(CheckpointPolicy p) noexcept {
         case CheckpointPolicy::Off: return "off";
         case CheckpointPolicy::Recompute: return "recompute";
         case CheckpointPolicy::Smart: return "smart";
+        case CheckpointPolicy::SmartSingle: return "smart-single";
         case CheckpointPolicy::Auto: return "auto";
     }
     return "?";
@@ -106,6 +107,7 @@ std::optional<CheckpointPolicy> parse_checkpoint_policy(std::string_view n) noex
     if (n == "off") return CheckpointPolicy::Off;
     if (n == "recompute") return CheckpointPolicy::Recompute;
     if (n == "smart") return CheckpointPolicy::Smart;
+    if (n == "smart-single") return CheckpointPolicy::SmartSingle;
     if (n == "auto") return CheckpointPolicy::Auto;
     return std::nullopt;
 }
@@ -258,7 +260,7 @@ RunConfig parse_run_config(const nlohmann::json& j) {
             std::string s;
             read_string(m, "memory", "checkpointing", s);
             const auto v = parse_checkpoint_policy(s);
-            if (!v) throw_invalid("memory.checkpointing: '" + s + "' is unknown; use off, recompute, smart or auto");
+            if (!v) throw_invalid("memory.checkpointing: '" + s + "' is unknown; use off, recompute, smart, smart-single or auto");
             c.memory.checkpointing = *v;
         }
     }
