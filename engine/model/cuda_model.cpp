@@ -15,6 +15,13 @@
 //  - Checkpointing Recompute: every layer keeps its input x; all layers share ONE set of the other
 //    buffers; backward re-runs layer l's forward (same dropout seed, same attention backend) into that set
 //    right before layer l's backward. The last layer's set is still intact after the forward: not re-run.
+//  - Checkpointing Smart / SmartSingle: Recompute (same code, same seeds, so the same bits) with nb = 2 / 1
+//    device buffers for the block inputs instead of L: layer l's input lives in buffer l % nb. Inputs of
+//    layers l < L - nb are copied to a pinned host slot on a copy stream in forward and copied back in
+//    backward (the last nb inputs are still in their buffers then: never copied). Smart reloads layer
+//    l-1's input into the other buffer while layer l runs; SmartSingle reloads layer l's and waits. Events
+//    order copy -> use and use -> overwrite; the host never waits inside the step (the compute stream
+//    waits on the last reload, so the step's final sync covers the copy stream too).
 //  - Host syncs: forward_backward / forward_loss / optimizer_step one each, at the end (the loss or norm
 //    read-back). A batch's metadata (tokens, targets, positions, cu_seqlens) goes up in ONE async copy
 //    from a pinned buffer; every call that writes that buffer ends with a sync, so it is never reused early.
@@ -73,6 +80,16 @@ constexpr size_t kPinnedHeader = 64;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+// Device buffers holding block inputs under Smart (2) / SmartSingle (1); 0: not an offloading policy.
+int offload_buffers(CheckpointPolicy p) {
+    return p == CheckpointPolicy::Smart ? 2 : p == CheckpointPolicy::SmartSingle ? 1 : 0;
+}
+// Layers whose input goes to pinned host memory: 0 .. L-nb-1 (the last nb stay in their buffers).
+int offloaded_layers(CheckpointPolicy p, int L) {
+    const int nb = offload_buffers(p);
+    return nb == 0 ? 0 : std::max(L - nb, 0);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Dimensions and the memory layout (shared by plan and load)
 // ---------------------------------------------------------------------------------------------------------
@@ -107,9 +124,9 @@ void validate(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOpt
         throw_unsupported(where + ": hidden_act '" + cfg.hidden_act + "' (only silu is implemented)");
     if (o.max_tokens <= 0) throw_invalid(where + ": max_tokens must be positive");
     if (o.max_seqlen < 0) throw_invalid(where + ": max_seqlen must not be negative");
-    if (o.checkpointing != CheckpointPolicy::Off && o.checkpointing != CheckpointPolicy::Recompute)
-        throw_unsupported(where + ": the CUDA model takes checkpointing 'off' or 'recompute' ('" +
-                          std::string(checkpoint_policy_name(o.checkpointing)) + "' is resolved by the trainer)");
+    if (o.checkpointing == CheckpointPolicy::Auto)
+        throw_unsupported(where + ": the CUDA model takes checkpointing 'off', 'recompute', 'smart' or "
+                                  "'smart-single' ('auto' is resolved by the trainer)");
     validate_lora_config(lora);
     const int64_t dims[] = {cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_attention_heads,
                             cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size, cfg.max_position_embeddings};
@@ -196,7 +213,8 @@ struct Layout {
     int lora_value = -1, lora_grad = -1, lora_m = -1, lora_v = -1, lora_bf16 = -1, lora_desc = -1;
     std::vector<int64_t> lora_offset, lora_numel;
     int64_t lora_padded = 0, lora_total = 0;
-    // activations: L sets (Off) or one shared set plus L block inputs (Recompute)
+    // activations: L sets (Off) or one shared set plus L block inputs (Recompute) or plus min(nb, L)
+    // block-input buffers (Smart: nb = 2, SmartSingle: nb = 1; x_store[l % nb] is layer l's input)
     std::vector<ActHandles> sets;
     std::vector<int> x_store;
     size_t stats_bytes = 0;
@@ -294,8 +312,13 @@ Layout make_layout(const Dims& d, const cpu::RopeTable& rope, const std::vector<
             for (int m = 0; m < kNumModules; ++m) adapted[size_t(m)] = lora_index[size_t(l)][size_t(m)] >= 0;
             y.sets.push_back(make_set("layer " + std::to_string(l) + " ", true, adapted));
         }
-    } else {
+    } else if (o.checkpointing == CheckpointPolicy::Recompute) {
         for (int l = 0; l < d.L; ++l) y.x_store.push_back(y.acts.reserve(bf(T * d.C), "layer " + std::to_string(l) + " x"));
+        y.sets.push_back(make_set("recompute ", false, any_adapted));
+    } else {
+        const int nbuf = std::min(offload_buffers(o.checkpointing), d.L);
+        for (int b = 0; b < nbuf; ++b)
+            y.x_store.push_back(y.acts.reserve(bf(T * d.C), std::string("block input ") + char('A' + b)));
         y.sets.push_back(make_set("recompute ", false, any_adapted));
     }
     y.x_final = y.acts.reserve(bf(T * d.C), "x final");
@@ -338,6 +361,7 @@ Layout make_layout(const Dims& d, const cpu::RopeTable& rope, const std::vector<
     y.plan.workspace = y.work.size() + cuda::kLtWorkspaceBytes;  // the context's cuBLASLt workspace too
     y.plan.context = kContextBytes;
     y.plan.total = y.plan.weights + y.plan.lora_optimizer + y.plan.activations + y.plan.workspace + y.plan.context;
+    y.plan.pinned_host = uint64_t(offloaded_layers(o.checkpointing, d.L)) * bf(T * d.C);  // one slot per layer
     return y;
 }
 
@@ -371,9 +395,9 @@ private:
 class Event {
 public:
     Event() = default;
-    static Event make() {
+    static Event make(unsigned flags = cudaEventDefault) {
         Event e;
-        TANDEM_CUDA_CHECK(cudaEventCreate(&e.e_));
+        TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e.e_, flags));
         return e;
     }
     Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
@@ -389,11 +413,42 @@ public:
     ~Event() {
         if (e_) cudaEventDestroy(e_);
     }
-    void record() { TANDEM_CUDA_CHECK(cudaEventRecord(e_, cuda::context().stream)); }
+    void record() { record(cuda::context().stream); }
+    void record(cudaStream_t s) { TANDEM_CUDA_CHECK(cudaEventRecord(e_, s)); }
+    // Work queued on s after this call waits for the event's latest record (a device-side wait).
+    void wait_on(cudaStream_t s) const { TANDEM_CUDA_CHECK(cudaStreamWaitEvent(s, e_, 0)); }
     cudaEvent_t get() const { return e_; }
 
 private:
     cudaEvent_t e_ = nullptr;
+};
+
+// A non-blocking stream of our own (the checkpoint copy stream).
+class Stream {
+public:
+    Stream() = default;
+    static Stream make_non_blocking() {
+        Stream s;
+        TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&s.s_, cudaStreamNonBlocking));
+        return s;
+    }
+    Stream(Stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+    Stream& operator=(Stream&& o) noexcept {
+        if (this != &o) {
+            if (s_) cudaStreamDestroy(s_);
+            s_ = std::exchange(o.s_, nullptr);
+        }
+        return *this;
+    }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    ~Stream() {
+        if (s_) cudaStreamDestroy(s_);
+    }
+    cudaStream_t get() const { return s_; }
+
+private:
+    cudaStream_t s_ = nullptr;
 };
 
 cudaStream_t stream() { return cuda::context().stream; }
@@ -417,7 +472,8 @@ struct LayerWeights {
     bf16* k_norm = nullptr;     // [D]
 };
 
-// Activations of one layer (pointers into the arena; under Recompute every layer shares all but x).
+// Activations of one layer (pointers into the arena; under Recompute every layer shares all but x; under
+// Smart x is one of the nb block-input buffers).
 struct LayerActs {
     bf16* x = nullptr;          // [T,C] block input (residual stream)
     bf16* ln1 = nullptr;        // [T,C]
@@ -515,6 +571,16 @@ struct CudaModel::Impl {
     Event ev_start, ev_mid, ev_end;
     bool timed = false;
 
+    // Smart / SmartSingle (nb > 0): block inputs offloaded to pinned slots on the copy stream.
+    int nb = 0;                 // device block-input buffers: 2 (Smart), 1 (SmartSingle), 0 (not offloading)
+    int offloaded = 0;          // layers 0 .. offloaded-1 have a host slot (L - nb)
+    PinnedBuffer x_host;        // [offloaded, max_tokens, C] bf16
+    Stream copy;                // non-blocking; only checkpoint copies run on it
+    Event ev_x_ready;           // compute: a block input is complete (the offload waits on it)
+    Event ev_offloaded[2];      // copy: buffer b's input is on the host (before compute overwrites b)
+    Event ev_used[2];           // compute: a layer's backward finished reading buffer b (before a reload)
+    Event ev_reloaded[2];       // copy: buffer b holds the reloaded input (before compute reads it)
+
     bool cudnn_ok = false;
     std::string cudnn_reason, cudnn_version;
     std::string backend_name;
@@ -546,6 +612,11 @@ struct CudaModel::Impl {
     void recompute_layer(int l, uint64_t seed);
     void mlp_block_backward(int l, uint64_t seed);
     void attention_block_backward(int l, uint64_t seed);
+    bf16* host_slot(int l) const;
+    void offload_input(int l);
+    void wait_offloaded(int l);
+    void reload_input(int l);
+    void wait_reloaded(int l);
     void forward(bool train, uint64_t seed);
     void backward(uint64_t seed);
     void loss(bf16* dhidden, float grad_scale);
@@ -577,12 +648,14 @@ void CudaModel::Impl::bind() {
     lora_desc = piece<cuda::AdamWTensor>(y.lora, y.lora_desc);
 
     acts.resize(size_t(d.L));
-    const bool shared = options.checkpointing == CheckpointPolicy::Recompute;
+    const bool shared = options.checkpointing != CheckpointPolicy::Off;
+    const int nbuf = offload_buffers(options.checkpointing);
     for (int l = 0; l < d.L; ++l) {
         const ActHandles& s = y.sets[shared ? 0 : size_t(l)];
         LayerActs& a = acts[size_t(l)];
         const cuda::Arena& A = y.acts;
-        a.x = shared ? piece<bf16>(A, y.x_store[size_t(l)]) : piece<bf16>(A, s.x);
+        const size_t xi = nbuf > 0 ? size_t(l % nbuf) : size_t(l);
+        a.x = shared ? piece<bf16>(A, y.x_store.at(xi)) : piece<bf16>(A, s.x);
         a.ln1 = piece<bf16>(A, s.ln1);
         a.ln1_rstd = piece<float>(A, s.ln1_rstd);
         a.q = piece<bf16>(A, s.q);
@@ -901,14 +974,62 @@ void CudaModel::Impl::mlp_block_forward(int l, bool train, uint64_t seed, bool t
                                    a.mid, o, last ? norm_f : layers[size_t(l) + 1].ln1, T, d.C, d.eps);
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Smart checkpointing: block-input copies on the copy stream (nb > 0; layer l's input in buffer l % nb)
+// ---------------------------------------------------------------------------------------------------------
+
+bf16* CudaModel::Impl::host_slot(int l) const {
+    return reinterpret_cast<bf16*>(x_host.data()) + size_t(l) * size_t(d.T) * size_t(d.C);
+}
+
+// Forward: layer l's input [T,C] was just written on the compute stream -> its pinned slot.
+void CudaModel::Impl::offload_input(int l) {
+    if (l >= offloaded) return;
+    ev_x_ready.record();
+    ev_x_ready.wait_on(copy.get());
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(host_slot(l), acts[size_t(l)].x, size_t(step.T) * size_t(d.C) * sizeof(bf16),
+                                      cudaMemcpyDeviceToHost, copy.get()));
+    ev_offloaded[l % nb].record(copy.get());
+}
+
+// Forward, before layer l's input is written: its buffer's previous input (layer l - nb) must have reached
+// the host. That copy had all of layer l - nb's forward (Smart: and l - 1's) to finish.
+void CudaModel::Impl::wait_offloaded(int l) {
+    const int prev = l - nb;
+    if (prev < 0 || prev >= offloaded) return;
+    ev_offloaded[prev % nb].wait_on(stream());
+}
+
+// Backward: layer l's input, pinned slot -> buffer l % nb, once the compute stream has finished the layer
+// that last read that buffer (l + nb, whose backward recorded ev_used; it exists because l < L - nb).
+void CudaModel::Impl::reload_input(int l) {
+    if (l < 0 || l >= offloaded) return;
+    const int b = l % nb;
+    ev_used[b].wait_on(copy.get());
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(acts[size_t(l)].x, host_slot(l), size_t(step.T) * size_t(d.C) * sizeof(bf16),
+                                      cudaMemcpyHostToDevice, copy.get()));
+    ev_reloaded[b].record(copy.get());
+}
+
+// Backward, before layer l is recomputed: its reloaded input must be in place.
+void CudaModel::Impl::wait_reloaded(int l) {
+    if (l >= offloaded) return;
+    ev_reloaded[l % nb].wait_on(stream());
+}
+
 void CudaModel::Impl::forward(bool train, uint64_t seed) {
     const int T = step.T;
+    const bool offload = train && nb > 0;  // evaluation never reads the inputs back: no copies
     LayerActs& a0 = acts[0];
     cuda::embedding_forward(a0.x, step.tokens, embed, T, d.C, d.V);
+    if (offload) offload_input(0);
     cuda::rmsnorm_forward(a0.ln1, a0.ln1_rstd, a0.x, layers[0].ln1, T, d.C, d.eps);
     for (int l = 0; l < d.L; ++l) {
-        attention_block_forward(l, train, seed);
+        attention_block_forward(l, train, seed);  // the last read of layer l's input in forward
+        const bool next = l + 1 < d.L;
+        if (offload && next) wait_offloaded(l + 1);  // the tail writes layer l+1's input into its buffer
         mlp_block_forward(l, train, seed, true);
+        if (offload && next) offload_input(l + 1);
     }
 }
 
@@ -978,11 +1099,16 @@ void CudaModel::Impl::backward(uint64_t seed) {
     // d_lnf was written by the loss (grad_scale inside); through the final norm into the residual stream.
     zero(d_res, int64_t(T) * d.C);
     cuda::rmsnorm_backward(d_res, nullptr, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
-    const bool recompute = options.checkpointing == CheckpointPolicy::Recompute;
+    const bool recompute = options.checkpointing != CheckpointPolicy::Off;
     for (int l = d.L - 1; l >= 0; --l) {
+        if (nb > 0) {
+            reload_input(l - (nb - 1));  // Smart: layer l-1's input into the other buffer, during layer l
+            wait_reloaded(l);            // SmartSingle: this layer's, just issued: strictly serial
+        }
         if (recompute && l + 1 < d.L) recompute_layer(l, seed);
         mlp_block_backward(l, seed);
         attention_block_backward(l, seed);
+        if (nb > 0) ev_used[l % nb].record();  // buffer l % nb free for the reload of layer l - nb
     }
 }
 
@@ -1052,6 +1178,18 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
     m.ev_start = Event::make();
     m.ev_mid = Event::make();
     m.ev_end = Event::make();
+    m.nb = offload_buffers(options.checkpointing);
+    if (m.nb > 0) {
+        m.offloaded = offloaded_layers(options.checkpointing, m.d.L);
+        if (m.y.plan.pinned_host > 0) m.x_host = PinnedBuffer(m.y.plan.pinned_host, "offloaded block inputs");
+        m.copy = Stream::make_non_blocking();
+        m.ev_x_ready = Event::make(cudaEventDisableTiming);
+        for (int b = 0; b < 2; ++b) {
+            m.ev_offloaded[b] = Event::make(cudaEventDisableTiming);
+            m.ev_used[b] = Event::make(cudaEventDisableTiming);
+            m.ev_reloaded[b] = Event::make(cudaEventDisableTiming);
+        }
+    }
 
     m.rope = cuda::rope_table_upload(m.rope_host, piece<char>(m.y.weights, m.y.rope));
 

@@ -12,6 +12,9 @@
 // layout without allocating, so it predicts the peak.
 // Checkpointing: Off keeps every activation backward needs for every layer; Recompute keeps only each
 // block's input and recomputes the block (forward) right before its backward, into one layer's buffers.
+// Smart is Recompute with the block inputs offloaded to pinned host memory on a copy stream: the device
+// keeps two block-input buffers (reloaded one layer ahead in backward, overlapping compute); SmartSingle
+// keeps one (reload, then compute: only to measure what the second buffer buys). Same results, bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -33,12 +36,12 @@ enum class AttentionBackend { Auto, Cudnn, Inhouse };
 struct CudaModelOptions {
     int max_tokens = 4096;  // tokens of the largest micro-batch (the token budget)
     int max_seqlen = 0;     // longest sample (0: max_tokens); sizes attention workspaces
-    CheckpointPolicy checkpointing = CheckpointPolicy::Off;  // Off or Recompute (Auto/Smart: not here)
+    CheckpointPolicy checkpointing = CheckpointPolicy::Off;  // Off, Recompute, Smart, SmartSingle (not Auto)
     AttentionBackend attention = AttentionBackend::Auto;     // Auto: cuDNN where it supports the case
 };
 
 // Device bytes by purpose; total = what the model will hold at its peak (plus a fixed CUDA context
-// allowance reported separately in context).
+// allowance reported separately in context). pinned_host is host memory and not part of total.
 struct CudaMemoryPlan {
     uint64_t weights = 0;         // bf16 base weights + norms + rope table
     uint64_t lora_optimizer = 0;  // fp32 masters + grads + 2 moments + bf16 copies + descriptors
@@ -46,6 +49,7 @@ struct CudaMemoryPlan {
     uint64_t workspace = 0;       // cuBLASLt + attention + lm_head chunk + grad-norm scratch + staging
     uint64_t context = 0;         // CUDA context / library handles (measured constant, not allocated by us)
     uint64_t total = 0;           // sum of the above
+    uint64_t pinned_host = 0;     // pinned HOST memory for offloaded block inputs (Smart*), not in total
 };
 
 // Timing of the last forward_backward, from CUDA events (ms), read after the step synchronised.
