@@ -125,8 +125,9 @@ void validate(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOpt
     if (o.max_tokens <= 0) throw_invalid(where + ": max_tokens must be positive");
     if (o.max_seqlen < 0) throw_invalid(where + ": max_seqlen must not be negative");
     if (o.checkpointing == CheckpointPolicy::Auto)
-        throw_unsupported(where + ": the CUDA model takes checkpointing 'off', 'recompute', 'smart' or "
-                                  "'smart-single' ('auto' is resolved by the trainer)");
+        throw_unsupported(where +
+                          ": the CUDA model takes checkpointing 'off', 'recompute', 'smart' or "
+                          "'smart-single' ('auto' is resolved by the trainer)");
     validate_lora_config(lora);
     const int64_t dims[] = {cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_attention_heads,
                             cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size, cfg.max_position_embeddings};
@@ -572,14 +573,14 @@ struct CudaModel::Impl {
     bool timed = false;
 
     // Smart / SmartSingle (nb > 0): block inputs offloaded to pinned slots on the copy stream.
-    int nb = 0;                 // device block-input buffers: 2 (Smart), 1 (SmartSingle), 0 (not offloading)
-    int offloaded = 0;          // layers 0 .. offloaded-1 have a host slot (L - nb)
-    PinnedBuffer x_host;        // [offloaded, max_tokens, C] bf16
-    Stream copy;                // non-blocking; only checkpoint copies run on it
-    Event ev_x_ready;           // compute: a block input is complete (the offload waits on it)
-    Event ev_offloaded[2];      // copy: buffer b's input is on the host (before compute overwrites b)
-    Event ev_used[2];           // compute: a layer's backward finished reading buffer b (before a reload)
-    Event ev_reloaded[2];       // copy: buffer b holds the reloaded input (before compute reads it)
+    int nb = 0;             // device block-input buffers: 2 (Smart), 1 (SmartSingle), 0 (not offloading)
+    int offloaded = 0;      // layers 0 .. offloaded-1 have a host slot (L - nb)
+    PinnedBuffer x_host;    // [offloaded, max_tokens, C] bf16
+    Stream copy;            // non-blocking; only checkpoint copies run on it
+    Event ev_x_ready;       // compute: a block input is complete (the offload waits on it)
+    Event ev_offloaded[2];  // copy: buffer b's input is on the host (before compute overwrites b)
+    Event ev_used[2];       // compute: a layer's backward finished reading buffer b (before a reload)
+    Event ev_reloaded[2];   // copy: buffer b holds the reloaded input (before compute reads it)
 
     bool cudnn_ok = false;
     std::string cudnn_reason, cudnn_version;

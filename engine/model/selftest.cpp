@@ -1218,7 +1218,7 @@ constexpr uint64_t kDropoutSeed = 1234;
 constexpr double kOptLr = 1e-3, kOptB1 = 0.9, kOptB2 = 0.999, kOptEps = 1e-8, kOptWd = 0.1;
 
 // The model folder, the batch, the LoRA values and the CPU results of one variant: made once, shared by
-// the variant's four cases, the folder removed with it.
+// the variant's cases, the folder removed with it.
 class StepReference {
 public:
     explicit StepReference(StepVariant v) : variant(std::move(v)) {}
@@ -1418,6 +1418,72 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
         }
     }
     c.result("optimizer update", worst_step, kTolStep, "max |gpu - cpu| / lr, worst " + worst_step_name);
+}
+
+// Off, Recompute, Smart and SmartSingle run the same kernels on the same values in the same order (Smart*
+// only move the block inputs between device and pinned host memory), so with the deterministic in-house
+// attention the loss and every LoRA gradient must be equal BIT FOR BIT to Off's. Two steps per policy
+// (zero_grads between), so events and buffers reused across steps are covered too.
+void checkpointing_agree_case(Check& c, StepReference& ref) {
+    ref.prepare(c.base_seed());
+    const PackedBatch& batch = ref.batch;
+    struct Result {
+        double loss = 0;
+        std::vector<std::pair<std::string, std::vector<float>>> grads;
+    };
+    auto run = [&](CheckpointPolicy policy) {
+        CudaModelOptions opt;
+        opt.max_tokens = ref.variant.token_budget;
+        opt.max_seqlen = batch.max_seqlen;
+        opt.checkpointing = policy;
+        opt.attention = AttentionBackend::Inhouse;
+        CudaModel g = CudaModel::load(ref.dir, ref.variant.lora, kLoraInitSeed, opt);
+        g.set_lora(ref.lora);
+        std::vector<Result> steps(2);
+        for (Result& r : steps) {
+            g.zero_grads();
+            r.loss = g.forward_backward(batch, 1.0f / float(batch.num_label_tokens), kDropoutSeed);
+            g.sync_to_host();
+            for (const auto& p : g.lora_params()) r.grads.emplace_back(p.spec.name, p.grad);
+        }
+        return steps;
+    };
+    const std::vector<Result> off = run(CheckpointPolicy::Off);
+    const Result& want = off[0];
+    auto compare = [&](const std::string& label, const Result& got) {
+        const bool same_loss = std::memcmp(&got.loss, &want.loss, sizeof(double)) == 0;
+        c.result(label + " loss", same_loss ? 0.0 : kInf, 0.0,
+                 fmt("%.17g", got.loss) + " vs off " + fmt("%.17g", want.loss));
+        size_t differ = 0, total = 0;
+        double max_abs = 0;
+        std::string first, problems;
+        if (got.grads.size() != want.grads.size())
+            problems = " " + std::to_string(got.grads.size()) + " tensors vs " + std::to_string(want.grads.size());
+        for (size_t t = 0; t < std::min(got.grads.size(), want.grads.size()); ++t) {
+            const auto& [gname, g] = got.grads[t];
+            const auto& [wname, w] = want.grads[t];
+            if (gname != wname || g.size() != w.size()) {
+                problems += " tensor " + gname + " does not match " + wname + ";";
+                continue;
+            }
+            total += g.size();
+            for (size_t i = 0; i < g.size(); ++i) {
+                if (std::memcmp(&g[i], &w[i], sizeof(float)) == 0) continue;
+                if (differ++ == 0) first = gname + "[" + std::to_string(i) + "]";
+                const double d = std::fabs(double(g[i]) - double(w[i]));
+                max_abs = std::isfinite(d) ? std::max(max_abs, d) : kInf;
+            }
+        }
+        const double rel = problems.empty() ? double(differ) : kInf;
+        c.result(label + " lora grads", rel, 0.0,
+                 std::to_string(differ) + " of " + std::to_string(total) + " elements differ from off's" +
+                     (differ ? " (first " + first + ", max|diff| " + g3(max_abs) + ")" : "") + problems);
+    };
+    compare("off step 2", off[1]);
+    for (auto policy : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle}) {
+        const std::vector<Result> got = run(policy);
+        for (size_t k = 0; k < got.size(); ++k) compare(policy_name(policy) + " step " + std::to_string(k + 1), got[k]);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1646,10 +1712,22 @@ std::vector<Case> make_cases(const std::string& fixtures_dir) {
 
     for (auto variant : {qwen3_variant(), llama_variant()}) {
         auto ref = std::make_shared<StepReference>(variant);
-        for (auto ckpt : {CheckpointPolicy::Off, CheckpointPolicy::Recompute})
+        for (auto ckpt : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
+                          CheckpointPolicy::SmartSingle})
             for (auto at : {AttentionBackend::Inhouse, AttentionBackend::Auto})
                 add("step " + variant.name + " checkpointing=" + policy_name(ckpt) + " attention=" + attention_name(at),
                     [=](Check& c) { step_case(c, *ref, ckpt, at); });
+        if (variant.name == "qwen3")
+            add("checkpointing policies agree " + variant.name, [=](Check& c) { checkpointing_agree_case(c, *ref); });
+    }
+    {
+        // Two layers offload nothing under smart (the last two inputs stay in the two buffers): five layers
+        // make both buffers rotate and three inputs go through the host and back.
+        StepVariant deep = qwen3_variant();
+        deep.name = "qwen3-5layers";
+        deep.config["num_hidden_layers"] = 5;
+        auto ref = std::make_shared<StepReference>(deep);
+        add("checkpointing policies agree " + deep.name, [=](Check& c) { checkpointing_agree_case(c, *ref); });
     }
 
     if (!fixtures_dir.empty()) {

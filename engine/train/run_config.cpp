@@ -260,7 +260,9 @@ RunConfig parse_run_config(const nlohmann::json& j) {
             std::string s;
             read_string(m, "memory", "checkpointing", s);
             const auto v = parse_checkpoint_policy(s);
-            if (!v) throw_invalid("memory.checkpointing: '" + s + "' is unknown; use off, recompute, smart, smart-single or auto");
+            if (!v)
+                throw_invalid("memory.checkpointing: '" + s +
+                              "' is unknown; use off, recompute, smart, smart-single or auto");
             c.memory.checkpointing = *v;
         }
     }

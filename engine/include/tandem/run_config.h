@@ -28,7 +28,8 @@ enum class DeviceChoice { Cpu, Cuda, Auto };
 
 std::string_view lr_schedule_name(LrSchedule s) noexcept;           // "constant", "linear", "cosine"
 std::optional<LrSchedule> parse_lr_schedule(std::string_view name) noexcept;
-std::string_view checkpoint_policy_name(CheckpointPolicy p) noexcept;  // "off", "recompute", "smart", "smart-single", "auto"
+// "off", "recompute", "smart", "smart-single", "auto"
+std::string_view checkpoint_policy_name(CheckpointPolicy p) noexcept;
 std::optional<CheckpointPolicy> parse_checkpoint_policy(std::string_view name) noexcept;
 std::string_view device_choice_name(DeviceChoice d) noexcept;          // "cpu", "cuda", "auto"
 std::optional<DeviceChoice> parse_device_choice(std::string_view name) noexcept;
