@@ -614,6 +614,15 @@ private slots:
         const RunConfig back = j.get<RunConfig>();
         QVERIFY(back == c);
         QCOMPARE(json(back).dump(), j.dump());
+        // Every checkpointing policy survives a round trip by its name.
+        for (CheckpointPolicy p : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
+                                   CheckpointPolicy::SmartSingle, CheckpointPolicy::Auto}) {
+            RunConfig cp = c;
+            cp.memory.checkpointing = p;
+            QCOMPARE(json(cp)["memory"]["checkpointing"], json(std::string(checkpoint_policy_name(p))));
+            QVERIFY(json(cp).get<RunConfig>() == cp);
+        }
+        QCOMPARE(parse_checkpoint_policy("smart-single"), std::optional(CheckpointPolicy::SmartSingle));
         // Missing keys keep the defaults.
         const RunConfig small = json{{"model", "/m"}, {"output_dir", "/o"}, {"data", {{"dataset", "d.jsonl"}}}}.get<RunConfig>();
         QCOMPARE(small.training.lr, TrainingConfig{}.lr);

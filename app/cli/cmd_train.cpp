@@ -98,8 +98,9 @@ Run add_train_command(CLI::App& app) {
     sub->add_option("--seed", o->seed, "run seed");
     sub->add_option("--device", o->device, "cpu|cuda|auto");
     sub->add_option("--checkpointing", o->checkpointing,
-                    "off (keep every activation) | recompute (keep block inputs, recompute in backward) | auto "
-                    "(off when it fits the GPU)");
+                    "off (keep every activation) | recompute (keep block inputs, recompute in backward) | smart "
+                    "(block inputs in pinned host memory, double-buffered reload) | smart-single | auto (the fastest "
+                    "that fits the GPU)");
     sub->add_option("--checkpoint-every", o->checkpoint_every, "checkpoint every N steps (0: only on stop)");
     sub->add_option("--eval-every", o->eval_every, "evaluate every N steps (0: at the end)");
     sub->add_flag("--resume", o->resume, "continue the run in --out from its latest checkpoint");
@@ -147,7 +148,7 @@ Run add_train_command(CLI::App& app) {
         if (o->seed) c.seed = *o->seed;
         if (!o->checkpointing.empty()) {
             const auto p = parse_checkpoint_policy(o->checkpointing);
-            if (!p) throw_invalid("--checkpointing " + o->checkpointing + ": expected off, recompute, smart or auto");
+            if (!p) throw_invalid("--checkpointing " + o->checkpointing + ": expected off, recompute, smart, smart-single or auto");
             c.memory.checkpointing = *p;
         }
         if (!o->device.empty()) {
@@ -162,14 +163,14 @@ Run add_train_command(CLI::App& app) {
         const Plan plan = trainer.plan();
         std::fprintf(stderr, "plan: %s, checkpointing %s, %lld steps, %lld micro-batches/epoch, %lld trainable "
                              "parameters, memory %.1f MiB (weights %.1f, LoRA+optimizer %.1f, activations %.1f, "
-                             "workspace %.1f, context %.1f)\n",
+                             "workspace %.1f, context %.1f; pinned host %.1f)\n",
                      std::string(device_choice_name(plan.config.device)).c_str(),
                      std::string(checkpoint_policy_name(plan.config.memory.checkpointing)).c_str(),
                      static_cast<long long>(plan.total_steps), static_cast<long long>(plan.train_batches),
                      static_cast<long long>(plan.trainable_parameters), plan.memory.total / 1048576.0,
                      plan.memory.weights / 1048576.0, plan.memory.lora_optimizer / 1048576.0,
                      plan.memory.activations / 1048576.0, plan.memory.workspace / 1048576.0,
-                     plan.memory.overhead / 1048576.0);
+                     plan.memory.overhead / 1048576.0, plan.memory.pinned_host / 1048576.0);
         g_stop.store(false);
         struct sigaction sa {};
         sa.sa_handler = on_sigint;

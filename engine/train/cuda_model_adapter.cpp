@@ -1,8 +1,8 @@
 // The CUDA backend behind the trainer: CudaModelAdapter (the only code that touches CudaModel) and the
 // device memory plan of a run (see backends.h).
-// Decisions: Auto checkpointing takes Off when the plan with Off fits in 95% of the free device memory
-// (the rest is headroom for the driver and fragmentation), else Recompute when that fits; otherwise the
-// run is refused before loading, with the numbers and what to change.
+// Decisions: Auto checkpointing takes the first of Off, Recompute, Smart, SmartSingle whose plan fits in 95%
+// of the free device memory (the rest is headroom for the driver and fragmentation); otherwise the run is
+// refused before loading, with the numbers and what to change.
 #include <cstdio>
 #include <string>
 
@@ -43,6 +43,7 @@ MemoryPlan to_plan(const CudaMemoryPlan& p) {
     m.workspace = p.workspace;
     m.overhead = p.context;
     m.total = p.total;
+    m.pinned_host = p.pinned_host;
     return m;
 }
 
@@ -106,18 +107,27 @@ MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
     const bool is_auto = config.memory.checkpointing == CheckpointPolicy::Auto;
     CudaMemoryPlan chosen;
     if (is_auto) {
+        // The fastest policy that fits: off, then recompute, then smart (block inputs in pinned host memory,
+        // double-buffered reload: as fast as recompute when the copies hide), then smart-single.
         const CudaMemoryPlan off = plan_for(CheckpointPolicy::Off);
-        if (off.total <= budget) {
-            config.memory.checkpointing = CheckpointPolicy::Off;
-            chosen = off;
+        const CheckpointPolicy order[] = {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
+                                          CheckpointPolicy::SmartSingle};
+        config.memory.checkpointing = CheckpointPolicy::SmartSingle;
+        for (CheckpointPolicy p : order) {
+            chosen = p == CheckpointPolicy::Off ? off : plan_for(p);
+            config.memory.checkpointing = p;
+            if (chosen.total <= budget) break;
+        }
+        const std::string name(checkpoint_policy_name(config.memory.checkpointing));
+        if (config.memory.checkpointing == CheckpointPolicy::Off)
             notes.push_back("checkpointing: auto chose 'off' (plan " + gib(off.total) + ", " + gib(free_b) +
                             " free on the GPU)");
-        } else {
-            config.memory.checkpointing = CheckpointPolicy::Recompute;
-            chosen = plan_for(CheckpointPolicy::Recompute);
-            notes.push_back("checkpointing: auto chose 'recompute': keeping every activation would need " +
-                            gib(off.total) + ", " + gib(free_b) + " are free; recompute needs " + gib(chosen.total));
-        }
+        else
+            notes.push_back("checkpointing: auto chose '" + name + "': keeping every activation would need " +
+                            gib(off.total) + ", " + gib(free_b) + " are free; '" + name + "' needs " +
+                            gib(chosen.total) +
+                            (chosen.pinned_host ? " on the GPU + " + gib(chosen.pinned_host) + " pinned host memory"
+                                                : std::string()));
     } else {
         chosen = plan_for(config.memory.checkpointing);
     }

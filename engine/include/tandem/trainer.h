@@ -83,6 +83,7 @@ struct MemoryPlan {
     uint64_t total = 0;         // everything above
     uint64_t device_total = 0;  // CUDA: the GPU's memory (0 on the CPU)
     uint64_t device_free = 0;   // CUDA: free when planned
+    uint64_t pinned_host = 0;   // CUDA smart checkpointing: pinned host memory for offloaded block inputs
 };
 
 struct Plan {
