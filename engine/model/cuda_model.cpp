@@ -743,44 +743,18 @@ void CudaModel::Impl::download_lora(const float* region, std::vector<float> Lora
 // Batch upload and attention dispatch
 // ---------------------------------------------------------------------------------------------------------
 
-// CpuModel::check_batch plus what the device buffers need (samples <= tokens, positions inside the RoPE
-// table, sorted cu_seqlens, samples <= max_seqlen). Returns the longest sample.
+// check_packed_batch (model.h) plus what the device buffers need: the longest sample within max_seqlen,
+// positions inside the RoPE table (sized min(max positions, token budget)). Returns the longest sample.
 int CudaModel::Impl::check_batch(const PackedBatch& b) const {
-    const int T = b.num_tokens;
-    const int V = d.V;
-    if (T <= 0) throw_invalid("model: the batch holds no tokens");
-    if (T > d.T)
-        throw_invalid("model: a micro-batch of " + std::to_string(T) + " tokens exceeds the " + std::to_string(d.T) +
-                      " tokens the model was loaded for; lower the token budget");
-    if (b.tokens.size() < size_t(T) || b.labels.size() < size_t(T) || b.position_ids.size() < size_t(T) ||
-        b.num_samples < 1 || b.num_samples > T || b.cu_seqlens.size() != size_t(b.num_samples) + 1 ||
-        b.cu_seqlens.front() != 0 || b.cu_seqlens.back() != T)
-        throw_invalid("model: inconsistent PackedBatch (token/label/position arrays or cu_seqlens)");
-    int longest = 0;
-    for (int s = 0; s < b.num_samples; ++s) {
-        const int len = b.cu_seqlens[size_t(s) + 1] - b.cu_seqlens[size_t(s)];
-        if (len < 0) throw_invalid("model: inconsistent PackedBatch (cu_seqlens decreases)");
-        longest = std::max(longest, len);
-    }
+    const int longest = check_packed_batch(b, d.T, d.V, cfg.max_position_embeddings);
     if (longest > d.max_seqlen)
         throw_invalid("model: a sample of " + std::to_string(longest) + " tokens exceeds the max_seqlen of " +
                       std::to_string(d.max_seqlen) + " the model was loaded for");
-    for (int t = 0; t < T; ++t) {
-        if (b.tokens[size_t(t)] < 0 || b.tokens[size_t(t)] >= V)
-            throw_invalid("model: token id " + std::to_string(b.tokens[size_t(t)]) + " at position " +
-                          std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
-        const int32_t pos = b.position_ids[size_t(t)];
-        if (pos < 0 || pos >= cfg.max_position_embeddings)
-            throw_invalid("model: position " + std::to_string(pos) + " exceeds max_position_embeddings " +
-                          std::to_string(cfg.max_position_embeddings));
-        if (pos >= rope.max_pos)
-            throw_invalid("model: position " + std::to_string(pos) + " is beyond the " + std::to_string(rope.max_pos) +
-                          " positions of the RoPE table (sized for the token budget)");
-        const int32_t lab = b.labels[size_t(t)];
-        if (lab != cpu::kIgnoreIndex && (lab < 0 || lab >= V))
-            throw_invalid("model: label " + std::to_string(lab) + " at position " + std::to_string(t) +
-                          " is outside the vocabulary");
-    }
+    if (rope.max_pos < cfg.max_position_embeddings)
+        for (int t = 0; t < b.num_tokens; ++t)
+            if (b.position_ids[size_t(t)] >= rope.max_pos)
+                throw_invalid("model: position " + std::to_string(b.position_ids[size_t(t)]) + " is beyond the " +
+                              std::to_string(rope.max_pos) + " positions of the RoPE table (sized for the token budget)");
     return longest;
 }
 

@@ -184,28 +184,7 @@ void CpuModel::Impl::project_backward(int l, int m, float* dinp, const float* do
     }
 }
 
-void CpuModel::Impl::check_batch(const PackedBatch& b) const {
-    const int T = b.num_tokens;
-    if (T <= 0) throw_invalid("model: the batch holds no tokens");
-    if (T > max_tokens)
-        throw_invalid("model: a micro-batch of " + std::to_string(T) + " tokens exceeds the " +
-                      std::to_string(max_tokens) + " tokens the model was loaded for; lower the token budget");
-    if (b.tokens.size() < size_t(T) || b.labels.size() < size_t(T) || b.position_ids.size() < size_t(T) ||
-        b.cu_seqlens.size() != size_t(b.num_samples) + 1 || b.cu_seqlens.back() != T)
-        throw_invalid("model: inconsistent PackedBatch (token/label/position arrays or cu_seqlens)");
-    for (int t = 0; t < T; ++t) {
-        if (b.tokens[t] < 0 || b.tokens[t] >= V)
-            throw_invalid("model: token id " + std::to_string(b.tokens[t]) + " at position " + std::to_string(t) +
-                          " is outside the vocabulary [0, " + std::to_string(V) + ")");
-        if (b.position_ids[t] < 0 || b.position_ids[t] >= rope.max_pos)
-            throw_invalid("model: position " + std::to_string(b.position_ids[t]) + " exceeds max_position_embeddings " +
-                          std::to_string(rope.max_pos));
-        const int32_t lab = b.labels[t];
-        if (lab != cpu::kIgnoreIndex && (lab < 0 || lab >= V))
-            throw_invalid("model: label " + std::to_string(lab) + " at position " + std::to_string(t) +
-                          " is outside the vocabulary");
-    }
-}
+void CpuModel::Impl::check_batch(const PackedBatch& b) const { check_packed_batch(b, max_tokens, V, rope.max_pos); }
 
 void CpuModel::Impl::forward(const PackedBatch& b, bool train, uint64_t seed) {
     check_batch(b);
@@ -536,6 +515,37 @@ size_t CpuModel::lora_bytes() const {
 
 size_t CpuModel::activation_bytes() const {
     return impl_->arena.size() * sizeof(float) + impl_->targets.size() * sizeof(int32_t);
+}
+
+int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions) {
+    const int T = b.num_tokens;
+    if (T <= 0) throw_invalid("model: the batch holds no tokens");
+    if (T > max_tokens)
+        throw_invalid("model: a micro-batch of " + std::to_string(T) + " tokens exceeds the " +
+                      std::to_string(max_tokens) + " tokens the model was loaded for; lower the token budget");
+    if (b.tokens.size() < size_t(T) || b.labels.size() < size_t(T) || b.position_ids.size() < size_t(T) ||
+        b.num_samples < 1 || b.num_samples > T || b.cu_seqlens.size() != size_t(b.num_samples) + 1 ||
+        b.cu_seqlens.front() != 0 || b.cu_seqlens.back() != T)
+        throw_invalid("model: inconsistent PackedBatch (token/label/position arrays or cu_seqlens)");
+    int longest = 0;
+    for (int s = 0; s < b.num_samples; ++s) {
+        const int len = b.cu_seqlens[size_t(s) + 1] - b.cu_seqlens[size_t(s)];
+        if (len < 0) throw_invalid("model: inconsistent PackedBatch (cu_seqlens decreases)");
+        longest = std::max(longest, len);
+    }
+    for (int t = 0; t < T; ++t) {
+        if (b.tokens[size_t(t)] < 0 || b.tokens[size_t(t)] >= vocab)
+            throw_invalid("model: token id " + std::to_string(b.tokens[size_t(t)]) + " at position " +
+                          std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+        if (b.position_ids[size_t(t)] < 0 || b.position_ids[size_t(t)] >= max_positions)
+            throw_invalid("model: position " + std::to_string(b.position_ids[size_t(t)]) +
+                          " exceeds max_position_embeddings " + std::to_string(max_positions));
+        const int32_t lab = b.labels[size_t(t)];
+        if (lab != cpu::kIgnoreIndex && (lab < 0 || lab >= vocab))
+            throw_invalid("model: label " + std::to_string(lab) + " at position " + std::to_string(t) +
+                          " is outside the vocabulary");
+    }
+    return longest;
 }
 
 std::vector<LoraParam> init_lora_params(const std::vector<LoraTensorSpec>& specs, uint64_t seed) {

@@ -87,6 +87,11 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// The batch checks of every backend, on the host before any compute: 1..max_tokens tokens, consistent
+// arrays and cu_seqlens, token ids and labels inside the vocabulary, positions below max_positions.
+// Throws Error{InvalidInput} naming the position and the value; returns the longest sample's length.
+int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions);
+
 // LoRA parameters as PEFT initialises them, identical on every backend for the same seed: SplitMix64(seed)
 // drawn in spec order, A uniform(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform with a = sqrt(5)), B zeros;
 // grads zero, moments empty.
