@@ -26,6 +26,7 @@
 //    forward ~260 TFLOP/s, backward ~140 (counted as 2.5x the forward's flops) — about 0.8x / 0.6x
 //    FlashAttention-2 and 0.5x / 0.33x cuDNN; D=256 runs at about half that rate per flop.
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/vec.cuh"
 
 #include <cmath>
 #include <cstddef>
@@ -680,8 +681,6 @@ void backward_launch(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16*
         dq, dout, q, k, v, lse, delta, cu_seqlens, T, Hq, Hkv, D, scale);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 void check_args(const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen) {
     TANDEM_KCHECK_PTR(cu_seqlens);

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/random.h"
+#include "kernels/cuda/vec.cuh"
 
 namespace tandem::cuda {
 
@@ -18,11 +19,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kPack = 8;
 constexpr int64_t kMaxBlocks = 1 << 16;
-
-template <int W>
-struct alignas(W * 2 > 16 ? 16 : W * 2) Pack {
-    bf16 v[W];
-};
 
 struct Mask {
     uint64_t seed;
@@ -38,24 +34,24 @@ struct Mask {
 // out[i..i+W) = inp * keep * inv
 template <int W>
 __device__ inline void forward_at(bf16* out, const bf16* inp, const Mask& m, int64_t i) {
-    const Pack<W> x = *reinterpret_cast<const Pack<W>*>(inp + i);
-    Pack<W> y;
+    const Pack<bf16, W> x = *reinterpret_cast<const Pack<bf16, W>*>(inp + i);
+    Pack<bf16, W> y;
 #pragma unroll
     for (int k = 0; k < W; k++)
         y.v[k] = m.keep(i + k) ? __float2bfloat16_rn(__bfloat162float(x.v[k]) * m.inv) : __float2bfloat16_rn(0.0f);
-    *reinterpret_cast<Pack<W>*>(out + i) = y;
+    *reinterpret_cast<Pack<bf16, W>*>(out + i) = y;
 }
 
 // dinp[i..i+W) += dout * keep * inv (dropped elements are left as they are)
 template <int W>
 __device__ inline void backward_at(bf16* dinp, const bf16* dout, const Mask& m, int64_t i) {
-    const Pack<W> dy = *reinterpret_cast<const Pack<W>*>(dout + i);
-    Pack<W> d = *reinterpret_cast<const Pack<W>*>(dinp + i);
+    const Pack<bf16, W> dy = *reinterpret_cast<const Pack<bf16, W>*>(dout + i);
+    Pack<bf16, W> d = *reinterpret_cast<const Pack<bf16, W>*>(dinp + i);
 #pragma unroll
     for (int k = 0; k < W; k++)
         if (m.keep(i + k))
             d.v[k] = __float2bfloat16_rn(__fadd_rn(__bfloat162float(d.v[k]), __fmul_rn(__bfloat162float(dy.v[k]), m.inv)));
-    *reinterpret_cast<Pack<W>*>(dinp + i) = d;
+    *reinterpret_cast<Pack<bf16, W>*>(dinp + i) = d;
 }
 
 template <int W, bool BACKWARD>
@@ -79,8 +75,6 @@ __global__ void dropout_kernel(bf16* out, const bf16* inp, Mask m, int64_t n) {
 
 // ---------------------------------------------------------------------------------------------------------
 // kernel launchers
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 unsigned grid(int64_t units) { return unsigned(std::clamp<int64_t>((units + kThreads - 1) / kThreads, 1, kMaxBlocks)); }
 

@@ -7,6 +7,7 @@
 //    shared memory, all in double. Deterministic with no atomics and no workspace; meant for n ~ tokens.
 //  - fill_uniform: u = top 24 bits of splitmix64(splitmix64(seed) ^ i) / 2^24, value = (2u - 1) * bound.
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/vec.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -24,20 +25,6 @@ constexpr int kPack = 8;                 // elements per thread on the aligned p
 constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride beyond this
 
 // W elements moved as one (16-byte at most) access.
-template <class T, int W>
-struct alignas(sizeof(T) * W > 16 ? 16 : sizeof(T) * W) Pack {
-    T v[W];
-};
-
-template <int W, class T>
-__device__ inline Pack<T, W> load(const T* p) {
-    return *reinterpret_cast<const Pack<T, W>*>(p);
-}
-template <int W, class T>
-__device__ inline void store(T* p, const Pack<T, W>& x) {
-    *reinterpret_cast<Pack<T, W>*>(p) = x;
-}
-
 __device__ inline float to_float(float x) { return x; }
 __device__ inline float to_float(bf16 x) { return __bfloat162float(x); }
 __device__ inline float to_float(__half x) { return __half2float(x); }
@@ -48,8 +35,6 @@ template <>
 __device__ inline float from_float<float>(float x) { return x; }
 template <>
 __device__ inline bf16 from_float<bf16>(float x) { return __float2bfloat16_rn(x); }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // ---------------------------------------------------------------------------------------------------------
 // CUDA kernels
@@ -62,11 +47,11 @@ struct Unary {
     F f;
     template <int W>
     __device__ void run(int64_t i) const {
-        const Pack<TA, W> x = load<W>(a + i);
+        const Pack<TA, W> x = load_pack<W>(a + i);
         Pack<TO, W> r;
 #pragma unroll
         for (int k = 0; k < W; k++) r.v[k] = from_float<TO>(f(to_float(x.v[k])));
-        store<W>(out + i, r);
+        store_pack<W>(out + i, r);
     }
 };
 
@@ -79,12 +64,12 @@ struct Binary {
     F f;
     template <int W>
     __device__ void run(int64_t i) const {
-        const Pack<TA, W> x = load<W>(a + i);
-        const Pack<TB, W> y = load<W>(b + i);
+        const Pack<TA, W> x = load_pack<W>(a + i);
+        const Pack<TB, W> y = load_pack<W>(b + i);
         Pack<TO, W> r;
 #pragma unroll
         for (int k = 0; k < W; k++) r.v[k] = from_float<TO>(f(to_float(x.v[k]), to_float(y.v[k])));
-        store<W>(out + i, r);
+        store_pack<W>(out + i, r);
     }
 };
 
@@ -98,7 +83,7 @@ struct Fill {
         Pack<T, W> r;
 #pragma unroll
         for (int k = 0; k < W; k++) r.v[k] = from_float<T>(value);
-        store<W>(out + i, r);
+        store_pack<W>(out + i, r);
     }
 };
 
@@ -116,7 +101,7 @@ struct FillUniform {
             const float u = float(uint32_t(h >> 40)) * 0x1.0p-24f;
             r.v[k] = __float2bfloat16_rn((2.0f * u - 1.0f) * bound);
         }
-        store<W>(out + i, r);
+        store_pack<W>(out + i, r);
     }
 };
 

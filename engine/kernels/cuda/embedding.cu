@@ -7,6 +7,7 @@
 //    deterministic (the same order as the CPU). Parallelism is only C threads, which is fine because
 //    training never calls it (embeddings are frozen under LoRA).
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/vec.cuh"
 
 #include <cstddef>
 #include <cstdint>
@@ -17,14 +18,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-struct alignas(16) Pack8 {
-    bf16 v[8];
-};
-
 // ---------------------------------------------------------------------------------------------------------
 // CUDA kernels
 
-// W = 8: one thread per Pack8 of a row; W = 1: one per element.
+// W = 8: one thread per Pack<bf16, 8> of a row; W = 1: one per element.
 template <int W>
 __global__ void embedding_forward_kernel(bf16* out, const int32_t* ids, const bf16* table, int N, int C) {
     const int per_row = C / W;
@@ -35,7 +32,7 @@ __global__ void embedding_forward_kernel(bf16* out, const int32_t* ids, const bf
     const bf16* src = table + size_t(ids[n]) * C + c;
     bf16* dst = out + size_t(n) * C + c;
     if constexpr (W == 8)
-        *reinterpret_cast<Pack8*>(dst) = *reinterpret_cast<const Pack8*>(src);
+        *reinterpret_cast<Pack<bf16, 8>*>(dst) = *reinterpret_cast<const Pack<bf16, 8>*>(src);
     else
         *dst = *src;
 }
@@ -48,8 +45,6 @@ __global__ void embedding_backward_kernel(float* dtable, const bf16* dout, const
 
 // ---------------------------------------------------------------------------------------------------------
 // kernel launchers
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

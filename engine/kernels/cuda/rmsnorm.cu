@@ -14,6 +14,7 @@
 //    parallelism is C/32 blocks, which is slow for C = head_dim; training never asks for it (norm weights
 //    are frozen under LoRA).
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/vec.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -29,14 +30,10 @@ constexpr int kRowsPerBlock = 8;    // warp-per-row kernels: 8 warps = 256 threa
 constexpr int kDwCols = 32;         // dweight kernel: columns per block
 constexpr int kDwRows = 32;         //                 row strides per block
 
-struct alignas(16) Pack8 {
-    bf16 v[8];
-};
-
 template <int W>
 __device__ inline void load_f(float (&x)[W], const bf16* p) {
     if constexpr (W == 8) {
-        const Pack8 q = *reinterpret_cast<const Pack8*>(p);
+        const Pack<bf16, 8> q = *reinterpret_cast<const Pack<bf16, 8>*>(p);
 #pragma unroll
         for (int k = 0; k < 8; k++) x[k] = __bfloat162float(q.v[k]);
     } else {
@@ -48,10 +45,10 @@ __device__ inline void load_f(float (&x)[W], const bf16* p) {
 template <int W>
 __device__ inline void store_f(bf16* p, const float (&x)[W]) {
     if constexpr (W == 8) {
-        Pack8 q;
+        Pack<bf16, 8> q;
 #pragma unroll
         for (int k = 0; k < 8; k++) q.v[k] = __float2bfloat16_rn(x[k]);
-        *reinterpret_cast<Pack8*>(p) = q;
+        *reinterpret_cast<Pack<bf16, 8>*>(p) = q;
     } else {
 #pragma unroll
         for (int k = 0; k < W; k++) p[k] = __float2bfloat16_rn(x[k]);
@@ -177,8 +174,6 @@ __global__ void rmsnorm_dweight_kernel(float* dweight, const bf16* dout, const b
 
 // ---------------------------------------------------------------------------------------------------------
 // kernel launchers
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Threads of the block-per-row kernels: about two pieces of W channels per thread.
 unsigned wide_threads(int C, int W) {

@@ -4,6 +4,7 @@
 // 16-byte aligned, one per pair otherwise; a thread reads both halves before writing them, so in-place is
 // safe. The arithmetic is the CPU's (y1 = x1*c - x2*s', y2 = x2*c + x1*s', s' = sign * s) in fp32.
 #include "kernels/cuda/rope.h"
+#include "kernels/cuda/vec.cuh"
 
 #include <cstddef>
 #include <cstdint>
@@ -13,15 +14,6 @@ namespace tandem::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-template <int W>
-struct alignas(W * 2 > 16 ? 16 : W * 2) PackB {
-    bf16 v[W];
-};
-template <int W>
-struct alignas(W * 4 > 16 ? 16 : W * 4) PackF {
-    float v[W];
-};
 
 // ---------------------------------------------------------------------------------------------------------
 // CUDA kernels
@@ -38,13 +30,13 @@ __global__ void rope_kernel(bf16* out, const bf16* inp, const int32_t* positions
     const int i = int(idx % per_row) * W;             // first channel of the pair block
     const int t = int(row / H);
     const size_t trow = size_t(positions[t]) * half;  // table row
-    const PackF<W> c = *reinterpret_cast<const PackF<W>*>(cos_table + trow + i);
-    const PackF<W> s = *reinterpret_cast<const PackF<W>*>(sin_table + trow + i);
+    const Pack<float, W> c = *reinterpret_cast<const Pack<float, W>*>(cos_table + trow + i);
+    const Pack<float, W> s = *reinterpret_cast<const Pack<float, W>*>(sin_table + trow + i);
     const bf16* x = inp + row * D;  // [D]
     bf16* y = out + row * D;        // [D]
-    const PackB<W> a = *reinterpret_cast<const PackB<W>*>(x + i);
-    const PackB<W> b = *reinterpret_cast<const PackB<W>*>(x + i + half);
-    PackB<W> ya, yb;
+    const Pack<bf16, W> a = *reinterpret_cast<const Pack<bf16, W>*>(x + i);
+    const Pack<bf16, W> b = *reinterpret_cast<const Pack<bf16, W>*>(x + i + half);
+    Pack<bf16, W> ya, yb;
 #pragma unroll
     for (int k = 0; k < W; k++) {
         const float x1 = __bfloat162float(a.v[k]), x2 = __bfloat162float(b.v[k]);
@@ -52,14 +44,12 @@ __global__ void rope_kernel(bf16* out, const bf16* inp, const int32_t* positions
         ya.v[k] = __float2bfloat16_rn(x1 * c.v[k] - x2 * si);
         yb.v[k] = __float2bfloat16_rn(x2 * c.v[k] + x1 * si);
     }
-    *reinterpret_cast<PackB<W>*>(y + i) = ya;
-    *reinterpret_cast<PackB<W>*>(y + i + half) = yb;
+    *reinterpret_cast<Pack<bf16, W>*>(y + i) = ya;
+    *reinterpret_cast<Pack<bf16, W>*>(y + i + half) = yb;
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // kernel launchers
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 void rope_launch(bf16* out, const bf16* inp, const int32_t* positions, const RopeTableDevice& table, int T, int H,
                  int D, float sign) {

@@ -4,6 +4,7 @@
 // allowed aliasing (out = gate or up; dgate = gate, dup = up) is safe. The math is the CPU's, in fp32, with
 // expf (not __expf): sigmoid = 1 / (1 + expf(-g)), which is 0 for g < -88 as on the CPU.
 #include "kernels/cuda/swiglu.h"
+#include "kernels/cuda/vec.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -16,41 +17,27 @@ constexpr int kThreads = 256;
 constexpr int kPack = 8;
 constexpr int64_t kMaxBlocks = 1 << 16;
 
-template <int W>
-struct alignas(W * 2 > 16 ? 16 : W * 2) Pack {
-    bf16 v[W];
-};
-
-template <int W>
-__device__ inline Pack<W> load(const bf16* p) {
-    return *reinterpret_cast<const Pack<W>*>(p);
-}
-template <int W>
-__device__ inline void store(bf16* p, const Pack<W>& x) {
-    *reinterpret_cast<Pack<W>*>(p) = x;
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // CUDA kernels
 
 template <int W>
 __device__ inline void swiglu_forward_at(bf16* out, const bf16* gate, const bf16* up, int64_t i) {
-    const Pack<W> g = load<W>(gate + i), u = load<W>(up + i);
-    Pack<W> y;
+    const Pack<bf16, W> g = load_pack<W>(gate + i), u = load_pack<W>(up + i);
+    Pack<bf16, W> y;
 #pragma unroll
     for (int k = 0; k < W; k++) {
         const float gf = __bfloat162float(g.v[k]);
         const float sig = 1.0f / (1.0f + expf(-gf));
         y.v[k] = __float2bfloat16_rn(gf * sig * __bfloat162float(u.v[k]));
     }
-    store<W>(out + i, y);
+    store_pack<W>(out + i, y);
 }
 
 template <int W>
 __device__ inline void swiglu_backward_at(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
                                           int64_t i) {
-    const Pack<W> g = load<W>(gate + i), u = load<W>(up + i), dy = load<W>(dout + i);
-    Pack<W> dg, du;
+    const Pack<bf16, W> g = load_pack<W>(gate + i), u = load_pack<W>(up + i), dy = load_pack<W>(dout + i);
+    Pack<bf16, W> dg, du;
 #pragma unroll
     for (int k = 0; k < W; k++) {
         const float gf = __bfloat162float(g.v[k]), uf = __bfloat162float(u.v[k]), dyf = __bfloat162float(dy.v[k]);
@@ -60,8 +47,8 @@ __device__ inline void swiglu_backward_at(bf16* dgate, bf16* dup, const bf16* do
         dg.v[k] = __float2bfloat16_rn(dyf * uf * sig * (1.0f + gf * (1.0f - sig)));
         du.v[k] = __float2bfloat16_rn(dyf * silu);
     }
-    store<W>(dgate + i, dg);
-    store<W>(dup + i, du);
+    store_pack<W>(dgate + i, dg);
+    store_pack<W>(dup + i, du);
 }
 
 template <int W>
@@ -88,8 +75,6 @@ __global__ void swiglu_backward_kernel(bf16* dgate, bf16* dup, const bf16* dout,
 
 // ---------------------------------------------------------------------------------------------------------
 // kernel launchers
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 unsigned grid(int64_t units) { return unsigned(std::clamp<int64_t>((units + kThreads - 1) / kThreads, 1, kMaxBlocks)); }
 
