@@ -86,6 +86,22 @@ struct MemoryPlan {
     uint64_t pinned_host = 0;   // CUDA smart checkpointing: pinned host memory for offloaded block inputs
 };
 
+// A memory estimate for a config, made from config.json alone (no weights, no data): cheap enough for a
+// front end to call on every settings change. The device and the checkpointing policy are resolved as
+// Trainer::prepare would resolve them (auto -> the GPU when usable; checkpointing auto -> the fastest policy
+// that fits). On the CPU the bytes are host memory: device_total / device_free are the machine's RAM and
+// MemAvailable. fits is false when the run would be refused for memory; message then says what to change.
+struct MemoryEstimate {
+    MemoryPlan memory;
+    DeviceChoice device = DeviceChoice::Cpu;
+    CheckpointPolicy checkpointing = CheckpointPolicy::Off;
+    bool fits = true;
+    std::string message;  // the decision ("checkpointing: auto chose 'recompute' ...") or why it cannot fit
+};
+// Throws Error{InvalidInput} for an invalid config or an unreadable model config.json, Error{Unsupported}
+// for --device cuda without a usable GPU.
+MemoryEstimate estimate_memory(const RunConfig& config);
+
 struct Plan {
     RunConfig config;  // resolved: device chosen, warmup_steps computed, checkpointing policy chosen
     MemoryPlan memory;
