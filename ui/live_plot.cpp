@@ -16,10 +16,20 @@ LivePlot::LivePlot(const QString& title, QWidget* parent) : QCustomPlot(parent) 
     plotLayout()->insertRow(0);
     m_title = new QCPTextElement(this, title, QFont(font().family(), font().pointSize(), QFont::Bold));
     plotLayout()->addElement(0, 0, m_title);
+    // The legend gets its own row under the title, filled left to right, so it never covers a curve.
     legend->setVisible(true);
     legend->setFont(QFont(font().family(), std::max(7, font().pointSize() - 1)));
+    axisRect()->insetLayout()->take(legend);
+    plotLayout()->insertRow(1);
+    plotLayout()->addElement(1, 0, legend);
+    plotLayout()->setRowStretchFactor(1, 0.001);
+    plotLayout()->setRowSpacing(0);
+    legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+    legend->setWrap(3);
+    legend->setColumnSpacing(12);
     legend->setRowSpacing(0);
-    axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+    legend->setMargins(QMargins(4, 0, 4, 0));
+    legend->setIconSize(18, 10);
     yAxis2->setVisible(false);
     m_timer.setInterval(kReplotIntervalMs);
     connect(&m_timer, &QTimer::timeout, this, &LivePlot::onTimer);
@@ -119,6 +129,11 @@ void LivePlot::updateGraphs() {
         any = any || !keys.isEmpty();
         if (s.graph->valueAxis() == yAxis2 && !keys.isEmpty()) anyRight = true;
     }
+    // Series without points (no reserved memory on the CPU) stay out of the legend; the order is the
+    // order the graphs were added in.
+    legend->clearItems();
+    for (int i = 0; i < graphCount(); ++i)
+        if (graph(i)->visible() && graph(i)->dataCount() > 0) graph(i)->addToLegend();
     if (!any) return;
     rescaleAxes(/*onlyVisiblePlottables=*/true);
     // A little headroom; a flat series gets a visible range.
@@ -157,8 +172,8 @@ void LivePlot::applyColors() {
         a->grid()->setPen(QPen(grid, 1, Qt::DotLine));
         a->grid()->setZeroLinePen(Qt::NoPen);
     }
-    legend->setBrush(QColor(base.red(), base.green(), base.blue(), 220));
-    legend->setBorderPen(QPen(grid));
+    legend->setBrush(Qt::NoBrush);
+    legend->setBorderPen(Qt::NoPen);
     legend->setTextColor(text);
     if (m_title) m_title->setTextColor(text);
     for (auto& s : m_series) {

@@ -65,8 +65,6 @@ void LossPlot::updateGraphs() {
         m_smoothed->data()->clear();
     }
     m_smoothed->setVisible(m_smoothing > 0);
-    if (m_smoothing > 0) m_smoothed->addToLegend();
-    else m_smoothed->removeFromLegend();
     LivePlot::updateGraphs();
 }
 

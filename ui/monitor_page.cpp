@@ -160,6 +160,10 @@ MonitorPage::MonitorPage(QWidget* parent) : QWidget(parent) {
     grid->addWidget(m_throughput, 0, 1);
     grid->addWidget(m_memory, 1, 0);
     grid->addWidget(m_lr, 1, 1);
+    grid->setColumnStretch(0, 1);
+    grid->setColumnStretch(1, 1);
+    grid->setRowStretch(0, 1);
+    grid->setRowStretch(1, 1);
 
     m_log = new QPlainTextEdit(this);
     m_log->setObjectName(QStringLiteral("logView"));

@@ -50,7 +50,7 @@ void ScreenshotTour::start() {
 
 void ScreenshotTour::startRun() {
     tandem::RunConfig c = m_window.trainPage()->config();
-    c.training.max_steps = 40;
+    c.training.max_steps = 150;
     c.training.batch_tokens = 512;
     c.training.eval_every = 10;
     c.data.max_seq_len = 256;
@@ -73,7 +73,7 @@ void ScreenshotTour::startRun() {
     };
     waitFor(QStringLiteral("the Train button after the tiny settings"), ready, 60000, [this] {
         trainButton(m_window)->click();
-        waitFor(QStringLiteral("15 training steps"), [this] { return m_steps >= 15 || m_ended; }, 300000, [this] {
+        waitFor(QStringLiteral("20 training steps"), [this] { return m_steps >= 20 || m_ended; }, 300000, [this] {
             shoot(MainWindow::MonitorPageIndex, QStringLiteral("04-monitor-running"), [this] {
                 waitFor(QStringLiteral("the run to end"), [this] { return m_ended; }, 300000, [this] {
                     shoot(MainWindow::MonitorPageIndex, QStringLiteral("05-monitor-finished"), [this] {

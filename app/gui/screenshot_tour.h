@@ -2,7 +2,7 @@
 // per page (QWidget::grab of the whole window), then quits the application. For tools/screenshots.sh
 // (`tandem --demo --screenshot-dir DIR`).
 // Decisions a reader must know:
-//  - It acts like a user: demo model and dataset selected, settings made tiny (40 steps, batch 512 tokens,
+//  - It acts like a user: demo model and dataset selected, settings made tiny (150 steps, batch 512 tokens,
 //    CPU, eval every 10 steps), Train pressed through the Train page's own button.
 //  - Every wait has a deadline; on a deadline the tour takes the screenshots it can and quits with a
 //    non-zero exit code, naming what it waited for.
