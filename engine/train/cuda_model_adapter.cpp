@@ -60,6 +60,18 @@ public:
     double optimizer_step(const OptimizerStep& s) override {
         return model_.optimizer_step(s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.max_grad_norm, s.step);
     }
+    // The trainer's path: queued on the device, read back one step later (one host sync per step).
+    void queue_forward_backward(const PackedBatch& b, float grad_scale, uint64_t dropout_seed) override {
+        model_.forward_backward_async(b, grad_scale, dropout_seed);
+    }
+    void queue_optimizer_step(const OptimizerStep& s) override {
+        model_.optimizer_step_async(s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.max_grad_norm, s.step);
+    }
+    StepResult collect_step() override {
+        const CudaModel::StepReadback r = model_.collect_step();
+        return {r.loss_sum, r.grad_norm};
+    }
+    int queued_steps() const override { return model_.queued_steps(); }
     void sync_to_host() override { model_.sync_to_host(); }
     void sync_from_host() override { model_.sync_from_host(); }
     MemoryStats memory_stats() override {
