@@ -42,6 +42,7 @@
 #include "ui/main_window.h"
 #include "ui/model_page.h"
 #include "ui/monitor_page.h"
+#include "ui/runs_page.h"
 #include "ui/series_buffer.h"
 #include "ui/train_page.h"
 #include "ui/training_session.h"
@@ -103,11 +104,27 @@ class TestUiStudio : public QObject {
 
     QTemporaryDir m_tmp;
     QString m_runs;
+    fs::path m_model;
 
     QString dataset() const {
         return QString::fromStdString((tandem::test::source_dir() / "datasets" / "demo_alpaca.jsonl").string());
     }
     QString path(const QString& name) const { return QDir(m_tmp.path()).filePath(name); }
+
+    // A tiny CPU run of the demo model, set directly (for tests about the window, not the pages).
+    tandem::RunConfig tinyConfig(const QString& name, int64_t maxSteps) const {
+        tandem::RunConfig c;
+        c.model = m_model.string();
+        c.data.dataset = dataset().toStdString();
+        c.data.max_seq_len = 128;
+        c.training.batch_tokens = 256;
+        c.training.max_steps = maxSteps;
+        c.lora.r = 4;
+        c.lora.alpha = 8;
+        c.device = tandem::DeviceChoice::Cpu;
+        c.output_dir = QDir(m_runs).filePath(name).toStdString();
+        return c;
+    }
 
     // Demo model + demo dataset selected, tiny settings typed into the Train page; waits for Train.
     void prepareTinyRun(MainWindow& w, int maxSteps) {
@@ -157,6 +174,8 @@ private slots:
         QSettings().clear();
         m_runs = path("runs");
         QSettings().setValue("runs/folder", m_runs);
+        m_model = fs::path(path("demo-model").toStdString());
+        tandem::create_demo_model(m_model);
     }
 
     void windowHasPagesMenusAndRestoresGeometry() {
@@ -375,18 +394,7 @@ private slots:
     void closingDuringARunAsksAndStopsCleanly() {
         auto w = std::make_unique<MainWindow>();
         w->show();
-        auto model = fs::path(path("close-model").toStdString());
-        tandem::create_demo_model(model);
-        tandem::RunConfig c;
-        c.model = model.string();
-        c.data.dataset = dataset().toStdString();
-        c.data.max_seq_len = 128;
-        c.training.batch_tokens = 256;
-        c.training.max_steps = 400;
-        c.lora.r = 4;
-        c.lora.alpha = 8;
-        c.device = tandem::DeviceChoice::Cpu;
-        c.output_dir = path("runs/closed").toStdString();
+        const tandem::RunConfig c = tinyConfig("closed", 400);
         QSignalSpy steps(w->session(), &TrainingSession::stepCompleted);
         w->startRun(c);
         QTRY_VERIFY_WITH_TIMEOUT(steps.count() >= 1, 60000);
@@ -401,6 +409,47 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!w->isVisible(), 30000);
         QVERIFY(!w->session()->isRunning());
         QVERIFY(tandem::latest_checkpoint(c.output_dir).has_value());
+    }
+
+    void stopShortcutThenResumeFromTheRunsPage() {
+        MainWindow w;
+        w.show();
+        const tandem::RunConfig c = tinyConfig("from-runs", 40);
+        TrainingSession* session = w.session();
+        QSignalSpy finished(session, &TrainingSession::finished);
+        QSignalSpy failed(session, &TrainingSession::failed);
+        QString statusWhileStopping;
+        connect(session, &TrainingSession::stepCompleted, this, [&](const tandem::StepMetrics& m) {
+            if (m.step != 1) return;
+            child<QAction>(&w, "stopAction")->trigger();  // Ctrl+.
+            statusWhileStopping = child<QLabel>(w.monitorPage(), "statusLabel")->text();
+        });
+        w.startRun(c);
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count() + failed.count(), 1, 60000);
+        QCOMPARE(finished.at(0).at(0).toBool(), true);
+        QVERIFY2(statusWhileStopping.startsWith("Stopping"), qPrintable(statusWhileStopping));
+        session->disconnect(this);
+        const int done = int(w.monitorPage()->lossPlot()->pointCount("train"));
+
+        // The Runs page asks to resume that folder: the window reads its config.json and continues it.
+        finished.clear();
+        emit w.runsPage()->resumeRequested(QString::fromStdString(c.output_dir));
+        QVERIFY(session->isRunning());
+        QCOMPARE(w.currentPage(), int(MainWindow::MonitorPageIndex));
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count() + failed.count(), 1, 60000);
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.at(0).at(0).value<RunFailure>().message));
+        QCOMPARE(finished.at(0).at(0).toBool(), false);
+        QVERIFY(done >= 1 && done < 40);
+        QCOMPARE(w.monitorPage()->lossPlot()->pointCount("train"), 40);  // history + the new steps
+        QVERIFY(fs::exists(fs::path(c.output_dir) / "adapter" / "adapter_config.json"));
+
+        // Resuming a folder that is not a run says why.
+        emit w.runsPage()->resumeRequested(path("not-a-run"));
+        QVERIFY(!session->isRunning());
+        auto* box = child<QMessageBox>(&w, "errorMessage");
+        QVERIFY(box);
+        QVERIFY2(box->text().contains("config.json"), qPrintable(box->text()));
+        box->close();
     }
 
     void plotsKeepBoundedMemoryOver100kSteps() {

@@ -259,6 +259,7 @@ void MainWindow::startRun(const tandem::RunConfig& config) {
 void MainWindow::stopRun() {
     if (!m_session->isRunning()) return;
     m_session->requestStop();
+    m_monitor->showStopping();
     setStateText(tr("Stopping…"));
 }
 

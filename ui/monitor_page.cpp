@@ -67,10 +67,9 @@ MonitorPage::MonitorPage(QWidget* parent) : QWidget(parent) {
     m_export->setToolTip(tr("Export the run's LoRA adapter (PEFT format) to a folder: the final adapter, or "
                             "the latest checkpoint of an unfinished run."));
     connect(m_stop, &QPushButton::clicked, this, [this] {
-        if (m_state == State::Running || m_state == State::Starting) {
-            setState(State::Stopping, tr("Stopping: finishing the current step and writing a checkpoint…"));
-            emit stopRequested();
-        }
+        if (m_state != State::Running && m_state != State::Starting) return;
+        showStopping();
+        emit stopRequested();
     });
     connect(m_resume, &QPushButton::clicked, this, &MonitorPage::resumeRequested);
     connect(m_export, &QPushButton::clicked, this, [this] { emit exportRequested(m_runDir); });
@@ -273,6 +272,11 @@ void MonitorPage::addEvent(const RunEvent& e) {
     if (e.kind == RunEventKind::Eval) return;  // the step line shows it with the training loss
     appendLog(QStringLiteral("[step %1] %2: %3").arg(e.step).arg(str(run_event_kind_name(e.kind)),
                                                            QString::fromStdString(e.message)));
+}
+
+void MonitorPage::showStopping() {
+    if (m_state == State::Running || m_state == State::Starting)
+        setState(State::Stopping, tr("Stopping: finishing the current step and writing a checkpoint…"));
 }
 
 void MonitorPage::showFailed(const RunFailure& f) {

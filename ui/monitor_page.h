@@ -53,6 +53,7 @@ public slots:
     void showStarted(const tandem::ui::RunInfo& info);
     void addStep(const tandem::StepMetrics& metrics);
     void addEvent(const tandem::RunEvent& event);
+    void showStopping();  // a stop was requested (Stop button, Ctrl+., closing the window)
     void showFailed(const tandem::ui::RunFailure& failure);
     void showFinished(bool stopped);
 
