@@ -344,13 +344,14 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!data.isEmpty(), 30000);
         auto* invalid = w.dataPage()->findChild<QWidget*>("invalidList");
         QVERIFY(invalid);
-        // The broken line is listed with its number.
-        bool listed = false;
-        if (auto* list = qobject_cast<QListWidget*>(invalid))
-            for (int i = 0; i < list->count(); ++i) listed = listed || list->item(i)->text().contains("2");
-        else
-            listed = true;  // another widget type: checked by test_ui_pages
-        QVERIFY(listed);
+        // The broken line is listed with its number and what is wrong.
+        auto* list = qobject_cast<QListWidget*>(invalid);
+        QVERIFY(list);
+        QTRY_VERIFY_WITH_TIMEOUT(list->count() >= 2, 10000);
+        QVERIFY2(list->item(0)->text().startsWith("line 2") && list->item(0)->text().contains("JSON"),
+                 qPrintable(list->item(0)->text()));
+        QVERIFY2(list->item(1)->text().startsWith("line 3") && list->item(1)->text().contains("output"),
+                 qPrintable(list->item(1)->text()));
     }
 
     void impossibleMemoryPlanBlocksTrain() {
@@ -367,7 +368,9 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!button->isEnabled(), 30000);
         auto* blocked = child<QLabel>(train, "trainBlockedLabel");
         QVERIFY(blocked);
-        QTRY_VERIFY_WITH_TIMEOUT(blocked->text().contains("memory", Qt::CaseInsensitive), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(!blocked->text().isEmpty() && !blocked->text().contains("Estimating"), 30000);
+        QVERIFY2(blocked->text().contains("memory", Qt::CaseInsensitive) && blocked->text().contains("does not fit"),
+                 qPrintable(blocked->text()));
     }
 
     void failedRunShowsTheMessage() {

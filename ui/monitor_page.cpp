@@ -90,6 +90,9 @@ MonitorPage::MonitorPage(QWidget* parent) : QWidget(parent) {
     m_eta->setObjectName(QStringLiteral("etaLabel"));
     m_eta->setToolTip(tr("Epoch (fractional), the average step rate since the run started, and the time left "
                          "at that rate"));
+    // Wide enough for long runs, so the text never pushes the label out of the window as it changes.
+    m_eta->setMinimumWidth(m_eta->fontMetrics().horizontalAdvance(
+        QStringLiteral("epoch 000.00 · 0000 steps/s · ETA 000h00m")));
     auto* progressRow = new QHBoxLayout;
     progressRow->addWidget(m_progress, 1);
     progressRow->addWidget(m_eta);
@@ -218,6 +221,7 @@ void MonitorPage::showStarted(const RunInfo& info) {
     const Plan& p = info.plan;
     if (!info.runDir.isEmpty()) m_runDir = info.runDir;
     for (LivePlot* plot : {static_cast<LivePlot*>(m_loss), m_throughput, m_memory, m_lr}) plot->clearData();
+    m_rateWindow.clear();
     const bool cpu = p.config.device == DeviceChoice::Cpu;
     m_memory->setTitle(cpu ? tr("Host memory (MiB)") : tr("GPU memory (MiB)"));
     m_planTotalMiB = p.memory.total / kMiB;
@@ -240,8 +244,17 @@ void MonitorPage::plotStep(const StepMetrics& m) {
     const double x = static_cast<double>(m.step);
     m_loss->append(QStringLiteral("train"), x, m.loss);
     if (std::isfinite(m.eval_loss)) m_loss->append(QStringLiteral("eval"), x, m.eval_loss);
-    if (m.step_time_s > 0) m_throughput->append(QStringLiteral("steps_per_s"), x, 1.0 / m.step_time_s);
-    m_throughput->append(QStringLiteral("tokens_per_s"), x, m.tokens_per_s);
+    m_rateWindow.emplace_back(m.step_time_s, m.tokens);
+    if (m_rateWindow.size() > static_cast<size_t>(kRateWindow)) m_rateWindow.pop_front();
+    double seconds = 0, tokens = 0;
+    for (const auto& [t, n] : m_rateWindow) {
+        seconds += t;
+        tokens += static_cast<double>(n);
+    }
+    if (seconds > 0) {
+        m_throughput->append(QStringLiteral("steps_per_s"), x, static_cast<double>(m_rateWindow.size()) / seconds);
+        m_throughput->append(QStringLiteral("tokens_per_s"), x, tokens / seconds);
+    }
     const MemoryStats& mem = m.memory;
     m_memory->append(QStringLiteral("weights"), x, mem.weights / kMiB);
     m_memory->append(QStringLiteral("lora_optimizer"), x, mem.lora_optimizer / kMiB);

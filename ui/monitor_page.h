@@ -7,13 +7,18 @@
 //  - Every start clears the plots; a resumed run's earlier steps come in RunInfo::history.
 //  - Resume is offered after a stop or a failure when the run folder has a complete checkpoint; Export after
 //    a finished run or whenever a checkpoint exists (checked on the filesystem, a directory listing).
-//  - The throughput plot shows the step's own rate (1 / step time); the ETA uses the engine's average
-//    since the run (re)started, which is steadier.
+//  - The throughput plot shows rates over the last kRateWindow steps (their tokens and step times summed):
+//    the engine measures a step when it collects it, one step late except for eval/checkpoint/last steps,
+//    so single step times swing between ~0 and twice the real time; a window evens that out. The ETA uses
+//    the engine's average since the run (re)started, which includes evaluation and checkpoint time.
 #pragma once
 
 #include <QPointer>
 #include <QString>
 #include <QWidget>
+
+#include <deque>
+#include <utility>
 
 #include "ui/run_types.h"
 
@@ -37,6 +42,7 @@ class MonitorPage : public QWidget {
 public:
     enum class State { Idle, Starting, Running, Stopping, Stopped, Finished, Failed };
     static constexpr int kMaxLogLines = 5000;
+    static constexpr int kRateWindow = 8;
 
     explicit MonitorPage(QWidget* parent = nullptr);
 
@@ -75,6 +81,7 @@ private:
     QString m_runDir;
     int64_t m_lastStep = 0;
     double m_planTotalMiB = 0;
+    std::deque<std::pair<double, int64_t>> m_rateWindow;  // (step time s, tokens) of the latest steps
 
     QLabel* m_status = nullptr;
     QProgressBar* m_progress = nullptr;

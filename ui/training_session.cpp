@@ -52,7 +52,6 @@ std::vector<tandem::StepMetrics> readHistory(const std::filesystem::path& runDir
         m.label_tokens = static_cast<int64_t>(num("label_tokens", 0));
         m.step_time_s = num("step_time_s", 0);
         m.tokens_per_s = num("tokens_per_s", 0);
-        m.steps_per_s = m.step_time_s > 0 ? 1.0 / m.step_time_s : 0;
         out.push_back(m);
     }
     return out;

@@ -1,6 +1,7 @@
 // ScreenshotTour: a chain of waits and grabs on the event loop (no nested loops, no sleeps).
 #include "screenshot_tour.h"
 
+#include <QAbstractItemView>
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
@@ -77,6 +78,7 @@ void ScreenshotTour::startRun() {
             shoot(MainWindow::MonitorPageIndex, QStringLiteral("04-monitor-running"), [this] {
                 waitFor(QStringLiteral("the run to end"), [this] { return m_ended; }, 300000, [this] {
                     shoot(MainWindow::MonitorPageIndex, QStringLiteral("05-monitor-finished"), [this] {
+                        selectFirstRun();
                         shoot(MainWindow::RunsPageIndex, QStringLiteral("06-runs"), [this] {
                             tandem::ui::ExportDialog* dialog = m_window.exportRun();
                             QTimer::singleShot(500, this, [this, dialog] {
@@ -98,6 +100,16 @@ void ScreenshotTour::startRun() {
                 });
             });
         });
+    });
+}
+
+// The Runs page lists the run just made: select it so the page shows its loss curve.
+void ScreenshotTour::selectFirstRun() {
+    m_window.showPage(MainWindow::RunsPageIndex);
+    QTimer::singleShot(300, this, [this] {
+        if (auto* view = m_window.findChild<QAbstractItemView*>(QStringLiteral("runsTable"));
+            view && view->model() && view->model()->rowCount() > 0)
+            view->setCurrentIndex(view->model()->index(0, 0));
     });
 }
 

@@ -30,6 +30,7 @@ private:
     void shoot(int page, const QString& name, std::function<void()> next);
     void grabWindow(QWidget* widget, const QString& name);
     void startRun();
+    void selectFirstRun();
     void finish(int exitCode);
 
     tandem::ui::MainWindow& m_window;
