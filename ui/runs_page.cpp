@@ -91,8 +91,6 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
     m_export = button(tr("Export adapter…"), "exportRunButton",
                       tr("Write the run's LoRA adapter (PEFT format) to a folder of your choice"));
     m_delete = button(tr("Delete…"), "deleteRunButton", tr("Remove the selected run folders from disk"));
-    m_resume->setIcon(QIcon(QStringLiteral(":/icons/resume.svg")));
-    m_export->setIcon(QIcon(QStringLiteral(":/icons/export.svg")));
     connect(m_refresh, &QPushButton::clicked, this, &RunsPage::refresh);
     connect(m_reopen, &QPushButton::clicked, this, &RunsPage::reopenSelected);
     connect(m_resume, &QPushButton::clicked, this, [this] {

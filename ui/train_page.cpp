@@ -123,7 +123,6 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
     m_blockedLabel->setWordWrap(true);
     m_trainButton = new QPushButton(tr("Train"));
     m_trainButton->setObjectName(QStringLiteral("trainButton"));
-    m_trainButton->setIcon(QIcon(QStringLiteral(":/icons/train.svg")));
     m_trainButton->setDefault(true);
     connect(m_trainButton, &QPushButton::clicked, this, [this] {
         if (!m_blockedReason.isEmpty()) return;
