@@ -47,7 +47,9 @@ namespace {
 
 constexpr int kWaitMs = 60000;
 
-QString source(const char* rel) { return QString::fromUtf8(TANDEM_SOURCE_DIR) + "/" + rel; }
+QString source(const char* rel) {
+    return QString::fromUtf8(TANDEM_SOURCE_DIR) + "/" + rel;
+}
 
 void writeText(const QString& path, const QByteArray& text) {
     QDir().mkpath(QFileInfo(path).absolutePath());
@@ -103,8 +105,8 @@ class TestUiPages : public QObject {
 
 private:
     QTemporaryDir m_tmp;
-    QString m_demo;      // demo model folder
-    QString m_hfCache;   // fake Hugging Face hub cache
+    QString m_demo;     // demo model folder
+    QString m_hfCache;  // fake Hugging Face hub cache
     QString m_alpaca = source("datasets/demo_alpaca.jsonl");
 
     void selectReady(TrainPage& page) {
@@ -374,7 +376,8 @@ private slots:
         auto* combo = child<QComboBox>(&page, "checkpointingCombo");
         for (const char* policy : {"auto", "off", "recompute", "smart"}) {
             combo->setCurrentIndex(combo->findText(QString::fromLatin1(policy)));
-            QVERIFY2(help->text().startsWith(QString::fromLatin1(policy), Qt::CaseInsensitive), qPrintable(help->text()));
+            QVERIFY2(help->text().startsWith(QString::fromLatin1(policy), Qt::CaseInsensitive),
+                     qPrintable(help->text()));
         }
         auto* packing = child<QCheckBox>(&page, "packingCheck");
         packing->setChecked(true);

@@ -7,7 +7,6 @@
 #include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QFutureWatcher>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -19,11 +18,11 @@
 #include <QSplitter>
 #include <QTextBrowser>
 #include <QVBoxLayout>
-#include <QtConcurrent>
 
 #include <vector>
 
 #include "ui/length_histogram.h"
+#include "ui/run_async.h"
 #include "ui/status_text.h"
 
 namespace tandem::ui {
@@ -31,16 +30,6 @@ namespace {
 
 // The trained-token highlight: a light amber with black text, readable on light and dark palettes.
 const QString kTrainedStyle = QStringLiteral("background-color:#ffd966; color:#000000;");
-
-template <typename T, typename Job, typename Done>
-void runJob(QObject* owner, Job job, Done done) {
-    auto* watcher = new QFutureWatcher<T>(owner);
-    QObject::connect(watcher, &QFutureWatcher<T>::finished, owner, [watcher, done] {
-        watcher->deleteLater();
-        done(watcher->result());
-    });
-    watcher->setFuture(QtConcurrent::run(std::move(job)));
-}
 
 QString droppedFile(const QMimeData* mime) {
     if (!mime->hasUrls() || mime->urls().isEmpty() || !mime->urls().first().isLocalFile()) return {};
@@ -56,8 +45,9 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
 
     m_browse = new QPushButton(tr("Choose dataset…"));
     m_browse->setObjectName(QStringLiteral("browseDatasetButton"));
-    m_browse->setToolTip(tr("A .jsonl, .json or .txt file: alpaca, chat messages, ShareGPT, prompt/completion or "
-                            "plain text (Ctrl+D)"));
+    m_browse->setToolTip(
+        tr("A .jsonl, .json or .txt file: alpaca, chat messages, ShareGPT, prompt/completion or "
+           "plain text (Ctrl+D)"));
     connect(m_browse, &QPushButton::clicked, this, &DataPage::browse);
     m_pathLabel = new QLabel(tr("No dataset selected. Choose a file or drop one here."));
     m_pathLabel->setObjectName(QStringLiteral("datasetPathLabel"));
@@ -66,8 +56,9 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
 
     m_formatCombo = new QComboBox;
     m_formatCombo->setObjectName(QStringLiteral("formatCombo"));
-    m_formatCombo->setToolTip(tr("How records are read. Auto detects the format from the keys of the first records; "
-                                 "choose one to override the detection"));
+    m_formatCombo->setToolTip(
+        tr("How records are read. Auto detects the format from the keys of the first records; "
+           "choose one to override the detection"));
     m_formatCombo->addItem(tr("auto-detect"), QStringLiteral("auto"));
     for (DatasetFormat f : {DatasetFormat::Alpaca, DatasetFormat::Chat, DatasetFormat::ShareGpt,
                             DatasetFormat::PromptCompletion, DatasetFormat::Text}) {
@@ -125,8 +116,9 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     m_sampleInfo->setObjectName(QStringLiteral("sampleInfoLabel"));
     m_preview = new QTextBrowser;
     m_preview->setObjectName(QStringLiteral("previewView"));
-    m_preview->setToolTip(tr("The text the model sees. Highlighted: the tokens the loss is computed on (the replies); "
-                             "the rest is context"));
+    m_preview->setToolTip(
+        tr("The text the model sees. Highlighted: the tokens the loss is computed on (the replies); "
+           "the rest is context"));
     auto* sampleRow = new QHBoxLayout;
     sampleRow->addWidget(new QLabel(tr("Sample")));
     sampleRow->addWidget(m_sampleSpin);
@@ -143,8 +135,9 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     m_packingLabel = new QLabel;
     m_packingLabel->setObjectName(QStringLiteral("packingLabel"));
     m_packingLabel->setWordWrap(true);
-    m_packingLabel->setToolTip(tr("Real tokens / (micro-batches x batch tokens) at the Train page's settings: the "
-                                  "share of compute spent on data rather than padding"));
+    m_packingLabel->setToolTip(
+        tr("Real tokens / (micro-batches x batch tokens) at the Train page's settings: the "
+           "share of compute spent on data rather than padding"));
     auto* lengthLayout = new QVBoxLayout(lengthBox);
     lengthLayout->addWidget(m_histogram, 1);
     lengthLayout->addWidget(m_lengthStats);
@@ -221,16 +214,17 @@ void DataPage::startRead() {
     showTokens();
     setStatusText(m_records, tr("Reading %1…").arg(QFileInfo(m_path).fileName()), Tone::Neutral);
     const QString path = m_path, format = m_format;
-    runJob<DatasetRead>(this, [path, format] { return readDatasetFile(path, format); },
-                        [this, generation](const DatasetRead& result) {
-                            if (generation != m_readGeneration) return;
-                            m_read = result;
-                            if (m_read.dataset) m_recent.add(m_read.path);
-                            reloadRecent();
-                            showRead();
-                            emitChanged();
-                            startTokenize();
-                        });
+    runAsync(
+        this, [path, format] { return readDatasetFile(path, format); },
+        [this, generation](const DatasetRead& result) {
+            if (generation != m_readGeneration) return;
+            m_read = result;
+            if (m_read.dataset) m_recent.add(m_read.path);
+            reloadRecent();
+            showRead();
+            emitChanged();
+            startTokenize();
+        });
 }
 
 void DataPage::startTokenize() {
@@ -242,14 +236,15 @@ void DataPage::startTokenize() {
     m_sampleInfo->setText(tr("Rendering with the model's tokenizer…"));
     const auto dataset = m_read.dataset;
     const QString model = m_model;
-    runJob<DatasetTokens>(this, [dataset, model] { return tokenizeForPreview(dataset, model); },
-                          [this, generation](const DatasetTokens& result) {
-                              if (generation != m_tokenGeneration) return;
-                              m_tokens = result;
-                              showTokens();
-                              if (datasetValid() != m_lastEmittedValid) emitChanged();
-                              startSummary();
-                          });
+    runAsync(
+        this, [dataset, model] { return tokenizeForPreview(dataset, model); },
+        [this, generation](const DatasetTokens& result) {
+            if (generation != m_tokenGeneration) return;
+            m_tokens = result;
+            showTokens();
+            if (datasetValid() != m_lastEmittedValid) emitChanged();
+            startSummary();
+        });
 }
 
 void DataPage::startSummary() {
@@ -260,9 +255,8 @@ void DataPage::startSummary() {
     const int maxSeqLen = m_maxSeqLen, batchTokens = m_batchTokens;
     const bool packing = m_packing;
     const int32_t padId = m_tokens.padId;
-    runJob<LimitsSummary>(
-        this,
-        [=] { return summarizeLimits(dataset, tokens, maxSeqLen, batchTokens, packing, padId); },
+    runAsync(
+        this, [=] { return summarizeLimits(dataset, tokens, maxSeqLen, batchTokens, packing, padId); },
         [this, generation, maxSeqLen, batchTokens, packing](const LimitsSummary& r) {
             if (generation != m_summaryGeneration) return;
             if (!r.error.isEmpty()) {
@@ -299,7 +293,7 @@ void DataPage::showRead() {
         return;
     }
     m_formatLabel->setText(m_format == QLatin1String("auto") ? tr("detected: %1").arg(m_read.detectedFormat)
-                                                              : tr("forced: %1").arg(m_read.detectedFormat));
+                                                             : tr("forced: %1").arg(m_read.detectedFormat));
     QString text = tr("%1 records: %2 valid, %3 invalid")
                        .arg(m_read.totalRecords)
                        .arg(m_read.totalRecords - m_read.invalidRecords)
@@ -329,8 +323,9 @@ void DataPage::showTokens() {
         if (!m_tokens.error.isEmpty())
             setStatusText(m_sampleInfo, m_tokens.error, Tone::Bad);
         else if (m_read.dataset && m_model.isEmpty())
-            setStatusText(m_sampleInfo, tr("The preview, token lengths and packing need a model: choose one on the "
-                                           "Model page."),
+            setStatusText(m_sampleInfo,
+                          tr("The preview, token lengths and packing need a model: choose one on the "
+                             "Model page."),
                           Tone::Neutral);
         else
             setStatusText(m_sampleInfo, QString(), Tone::Neutral);
@@ -386,10 +381,10 @@ void DataPage::showPreview(int sample) {
     const uint32_t record = t.record[static_cast<size_t>(sample)];
     if (record < d.records.size()) {
         const QString path = d.files.empty() ? QString() : QString::fromStdString(d.files[0].string());
-        where = QString::fromStdString(d.location(d.records[record].location));
-        if (where.startsWith(path + ':')) where = tr("line %1").arg(where.mid(path.size() + 1));
+        where = shortLocation(d.location(d.records[record].location), path);
     }
-    setStatusText(m_sampleInfo, tr("of %1 (%2): %3 tokens, %4 trained").arg(t.size()).arg(where).arg(total).arg(trained),
+    setStatusText(m_sampleInfo,
+                  tr("of %1 (%2): %3 tokens, %4 trained").arg(t.size()).arg(where).arg(total).arg(trained),
                   Tone::Neutral);
 }
 

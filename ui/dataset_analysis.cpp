@@ -12,18 +12,26 @@ namespace {
 constexpr size_t kShownInvalid = 200;
 constexpr int32_t kIgnore = -100;
 
-QString message(const std::exception& e) { return QString::fromUtf8(e.what()); }
+QString message(const std::exception& e) {
+    return QString::fromUtf8(e.what());
+}
 
 }  // namespace
 
-double trainingMaxInvalidFraction() { return ReadOptions{}.max_invalid_fraction; }
+double trainingMaxInvalidFraction() {
+    return ReadOptions{}.max_invalid_fraction;
+}
+
+QString shortLocation(const std::string& location, const QString& path) {
+    const QString where = QString::fromStdString(location);
+    // The engine writes "path:line" or "path:line (element N)"; the page shows one file, so the path goes.
+    return where.startsWith(path + ':') ? QStringLiteral("line ") + where.mid(path.size() + 1) : where;
+}
 
 QString describeInvalid(const InvalidRecord& record, const QString& path) {
-    QString where = QString::fromStdString(record.location);
-    // The engine writes "path:line" or "path:line (element N)"; the page shows one file, so the path goes.
-    if (where.startsWith(path + ':')) where = QStringLiteral("line ") + where.mid(path.size() + 1);
     return QStringLiteral("%1: %2: %3")
-        .arg(where, QString::fromUtf8(std::string(invalid_reason_name(record.reason)).c_str()),
+        .arg(shortLocation(record.location, path),
+             QString::fromUtf8(std::string(invalid_reason_name(record.reason)).c_str()),
              QString::fromStdString(record.message));
 }
 
@@ -49,8 +57,9 @@ DatasetRead readDatasetFile(const QString& path, const QString& format) {
         if (dataset->records.empty())
             r.error = QStringLiteral("No valid record: nothing to train on.");
         else if (!r.valid)
-            r.error = QStringLiteral("%1 of %2 records are invalid (%3%): training refuses more than %4%. Fix the lines "
-                                     "listed, or choose the right format.")
+            r.error = QStringLiteral(
+                          "%1 of %2 records are invalid (%3%): training refuses more than %4%. Fix the lines "
+                          "listed, or choose the right format.")
                           .arg(r.invalidRecords)
                           .arg(r.totalRecords)
                           .arg(100.0 * fraction, 0, 'f', 1)

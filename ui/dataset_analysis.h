@@ -29,14 +29,14 @@ double trainingMaxInvalidFraction();
 
 struct DatasetRead {
     QString path;
-    QString format;                               // requested: "auto" or a format name
-    std::shared_ptr<const Dataset> dataset;       // null when the file could not be read at all
-    QString error;                                // why not (or why training would refuse it)
-    QString detectedFormat;                       // "alpaca", ...
+    QString format;                          // requested: "auto" or a format name
+    std::shared_ptr<const Dataset> dataset;  // null when the file could not be read at all
+    QString error;                           // why not (or why training would refuse it)
+    QString detectedFormat;                  // "alpaca", ...
     int64_t totalRecords = 0;
     int64_t invalidRecords = 0;
-    QStringList invalid;                          // "line 3: json_syntax: …", the first ones
-    bool valid = false;                           // training would accept the records
+    QStringList invalid;  // "line 3: json_syntax: …", the first ones
+    bool valid = false;   // training would accept the records
 };
 DatasetRead readDatasetFile(const QString& path, const QString& format);
 
@@ -62,6 +62,8 @@ LimitsSummary summarizeLimits(std::shared_ptr<const Dataset> dataset, std::share
 // and dropped samples.
 TokenizedDataset cutToLength(const TokenizedDataset& full, int maxSeqLen);
 
+// "line 12" (or "line 12 (element 3)") for a record location in the file at `path`.
+QString shortLocation(const std::string& location, const QString& path);
 // "line 12: json_syntax: …" for an invalid record of the file at `path`.
 QString describeInvalid(const InvalidRecord& record, const QString& path);
 

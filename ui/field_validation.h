@@ -9,7 +9,9 @@
 
 namespace tandem::ui {
 
-inline bool fieldMarkedInvalid(const QWidget* field) { return field->property("invalid").toBool(); }
+inline bool fieldMarkedInvalid(const QWidget* field) {
+    return field->property("invalid").toBool();
+}
 
 inline void markFieldInvalid(QWidget* field, const QString& reason) {
     if (!fieldMarkedInvalid(field)) field->setProperty("validTooltip", field->toolTip());

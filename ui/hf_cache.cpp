@@ -41,7 +41,8 @@ QList<HfCacheModel> scanHfCache(const QString& cacheDir) {
         }
         if (chosen.isEmpty()) continue;
         // "models--Qwen--Qwen3-0.6B" -> "Qwen/Qwen3-0.6B" (hub repo names never contain "--").
-        const QString id = repo.mid(QStringLiteral("models--").size()).replace(QStringLiteral("--"), QStringLiteral("/"));
+        const QString id =
+            repo.mid(QStringLiteral("models--").size()).replace(QStringLiteral("--"), QStringLiteral("/"));
         models.append({id, QDir::cleanPath(chosen)});
     }
     std::sort(models.begin(), models.end(), [](const HfCacheModel& a, const HfCacheModel& b) {

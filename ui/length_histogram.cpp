@@ -23,8 +23,9 @@ int niceBinWidth(int range) {
 
 LengthHistogram::LengthHistogram(QWidget* parent) : QCustomPlot(parent) {
     setObjectName(QStringLiteral("lengthHistogram"));
-    setToolTip(tr("Tokens per sample after rendering with the model's chat template; the dashed line is max_seq_len "
-                  "(longer samples keep their first max_seq_len tokens)"));
+    setToolTip(
+        tr("Tokens per sample after rendering with the model's chat template; the dashed line is max_seq_len "
+           "(longer samples keep their first max_seq_len tokens)"));
     setMinimumHeight(180);
     m_bars = new QCPBars(xAxis, yAxis);
     m_bars->setName(tr("samples"));

@@ -22,7 +22,7 @@ public:
 
     void setLengths(std::span<const int32_t> lengths);  // token count per sample
     void clearLengths();
-    void setCutoff(int maxSeqLen);                      // 0: no limit (no line)
+    void setCutoff(int maxSeqLen);  // 0: no limit (no line)
 
     QCPBars* bars() const { return m_bars; }
     QCPItemStraightLine* cutoffLine() const { return m_cutoff; }

@@ -19,10 +19,14 @@ namespace {
 
 QString categoryPrefix(const Error& e) {
     switch (e.category()) {
-    case ErrorCategory::Unsupported: return QStringLiteral("Not supported: ");
-    case ErrorCategory::InvalidInput: return QStringLiteral("Not a usable model folder: ");
-    case ErrorCategory::Io: return QStringLiteral("Cannot read the folder: ");
-    default: return QStringLiteral("Error: ");
+        case ErrorCategory::Unsupported:
+            return QStringLiteral("Not supported: ");
+        case ErrorCategory::InvalidInput:
+            return QStringLiteral("Not a usable model folder: ");
+        case ErrorCategory::Io:
+            return QStringLiteral("Cannot read the folder: ");
+        default:
+            return QStringLiteral("Error: ");
     }
 }
 
@@ -52,12 +56,14 @@ ModelInspection inspectModelFolder(const QString& folder) {
         for (const auto& n : info.notes) r.notes.append(QString::fromStdString(n));
         r.demo = isDemoConfig(QString::fromStdString(info.config_path.string()));
         r.supported = c.supported;
-        if (!c.supported) r.reason = QStringLiteral("Not yet supported: ") + QString::fromStdString(c.unsupported_reason);
+        if (!c.supported)
+            r.reason = QStringLiteral("Not yet supported: ") + QString::fromStdString(c.unsupported_reason);
         if (info.has_tokenizer_json) {
             try {
                 const Tokenizer tok = Tokenizer::load(info.dir);
                 r.hasTokenizer = true;
-                r.tokenizer = QStringLiteral("%1, %2 ids").arg(QString::fromStdString(tok.kind())).arg(tok.vocab_size());
+                r.tokenizer =
+                    QStringLiteral("%1, %2 ids").arg(QString::fromStdString(tok.kind())).arg(tok.vocab_size());
             } catch (const Error& e) {
                 r.tokenizer = QStringLiteral("unreadable");
                 r.supported = false;
@@ -67,8 +73,9 @@ ModelInspection inspectModelFolder(const QString& folder) {
             r.tokenizer = QStringLiteral("none (tokenizer.json missing)");
             if (r.supported) {
                 r.supported = false;
-                r.reason = QStringLiteral("No tokenizer.json in the folder: training needs the model's tokenizer. "
-                                          "Copy tokenizer.json (and tokenizer_config.json) from the model's repository.");
+                r.reason = QStringLiteral(
+                    "No tokenizer.json in the folder: training needs the model's tokenizer. "
+                    "Copy tokenizer.json (and tokenizer_config.json) from the model's repository.");
             }
         }
     } catch (const Error& e) {

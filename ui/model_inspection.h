@@ -13,21 +13,21 @@ namespace tandem::ui {
 
 struct ModelInspection {
     QString folder;
-    bool inspected = false;   // inspect_model_dir succeeded (the fields below are filled)
-    bool supported = false;   // trainable by Tandem
-    QString reason;           // why not, when !supported (the engine's message)
-    QString architecture;     // "LlamaForCausalLM"
-    QString modelType;        // "llama"
+    bool inspected = false;  // inspect_model_dir succeeded (the fields below are filled)
+    bool supported = false;  // trainable by Tandem
+    QString reason;          // why not, when !supported (the engine's message)
+    QString architecture;    // "LlamaForCausalLM"
+    QString modelType;       // "llama"
     int64_t layers = 0;
     int64_t hiddenSize = 0;
     int64_t parameters = 0;
-    QStringList dtypes;       // {"BF16"}
+    QStringList dtypes;  // {"BF16"}
     uint64_t weightBytes = 0;
-    QString tokenizer;        // "SentencePiece BPE, 356 ids" or why there is none
+    QString tokenizer;  // "SentencePiece BPE, 356 ids" or why there is none
     bool hasTokenizer = false;
     bool hasChatTemplate = false;
-    bool demo = false;        // the built-in demo model (random weights)
-    QStringList notes;        // the engine's remarks (ignored files, skipped checks)
+    bool demo = false;  // the built-in demo model (random weights)
+    QStringList notes;  // the engine's remarks (ignored files, skipped checks)
 };
 
 // Runs on a worker thread. Never throws.

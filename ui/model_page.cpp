@@ -7,7 +7,6 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
-#include <QFutureWatcher>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -18,9 +17,9 @@
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QVBoxLayout>
-#include <QtConcurrent>
 
 #include "ui/hf_cache.h"
+#include "ui/run_async.h"
 #include "ui/status_text.h"
 
 namespace tandem::ui {
@@ -72,8 +71,9 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
     m_recentList->setToolTip(tr("Model folders you used before: click one to select it"));
     m_hfList = new QListWidget;
     m_hfList->setObjectName(QStringLiteral("hfCacheModels"));
-    m_hfList->setToolTip(tr("Models downloaded with Hugging Face tools (huggingface-cli, transformers): click one to "
-                            "select it"));
+    m_hfList->setToolTip(
+        tr("Models downloaded with Hugging Face tools (huggingface-cli, transformers): click one to "
+           "select it"));
     m_hfLabel = new QLabel(tr("Hugging Face cache"));
     m_hfLabel->setWordWrap(true);
     // A click selects another model; Enter or a double click also re-inspects the current one (after a fix).
@@ -160,13 +160,9 @@ void ModelPage::inspect(const QString& folder, std::function<ModelInspection()> 
         l->setText(QStringLiteral("…"));
     setStatusText(m_status, tr("Inspecting…"), Tone::Neutral);
 
-    auto* watcher = new QFutureWatcher<ModelInspection>(this);
-    connect(watcher, &QFutureWatcher<ModelInspection>::finished, this, [this, watcher, generation] {
-        watcher->deleteLater();
-        if (generation != m_generation) return;  // a newer selection replaced this one
-        showInspection(watcher->result());
+    runAsync(this, std::move(job), [this, generation](const ModelInspection& result) {
+        if (generation == m_generation) showInspection(result);  // else a newer selection replaced this one
     });
-    watcher->setFuture(QtConcurrent::run(std::move(job)));
 }
 
 void ModelPage::showInspection(const ModelInspection& r) {
@@ -213,20 +209,18 @@ void ModelPage::reloadRecent() {
 void ModelPage::rescanHfCache() {
     const QString dir = hfHubCacheDir();
     m_hfLabel->setText(tr("Hugging Face cache (scanning %1…)").arg(dir));
-    auto* watcher = new QFutureWatcher<QList<HfCacheModel>>(this);
-    connect(watcher, &QFutureWatcher<QList<HfCacheModel>>::finished, this, [this, watcher, dir] {
-        watcher->deleteLater();
-        const QList<HfCacheModel> models = watcher->result();
-        m_hfList->clear();
-        for (const HfCacheModel& m : models) {
-            auto* item = new QListWidgetItem(m.repoId, m_hfList);
-            item->setData(Qt::UserRole, m.snapshot);
-            item->setToolTip(m.snapshot);
-        }
-        m_hfLabel->setText(models.isEmpty() ? tr("Hugging Face cache: no models in %1").arg(dir)
-                                            : tr("Hugging Face cache (%1)").arg(dir));
-    });
-    watcher->setFuture(QtConcurrent::run([dir] { return scanHfCache(dir); }));
+    runAsync(
+        this, [dir] { return scanHfCache(dir); },
+        [this, dir](const QList<HfCacheModel>& models) {
+            m_hfList->clear();
+            for (const HfCacheModel& m : models) {
+                auto* item = new QListWidgetItem(m.repoId, m_hfList);
+                item->setData(Qt::UserRole, m.snapshot);
+                item->setToolTip(m.snapshot);
+            }
+            m_hfLabel->setText(models.isEmpty() ? tr("Hugging Face cache: no models in %1").arg(dir)
+                                                : tr("Hugging Face cache (%1)").arg(dir));
+        });
 }
 
 void ModelPage::dragEnterEvent(QDragEnterEvent* event) {

@@ -16,8 +16,8 @@ public:
 
     explicit RecentList(QString settingsKey) : m_key(std::move(settingsKey)) {}
 
-    QStringList paths() const;        // existing paths, most recent first
-    void add(const QString& path);    // moves `path` to the front
+    QStringList paths() const;      // existing paths, most recent first
+    void add(const QString& path);  // moves `path` to the front
 
 private:
     QString m_key;

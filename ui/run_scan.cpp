@@ -37,10 +37,14 @@ QByteArray lastLine(const QString& path) {
 
 QString runStatusName(RunStatus status) {
     switch (status) {
-    case RunStatus::Finished: return QStringLiteral("finished");
-    case RunStatus::Stopped: return QStringLiteral("stopped");
-    case RunStatus::Failed: return QStringLiteral("failed");
-    case RunStatus::Empty: return QStringLiteral("empty");
+        case RunStatus::Finished:
+            return QStringLiteral("finished");
+        case RunStatus::Stopped:
+            return QStringLiteral("stopped");
+        case RunStatus::Failed:
+            return QStringLiteral("failed");
+        case RunStatus::Empty:
+            return QStringLiteral("empty");
     }
     return {};
 }

@@ -22,20 +22,20 @@ enum class RunStatus { Finished, Stopped, Failed, Empty };
 QString runStatusName(RunStatus status);  // "finished", "stopped", "failed", "empty"
 
 struct RunEntry {
-    QString dir;        // absolute path of the run folder
-    QString name;       // the folder's name
-    QString model;      // model folder (display name)
+    QString dir;    // absolute path of the run folder
+    QString name;   // the folder's name
+    QString model;  // model folder (display name)
     QString modelPath;
-    QString dataset;    // dataset file name
+    QString dataset;  // dataset file name
     QString datasetPath;
     RunStatus status = RunStatus::Empty;
-    QString statusDetail;   // e.g. "resumable from checkpoints/step-40"
-    int64_t steps = 0;      // last step in metrics.jsonl
+    QString statusDetail;  // e.g. "resumable from checkpoints/step-40"
+    int64_t steps = 0;     // last step in metrics.jsonl
     double finalLoss = std::numeric_limits<double>::quiet_NaN();
-    QDateTime date;         // when config.json was written (the run's start)
+    QDateTime date;  // when config.json was written (the run's start)
     bool hasAdapter = false;
     bool hasCheckpoint = false;
-    QString configError;    // config.json could not be parsed
+    QString configError;  // config.json could not be parsed
 };
 
 // Every run folder directly under `folder`, newest first.

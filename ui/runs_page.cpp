@@ -3,7 +3,6 @@
 
 #include <QDir>
 #include <QFileInfo>
-#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -15,13 +14,13 @@
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QVBoxLayout>
-#include <QtConcurrent>
 
 #include <cmath>
 #include <exception>
 
 #include <qcustomplot.h>
 
+#include "ui/run_async.h"
 #include "ui/status_text.h"
 
 namespace tandem::ui {
@@ -42,6 +41,19 @@ QTableWidgetItem* item(const QString& text, const QVariant& sortValue = {}) {
         i->setText(text);
     return i;
 }
+
+// Shown in the locale's short format, sorted by the time itself.
+class DateItem : public QTableWidgetItem {
+public:
+    explicit DateItem(const QDateTime& date) {
+        setFlags(Qt::ItemIsSelectable | Qt::ItemIsEnabled);
+        setText(QLocale().toString(date, QLocale::ShortFormat));
+        setData(Qt::UserRole, date);
+    }
+    bool operator<(const QTableWidgetItem& other) const override {
+        return data(Qt::UserRole).toDateTime() < other.data(Qt::UserRole).toDateTime();
+    }
+};
 
 QPushButton* button(const QString& text, const char* name, const QString& tip) {
     auto* b = new QPushButton(text);
@@ -73,6 +85,7 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
     m_table->verticalHeader()->hide();
     m_table->horizontalHeader()->setStretchLastSection(true);
     m_table->setToolTip(tr("Runs in the runs folder. Select two or more to compare their loss curves"));
+    m_table->horizontalHeader()->setSortIndicator(ColDate, Qt::DescendingOrder);  // newest first, until the user sorts
     connect(m_table, &QTableWidget::itemSelectionChanged, this, &RunsPage::onSelectionChanged);
 
     m_plot = new QCustomPlot;
@@ -110,16 +123,18 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
     auto* splitter = new QSplitter(Qt::Vertical);
     splitter->addWidget(m_table);
     splitter->addWidget(m_plot);
+    splitter->setSizes({300, 300});  // proportions: half table, half plot
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(top);
     layout->addWidget(splitter, 1);
     layout->addLayout(buttons);
 
     onSelectionChanged();
-    setRunsFolder(QSettings()
-                      .value(QStringLiteral("runs/folder"),
-                             QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs"))
-                      .toString());
+    setRunsFolder(
+        QSettings()
+            .value(QStringLiteral("runs/folder"),
+                   QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs"))
+            .toString());
 }
 
 void RunsPage::setRunsFolder(const QString& folder) {
@@ -134,12 +149,11 @@ void RunsPage::refresh() {
     const quint64 generation = ++m_scanGeneration;
     if (m_keepSelected.isEmpty()) m_keepSelected = selectedRunDirs();
     const QString folder = m_folder;
-    auto* watcher = new QFutureWatcher<QList<RunEntry>>(this);
-    connect(watcher, &QFutureWatcher<QList<RunEntry>>::finished, this, [this, watcher, generation] {
-        watcher->deleteLater();
-        if (generation == m_scanGeneration) showRuns(watcher->result());
-    });
-    watcher->setFuture(QtConcurrent::run([folder] { return scanRunsFolder(folder); }));
+    runAsync(
+        this, [folder] { return scanRunsFolder(folder); },
+        [this, generation](const QList<RunEntry>& runs) {
+            if (generation == m_scanGeneration) showRuns(runs);
+        });
 }
 
 void RunsPage::showEvent(QShowEvent* event) {
@@ -155,7 +169,6 @@ void RunsPage::showRuns(const QList<RunEntry>& runs) {
     m_table->setSortingEnabled(false);
     m_table->clearContents();
     m_table->setRowCount(static_cast<int>(runs.size()));
-    const QLocale locale;
     for (int row = 0; row < runs.size(); ++row) {
         const RunEntry& r = runs[row];
         auto* name = item(r.name);
@@ -173,7 +186,7 @@ void RunsPage::showRuns(const QList<RunEntry>& runs) {
         m_table->setItem(row, ColStatus, status);
         m_table->setItem(row, ColSteps, item({}, QVariant::fromValue<qlonglong>(r.steps)));
         m_table->setItem(row, ColLoss, std::isfinite(r.finalLoss) ? item({}, r.finalLoss) : item(QStringLiteral("—")));
-        m_table->setItem(row, ColDate, item(locale.toString(r.date, QLocale::ShortFormat)));
+        m_table->setItem(row, ColDate, new DateItem(r.date));
     }
     m_table->resizeColumnsToContents();
     m_table->setSortingEnabled(true);
@@ -181,8 +194,10 @@ void RunsPage::showRuns(const QList<RunEntry>& runs) {
         if (keep.contains(m_table->item(row, ColName)->data(Qt::UserRole).toString()))
             m_table->selectionModel()->select(m_table->model()->index(row, 0),
                                               QItemSelectionModel::Select | QItemSelectionModel::Rows);
-    setStatusText(m_status, runs.isEmpty() ? tr("No runs yet in this folder.") : tr("%n run(s).", nullptr, static_cast<int>(runs.size())),
-                  Tone::Neutral);
+    setStatusText(
+        m_status,
+        runs.isEmpty() ? tr("No runs yet in this folder.") : tr("%n run(s).", nullptr, static_cast<int>(runs.size())),
+        Tone::Neutral);
     onSelectionChanged();
 }
 
@@ -215,16 +230,16 @@ void RunsPage::loadCurves(const QStringList& dirs) {
         showCurves({});
         return;
     }
-    auto* watcher = new QFutureWatcher<QList<LossCurve>>(this);
-    connect(watcher, &QFutureWatcher<QList<LossCurve>>::finished, this, [this, watcher, generation] {
-        watcher->deleteLater();
-        if (generation == m_curveGeneration) showCurves(watcher->result());
-    });
-    watcher->setFuture(QtConcurrent::run([dirs] {
-        QList<LossCurve> curves;
-        for (const QString& dir : dirs) curves.append(readLossCurve(dir));
-        return curves;
-    }));
+    runAsync(
+        this,
+        [dirs] {
+            QList<LossCurve> curves;
+            for (const QString& dir : dirs) curves.append(readLossCurve(dir));
+            return curves;
+        },
+        [this, generation](const QList<LossCurve>& curves) {
+            if (generation == m_curveGeneration) showCurves(curves);
+        });
 }
 
 void RunsPage::showCurves(const QList<LossCurve>& curves) {

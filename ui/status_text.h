@@ -12,9 +12,15 @@ enum class Tone { Neutral, Good, Bad };
 inline void setStatusText(QLabel* label, const QString& text, Tone tone) {
     label->setText(text);
     switch (tone) {
-    case Tone::Neutral: label->setStyleSheet(QString()); break;
-    case Tone::Good: label->setStyleSheet(QStringLiteral("color: #2e9d4f;")); break;
-    case Tone::Bad: label->setStyleSheet(QStringLiteral("color: #d64541;")); break;
+        case Tone::Neutral:
+            label->setStyleSheet(QString());
+            break;
+        case Tone::Good:
+            label->setStyleSheet(QStringLiteral("color: #2e9d4f;"));
+            break;
+        case Tone::Bad:
+            label->setStyleSheet(QStringLiteral("color: #d64541;"));
+            break;
     }
     label->setProperty("tone", static_cast<int>(tone));
 }

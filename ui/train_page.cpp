@@ -10,7 +10,6 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
-#include <QFutureWatcher>
 #include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -24,7 +23,6 @@
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QVBoxLayout>
-#include <QtConcurrent>
 
 #include <cmath>
 #include <exception>
@@ -37,11 +35,14 @@
 #include "ui/field_validation.h"
 #include "ui/hf_cache.h"
 #include "ui/model_inspection.h"
+#include "ui/run_async.h"
 #include "ui/status_text.h"
 
 // The presets are compiled into the static tandem_ui library; a static library's resources must be
 // registered explicitly (Q_INIT_RESOURCE works only outside a namespace).
-static void initPresetResources() { Q_INIT_RESOURCE(presets); }
+static void initPresetResources() {
+    Q_INIT_RESOURCE(presets);
+}
 
 namespace tandem::ui {
 namespace {
@@ -53,23 +54,29 @@ const QStringList kPresetOrder = {QStringLiteral("quick_test"), QStringLiteral("
 QString checkpointingExplanation(const QString& policy) {
     if (policy == QLatin1String("off")) return QObject::tr("Off: keep every activation. Fastest, most GPU memory.");
     if (policy == QLatin1String("recompute"))
-        return QObject::tr("Recompute: keep only each block's input and recompute the block in the backward pass "
-                           "(about a third more compute, far less memory).");
+        return QObject::tr(
+            "Recompute: keep only each block's input and recompute the block in the backward pass "
+            "(about a third more compute, far less memory).");
     if (policy == QLatin1String("smart"))
-        return QObject::tr("Smart: block inputs wait in pinned host memory and come back double-buffered while the "
-                           "GPU computes (least GPU memory, little slowdown).");
+        return QObject::tr(
+            "Smart: block inputs wait in pinned host memory and come back double-buffered while the "
+            "GPU computes (least GPU memory, little slowdown).");
     if (policy == QLatin1String("smart-single"))
-        return QObject::tr("Smart, single buffer: as smart with one reload buffer (less pinned host memory, less "
-                           "overlap).");
-    return QObject::tr("Auto: the fastest policy that fits the GPU (off, then recompute, smart, smart-single). "
-                       "No effect on the CPU.");
+        return QObject::tr(
+            "Smart, single buffer: as smart with one reload buffer (less pinned host memory, less "
+            "overlap).");
+    return QObject::tr(
+        "Auto: the fastest policy that fits the GPU (off, then recompute, smart, smart-single). "
+        "No effect on the CPU.");
 }
 
 QString packingExplanation(bool packing) {
-    return packing ? QObject::tr("Packing on: several samples share each micro-batch, back to back, each attending "
-                                 "only to itself. No compute is spent on padding.")
-                   : QObject::tr("Packing off: one sample per padded row. Simpler batches, compute spent on "
-                                 "padding (see the Data page's efficiency).");
+    return packing ? QObject::tr(
+                         "Packing on: several samples share each micro-batch, back to back, each attending "
+                         "only to itself. No compute is spent on padding.")
+                   : QObject::tr(
+                         "Packing off: one sample per padded row. Simpler batches, compute spent on "
+                         "padding (see the Data page's efficiency).");
 }
 
 QString presetDisplayName(const QString& baseName) {
@@ -79,7 +86,9 @@ QString presetDisplayName(const QString& baseName) {
     return name;
 }
 
-QString engineName(std::string_view name) { return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size())); }
+QString engineName(std::string_view name) {
+    return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+}
 
 }  // namespace
 
@@ -89,8 +98,9 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
 
     m_presetCombo = new QComboBox;
     m_presetCombo->setObjectName(QStringLiteral("presetCombo"));
-    m_presetCombo->setToolTip(tr("Starting points: quick test (a few steps to check everything works), balanced, "
-                                 "max quality (higher rank, more epochs). Editing a field switches to custom"));
+    m_presetCombo->setToolTip(
+        tr("Starting points: quick test (a few steps to check everything works), balanced, "
+           "max quality (higher rank, more epochs). Editing a field switches to custom"));
     m_runsFolderEdit = new QLineEdit;
     m_runsFolderEdit->setObjectName(QStringLiteral("runsFolderEdit"));
     m_runsFolderEdit->setToolTip(tr("Each run gets its own folder in here: config, metrics, checkpoints, adapter"));
@@ -192,14 +202,16 @@ QWidget* TrainPage::buildLoraBox() {
     m_rank = new QSpinBox;
     m_rank->setObjectName(QStringLiteral("rankSpin"));
     m_rank->setRange(1, kLoraMaxRank);
-    m_rank->setToolTip(tr("Rank r of each adapter (B·A with A [r, in], B [out, r]). Higher: more capacity, more "
-                          "memory; 8-64 is typical"));
+    m_rank->setToolTip(
+        tr("Rank r of each adapter (B·A with A [r, in], B [out, r]). Higher: more capacity, more "
+           "memory; 8-64 is typical"));
     m_alpha = new QDoubleSpinBox;
     m_alpha->setObjectName(QStringLiteral("alphaSpin"));
     m_alpha->setRange(0.01, 100000);
     m_alpha->setDecimals(2);
-    m_alpha->setToolTip(tr("lora_alpha: the update is scaled by alpha / r (alpha / sqrt(r) with rsLoRA); 2 x r is "
-                           "a common choice"));
+    m_alpha->setToolTip(
+        tr("lora_alpha: the update is scaled by alpha / r (alpha / sqrt(r) with rsLoRA); 2 x r is "
+           "a common choice"));
     m_dropout = new QDoubleSpinBox;
     m_dropout->setObjectName(QStringLiteral("dropoutSpin"));
     m_dropout->setRange(0, 0.95);
@@ -265,8 +277,9 @@ QWidget* TrainPage::buildOptimizerBox() {
     m_batchTokens->setObjectName(QStringLiteral("batchTokensSpin"));
     m_batchTokens->setRange(1, 1 << 24);
     m_batchTokens->setSingleStep(256);
-    m_batchTokens->setToolTip(tr("Tokens per micro-batch (the packing budget). Larger: faster per token, more "
-                                 "activation memory. Must hold max seq len when packing"));
+    m_batchTokens->setToolTip(
+        tr("Tokens per micro-batch (the packing budget). Larger: faster per token, more "
+           "activation memory. Must hold max seq len when packing"));
     m_gradAccum = new QSpinBox;
     m_gradAccum->setObjectName(QStringLiteral("gradAccumSpin"));
     m_gradAccum->setRange(1, 4096);
@@ -304,8 +317,9 @@ QWidget* TrainPage::buildMemoryBox() {
     m_device->setObjectName(QStringLiteral("deviceCombo"));
     for (DeviceChoice d : {DeviceChoice::Auto, DeviceChoice::Cuda, DeviceChoice::Cpu})
         m_device->addItem(engineName(device_choice_name(d)), engineName(device_choice_name(d)));
-    m_device->setToolTip(tr("auto: the GPU when one is usable, else the CPU; cuda: require the GPU; cpu: the CPU "
-                            "reference backend (slow, for small models)"));
+    m_device->setToolTip(
+        tr("auto: the GPU when one is usable, else the CPU; cuda: require the GPU; cpu: the CPU "
+           "reference backend (slow, for small models)"));
     m_packing = new QCheckBox(tr("Packing"));
     m_packing->setObjectName(QStringLiteral("packingCheck"));
     m_packing->setToolTip(tr("Pack several samples into each micro-batch instead of padding one per row"));
@@ -345,7 +359,8 @@ QWidget* TrainPage::buildMemoryBox() {
 
 void TrainPage::loadPresets() {
     m_presetCombo->addItem(tr("custom"), QString());
-    QStringList names = QDir(QStringLiteral(":/presets")).entryList({QStringLiteral("*.json")}, QDir::Files, QDir::Name);
+    QStringList names =
+        QDir(QStringLiteral(":/presets")).entryList({QStringLiteral("*.json")}, QDir::Files, QDir::Name);
     std::stable_sort(names.begin(), names.end(), [](const QString& a, const QString& b) {
         const auto rank = [](const QString& n) {
             const qsizetype i = kPresetOrder.indexOf(QFileInfo(n).completeBaseName());
@@ -386,7 +401,8 @@ void TrainPage::fillFields(const RunConfig& c) {
     m_alpha->setValue(c.lora.alpha);
     m_dropout->setValue(c.lora.dropout);
     m_rslora->setChecked(c.lora.use_rslora);
-    for (auto it = m_targets.begin(); it != m_targets.end(); ++it) it.value()->setChecked(c.lora.targets(it.key().toStdString()));
+    for (auto it = m_targets.begin(); it != m_targets.end(); ++it)
+        it.value()->setChecked(c.lora.targets(it.key().toStdString()));
     m_lr->setText(QLocale::c().toString(c.training.lr, 'g', QLocale::FloatingPointShortest));
     m_schedule->setCurrentIndex(m_schedule->findData(engineName(lr_schedule_name(c.training.schedule))));
     m_warmup->setValue(static_cast<int>(std::min<int64_t>(c.training.warmup_steps, m_warmup->maximum())));
@@ -398,7 +414,8 @@ void TrainPage::fillFields(const RunConfig& c) {
     m_seed->setValue(static_cast<int>(std::min<uint64_t>(c.seed, static_cast<uint64_t>(m_seed->maximum()))));
     m_device->setCurrentIndex(m_device->findData(engineName(device_choice_name(c.device))));
     m_packing->setChecked(c.data.packing);
-    m_checkpointing->setCurrentIndex(m_checkpointing->findData(engineName(checkpoint_policy_name(c.memory.checkpointing))));
+    m_checkpointing->setCurrentIndex(
+        m_checkpointing->findData(engineName(checkpoint_policy_name(c.memory.checkpointing))));
     m_filling = false;
 }
 
@@ -417,7 +434,8 @@ RunConfig TrainPage::config() const {
     bool ok = false;
     const double lr = QLocale::c().toDouble(m_lr->text().trimmed(), &ok);
     c.training.lr = ok ? lr : std::numeric_limits<double>::quiet_NaN();
-    c.training.schedule = parse_lr_schedule(m_schedule->currentData().toString().toStdString()).value_or(LrSchedule::Linear);
+    c.training.schedule =
+        parse_lr_schedule(m_schedule->currentData().toString().toStdString()).value_or(LrSchedule::Linear);
     c.training.warmup_steps = m_warmup->value();
     c.training.epochs = m_epochs->value();
     c.training.max_steps = m_maxSteps->value();
@@ -427,8 +445,8 @@ RunConfig TrainPage::config() const {
     c.data.packing = m_packing->isChecked();
     c.seed = static_cast<uint64_t>(m_seed->value());
     c.device = parse_device_choice(m_device->currentData().toString().toStdString()).value_or(DeviceChoice::Auto);
-    c.memory.checkpointing =
-        parse_checkpoint_policy(m_checkpointing->currentData().toString().toStdString()).value_or(CheckpointPolicy::Auto);
+    c.memory.checkpointing = parse_checkpoint_policy(m_checkpointing->currentData().toString().toStdString())
+                                 .value_or(CheckpointPolicy::Auto);
     c.output_dir.clear();
     if (!runsFolder().isEmpty()) {
         QString name = modelDisplayName(m_model);
@@ -464,7 +482,9 @@ void TrainPage::setConfig(const RunConfig& c) {
     onFieldsChanged();
 }
 
-QString TrainPage::runsFolder() const { return m_runsFolderEdit->text().trimmed(); }
+QString TrainPage::runsFolder() const {
+    return m_runsFolderEdit->text().trimmed();
+}
 
 void TrainPage::setModel(const QString& folder, bool supported) {
     m_model = folder;
@@ -566,14 +586,15 @@ void TrainPage::markFields(const QString& message) {
         for (QWidget* w : rule.fields) markFieldInvalid(w, message);
     }
     // "training.batch_tokens: 256 is smaller than data.max_seq_len (512)": both fields are part of it.
-    if (message.startsWith(QLatin1String("training.batch_tokens")) && message.contains(QLatin1String("data.max_seq_len")))
+    if (message.startsWith(QLatin1String("training.batch_tokens")) &&
+        message.contains(QLatin1String("data.max_seq_len")))
         markFieldInvalid(m_maxSeqLen, message);
 }
 
 void TrainPage::clearMarks() {
-    for (QWidget* w : std::initializer_list<QWidget*>{m_rank, m_alpha, m_dropout, m_targetsBox, m_lr, m_warmup, m_epochs,
-                                                      m_maxSteps, m_batchTokens, m_gradAccum, m_maxSeqLen,
-                                                      m_runsFolderEdit})
+    for (QWidget* w :
+         std::initializer_list<QWidget*>{m_rank, m_alpha, m_dropout, m_targetsBox, m_lr, m_warmup, m_epochs, m_maxSteps,
+                                         m_batchTokens, m_gradAccum, m_maxSeqLen, m_runsFolderEdit})
         clearFieldInvalid(w);
 }
 
@@ -602,22 +623,20 @@ void TrainPage::startEstimate() {
         MemoryEstimate estimate;
         QString error;
     };
-    auto* watcher = new QFutureWatcher<Result>(this);
-    connect(watcher, &QFutureWatcher<Result>::finished, this, [this, watcher, generation] {
-        watcher->deleteLater();
-        if (generation != m_estimateGeneration) return;
-        const Result r = watcher->result();
-        showEstimate(r.estimate, r.error);
-    });
-    watcher->setFuture(QtConcurrent::run([c] {
-        Result r;
-        try {
-            r.estimate = estimate_memory(c);
-        } catch (const std::exception& e) {
-            r.error = QString::fromUtf8(e.what());
-        }
-        return r;
-    }));
+    runAsync(
+        this,
+        [c] {
+            Result r;
+            try {
+                r.estimate = estimate_memory(c);
+            } catch (const std::exception& e) {
+                r.error = QString::fromUtf8(e.what());
+            }
+            return r;
+        },
+        [this, generation](const Result& r) {
+            if (generation == m_estimateGeneration) showEstimate(r.estimate, r.error);
+        });
 }
 
 void TrainPage::showEstimate(const MemoryEstimate& e, const QString& error) {
@@ -645,19 +664,20 @@ void TrainPage::showEstimate(const MemoryEstimate& e, const QString& error) {
         m_memoryBar->setFormat(humanBytes(m.total));
     }
     m_memoryBar->setStyleSheet(e.fits ? QString() : QStringLiteral("QProgressBar::chunk { background: #d64541; }"));
-    QString text = tr("Estimated peak %1 of %2 %3, on %4, checkpointing %5: weights %6, LoRA + optimizer %7, "
-                      "activations %8")
-                       .arg(humanBytes(m.total), m.device_total ? humanBytes(m.device_total) : tr("unknown"), where,
-                            engineName(device_choice_name(e.device)), engineName(checkpoint_policy_name(e.checkpointing)),
-                            humanBytes(m.weights), humanBytes(m.lora_optimizer), humanBytes(m.activations));
+    QString text =
+        tr("Estimated peak %1 of %2 %3, on %4, checkpointing %5: weights %6, LoRA + optimizer %7, "
+           "activations %8")
+            .arg(humanBytes(m.total), m.device_total ? humanBytes(m.device_total) : tr("unknown"), where,
+                 engineName(device_choice_name(e.device)), engineName(checkpoint_policy_name(e.checkpointing)),
+                 humanBytes(m.weights), humanBytes(m.lora_optimizer), humanBytes(m.activations));
     if (m.workspace) text += tr(", workspace %1").arg(humanBytes(m.workspace));
     if (m.overhead) text += tr(", context %1").arg(humanBytes(m.overhead));
     if (m.pinned_host) text += tr("; pinned host %1").arg(humanBytes(m.pinned_host));
     text += '.';
     if (!e.message.empty()) text += QStringLiteral("\n") + QString::fromStdString(e.message);
     m_estimateFits = e.fits;
-    m_estimateProblem = e.fits ? QString()
-                               : tr("The run does not fit in %1: %2").arg(where, QString::fromStdString(e.message));
+    m_estimateProblem =
+        e.fits ? QString() : tr("The run does not fit in %1: %2").arg(where, QString::fromStdString(e.message));
     setStatusText(m_memoryLabel, text, e.fits ? Tone::Neutral : Tone::Bad);
     updateTrainButton();
 }

@@ -89,11 +89,11 @@ private:
     bool m_datasetValid = false;
     bool m_datasetConfirmed = false;
     bool m_running = false;
-    bool m_filling = false;           // fields are being set programmatically
-    QString m_fieldError;             // validate_run_config's message, empty when the fields are valid
+    bool m_filling = false;  // fields are being set programmatically
+    QString m_fieldError;    // validate_run_config's message, empty when the fields are valid
     bool m_estimatePending = false;
     bool m_estimateFits = false;
-    QString m_estimateProblem;        // why the estimate blocks training
+    QString m_estimateProblem;  // why the estimate blocks training
     quint64 m_estimateGeneration = 0;
     QString m_blockedReason;
     int m_lastMaxSeqLen = -1, m_lastBatchTokens = -1;
