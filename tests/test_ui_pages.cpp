@@ -11,6 +11,7 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QMessageBox>
+#include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -24,6 +25,7 @@
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QTimer>
+#include <QUrl>
 
 #include <atomic>
 #include <filesystem>
@@ -192,6 +194,29 @@ private slots:
         QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, r.center());
         QTRY_COMPARE_WITH_TIMEOUT(changedAgain.count(), 1, kWaitMs);
         QCOMPARE(again.modelPath(), m_demo);
+    }
+
+    void modelPageDropFolder() {
+        ModelPage page;
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        // A dropped file stands for its folder (dragging config.json out of a file manager).
+        QMimeData mime;
+        mime.setUrls({QUrl::fromLocalFile(m_demo + "/config.json")});
+        QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(&page, &enter);
+        QVERIFY(enter.isAccepted());
+        QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(&page, &drop);
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        QCOMPARE(changed.at(0).at(0).toString(), m_demo);
+        QCOMPARE(changed.at(0).at(1).toBool(), true);
+        // Text is not a folder: refused.
+        QMimeData text;
+        text.setText(QStringLiteral("hello"));
+        QDragEnterEvent refused(QPoint(10, 10), Qt::CopyAction, &text, Qt::LeftButton, Qt::NoModifier);
+        refused.setAccepted(false);
+        QApplication::sendEvent(&page, &refused);
+        QVERIFY(!refused.isAccepted());
     }
 
     void modelPageUnknownArchitecture() {
