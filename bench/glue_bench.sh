@@ -3,7 +3,8 @@
 #   bench/glue_bench.sh TANDEM_CLI OUTDIR [stage...]
 # Stages (default: all, in order; each writes OUTDIR/<name>.json + .log + .rc):
 #   meta      metadata built once per batch vs --rebuild-metadata-per-layer, Qwen3-0.6B (28 layers) and
-#             Llama-3.2-1B (16 layers), 16384 tokens of short samples (32..320 tokens, like Alpaca records)
+#             Llama-3.2-1B (16 layers), 16384 and 4096 tokens (META_TOKENS) of short samples (32..320 tokens,
+#             like Alpaca records)
 #   small     checkpointing off / recompute / smart-single / smart on Qwen3-0.6B and Llama-3.2-1B, 8x2048
 #   large     the same four on Llama-3.1-8B at 2x2048 and at 1x16384 tokens
 #   timeline  per-layer CUDA events of one micro-batch (8B, 1x16384, smart and smart-single)
@@ -42,9 +43,11 @@ hf() {  # hf NAME CONFIG ROWS SEQ
 for stage in $stages; do
   case $stage in
   meta)
-    for cfg in qwen3-0.6b llama-3.2-1b; do
-      tandem "meta-$cfg-once" "$cfg" 16384 320 off --min-seq-len 32
-      tandem "meta-$cfg-per-layer" "$cfg" 16384 320 off --min-seq-len 32 --rebuild-metadata-per-layer
+    for tokens in ${META_TOKENS:-16384 4096}; do
+      for cfg in qwen3-0.6b llama-3.2-1b; do
+        tandem "meta-$cfg-$tokens-once" "$cfg" "$tokens" 320 off --min-seq-len 32
+        tandem "meta-$cfg-$tokens-per-layer" "$cfg" "$tokens" 320 off --min-seq-len 32 --rebuild-metadata-per-layer
+      done
     done ;;
   small)
     for cfg in qwen3-0.6b llama-3.2-1b; do
