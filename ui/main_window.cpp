@@ -95,6 +95,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(m_data, &DataPage::datasetChanged, m_train, &TrainPage::setDataset);
     connect(m_train, &TrainPage::limitsChanged, m_data, &DataPage::setLimits);
     connect(m_train, &TrainPage::trainRequested, this, &MainWindow::startRun);
+    connect(m_train, &TrainPage::runsFolderChanged, m_runs, &RunsPage::setRunsFolder);
     connect(m_runs, &RunsPage::reopenConfig, this, [this](const tandem::RunConfig& config) {
         m_train->setConfig(config);
         showPage(TrainPageIndex);

@@ -8,9 +8,9 @@
 //  - Resume is offered after a stop or a failure when the run folder has a complete checkpoint; Export after
 //    a finished run or whenever a checkpoint exists (checked on the filesystem, a directory listing).
 //  - The throughput plot shows rates over the last kRateWindow steps (their tokens and step times summed):
-//    the engine measures a step when it collects it, one step late except for eval/checkpoint/last steps,
-//    so single step times swing between ~0 and twice the real time; a window evens that out. The ETA uses
-//    the engine's average since the run (re)started, which includes evaluation and checkpoint time.
+//    a backend that runs ahead (CUDA) has its steps timed when they are collected, one step late except
+//    around eval/checkpoint steps, so single step times swing; a window evens that out. The ETA uses the
+//    engine's average since the run (re)started, which includes evaluation and checkpoint time.
 #pragma once
 
 #include <QPointer>
