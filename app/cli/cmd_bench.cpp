@@ -469,6 +469,7 @@ Run add_bench_command(CLI::App& app) {
                             {"captured", graph_stats.captures},
                             {"replayed", graph_stats.replays},
                             {"cached", graph_stats.cached},
+                            {"capture_ms_total", graph_stats.capture_ms},
                             {"disabled_reason", graph_stats.disabled_reason}};
         j["rebuild_metadata_per_layer"] = o->rebuild_metadata;
         j["sample_lengths"] = lengths;
@@ -515,9 +516,10 @@ Run add_bench_command(CLI::App& app) {
         std::printf("    other         %8.2f ms  (upload, launch gaps, host waits)\n", other);
         std::printf("  host syncs      %.2f per step%s\n", host_syncs,
                     o->rebuild_metadata ? " (ablation: metadata rebuilt in every layer)" : "");
-        std::printf("  cuda graphs     %s: %lld micro-batches eager, %lld captured, %lld replayed%s%s\n",
+        std::printf("  cuda graphs     %s: %lld micro-batches eager, %lld captured (%.1f ms host time), %lld replayed%s%s\n",
                     o->cuda_graphs.c_str(), static_cast<long long>(graph_stats.eager),
-                    static_cast<long long>(graph_stats.captures), static_cast<long long>(graph_stats.replays),
+                    static_cast<long long>(graph_stats.captures), graph_stats.capture_ms,
+                    static_cast<long long>(graph_stats.replays),
                     graph_stats.disabled_reason.empty() ? "" : "; turned off: ", graph_stats.disabled_reason.c_str());
         std::printf("  model FLOPs     %.2f TFLOP/step (fwd %.2f, bwd %.2f) -> %.1f TFLOP/s\n", flops.total() / 1e12,
                     flops.forward / 1e12, flops.backward / 1e12, achieved / 1e12);

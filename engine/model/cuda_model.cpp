@@ -49,6 +49,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1334,6 +1335,7 @@ bool CudaModel::Impl::run_graphed() {
     auto it = std::find_if(graphs.begin(), graphs.end(), [&](const CachedGraph& g) { return g.key == key; });
     if (it == graphs.end()) {
         GraphExec exec;
+        const auto t0 = std::chrono::steady_clock::now();
         try {
             exec = capture_micro_step();
         } catch (const Error& e) {
@@ -1350,6 +1352,8 @@ bool CudaModel::Impl::run_graphed() {
         graphs.push_back(CachedGraph{key, std::move(exec), 0});
         it = graphs.end() - 1;
         ++graph_stats.captures;
+        graph_stats.capture_ms +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     } else {
         ++graph_stats.replays;
     }

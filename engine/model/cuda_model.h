@@ -61,6 +61,7 @@ struct CudaGraphStats {
     int64_t captures = 0;  // graphs captured (each launched once right away)
     int64_t replays = 0;   // launches of a graph captured earlier
     int cached = 0;        // graphs held now
+    double capture_ms = 0; // host time spent capturing and instantiating, all captures
     std::string disabled_reason;  // non-empty: a capture failed, the model runs without graphs since
 };
 
