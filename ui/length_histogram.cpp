@@ -1,6 +1,8 @@
 // See length_histogram.h.
 #include "ui/length_histogram.h"
 
+#include "ui/live_plot.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -43,6 +45,24 @@ LengthHistogram::LengthHistogram(QWidget* parent) : QCustomPlot(parent) {
     m_cutoffText->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
     m_cutoff->setVisible(false);
     m_cutoffText->setVisible(false);
+    applyPlotPalette(*this);
+}
+
+void LengthHistogram::changeEvent(QEvent* event) {
+    QCustomPlot::changeEvent(event);
+    if (event->type() == QEvent::PaletteChange) {
+        applyPlotPalette(*this);
+        replot(QCustomPlot::rpQueuedReplot);
+    }
+}
+
+// The label sits right of the line, or left of it when the line is in the right third (never clipped).
+void LengthHistogram::placeCutoffLabel() {
+    const QCPRange r = xAxis->range();
+    const bool right_third = r.size() > 0 && (m_cutoffValue - r.lower) / r.size() > 0.66;
+    m_cutoffText->setPositionAlignment((right_third ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
+    m_cutoffText->setText(right_third ? QStringLiteral("max_seq_len %1 ").arg(m_cutoffValue)
+                                      : QStringLiteral(" max_seq_len %1").arg(m_cutoffValue));
 }
 
 void LengthHistogram::setLengths(std::span<const int32_t> lengths) {
@@ -78,7 +98,6 @@ void LengthHistogram::setCutoff(int maxSeqLen) {
         m_cutoff->point1->setCoords(m_cutoffValue, 0);
         m_cutoff->point2->setCoords(m_cutoffValue, 1);
         m_cutoffText->position->setCoords(m_cutoffValue, 0.02);
-        m_cutoffText->setText(QStringLiteral(" max_seq_len %1").arg(m_cutoffValue));
     }
     rescale();
 }
@@ -87,6 +106,7 @@ void LengthHistogram::rescale() {
     const double right = std::max(m_longest, m_cutoffValue) * 1.08 + m_binWidth;
     xAxis->setRange(0, std::max(right, 16.0));
     yAxis->setRange(0, std::max(1.0, m_tallest * 1.1));
+    if (m_cutoffValue > 0) placeCutoffLabel();
     replot(QCustomPlot::rpQueuedReplot);
 }
 

@@ -28,8 +28,12 @@ public:
     QCPItemStraightLine* cutoffLine() const { return m_cutoff; }
     int binWidth() const { return m_binWidth; }
 
+protected:
+    void changeEvent(QEvent* event) override;  // palette change: restyle (light / dark theme)
+
 private:
     void rescale();
+    void placeCutoffLabel();
 
     QCPBars* m_bars = nullptr;
     QCPItemStraightLine* m_cutoff = nullptr;

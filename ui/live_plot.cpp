@@ -157,13 +157,13 @@ QColor LivePlot::seriesColor(int index) const {
     return colors[index % colors.size()];
 }
 
-void LivePlot::applyColors() {
-    const QPalette pal = palette();
+void applyPlotPalette(QCustomPlot& plot) {
+    const QPalette pal = plot.palette();
     const QColor base = pal.color(QPalette::Base), text = pal.color(QPalette::Text);
     const QColor grid = Theme::gridColor(pal);
-    setBackground(pal.color(QPalette::Window));
-    axisRect()->setBackground(base);
-    for (QCPAxis* a : {xAxis, yAxis, xAxis2, yAxis2}) {
+    plot.setBackground(pal.color(QPalette::Window));
+    plot.axisRect()->setBackground(base);
+    for (QCPAxis* a : {plot.xAxis, plot.yAxis, plot.xAxis2, plot.yAxis2}) {
         a->setBasePen(QPen(text));
         a->setTickPen(QPen(text));
         a->setSubTickPen(QPen(text));
@@ -172,6 +172,11 @@ void LivePlot::applyColors() {
         a->grid()->setPen(QPen(grid, 1, Qt::DotLine));
         a->grid()->setZeroLinePen(Qt::NoPen);
     }
+}
+
+void LivePlot::applyColors() {
+    const QColor text = palette().color(QPalette::Text);
+    applyPlotPalette(*this);
     legend->setBrush(Qt::NoBrush);
     legend->setBorderPen(Qt::NoPen);
     legend->setTextColor(text);

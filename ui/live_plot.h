@@ -19,6 +19,10 @@
 
 namespace tandem::ui {
 
+// Background, axes, ticks, labels and grid of any QCustomPlot in the colours of its palette (light or dark
+// theme); LivePlot and the Data page's histogram use it, and call it again on a palette change.
+void applyPlotPalette(QCustomPlot& plot);
+
 class LivePlot : public QCustomPlot {
     Q_OBJECT
     Q_DISABLE_COPY_MOVE(LivePlot)
