@@ -10,12 +10,29 @@
 #   and the studio trains on the CPU, saying why. See docs/packaging.md for the CUDA runtime libraries.
 include(GNUInstallDirs)
 
+set(CPACK_PACKAGE_CONTACT "Seed bd5d4c7f maintainers <maintainers@users.noreply.a-seed-bd5d4c7f.example>")
 set(TANDEM_PKG_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(TANDEM_PKG_SOURCE ${CMAKE_CURRENT_LIST_DIR}/..)
 
 # The demo datasets, read by `tandem --demo` from <prefix>/share/tandem/datasets.
 install(DIRECTORY ${TANDEM_PKG_SOURCE}/datasets/ DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem/datasets
         FILES_MATCHING PATTERN "*.jsonl" PATTERN "*.json" PATTERN "*.txt" PATTERN "README.md")
+
+# Debian's per-package documents: the copyright file and a changelog generated for this version (its date
+# is SOURCE_DATE_EPOCH when set, for reproducible packages).
+string(TIMESTAMP _tandem_pkg_date "%a, %d %b %Y %H:%M:%S +0000" UTC)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/installer/changelog
+"tandem (${PROJECT_VERSION}) unstable; urgency=medium
+
+  * Tandem ${PROJECT_VERSION}; the changes are in the project's git history.
+
+ -- ${CPACK_PACKAGE_CONTACT}  ${_tandem_pkg_date}
+")
+file(ARCHIVE_CREATE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/installer/changelog.gz
+     PATHS ${CMAKE_CURRENT_BINARY_DIR}/installer/changelog FORMAT raw COMPRESSION GZip
+     COMPRESSION_LEVEL 9)
+install(FILES ${TANDEM_PKG_DIR}/copyright ${CMAKE_CURRENT_BINARY_DIR}/installer/changelog.gz
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/tandem)   # Debian: the package name, lower case
 
 # Desktop integration only when the studio is built (a headless build packages tandem-cli alone).
 if(TARGET tandem)
@@ -38,7 +55,6 @@ options, watch loss, throughput and memory live, stop and resume from
 checkpoints, and export the adapter in PEFT format. It trains on an NVIDIA
 GPU when the build has CUDA and the machine an NVIDIA driver, else on the
 CPU. The tandem-cli command runs the same engine headless.")
-set(CPACK_PACKAGE_CONTACT "Seed bd5d4c7f maintainers <maintainers@users.noreply.a-seed-bd5d4c7f.example>")
 set(CPACK_PACKAGE_CHECKSUM SHA256)
 set(CPACK_STRIP_FILES ON)          # Release binaries without symbols; build RelWithDebInfo to debug
 set(CPACK_THREADS 0)               # compress with every core
