@@ -6,8 +6,9 @@
 # - The .deb's Depends come from dpkg-shlibdeps (exact sonames and minimum versions of what the binaries
 #   link: Qt 6, QCustomPlot Qt6, OpenBLAS, PCRE2, utf8proc, libgomp, libstdc++), plus libqt6svg6 listed by
 #   hand: Qt loads the SVG icon engine as a plugin at run time, which dpkg-shlibdeps cannot see.
-# - CUDA builds: the NVIDIA driver (libcuda1) is a Recommends — without it the engine's device check fails
-#   and the studio trains on the CPU, saying why. See docs/packaging.md for the CUDA runtime libraries.
+# - CUDA builds: the NVIDIA driver and the CUDA runtime libraries are Recommends. Without the driver the
+#   engine's device check fails and the studio trains on the CPU, saying why; the runtime libraries are
+#   linked as shared libraries today, so they must be present (docs/packaging.md, "CUDA").
 include(GNUInstallDirs)
 
 set(CPACK_PACKAGE_CONTACT "Seed bd5d4c7f maintainers <maintainers@users.noreply.a-seed-bd5d4c7f.example>")
@@ -77,7 +78,11 @@ if(TANDEM_WITH_CUDA)
   # libraries that no Debian package owns add no dependency (CPack passes --ignore-missing-info).
   get_filename_component(_tandem_cudnn_dir "${CUDNN_LIBRARY}" DIRECTORY)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CUDAToolkit_LIBRARY_DIR} ${_tandem_cudnn_dir})
-  set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libcuda1")
+  # The driver (Debian non-free or NVIDIA's repository) and the runtime libraries under the names of
+  # NVIDIA's CUDA repository for Debian 12.
+  set(_v ${CUDAToolkit_VERSION_MAJOR}-${CUDAToolkit_VERSION_MINOR})
+  set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
+      "libcuda1 | libcuda1-any, cuda-cudart-${_v}, libcublas-${_v}, libcudnn9-cuda-${CUDAToolkit_VERSION_MAJOR}")
   get_target_property(_tandem_engine_links tandem_engine LINK_LIBRARIES)
   if(_tandem_engine_links MATCHES "CUDA::cudart(;|$)" OR _tandem_engine_links MATCHES "CUDA::cublas(Lt)?(;|$)")
     message(STATUS "Tandem: this CUDA build links the CUDA runtime, cuBLAS(Lt) and cuDNN as shared libraries: "
