@@ -695,6 +695,42 @@ private slots:
         }
     }
 
+    void estimate_memory_matches_the_loaded_run() {
+        // The front end's memory bar: estimate_memory reads only config.json, yet must predict what
+        // Trainer::prepare then holds, byte for byte on the CPU backend.
+        const fs::path model = assets() / "babyllama-tok105/hf";
+        const fs::path dataset = assets() / "datasets" / "tinystories_train_head.txt";
+        TANDEM_REQUIRE_ASSET(model);
+        TANDEM_REQUIRE_ASSET(dataset);
+        QTemporaryDir tmp;
+        RunConfig c;
+        c.model = model.string();
+        c.data.dataset = dataset.string();
+        c.data.max_seq_len = 128;
+        c.training.batch_tokens = 512;
+        c.training.max_steps = 1;
+        c.lora.dropout = 0.1;
+        c.device = DeviceChoice::Cpu;
+        c.output_dir = (fs::path(tmp.path().toStdString()) / "run").string();
+        const MemoryEstimate e = estimate_memory(c);
+        QVERIFY2(e.fits, e.message.c_str());
+        QCOMPARE(e.device, DeviceChoice::Cpu);
+        QVERIFY(e.memory.device_total > 0 && e.memory.device_free > 0);
+        const Plan p = Trainer::prepare(c).plan();
+        QCOMPARE(e.memory.weights, p.memory.weights);
+        QCOMPARE(e.memory.activations, p.memory.activations);
+        QCOMPARE(e.memory.lora_optimizer, uint64_t(p.trainable_parameters) * 16);  // value, grad, m, v (fp32)
+        // A budget no machine has is reported as not fitting, with what to change; no exception.
+        c.training.batch_tokens = 1 << 30;
+        c.data.max_seq_len = 1024;
+        const MemoryEstimate big = estimate_memory(c);
+        QVERIFY(!big.fits);
+        QVERIFY2(big.message.find("training.batch_tokens") != std::string::npos, big.message.c_str());
+        // A model folder without config.json is an input error naming the folder.
+        c.model = tmp.path().toStdString();
+        expect_error([&] { estimate_memory(c); }, ErrorCategory::InvalidInput, {tmp.path().toStdString()});
+    }
+
     void cli_sigkill_during_checkpoint_then_resume() {
         // End to end against tandem-cli train with the tiny pretrained Llama of the shared assets: kill -9
         // while checkpoints are being written (one every step), resume, and compare with an uninterrupted run.

@@ -162,7 +162,7 @@ double measure_peak_bf16_flops() {
     TANDEM_CUDA_CHECK(cudaEventRecord(start.e, stream));
     for (int i = 0; i < reps; ++i) gemm();
     TANDEM_CUDA_CHECK(cudaEventRecord(stop.e, stream));
-    TANDEM_CUDA_CHECK(cudaEventSynchronize(stop.e));
+    cuda::wait_event(stop.e);
     float ms = 0;
     TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
     return 2.0 * double(n) * double(n) * double(n) * reps / (double(ms) * 1e-3);

@@ -22,9 +22,17 @@
 //    l-1's input into the other buffer while layer l runs; SmartSingle reloads layer l's and waits. Events
 //    order copy -> use and use -> overwrite; the host never waits inside the step (the compute stream
 //    waits on the last reload, so the step's final sync covers the copy stream too).
-//  - Host syncs: forward_backward / forward_loss / optimizer_step one each, at the end (the loss or norm
-//    read-back). A batch's metadata (tokens, targets, positions, cu_seqlens) goes up in ONE async copy
-//    from a pinned buffer; every call that writes that buffer ends with a sync, so it is never reused early.
+//  - Batch metadata (tokens, targets, positions, cu_seqlens, built on the host once per micro-batch) goes
+//    up in ONE async copy per batch on its own upload stream: kHostMetaSlots pinned host slots, two device
+//    slots (double-buffered: batch n+1's upload runs while batch n computes). Events order upload -> use
+//    and use -> next upload into the same device slot. Every layer, forward and backward, reads the same
+//    device slot. A host slot is rewritten only after its copy ran: known without waiting when a later
+//    step was collected, else one counted wait (never with grad_accum <= 2).
+//  - Host syncs (each through kernels/cuda/common.h's counting wrappers): the trainer's path
+//    (forward_backward_async / optimizer_step_async / collect_step) has ONE per optimizer step, in
+//    collect_step, which reads the previous step's {loss sum, grad norm} from pinned memory while the
+//    device runs the next step. The blocking forward_backward / forward_loss / optimizer_step (selftest,
+//    evaluation) have one each. The ablation rebuild_metadata_per_layer adds one per layer and direction.
 #include "model/cuda_model.h"
 
 #include "tandem/error.h"
@@ -75,8 +83,11 @@ constexpr int64_t kCeChunkBytes = int64_t(256) << 20;
 constexpr int64_t kLoraAlign = 64;
 // Rows of the batch metadata segments are padded to this (256-byte aligned int32 segments).
 constexpr int64_t kMetaAlign = 64;
-// Readback slots at the start of the pinned buffer: loss sum (double) at 0, grad norm (float) at 8.
+// Readback slots at the start of the pinned buffer: loss sum (double) at 0, grad norm (float) at 8 (the
+// blocking calls); then kStepSlots async step slots of 16 bytes {double loss sum, float grad norm} from 16.
 constexpr size_t kPinnedHeader = 64;
+constexpr int kStepSlots = 2;      // optimizer steps queued before collect_step must be called
+constexpr int kHostMetaSlots = 4;  // pinned metadata slots (batches in flight without a host wait)
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -342,7 +353,7 @@ Layout make_layout(const Dims& d, const cpu::RopeTable& rope, const std::vector<
     y.losses = y.acts.reserve(f32(T), "row losses");
     // tokens, targets, positions (each padded to kMetaAlign rows), cu_seqlens (at most T+1).
     y.meta_ints = 3 * round_up(d.T, kMetaAlign) + d.T + 1;
-    y.meta = y.acts.reserve(size_t(y.meta_ints) * sizeof(int32_t), "batch metadata");
+    y.meta = y.acts.reserve(2 * size_t(y.meta_ints) * sizeof(int32_t), "batch metadata (two slots)");
 
     // Workspace. Piece 0 starts the arena, so the whole arena is one scratch span (load staging, logits).
     y.ce = y.work.reserve(cuda::lm_head_cross_entropy_workspace(d.K, d.V), "lm_head chunk");
@@ -353,7 +364,7 @@ Layout make_layout(const Dims& d, const cpu::RopeTable& rope, const std::vector<
     y.att_ws = y.work.reserve(y.att_ws_bytes, "attention workspace");
     if (any_lora)
         y.gn_ws = y.work.reserve(cuda::grad_norm_workspace(int(specs.size()), y.lora_total), "grad norm scratch");
-    y.loss_sum = y.work.reserve(sizeof(double), "loss sum");
+    y.loss_sum = y.work.reserve(2 * sizeof(double), "loss sum (batch, step)");
     y.norm = y.work.reserve(sizeof(float), "grad norm");
 
     y.plan.weights = y.weights.size();
@@ -558,19 +569,42 @@ struct CudaModel::Impl {
     bf16* xd = nullptr;           // [T,IN] dropped LoRA input (dropout only)
     bf16* d_drop = nullptr;       // [T,IN] its gradient (dropout only)
     float* losses = nullptr;      // [T]
-    int32_t* meta = nullptr;      // [meta_ints]
+    int32_t* meta = nullptr;      // [2, meta_ints] device metadata slots
     // Workspace.
     char* work_base = nullptr;    // the whole workspace arena (staging at load, logits chunks)
     size_t work_bytes = 0;
     void* ce_ws = nullptr;
     void* att_ws = nullptr;
     void* gn_ws = nullptr;
-    double* loss_sum = nullptr;
+    double* loss_sum = nullptr;   // [0] this batch's, [1] the step's (async path, zeroed by zero_grads)
     float* norm = nullptr;
 
-    PinnedBuffer pinned;  // [kPinnedHeader readback | meta_ints int32]
+    PinnedBuffer pinned;  // [kPinnedHeader readback | kHostMetaSlots x meta_ints int32]
     Event ev_start, ev_mid, ev_end;
     bool timed = false;
+
+    // Metadata upload (see the header comment).
+    Stream upload;
+    Event ev_meta_up[2];                   // upload stream: device slot s holds its batch
+    Event ev_meta_free[2];                 // compute stream: the batch in device slot s is done
+    Event ev_host_meta[kHostMetaSlots];    // upload stream: the copy out of host slot h ran
+    uint64_t host_meta_seq[kHostMetaSlots] = {};
+    uint64_t batch_seq = 0;                // batches begun
+    uint64_t completed_seq = 0;            // batches known complete (a sync or a collected step covers them)
+    int dev_slot = 0, host_slot_meta = 0;  // the current batch's slots
+    const PackedBatch* cur_batch = nullptr;
+
+    // Async steps: slot r = step % kStepSlots holds {loss sum, grad norm} and the step's timing events.
+    int64_t steps_queued = 0, steps_collected = 0;
+    uint64_t step_last_seq[kStepSlots] = {};
+    Event ev_step_done[kStepSlots];
+    Event ev_t[kStepSlots][3];             // forward start, loss, backward end of the step's last micro-batch
+    CudaStepTiming collected_timing;
+
+    // Timeline (options.timeline): per-layer events on both streams, read by timeline().
+    std::vector<TimelineSpan> timeline_spans;
+    std::vector<std::array<Event, 2>> tl_events;  // pairs (begin, end), timeline_spans[i] <-> tl_events[i]
+    size_t tl_used = 0;
 
     // Smart / SmartSingle (nb > 0): block inputs offloaded to pinned slots on the copy stream.
     int nb = 0;             // device block-input buffers: 2 (Smart), 1 (SmartSingle), 0 (not offloading)
@@ -590,7 +624,11 @@ struct CudaModel::Impl {
     const bf16* head() const { return lm_head ? lm_head : embed; }
     double* pinned_loss() const { return reinterpret_cast<double*>(pinned.data()); }
     float* pinned_norm() const { return reinterpret_cast<float*>(pinned.data() + 8); }
-    int32_t* pinned_meta() const { return reinterpret_cast<int32_t*>(pinned.data() + kPinnedHeader); }
+    int32_t* pinned_meta(int h) const {
+        return reinterpret_cast<int32_t*>(pinned.data() + kPinnedHeader) + size_t(h) * size_t(y.meta_ints);
+    }
+    double* pinned_step_loss(int r) const { return reinterpret_cast<double*>(pinned.data() + 16 + 16 * r); }
+    float* pinned_step_norm(int r) const { return reinterpret_cast<float*>(pinned.data() + 16 + 16 * r + 8); }
     int lora_count() const { return int(params.size()); }
 
     void bind();
@@ -601,6 +639,12 @@ struct CudaModel::Impl {
 
     int check_batch(const PackedBatch& b) const;
     void begin_batch(const PackedBatch& b);
+    void write_metadata(const PackedBatch& b, int32_t* h) const;
+    void end_batch();
+    void rebuild_metadata();
+    void all_complete() { completed_seq = batch_seq; }
+    int tl_begin(cudaStream_t s, const char* what, int layer);
+    void tl_end(int i, cudaStream_t s);
     void choose_attention();
     void attention_fwd(LayerActs& a);
     void attention_bwd(LayerActs& a, bf16* dq, bf16* dk, bf16* dv, const bf16* dout);
@@ -758,30 +802,72 @@ int CudaModel::Impl::check_batch(const PackedBatch& b) const {
     return longest;
 }
 
-// Checks the batch, writes its metadata into the pinned buffer (targets = labels shifted by one) and sends
-// it up in one copy; picks the attention backend for it.
-void CudaModel::Impl::begin_batch(const PackedBatch& b) {
-    const int longest = check_batch(b);
+// The batch's metadata into a pinned host slot: tokens, targets (labels shifted by one), positions,
+// cu_seqlens, each segment padded to kMetaAlign rows.
+void CudaModel::Impl::write_metadata(const PackedBatch& b, int32_t* h) const {
     const int T = b.num_tokens;
     const int S = b.num_samples;
     const int64_t Tp = round_up(T, kMetaAlign);
-    int32_t* h = pinned_meta();
     std::memcpy(h, b.tokens.data(), size_t(T) * sizeof(int32_t));
     int32_t* targets = h + Tp;
     for (int t = 0; t < T; ++t) targets[t] = (t + 1 < T) ? b.labels[size_t(t) + 1] : cpu::kIgnoreIndex;
     std::memcpy(h + 2 * Tp, b.position_ids.data(), size_t(T) * sizeof(int32_t));
     std::memcpy(h + 3 * Tp, b.cu_seqlens.data(), size_t(S + 1) * sizeof(int32_t));
+}
+
+// Checks the batch, builds its metadata once into a pinned host slot and sends it up in one copy on the
+// upload stream into the next device slot (double-buffered); the compute stream waits for that copy only.
+void CudaModel::Impl::begin_batch(const PackedBatch& b) {
+    const int longest = check_batch(b);
+    const int T = b.num_tokens;
+    const int S = b.num_samples;
+    const int64_t Tp = round_up(T, kMetaAlign);
     const int64_t n = 3 * Tp + S + 1;
     if (n > y.meta_ints) throw_internal("cuda model: batch metadata exceeds its buffer");
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(meta, h, size_t(n) * sizeof(int32_t), cudaMemcpyHostToDevice, stream()));
+    const uint64_t seq = ++batch_seq;
+    host_slot_meta = int(seq % kHostMetaSlots);
+    dev_slot = int(seq % 2);
+    if (host_meta_seq[host_slot_meta] > completed_seq) cuda::wait_event(ev_host_meta[host_slot_meta].get());
+    int32_t* h = pinned_meta(host_slot_meta);
+    write_metadata(b, h);
+    int32_t* dev = meta + size_t(dev_slot) * size_t(y.meta_ints);
+    ev_meta_free[dev_slot].wait_on(upload.get());  // the batch before last used this device slot
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dev, h, size_t(n) * sizeof(int32_t), cudaMemcpyHostToDevice, upload.get()));
+    ev_host_meta[host_slot_meta].record(upload.get());
+    ev_meta_up[dev_slot].record(upload.get());
+    ev_meta_up[dev_slot].wait_on(stream());
+    host_meta_seq[host_slot_meta] = seq;
+    cur_batch = &b;
     step.T = T;
     step.S = S;
     step.max_seqlen = longest;
-    step.tokens = meta;
-    step.targets = meta + Tp;
-    step.positions = meta + 2 * Tp;
-    step.cu_seqlens = meta + 3 * Tp;
+    step.tokens = dev;
+    step.targets = dev + Tp;
+    step.positions = dev + 2 * Tp;
+    step.cu_seqlens = dev + 3 * Tp;
     choose_attention();
+}
+
+// The compute stream is done with the current batch's device slot.
+void CudaModel::Impl::end_batch() {
+    ev_meta_free[dev_slot].record();
+    cur_batch = nullptr;
+}
+
+// Ablation (options.rebuild_metadata_per_layer): what a naive implementation does in every layer, forward
+// and backward: check and rebuild the batch's metadata on the host, upload it, and wait for the device.
+// Only for measuring what building it once buys. (It rewrites the current host slot with the same bytes.)
+void CudaModel::Impl::rebuild_metadata() {
+    if (!options.rebuild_metadata_per_layer || cur_batch == nullptr) return;
+    const PackedBatch& b = *cur_batch;
+    check_batch(b);
+    int32_t* h = pinned_meta(host_slot_meta);
+    write_metadata(b, h);
+    const int64_t n = 3 * round_up(b.num_tokens, kMetaAlign) + b.num_samples + 1;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(meta + size_t(dev_slot) * size_t(y.meta_ints), h, size_t(n) * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, stream()));
+    cuda::synchronize();
+    all_complete();
 }
 
 // Auto: cuDNN when available and it supports this shape within the planned buffers, else in-house.
@@ -962,8 +1048,10 @@ void CudaModel::Impl::offload_input(int l) {
     if (l >= offloaded) return;
     ev_x_ready.record();
     ev_x_ready.wait_on(copy.get());
+    const int tl = tl_begin(copy.get(), "offload", l);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(host_slot(l), acts[size_t(l)].x, size_t(step.T) * size_t(d.C) * sizeof(bf16),
                                       cudaMemcpyDeviceToHost, copy.get()));
+    tl_end(tl, copy.get());
     ev_offloaded[l % nb].record(copy.get());
 }
 
@@ -981,8 +1069,10 @@ void CudaModel::Impl::reload_input(int l) {
     if (l < 0 || l >= offloaded) return;
     const int b = l % nb;
     ev_used[b].wait_on(copy.get());
+    const int tl = tl_begin(copy.get(), "reload", l);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(acts[size_t(l)].x, host_slot(l), size_t(step.T) * size_t(d.C) * sizeof(bf16),
                                       cudaMemcpyHostToDevice, copy.get()));
+    tl_end(tl, copy.get());
     ev_reloaded[b].record(copy.get());
 }
 
@@ -1000,10 +1090,13 @@ void CudaModel::Impl::forward(bool train, uint64_t seed) {
     if (offload) offload_input(0);
     cuda::rmsnorm_forward(a0.ln1, a0.ln1_rstd, a0.x, layers[0].ln1, T, d.C, d.eps);
     for (int l = 0; l < d.L; ++l) {
+        rebuild_metadata();
+        const int tl = tl_begin(stream(), "forward", l);
         attention_block_forward(l, train, seed);  // the last read of layer l's input in forward
         const bool next = l + 1 < d.L;
         if (offload && next) wait_offloaded(l + 1);  // the tail writes layer l+1's input into its buffer
         mlp_block_forward(l, train, seed, true);
+        tl_end(tl, stream());
         if (offload && next) offload_input(l + 1);
     }
 }
@@ -1080,9 +1173,12 @@ void CudaModel::Impl::backward(uint64_t seed) {
             reload_input(l - (nb - 1));  // Smart: layer l-1's input into the other buffer, during layer l
             wait_reloaded(l);            // SmartSingle: this layer's, just issued: strictly serial
         }
+        rebuild_metadata();
+        const int tl = tl_begin(stream(), "backward", l);
         if (recompute && l + 1 < d.L) recompute_layer(l, seed);
         mlp_block_backward(l, seed);
         attention_block_backward(l, seed);
+        tl_end(tl, stream());
         if (nb > 0) ev_used[l % nb].record();  // buffer l % nb free for the reload of layer l - nb
     }
 }
@@ -1094,9 +1190,25 @@ void CudaModel::Impl::loss(bf16* dhidden, float grad_scale) {
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(pinned_loss(), loss_sum, sizeof(double), cudaMemcpyDeviceToHost, stream()));
 }
 
+// Timeline: a (begin, end) event pair around work queued on stream s; -1 when the timeline is off.
+int CudaModel::Impl::tl_begin(cudaStream_t s, const char* what, int layer) {
+    if (!options.timeline) return -1;
+    if (tl_used == tl_events.size()) tl_events.push_back({Event::make(), Event::make()});  // timeline only
+    if (tl_used == timeline_spans.size()) timeline_spans.emplace_back();
+    const int i = int(tl_used++);
+    timeline_spans[size_t(i)] = TimelineSpan{s == stream() ? "compute" : "copy", what, layer, 0, 0};
+    tl_events[size_t(i)][0].record(s);
+    return i;
+}
+
+void CudaModel::Impl::tl_end(int i, cudaStream_t s) {
+    if (i >= 0) tl_events[size_t(i)][1].record(s);
+}
+
 // The step's one host sync; the loss sum copied by loss().
 double CudaModel::Impl::finish_loss() {
     cuda::synchronize();
+    all_complete();
     return *pinned_loss();
 }
 
@@ -1149,10 +1261,21 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
     m.y.lora.allocate("LoRA parameters, gradients and AdamW state");
     m.y.acts.allocate("activation arena");
     m.bind();
-    m.pinned = PinnedBuffer(kPinnedHeader + size_t(m.y.meta_ints) * sizeof(int32_t), "batch metadata staging");
+    m.pinned = PinnedBuffer(kPinnedHeader + size_t(kHostMetaSlots) * size_t(m.y.meta_ints) * sizeof(int32_t),
+                            "batch metadata staging");
     m.ev_start = Event::make();
     m.ev_mid = Event::make();
     m.ev_end = Event::make();
+    m.upload = Stream::make_non_blocking();
+    for (int s2 = 0; s2 < 2; ++s2) {
+        m.ev_meta_up[s2] = Event::make(cudaEventDisableTiming);
+        m.ev_meta_free[s2] = Event::make(cudaEventDisableTiming);
+    }
+    for (auto& e : m.ev_host_meta) e = Event::make(cudaEventDisableTiming);
+    for (int r = 0; r < kStepSlots; ++r) {
+        m.ev_step_done[r] = Event::make(cudaEventDisableTiming);
+        for (auto& e : m.ev_t[r]) e = Event::make();
+    }
     m.nb = offload_buffers(options.checkpointing);
     if (m.nb > 0) {
         m.offloaded = offloaded_layers(options.checkpointing, m.d.L);
@@ -1370,6 +1493,7 @@ LoraTensors CudaModel::lora_tensors() {
 void CudaModel::zero_grads() {
     Impl& m = *impl_;
     if (m.y.lora_padded > 0) zero(m.lora_grad, m.y.lora_padded);
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(m.loss_sum + 1, 0, sizeof(double), stream()));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1379,6 +1503,7 @@ void CudaModel::zero_grads() {
 double CudaModel::forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) {
     Impl& m = *impl_;
     m.timed = false;
+    m.tl_used = 0;
     m.begin_batch(batch);
     m.ev_start.record();
     m.forward(true, dropout_seed);
@@ -1386,9 +1511,28 @@ double CudaModel::forward_backward(const PackedBatch& batch, float grad_scale, u
     m.ev_mid.record();
     m.backward(dropout_seed);
     m.ev_end.record();
+    m.end_batch();
     const double loss = m.finish_loss();
     m.timed = true;
     return loss;
+}
+
+void CudaModel::forward_backward_async(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) {
+    Impl& m = *impl_;
+    if (m.steps_queued - m.steps_collected >= kStepSlots)
+        throw_internal("cuda model: collect_step() must read a queued step before another one starts");
+    const int r = int(m.steps_queued % kStepSlots);
+    m.tl_used = 0;
+    m.begin_batch(batch);
+    m.ev_t[r][0].record();
+    m.ev_start.record();  // the timeline's origin
+    m.forward(true, dropout_seed);
+    m.loss(m.d_lnf, grad_scale);
+    cuda::sum(m.loss_sum + 1, m.losses, m.step.T, true);  // the step's loss sum, on the device
+    m.ev_t[r][1].record();
+    m.backward(dropout_seed);
+    m.ev_t[r][2].record();
+    m.end_batch();
 }
 
 double CudaModel::forward_loss(const PackedBatch& batch) {
@@ -1396,6 +1540,7 @@ double CudaModel::forward_loss(const PackedBatch& batch) {
     m.begin_batch(batch);
     m.forward(false, 0);
     m.loss(nullptr, 1.0f);
+    m.end_batch();
     return m.finish_loss();
 }
 
@@ -1415,7 +1560,9 @@ std::vector<float> CudaModel::logits(const PackedBatch& batch) {
         TANDEM_CUDA_CHECK(cudaMemcpyAsync(out.data() + int64_t(r0) * V, scratch, size_t(n) * V * sizeof(float),
                                           cudaMemcpyDeviceToHost, stream()));
     }
+    m.end_batch();
     cuda::synchronize();
+    m.all_complete();
     return out;
 }
 
@@ -1431,7 +1578,9 @@ std::vector<float> CudaModel::last_logits(const std::vector<int32_t>& ids) {
     cuda::lm_head_logits(scratch, m.lnf + int64_t(b.num_tokens - 1) * m.d.C, m.head(), 1, m.d.C, V);
     TANDEM_CUDA_CHECK(
         cudaMemcpyAsync(out.data(), scratch, size_t(V) * sizeof(float), cudaMemcpyDeviceToHost, stream()));
+    m.end_batch();
     cuda::synchronize();
+    m.all_complete();
     return out;
 }
 
@@ -1445,7 +1594,69 @@ double CudaModel::optimizer_step(double lr, double beta1, double beta2, double e
                        step);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(m.pinned_norm(), m.norm, sizeof(float), cudaMemcpyDeviceToHost, stream()));
     cuda::synchronize();
+    m.all_complete();
     return double(*m.pinned_norm());
+}
+
+void CudaModel::optimizer_step_async(double lr, double beta1, double beta2, double eps, double weight_decay,
+                                     double max_grad_norm, int64_t step) {
+    Impl& m = *impl_;
+    const int r = int(m.steps_queued % kStepSlots);
+    if (m.params.empty()) {
+        zero(m.norm, 1);
+    } else {
+        const int count = m.lora_count();
+        cuda::global_grad_norm(m.norm, m.lora_desc, count, m.y.lora_total, m.gn_ws);
+        cuda::adamw_update(m.lora_desc, count, m.y.lora_total, m.norm, max_grad_norm, lr, beta1, beta2, eps,
+                           weight_decay, step);
+    }
+    TANDEM_CUDA_CHECK(
+        cudaMemcpyAsync(m.pinned_step_loss(r), m.loss_sum + 1, sizeof(double), cudaMemcpyDeviceToHost, stream()));
+    TANDEM_CUDA_CHECK(
+        cudaMemcpyAsync(m.pinned_step_norm(r), m.norm, sizeof(float), cudaMemcpyDeviceToHost, stream()));
+    m.ev_step_done[r].record();
+    m.step_last_seq[r] = m.batch_seq;
+    ++m.steps_queued;
+}
+
+CudaModel::StepReadback CudaModel::collect_step() {
+    Impl& m = *impl_;
+    if (m.steps_collected == m.steps_queued) throw_internal("cuda model: collect_step() with no step queued");
+    const int r = int(m.steps_collected % kStepSlots);
+    cuda::wait_event(m.ev_step_done[r].get());  // the step's one host sync
+    m.completed_seq = std::max(m.completed_seq, m.step_last_seq[r]);
+    ++m.steps_collected;
+    StepReadback out;
+    out.loss_sum = *m.pinned_step_loss(r);
+    out.grad_norm = double(*m.pinned_step_norm(r));
+    float fwd = 0, bwd = 0;
+    if (cudaEventElapsedTime(&fwd, m.ev_t[r][0].get(), m.ev_t[r][1].get()) == cudaSuccess &&
+        cudaEventElapsedTime(&bwd, m.ev_t[r][1].get(), m.ev_t[r][2].get()) == cudaSuccess) {
+        out.timing.forward_ms = fwd;
+        out.timing.backward_ms = bwd;
+    }
+    (void)cudaGetLastError();  // a step without a micro-batch left its timing events unrecorded
+    return out;
+}
+
+int CudaModel::queued_steps() const { return int(impl_->steps_queued - impl_->steps_collected); }
+
+std::vector<TimelineSpan> CudaModel::timeline() {
+    Impl& m = *impl_;
+    cuda::synchronize();
+    if (m.nb > 0) cuda::synchronize(m.copy.get());
+    m.all_complete();
+    std::vector<TimelineSpan> out;
+    for (size_t i = 0; i < m.tl_used; ++i) {
+        TimelineSpan t = m.timeline_spans[i];
+        float b = 0, e = 0;
+        TANDEM_CUDA_CHECK(cudaEventElapsedTime(&b, m.ev_start.get(), m.tl_events[i][0].get()));
+        TANDEM_CUDA_CHECK(cudaEventElapsedTime(&e, m.ev_start.get(), m.tl_events[i][1].get()));
+        t.begin_ms = b;
+        t.end_ms = e;
+        out.push_back(t);
+    }
+    return out;
 }
 
 CudaStepTiming CudaModel::last_timing() const {
@@ -1501,6 +1712,11 @@ LoraTensors CudaModel::lora_tensors() { no_cuda(); }
 void CudaModel::zero_grads() { no_cuda(); }
 double CudaModel::forward_backward(const PackedBatch&, float, uint64_t) { no_cuda(); }
 double CudaModel::forward_loss(const PackedBatch&) { no_cuda(); }
+void CudaModel::forward_backward_async(const PackedBatch&, float, uint64_t) { no_cuda(); }
+void CudaModel::optimizer_step_async(double, double, double, double, double, double, int64_t) { no_cuda(); }
+CudaModel::StepReadback CudaModel::collect_step() { no_cuda(); }
+int CudaModel::queued_steps() const { no_cuda(); }
+std::vector<TimelineSpan> CudaModel::timeline() { no_cuda(); }
 std::vector<float> CudaModel::logits(const PackedBatch&) { no_cuda(); }
 std::vector<float> CudaModel::last_logits(const std::vector<int32_t>&) { no_cuda(); }
 double CudaModel::optimizer_step(double, double, double, double, double, double, int64_t) { no_cuda(); }

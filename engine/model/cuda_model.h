@@ -38,6 +38,18 @@ struct CudaModelOptions {
     int max_seqlen = 0;     // longest sample (0: max_tokens); sizes attention workspaces
     CheckpointPolicy checkpointing = CheckpointPolicy::Off;  // Off, Recompute, Smart, SmartSingle (not Auto)
     AttentionBackend attention = AttentionBackend::Auto;     // Auto: cuDNN where it supports the case
+    // Ablation only (bench --rebuild-metadata-per-layer): every layer, forward and backward, re-checks and
+    // rebuilds the batch metadata on the host, uploads it and waits, as a naive implementation would.
+    bool rebuild_metadata_per_layer = false;
+    bool timeline = false;  // record per-layer events on both streams for timeline() (bench --timeline)
+};
+
+// One piece of work on one stream, in ms from the start of the micro-batch's forward (timeline()).
+struct TimelineSpan {
+    std::string stream;  // "compute" or "copy"
+    std::string what;    // "forward", "backward" (recompute + backward), "offload", "reload"
+    int layer = 0;
+    double begin_ms = 0, end_ms = 0;
 };
 
 // Device bytes by purpose; total = what the model will hold at its peak (plus a fixed CUDA context
@@ -101,6 +113,25 @@ public:
                           double max_grad_norm, int64_t step);
 
     CudaStepTiming last_timing() const;
+
+    // The trainer's step without host waits (issue 5). forward_backward_async queues a micro-batch and adds
+    // its loss sum to the step's, on the device (zero_grads resets it); optimizer_step_async queues clipping
+    // + AdamW and the copy of {step loss sum, grad norm} into pinned memory; collect_step() returns the
+    // oldest queued step's values and the forward/backward time of its last micro-batch, waiting for that
+    // step only (the one host sync of a step: called after the next step is queued, the device never
+    // idles). At most two steps are queued without a collect_step (Error{Internal} otherwise).
+    struct StepReadback {
+        double loss_sum = 0;
+        double grad_norm = 0;  // before clipping; non-finite: the update was skipped on the device
+        CudaStepTiming timing;
+    };
+    void forward_backward_async(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed);
+    void optimizer_step_async(double lr, double beta1, double beta2, double eps, double weight_decay,
+                              double max_grad_norm, int64_t step);
+    StepReadback collect_step();
+    int queued_steps() const;
+    // With options.timeline: the spans of the last micro-batch (synchronises; for the bench).
+    std::vector<TimelineSpan> timeline();
 
     // Bytes held on the device by purpose (MemoryStats), and the measured allocator high-water mark.
     CudaMemoryPlan memory() const;

@@ -278,21 +278,10 @@ void CpuModel::Impl::backward(const PackedBatch& b, bool train, uint64_t seed) {
 
 // ---------------------------------------------------------------------------------------------------------
 
-CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,
-                        int max_tokens) {
-    ModelDir md = open_model_dir(model_dir);
-    const ModelConfig& cfg = md.info.config;
-    const std::string where = model_dir.string();
-    if (!cfg.supported)
-        throw_unsupported(where + ": " + cfg.architecture + " is not supported yet: " + cfg.unsupported_reason);
-    if (cfg.hidden_act != "silu")
-        throw_unsupported(where + ": hidden_act '" + cfg.hidden_act + "' (only silu is implemented)");
-    if (max_tokens <= 0) throw_invalid(where + ": max_tokens must be positive");
-    validate_lora_config(lora);
+namespace {
 
-    auto impl = std::make_unique<Impl>();
-    Impl& m = *impl;
-    m.dir = model_dir;
+// Shapes and the LoRA index of a model: everything the arena's size depends on (load and plan share it).
+void set_shapes(CpuModel::Impl& m, const ModelConfig& cfg, const LoraConfig& lora, int max_tokens) {
     m.cfg = cfg;
     m.lora = lora;
     m.lora_scaling = float(lora.scaling());
@@ -308,6 +297,72 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
     m.R = lora.r;
     m.eps = float(cfg.rms_norm_eps);
     m.max_tokens = max_tokens;
+    const auto specs = lora_tensor_specs(cfg, lora);
+    m.lora_index.assign(size_t(m.L), {-1, -1, -1, -1, -1, -1, -1});
+    for (size_t i = 0; i < specs.size(); ++i) {
+        if (!specs[i].is_a) continue;
+        int mod = -1;
+        for (int k = 0; k < kNumModules; ++k)
+            if (specs[i].module == kModuleNames[k]) mod = k;
+        if (mod < 0) throw_internal("model: unknown LoRA module " + specs[i].module);
+        m.lora_index[size_t(specs[i].layer)][size_t(mod)] = int(i);
+    }
+}
+
+// Floats of the activation arena for max_tokens rows; load() carves exactly this much.
+int64_t arena_floats(const CpuModel::Impl& m) {
+    const int64_t T = m.max_tokens;
+    const bool drop = m.lora.dropout > 0;
+    const int64_t big = std::max<int64_t>(m.Q, m.F);
+    int64_t total = 0;
+    auto need = [&](int64_t n) { total += n; };
+    for (int l = 0; l < m.L; ++l) {
+        need(T * m.C * 2 + T);                          // x, ln1, ln1_rstd
+        need(T * m.Q * 3 + T * m.KV * 5);               // q qn qr, k v kn kr (+ spare)
+        need(T * m.Hq + T * m.Hkv + m.Hq * T);          // q_rstd k_rstd lse
+        need(T * m.Q);                                  // att
+        need(T * m.C * 2 + T);                          // mid ln2 ln2_rstd
+        need(T * m.F * 3);                              // gate up act
+        for (int k = 0; k < kNumModules; ++k)
+            if (m.lora_index[size_t(l)][size_t(k)] >= 0) need(T * m.R + (drop ? T * m.in_of(k) : 0));
+    }
+    need(T * m.C * 2 + T);                       // x_final lnf lnf_rstd
+    need(T * m.C * 3 + big * T * 3 + T * m.KV * 3 + T * m.R);  // d_res d_ln d_lnf d_big* d_k d_k2 d_v d_tmp
+    if (drop) need(T * std::max<int64_t>(big, m.C));
+    need(int64_t(kCeChunkRows) * m.V);
+    return total;
+}
+
+}  // namespace
+
+CpuModel::MemoryNeeds CpuModel::plan(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens) {
+    Impl m;
+    set_shapes(m, cfg, lora, max_tokens);
+    MemoryNeeds n;
+    n.weights = uint64_t(cfg.parameter_count()) * sizeof(float);
+    int64_t lora_floats = 0;
+    for (const auto& spec : lora_tensor_specs(cfg, lora)) lora_floats += spec.shape.at(0) * spec.shape.at(1);
+    n.lora_optimizer = uint64_t(lora_floats) * 4 * sizeof(float);  // value, grad, two AdamW moments
+    n.activations = uint64_t(arena_floats(m)) * sizeof(float) + uint64_t(max_tokens) * sizeof(int32_t);
+    return n;
+}
+
+CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,
+                        int max_tokens) {
+    ModelDir md = open_model_dir(model_dir);
+    const ModelConfig& cfg = md.info.config;
+    const std::string where = model_dir.string();
+    if (!cfg.supported)
+        throw_unsupported(where + ": " + cfg.architecture + " is not supported yet: " + cfg.unsupported_reason);
+    if (cfg.hidden_act != "silu")
+        throw_unsupported(where + ": hidden_act '" + cfg.hidden_act + "' (only silu is implemented)");
+    if (max_tokens <= 0) throw_invalid(where + ": max_tokens must be positive");
+    validate_lora_config(lora);
+
+    auto impl = std::make_unique<Impl>();
+    Impl& m = *impl;
+    m.dir = model_dir;
+    set_shapes(m, cfg, lora, max_tokens);
 
     // Weights (fp32 copies; bf16/f16 converted).
     const SafetensorsSet& ws = md.weights;
@@ -337,38 +392,13 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
         throw_unsupported(where + ": rope attention scaling != 1 is not implemented");
 
     // LoRA parameters, PEFT init.
-    const auto specs = lora_tensor_specs(cfg, lora);
-    m.lora_index.assign(m.L, {-1, -1, -1, -1, -1, -1, -1});
-    m.params = init_lora_params(specs, seed);
-    for (size_t i = 0; i < specs.size(); ++i) {
-        if (!specs[i].is_a) continue;
-        int mod = -1;
-        for (int k = 0; k < kNumModules; ++k)
-            if (specs[i].module == kModuleNames[k]) mod = k;
-        if (mod < 0) throw_internal("model: unknown LoRA module " + specs[i].module);
-        m.lora_index[specs[i].layer][mod] = int(i);
-    }
+    m.params = init_lora_params(lora_tensor_specs(cfg, lora), seed);
 
     // Arena.
     const int64_t T = max_tokens;
     const bool drop = lora.dropout > 0;
     const int64_t big = std::max<int64_t>(m.Q, m.F);
-    int64_t total = 0;
-    auto need = [&](int64_t n) { total += n; };
-    for (int l = 0; l < m.L; ++l) {
-        need(T * m.C * 2 + T);                          // x, ln1, ln1_rstd
-        need(T * m.Q * 3 + T * m.KV * 5);               // q qn qr, k v kn kr (+ spare)
-        need(T * m.Hq + T * m.Hkv + m.Hq * T);          // q_rstd k_rstd lse
-        need(T * m.Q);                                  // att
-        need(T * m.C * 2 + T);                          // mid ln2 ln2_rstd
-        need(T * m.F * 3);                              // gate up act
-        for (int k = 0; k < kNumModules; ++k)
-            if (m.lora_index[l][k] >= 0) need(T * m.R + (drop ? T * m.in_of(k) : 0));
-    }
-    need(T * m.C * 2 + T);                       // x_final lnf lnf_rstd
-    need(T * m.C * 3 + big * T * 3 + T * m.KV * 3 + T * m.R);  // d_res d_ln d_lnf d_big* d_k d_k2 d_v d_tmp
-    if (drop) need(T * std::max<int64_t>(big, m.C));
-    need(int64_t(kCeChunkRows) * m.V);
+    const int64_t total = arena_floats(m);
     m.arena.assign(size_t(total), 0.0f);
     float* cur = m.arena.data();
     auto take = [&](int64_t n) { float* p = cur; cur += n; return p; };

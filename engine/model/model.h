@@ -75,6 +75,13 @@ public:
 
     int max_tokens() const;  // the micro-batch size the activations were allocated for
 
+    // Bytes a load(cfg, lora, .., max_tokens) will hold, from the config alone (for the memory estimate):
+    // fp32 weights, LoRA values + grads + AdamW moments, the activation arena.
+    struct MemoryNeeds {
+        uint64_t weights = 0, lora_optimizer = 0, activations = 0;
+    };
+    static MemoryNeeds plan(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens);
+
     // Bytes held: base weights, LoRA values + grads, activations (for MemoryStats).
     size_t weight_bytes() const;
     size_t lora_bytes() const;

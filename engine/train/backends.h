@@ -23,6 +23,23 @@ bool cuda_usable(std::string* reason);
 // Error{Unsupported} for policies this backend does not implement. notes receives the decision.
 MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes);
 
+// The same decision without the refusal: fits is false (and refusal says why and what to change) when the
+// chosen plan exceeds 95% of the free device memory, or its pinned host memory half of the available RAM.
+struct CudaPlanChoice {
+    MemoryPlan memory;
+    bool fits = true;
+    std::string refusal;
+};
+CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& notes);
+
+// The machine's RAM: total and MemAvailable (/proc/meminfo; sysconf when it cannot be read).
+struct HostMemory {
+    uint64_t total = 0, available = 0;
+};
+HostMemory host_memory();
+
+std::string gib(uint64_t bytes);  // "1.25 GiB"
+
 // Loads the model on the GPU for a config resolved by plan_cuda_run; init: an adapter to start from.
 std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init);
 

@@ -1,8 +1,9 @@
 // The CUDA backend behind the trainer: CudaModelAdapter (the only code that touches CudaModel) and the
 // device memory plan of a run (see backends.h).
 // Decisions: Auto checkpointing takes the first of Off, Recompute, Smart, SmartSingle whose plan fits in 95%
-// of the free device memory (the rest is headroom for the driver and fragmentation); otherwise the run is
-// refused before loading, with the numbers and what to change.
+// of the free device memory (the rest is headroom for the driver and fragmentation) and whose pinned host
+// memory fits in half of the available RAM; otherwise the run is refused before loading, with the numbers and
+// what to change.
 #include <cstdio>
 #include <string>
 
@@ -20,12 +21,6 @@ namespace tandem::train {
 namespace {
 
 #if TANDEM_WITH_CUDA
-std::string gib(uint64_t b) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1ull << 30));
-    return buf;
-}
-
 CudaModelOptions options_for(const RunConfig& c) {
     CudaModelOptions o;
     o.max_tokens = c.training.batch_tokens;
@@ -65,6 +60,18 @@ public:
     double optimizer_step(const OptimizerStep& s) override {
         return model_.optimizer_step(s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.max_grad_norm, s.step);
     }
+    // The trainer's path: queued on the device, read back one step later (one host sync per step).
+    void queue_forward_backward(const PackedBatch& b, float grad_scale, uint64_t dropout_seed) override {
+        model_.forward_backward_async(b, grad_scale, dropout_seed);
+    }
+    void queue_optimizer_step(const OptimizerStep& s) override {
+        model_.optimizer_step_async(s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.max_grad_norm, s.step);
+    }
+    StepResult collect_step() override {
+        const CudaModel::StepReadback r = model_.collect_step();
+        return {r.loss_sum, r.grad_norm};
+    }
+    int queued_steps() const override { return model_.queued_steps(); }
     void sync_to_host() override { model_.sync_to_host(); }
     void sync_from_host() override { model_.sync_from_host(); }
     MemoryStats memory_stats() override {
@@ -92,23 +99,28 @@ private:
 
 bool cuda_usable(std::string* reason) { return cuda_backend_available(reason); }
 
-MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
+CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& notes) {
 #if TANDEM_WITH_CUDA
     const ModelConfig mc = load_model_config(config.model);
     size_t free_b = 0, total_b = 0;
     cuda::context();
     TANDEM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     const uint64_t budget = uint64_t(double(free_b) * 0.95);
+    // Pinned memory cannot be swapped: smart checkpointing may take at most half of the host's available RAM.
+    const HostMemory host = host_memory();
+    const uint64_t pinned_budget = host.available / 2;
     auto plan_for = [&](CheckpointPolicy p) {
         RunConfig c = config;
         c.memory.checkpointing = p;
         return CudaModel::plan(mc, config.lora, options_for(c));
     };
+    auto fits = [&](const CudaMemoryPlan& p) { return p.total <= budget && p.pinned_host <= pinned_budget; };
     const bool is_auto = config.memory.checkpointing == CheckpointPolicy::Auto;
     CudaMemoryPlan chosen;
     if (is_auto) {
         // The fastest policy that fits: off, then recompute, then smart (block inputs in pinned host memory,
-        // double-buffered reload: as fast as recompute when the copies hide), then smart-single.
+        // double-buffered reload: as fast as recompute when the copies hide), then smart-single (one device
+        // buffer less: the fallback when the second reload buffer does not fit).
         const CudaMemoryPlan off = plan_for(CheckpointPolicy::Off);
         const CheckpointPolicy order[] = {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
                                           CheckpointPolicy::SmartSingle};
@@ -116,7 +128,7 @@ MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
         for (CheckpointPolicy p : order) {
             chosen = p == CheckpointPolicy::Off ? off : plan_for(p);
             config.memory.checkpointing = p;
-            if (chosen.total <= budget) break;
+            if (fits(chosen)) break;
         }
         const std::string name(checkpoint_policy_name(config.memory.checkpointing));
         if (config.memory.checkpointing == CheckpointPolicy::Off)
@@ -126,28 +138,36 @@ MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
             notes.push_back("checkpointing: auto chose '" + name + "': keeping every activation would need " +
                             gib(off.total) + ", " + gib(free_b) + " are free; '" + name + "' needs " +
                             gib(chosen.total) +
-                            (chosen.pinned_host ? " on the GPU + " + gib(chosen.pinned_host) + " pinned host memory"
+                            (chosen.pinned_host ? " on the GPU + " + gib(chosen.pinned_host) + " pinned host memory (" +
+                                                      gib(host.available) + " available)"
                                                 : std::string()));
     } else {
         chosen = plan_for(config.memory.checkpointing);
     }
+    CudaPlanChoice out;
+    out.memory = to_plan(chosen);
+    out.memory.device_total = total_b;
+    out.memory.device_free = free_b;
     if (chosen.total > budget) {
         std::string advice = "lower training.batch_tokens (now " + std::to_string(config.training.batch_tokens) + ")";
         if (config.memory.checkpointing == CheckpointPolicy::Off) advice += ", use checkpointing 'recompute' or 'auto'";
         advice += ", or lower data.max_seq_len (now " + std::to_string(config.data.max_seq_len) + ")";
-        throw Error(ErrorCategory::OutOfMemory,
-                    "the run does not fit on the GPU: it needs " + gib(chosen.total) + " (weights " +
-                        gib(chosen.weights) + ", LoRA + optimizer " + gib(chosen.lora_optimizer) + ", activations " +
-                        gib(chosen.activations) + ", workspace " + gib(chosen.workspace) + ", CUDA context " +
-                        gib(chosen.context) + ") but " + gib(free_b) + " of " + gib(total_b) +
-                        " are free; " + advice);
+        out.fits = false;
+        out.refusal = "the run does not fit on the GPU: it needs " + gib(chosen.total) + " (weights " +
+                      gib(chosen.weights) + ", LoRA + optimizer " + gib(chosen.lora_optimizer) + ", activations " +
+                      gib(chosen.activations) + ", workspace " + gib(chosen.workspace) + ", CUDA context " +
+                      gib(chosen.context) + ") but " + gib(free_b) + " of " + gib(total_b) + " are free; " + advice;
+    } else if (chosen.pinned_host > pinned_budget) {
+        out.fits = false;
+        out.refusal = "checkpointing '" + std::string(checkpoint_policy_name(config.memory.checkpointing)) +
+                      "' needs " + gib(chosen.pinned_host) + " of pinned host memory but only " +
+                      gib(host.available) + " of RAM are available (at most half of it is pinned); use " +
+                      "checkpointing 'recompute' or 'auto', or lower training.batch_tokens";
+    } else {
+        notes.push_back("device: cuda (" + cuda::context().name + "), planned peak " + gib(chosen.total) + " of " +
+                        gib(total_b));
     }
-    MemoryPlan m = to_plan(chosen);
-    m.device_total = total_b;
-    m.device_free = free_b;
-    notes.push_back("device: cuda (" + cuda::context().name + "), planned peak " + gib(chosen.total) + " of " +
-                    gib(total_b));
-    return m;
+    return out;
 #else
     (void)config;
     (void)notes;
@@ -155,6 +175,12 @@ MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
     cuda_backend_available(&reason);
     throw_unsupported("device: cuda: " + reason);
 #endif
+}
+
+MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
+    CudaPlanChoice c = choose_cuda_plan(config, notes);
+    if (!c.fits) throw Error(ErrorCategory::OutOfMemory, c.refusal);
+    return c.memory;
 }
 
 std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cpu/adamw.h"
+#include "tandem/error.h"
 
 namespace tandem {
 
@@ -20,6 +21,22 @@ double TrainableModel::optimizer_step(const OptimizerStep& s) {
                           static_cast<int64_t>(p.value.size()), s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.step);
     }
     return norm;
+}
+
+void TrainableModel::queue_forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) {
+    queued_loss_ += forward_backward(batch, grad_scale, dropout_seed);
+}
+
+void TrainableModel::queue_optimizer_step(const OptimizerStep& s) {
+    queued_.push_back({queued_loss_, optimizer_step(s)});
+    queued_loss_ = 0;
+}
+
+StepResult TrainableModel::collect_step() {
+    if (queued_.empty()) throw_internal("trainer: collect_step() with no step queued");
+    const StepResult r = queued_.front();
+    queued_.pop_front();
+    return r;
 }
 
 MemoryStats TrainableModel::memory_stats() {

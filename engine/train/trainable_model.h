@@ -7,12 +7,18 @@
 // The optimizer belongs to the model so a device backend runs it where the tensors live: optimizer_step
 // clips and applies AdamW to every LoRA tensor. The default implementation runs it on the host over
 // lora_params() (kernels/cpu/adamw.h), moments kept in LoraParam::exp_avg/exp_avg_sq.
+// The step protocol (one trainer code path for every backend): zero_grads(); queue_forward_backward() for
+// each micro-batch; queue_optimizer_step(); later collect_step() returns that step's {loss sum, grad norm}.
+// The trainer collects step n after queuing step n+1, so a device backend never makes the host wait inside
+// a step (CUDA: one host sync per step, in collect_step). The defaults run synchronously over
+// forward_backward / optimizer_step and keep the results until collected.
 // Host mirror: lora_params() values, grads and moments are current only after sync_to_host() (a no-op on
 // the CPU); after the trainer writes values or moments into them (resume) it calls sync_from_host().
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "export/peft_adapter.h"
@@ -22,6 +28,11 @@
 #include "tandem/trainer.h"
 
 namespace tandem {
+
+struct StepResult {
+    double loss_sum = 0;   // over the step's predicted tokens
+    double grad_norm = 0;  // before clipping; non-finite: the update was skipped
+};
 
 struct OptimizerStep {
     double lr = 0;
@@ -47,10 +58,19 @@ public:
     // Clipping + AdamW over every LoRA tensor; returns the global gradient norm before clipping. A
     // non-finite norm leaves every tensor unchanged (the trainer reports it).
     virtual double optimizer_step(const OptimizerStep& s);
+    virtual void queue_forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed);
+    virtual void queue_optimizer_step(const OptimizerStep& s);
+    virtual StepResult collect_step();  // the oldest queued step; Error{Internal} when none is queued
+    virtual int queued_steps() const { return int(queued_.size()); }
+
     virtual void sync_to_host() {}
     virtual void sync_from_host() {}
     // Memory by purpose; the default adds the byte counts above (+ two moments per LoRA value).
     virtual MemoryStats memory_stats();
+
+private:
+    double queued_loss_ = 0;          // the default protocol: loss of the step being queued
+    std::deque<StepResult> queued_;   // steps queued, not collected
 };
 
 }  // namespace tandem

@@ -328,10 +328,54 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
     const TrainingConfig& tc = config.training;
     const auto run_start = clock::now();
     const int64_t first_step = step;
-    bool evaluated_last = false;
+
+    // Steps are queued on the model and collected one step later (TrainableModel's step protocol): the
+    // metrics of step n are read while step n+1 runs, so a device backend never waits inside a step. A step
+    // that evaluates, checkpoints or ends the run is collected at once (those read the updated weights).
+    struct Pending {
+        StepMetrics m;
+        bool eval = false, checkpoint = false;
+    };
+    std::optional<Pending> pending;
+    auto last_collect = run_start;
+    auto collect = [&] {
+        Pending p = std::move(*pending);
+        pending.reset();
+        const StepResult r = model->collect_step();
+        StepMetrics& m = p.m;
+        m.loss = m.label_tokens > 0 ? r.loss_sum / static_cast<double>(m.label_tokens) : 0.0;
+        m.grad_norm = r.grad_norm;
+        if (!std::isfinite(r.grad_norm))
+            sink.on_event({RunEventKind::Warning,
+                           "step " + std::to_string(m.step) + ": the gradient norm is not finite; update skipped",
+                           m.step});
+        const auto t1 = clock::now();
+        m.step_time_s = std::chrono::duration<double>(t1 - last_collect).count();
+        m.tokens_per_s = m.step_time_s > 0 ? static_cast<double>(m.tokens) / m.step_time_s : 0;
+        const double elapsed = std::chrono::duration<double>(t1 - run_start).count();
+        m.steps_per_s = elapsed > 0 ? static_cast<double>(m.step - first_step) / elapsed : 0;
+        m.memory = memory();
+        if (p.eval) {
+            m.eval_loss = eval_loss();
+            std::ostringstream msg;
+            msg.precision(6);
+            msg << "step " << m.step << ": eval loss " << m.eval_loss;
+            sink.on_event({RunEventKind::Eval, msg.str(), m.step});
+        }
+        json line = {{"step", m.step},         {"epoch", m.epoch},      {"loss", m.loss},
+                     {"lr", m.lr},             {"grad_norm", m.grad_norm}, {"tokens", m.tokens},
+                     {"label_tokens", m.label_tokens}, {"step_time_s", m.step_time_s},
+                     {"tokens_per_s", m.tokens_per_s}};
+        line["eval_loss"] = std::isfinite(m.eval_loss) ? json(m.eval_loss) : json(nullptr);
+        metrics << line.dump() << "\n";
+        metrics.flush();
+        if (!metrics) throw_io((out / "metrics.jsonl").string() + ": write failed");
+        sink.on_step(m);
+        if (p.checkpoint) write_checkpoint(sink);
+        last_collect = clock::now();  // evaluation and checkpoints are not step time
+    };
 
     while (step < total_steps) {
-        const auto t0 = clock::now();
         if (batch_pos >= static_cast<int64_t>(batches_of_epoch(epoch).size())) {
             ++epoch;
             batch_pos = 0;
@@ -347,73 +391,45 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
         }
         const float grad_scale = labels > 0 ? static_cast<float>(1.0 / static_cast<double>(labels)) : 0.0f;
         model->zero_grads();
-        double loss_sum = 0;
         for (int64_t i = 0; i < count; ++i) {
             if (stop.load()) {
                 // Drop the partial step; save the last completed one.
+                if (pending) collect();
                 write_checkpoint(sink);
                 stopped = true;
                 sink.on_event({RunEventKind::Stopped,
                                "stopped at step " + std::to_string(step) + "; resume with --resume", step});
                 return;
             }
-            loss_sum += model->forward_backward(batches[batch_pos + i], grad_scale,
-                                                train::dropout_seed(config.seed, step + 1, static_cast<int32_t>(i)));
+            model->queue_forward_backward(batches[batch_pos + i], grad_scale,
+                                          train::dropout_seed(config.seed, step + 1, static_cast<int32_t>(i)));
         }
         const double lr = tc.lr * train::lr_multiplier(tc.schedule, step, warmup_steps, total_steps);
-        const double norm = model->optimizer_step({.lr = lr,
-                                                   .beta1 = tc.beta1,
-                                                   .beta2 = tc.beta2,
-                                                   .eps = tc.eps,
-                                                   .weight_decay = tc.weight_decay,
-                                                   .max_grad_norm = tc.max_grad_norm,
-                                                   .step = step + 1});
-        if (!std::isfinite(norm)) {
-            sink.on_event({RunEventKind::Warning,
-                           "step " + std::to_string(step + 1) + ": the gradient norm is not finite; update skipped",
-                           step + 1});
-        }
+        model->queue_optimizer_step({.lr = lr,
+                                     .beta1 = tc.beta1,
+                                     .beta2 = tc.beta2,
+                                     .eps = tc.eps,
+                                     .weight_decay = tc.weight_decay,
+                                     .max_grad_norm = tc.max_grad_norm,
+                                     .step = step + 1});
         ++step;
         batch_pos += count;
+        if (pending) collect();  // the previous step, while this one runs
 
-        StepMetrics m;
+        Pending p;
+        StepMetrics& m = p.m;
         m.step = step;
         m.total_steps = total_steps;
         m.epoch = static_cast<double>(epoch) + static_cast<double>(batch_pos) / static_cast<double>(n);
-        m.loss = labels > 0 ? loss_sum / static_cast<double>(labels) : 0.0;
         m.lr = lr;
-        m.grad_norm = norm;
         m.tokens = tokens;
         m.label_tokens = labels;
-        evaluated_last = false;
-        if (!eval_batches.empty() && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == total_steps)) {
-            m.eval_loss = eval_loss();
-            evaluated_last = true;
-            std::ostringstream msg;
-            msg.precision(6);
-            msg << "step " << step << ": eval loss " << m.eval_loss;
-            sink.on_event({RunEventKind::Eval, msg.str(), step});
-        }
-        const auto t1 = clock::now();
-        m.step_time_s = std::chrono::duration<double>(t1 - t0).count();
-        m.tokens_per_s = m.step_time_s > 0 ? static_cast<double>(tokens) / m.step_time_s : 0;
-        const double elapsed = std::chrono::duration<double>(t1 - run_start).count();
-        m.steps_per_s = elapsed > 0 ? static_cast<double>(step - first_step) / elapsed : 0;
-        m.memory = memory();
-
-        json line = {{"step", m.step},         {"epoch", m.epoch},      {"loss", m.loss},
-                     {"lr", m.lr},             {"grad_norm", m.grad_norm}, {"tokens", m.tokens},
-                     {"label_tokens", m.label_tokens}, {"step_time_s", m.step_time_s},
-                     {"tokens_per_s", m.tokens_per_s}};
-        line["eval_loss"] = std::isfinite(m.eval_loss) ? json(m.eval_loss) : json(nullptr);
-        metrics << line.dump() << "\n";
-        metrics.flush();
-        if (!metrics) throw_io((out / "metrics.jsonl").string() + ": write failed");
-        sink.on_step(m);
-
-        if (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) write_checkpoint(sink);
+        p.eval = !eval_batches.empty() && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == total_steps);
+        p.checkpoint = tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0;
+        pending = std::move(p);
+        if (pending->eval || pending->checkpoint || step == total_steps) collect();
     }
-    (void)evaluated_last;
+    if (pending) collect();
 
     const fs::path adapter = out / "adapter";
     write_peft_adapter(adapter, config.lora, model->model_config(), config.model, model->lora_tensors(),

@@ -1,4 +1,5 @@
 // The device context and the error mapping of the CUDA backend (see common.h).
+#include <atomic>
 #include "kernels/cuda/common.h"
 
 #include <memory>
@@ -126,6 +127,22 @@ Versions versions() {
     return v;
 }
 
-void synchronize() { TANDEM_CUDA_CHECK(cudaStreamSynchronize(context().stream)); }
+namespace {
+std::atomic<uint64_t> g_host_syncs{0};
+}
+
+void synchronize() { synchronize(context().stream); }
+
+void synchronize(cudaStream_t s) {
+    g_host_syncs.fetch_add(1, std::memory_order_relaxed);
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void wait_event(cudaEvent_t e) {
+    g_host_syncs.fetch_add(1, std::memory_order_relaxed);
+    TANDEM_CUDA_CHECK(cudaEventSynchronize(e));
+}
+
+uint64_t host_sync_count() { return g_host_syncs.load(std::memory_order_relaxed); }
 
 }  // namespace tandem::cuda

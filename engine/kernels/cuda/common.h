@@ -83,8 +83,14 @@ struct Versions {
 };
 Versions versions();
 
-// Blocks until the compute stream is idle (tests, metrics, the end of a step).
-void synchronize();
+// Host syncs. Every call in the engine that blocks the host on the device goes through these three, and
+// each call counts once in host_sync_count() (all threads), so tests can assert how many a training step
+// has. Outside the count: library internals on a shape's first use (cuBLASLt heuristics, cuDNN plan
+// building) and allocations, which happen only at load (nothing allocates inside a step).
+void synchronize();                  // the compute stream is idle
+void synchronize(cudaStream_t s);    // stream s is idle
+void wait_event(cudaEvent_t e);      // the work before event e is done
+uint64_t host_sync_count();
 
 // Grid size for n elements at `threads` per block, n > 0.
 inline unsigned grid_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }

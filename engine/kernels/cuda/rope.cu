@@ -93,7 +93,7 @@ RopeTableDevice rope_table_upload(const cpu::RopeTable& table, void* dst) {
     const cudaStream_t s = context().stream;
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(d.cos, table.cos.data(), count * sizeof(float), cudaMemcpyHostToDevice, s));
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(d.sin, table.sin.data(), count * sizeof(float), cudaMemcpyHostToDevice, s));
-    TANDEM_CUDA_CHECK(cudaStreamSynchronize(s));
+    synchronize(s);
     return d;
 }
 

@@ -1,0 +1,102 @@
+// tandem::estimate_memory — the memory a run will need, from config.json alone, resolved the way
+// Trainer::prepare resolves it (device auto, checkpointing auto). For front ends that show a memory bar as the
+// settings change: no weights are read, no data is tokenized.
+// Decisions: on the CPU the plan is CpuModel::plan (fp32 weights, LoRA + AdamW, the activation arena) against
+// MemAvailable; a run that needs more than 90% of it is marked as not fitting (the CPU backend would swap).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "model/model.h"
+#include "tandem/error.h"
+#include "tandem/model_config.h"
+#include "tandem/trainer.h"
+#include "train/backends.h"
+
+namespace tandem {
+
+namespace train {
+
+std::string gib(uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1ull << 30));
+    return buf;
+}
+
+HostMemory host_memory() {
+    HostMemory h;
+    std::ifstream in("/proc/meminfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream ss(line);
+        std::string key;
+        uint64_t kib = 0;
+        ss >> key >> kib;
+        if (key == "MemTotal:") h.total = kib * 1024;
+        if (key == "MemAvailable:") h.available = kib * 1024;
+    }
+    if (h.total == 0) {
+        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+        if (pages > 0 && page > 0) h.total = uint64_t(pages) * uint64_t(page);
+    }
+    if (h.available == 0) {
+        const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+        h.available = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : h.total;
+    }
+    return h;
+}
+
+}  // namespace train
+
+MemoryEstimate estimate_memory(const RunConfig& in) {
+    validate_run_config(in);
+    RunConfig config = in;
+    const ModelConfig mc = load_model_config(config.model);
+    if (mc.max_position_embeddings > 0 && config.data.max_seq_len > mc.max_position_embeddings)
+        config.data.max_seq_len = int32_t(mc.max_position_embeddings);
+
+    MemoryEstimate e;
+    std::string no_cuda;
+    if (config.device == DeviceChoice::Auto)
+        config.device = train::cuda_usable(&no_cuda) ? DeviceChoice::Cuda : DeviceChoice::Cpu;
+    else if (config.device == DeviceChoice::Cuda && !train::cuda_usable(&no_cuda))
+        throw Error(ErrorCategory::Unsupported, "device: cuda: " + no_cuda + "; use device cpu");
+    e.device = config.device;
+
+    if (config.device == DeviceChoice::Cuda) {
+        std::vector<std::string> notes;
+        train::CudaPlanChoice c = train::choose_cuda_plan(config, notes);
+        e.memory = c.memory;
+        e.fits = c.fits;
+        e.checkpointing = config.memory.checkpointing;
+        e.message = c.fits ? (notes.empty() ? std::string() : notes.front()) : c.refusal;
+        return e;
+    }
+
+    if (!mc.supported)
+        throw Error(ErrorCategory::Unsupported,
+                    config.model + ": " + mc.architecture + " is not supported yet: " + mc.unsupported_reason);
+    const CpuModel::MemoryNeeds n = CpuModel::plan(mc, config.lora, config.training.batch_tokens);
+    const train::HostMemory host = train::host_memory();
+    e.checkpointing = CheckpointPolicy::Off;  // the CPU backend keeps every activation
+    e.memory.weights = n.weights;
+    e.memory.lora_optimizer = n.lora_optimizer;
+    e.memory.activations = n.activations;
+    e.memory.total = n.weights + n.lora_optimizer + n.activations;
+    e.memory.device_total = host.total;
+    e.memory.device_free = host.available;
+    const uint64_t budget = uint64_t(double(host.available) * 0.9);
+    e.fits = e.memory.total <= budget;
+    e.message = e.fits ? "device: cpu, planned " + train::gib(e.memory.total) + " of RAM (" +
+                             train::gib(host.available) + " available)"
+                       : "the run does not fit in RAM: it needs " + train::gib(e.memory.total) + " (weights " +
+                             train::gib(n.weights) + ", activations " + train::gib(n.activations) + ") but " +
+                             train::gib(host.available) + " are available; lower training.batch_tokens (now " +
+                             std::to_string(config.training.batch_tokens) + ")";
+    return e;
+}
+
+}  // namespace tandem
