@@ -85,6 +85,23 @@ private slots:
         qInfo("determinism: %d results identical on a second run", compared);
     }
 
+    // Issue 5: the host waits on the device a small constant number of times per optimizer step (the
+    // metrics read-back of the previous step), the same for a 2-layer and a 28-layer model, through the
+    // real Trainer (selftest case "host syncs per optimizer step (trainer)", counted by cuda's wrappers).
+    void host_syncs_per_step() {
+        SelftestOptions o;
+        o.filter = "host syncs per optimizer step";
+        int checked = 0;
+        QStringList failures;
+        run_selftest(o, [&](const SelftestResult& r) {
+            ++checked;
+            qInfo("%s: %s", r.name.c_str(), r.detail.c_str());
+            if (!r.passed) failures << QString::fromStdString(r.name + ": " + r.detail);
+        });
+        QVERIFY(checked >= 6);  // 2 depths x 2 accumulations + the two comparisons
+        QVERIFY2(failures.isEmpty(), qPrintable(failures.join("\n")));
+    }
+
     // tandem-cli selftest: exit codes, one line per result, the JSON report.
     void cli_selftest() {
         QTemporaryDir tmp;

@@ -6,10 +6,17 @@
 // bench/gpu_bench.sh runs it next to the HF PEFT baseline (bench/hf_peft_baseline.py).
 //
 // Decisions a reader must know:
-//  - A step is what the trainer does: forward_backward + optimizer_step (AdamW, lr 1e-4, clip 1.0) +
-//    zero_grads, timed with std::chrono around the whole step (the model synchronises inside). Forward and
-//    backward come from CudaModel::last_timing() (CUDA events); optimizer is chrono around optimizer_step;
-//    "other" = step - forward - backward - optimizer (batch upload, host syncs, launch gaps).
+//  - A step is what the trainer does, the trainer's way: zero_grads + forward_backward_async +
+//    optimizer_step_async (AdamW, lr 1e-4, clip 1.0), and the previous step's loss and grad norm collected
+//    after the next step is queued (one host sync per step). Step time = wall time of the timed steps / their
+//    number (warmup drained first); min/max/median are the intervals between collects. Forward, backward
+//    and optimizer come from CUDA events of each collected step; "other" = step - the three (upload,
+//    launch gaps, host waits). host_syncs_per_step = the counting wrappers' total over the timed steps / N.
+//  - --rebuild-metadata-per-layer: the ablation of issue 5 (every layer, forward and backward, rebuilds and
+//    uploads the batch metadata and waits). --min-seq-len N: sample lengths drawn uniformly from
+//    [N, seq_len] (fixed seed) until the budget is full: many short samples, like instruction data.
+//  - --timeline FILE: per-layer CUDA events on the compute and copy streams for one extra micro-batch
+//    after the timed steps, as JSON (bench/timeline_plot.py draws it).
 //  - Batches are packed: batch_tokens tokens made of samples of seq_len tokens (the last one shorter when
 //    seq_len does not divide batch_tokens), random ids < vocab, labels = tokens with the first label of each
 //    sample -100 (batch_from_sequences). HF's 8 x 2048 rows predict exactly as many tokens.
@@ -169,6 +176,7 @@ double measure_peak_bf16_flops() {
 }
 
 uint64_t peak_allocated() { return cuda::peak_allocated_bytes(); }
+uint64_t host_sync_total() { return cuda::host_sync_count(); }
 void reset_peak_allocated() { cuda::reset_peak(); }
 
 #else
@@ -178,12 +186,27 @@ DeviceMemory device_memory() { no_cuda(); }
 std::string device_name() { no_cuda(); }
 double measure_peak_bf16_flops() { no_cuda(); }
 uint64_t peak_allocated() { no_cuda(); }
+uint64_t host_sync_total() { no_cuda(); }
 void reset_peak_allocated() { no_cuda(); }
 
 #endif
 
 // ---------------------------------------------------------------------------------------------------------
 // Synthetic batches and statistics
+
+// Sample lengths drawn uniformly from [lo, hi] (fixed seed) until the budget is full; the last one takes
+// what is left.
+std::vector<int64_t> varied_lengths(int batch_tokens, int lo, int hi) {
+    SplitMix64 rng(77);
+    std::vector<int64_t> out;
+    int64_t left = batch_tokens;
+    while (left > 0) {
+        const int64_t len = std::min<int64_t>(left, lo + int64_t(rng.next_u64() % uint64_t(hi - lo + 1)));
+        out.push_back(len);
+        left -= len;
+    }
+    return out;
+}
 
 // Sample lengths of one batch: seq_len each, the remainder (if any) as a last, shorter sample.
 std::vector<int64_t> sample_lengths(int batch_tokens, int seq_len) {
@@ -218,7 +241,8 @@ double median(std::vector<double> v) {
 
 json plan_json(const CudaMemoryPlan& p) {
     return {{"weights", p.weights},       {"lora_optimizer", p.lora_optimizer}, {"activations", p.activations},
-            {"workspace", p.workspace},   {"context", p.context},               {"total", p.total}};
+            {"workspace", p.workspace},   {"context", p.context},               {"total", p.total},
+            {"pinned_host", p.pinned_host}};
 }
 
 std::string gib(uint64_t bytes) {
@@ -244,8 +268,9 @@ std::string join(const std::vector<std::string>& v) {
 
 Run add_bench_command(CLI::App& app) {
     struct Opts {
-        std::string config, checkpointing = "off", attention = "auto", json_path;
-        int batch_tokens = 16384, seq_len = 2048, steps = 20, warmup = 3, rank = 16;
+        std::string config, checkpointing = "off", attention = "auto", json_path, timeline_path;
+        int batch_tokens = 16384, seq_len = 2048, min_seq_len = 0, steps = 20, warmup = 3, rank = 16;
+        bool rebuild_metadata = false;
         double alpha = 32;
     };
     auto o = std::make_shared<Opts>();
@@ -268,6 +293,11 @@ Run add_bench_command(CLI::App& app) {
     sub->add_option("--rank", o->rank, "LoRA rank (all seven projections)")->capture_default_str();
     sub->add_option("--alpha", o->alpha, "LoRA alpha")->capture_default_str();
     sub->add_option("--json", o->json_path, "also write the results as JSON to this file");
+    sub->add_option("--min-seq-len", o->min_seq_len,
+                    "draw sample lengths uniformly from [min-seq-len, seq-len] (0: all seq-len)");
+    sub->add_flag("--rebuild-metadata-per-layer", o->rebuild_metadata,
+                  "ablation: rebuild and upload the batch metadata in every layer, with a host sync");
+    sub->add_option("--timeline", o->timeline_path, "write per-layer CUDA events of one micro-batch as JSON");
     return [o]() {
         const ModelConfig config = *architecture_preset(o->config);  // IsMember checked the name
         if (o->seq_len < 2) throw_invalid("--seq-len must be at least 2 (got " + std::to_string(o->seq_len) + ")");
@@ -293,7 +323,12 @@ Run add_bench_command(CLI::App& app) {
                             : o->attention == "inhouse" ? AttentionBackend::Inhouse
                                                         : AttentionBackend::Auto;
         const CudaMemoryPlan plan = CudaModel::plan(config, lora, options);
-        const auto lengths = sample_lengths(o->batch_tokens, o->seq_len);
+        options.rebuild_metadata_per_layer = o->rebuild_metadata;
+        options.timeline = !o->timeline_path.empty();
+        if (o->min_seq_len < 0 || o->min_seq_len > o->seq_len)
+            throw_invalid("--min-seq-len must be in [0, --seq-len]");
+        const auto lengths = o->min_seq_len > 0 ? varied_lengths(o->batch_tokens, o->min_seq_len, o->seq_len)
+                                                : sample_lengths(o->batch_tokens, o->seq_len);
         const FlopCount flops = model_flops(config, lora, lengths);
 
         json j;
@@ -333,27 +368,57 @@ Run add_bench_command(CLI::App& app) {
         uint64_t peak_alloc = 0;
         CudaMemoryPlan held;
         std::string attention_backend;
+        double host_syncs = 0, wall_step_ms = 0;
+        std::vector<TimelineSpan> timeline;
         try {
             CudaModel model = CudaModel::random(config, lora, /*seed=*/1, /*weight_seed=*/2, options);
             attention_backend = model.attention_backend_name();
             std::fprintf(stderr, "bench: %s loaded (%s attention); %d warmup + %d timed steps\n", o->config.c_str(),
                          attention_backend.c_str(), o->warmup, o->steps);
-            for (int s = 0; s < o->warmup + o->steps; ++s) {
+            auto queue = [&](int s) {
                 const PackedBatch& batch = batches[size_t(s % n_batches)];
-                const auto t0 = Clock::now();
-                const double loss_sum =
-                    model.forward_backward(batch, 1.0f / float(batch.num_label_tokens), uint64_t(s));
-                const auto t1 = Clock::now();
-                model.optimizer_step(1e-4, 0.9, 0.999, 1e-8, 0.0, 1.0, s + 1);
                 model.zero_grads();
-                const auto t2 = Clock::now();
-                losses.push_back(loss_sum / double(batch.num_label_tokens));
-                if (s < o->warmup) continue;
-                const CudaStepTiming t = model.last_timing();
-                step_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
-                opt_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
-                fwd_ms.push_back(t.forward_ms);
-                bwd_ms.push_back(t.backward_ms);
+                model.forward_backward_async(batch, 1.0f / float(batch.num_label_tokens), uint64_t(s));
+                model.optimizer_step_async(1e-4, 0.9, 0.999, 1e-8, 0.0, 1.0, s + 1);
+            };
+            int collected = 0;
+            auto collect = [&](bool timed) {
+                const CudaModel::StepReadback r = model.collect_step();
+                const PackedBatch& batch = batches[size_t(collected % n_batches)];
+                losses.push_back(r.loss_sum / double(batch.num_label_tokens));
+                ++collected;
+                if (!timed) return;
+                fwd_ms.push_back(r.timing.forward_ms);
+                bwd_ms.push_back(r.timing.backward_ms);
+                opt_ms.push_back(r.timing.optimizer_ms);
+            };
+            for (int s = 0; s < o->warmup; ++s) {
+                queue(s);
+                if (model.queued_steps() == 2) collect(false);
+            }
+            while (model.queued_steps() > 0) collect(false);
+            const uint64_t syncs0 = host_sync_total();
+            const auto t0 = Clock::now();
+            auto prev = t0;
+            for (int s = o->warmup; s < o->warmup + o->steps; ++s) {
+                queue(s);
+                if (model.queued_steps() == 2) {
+                    collect(true);
+                    const auto now = Clock::now();
+                    if (s > o->warmup + 1) step_ms.push_back(std::chrono::duration<double, std::milli>(now - prev).count());
+                    prev = now;
+                }
+            }
+            while (model.queued_steps() > 0) collect(true);
+            const auto t1 = Clock::now();
+            host_syncs = double(host_sync_total() - syncs0) / double(o->steps);
+            wall_step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / double(o->steps);
+            if (step_ms.empty()) step_ms.push_back(wall_step_ms);
+            if (options.timeline) {
+                const PackedBatch& batch = batches[0];
+                model.zero_grads();
+                model.forward_backward(batch, 1.0f / float(batch.num_label_tokens), 0);
+                timeline = model.timeline();
             }
             after = device_memory();
             peak_alloc = peak_allocated();
@@ -365,7 +430,7 @@ Run add_bench_command(CLI::App& app) {
         // The model is freed here; the peak GEMM runs on an empty GPU.
         const double peak = measure_peak_bf16_flops();
 
-        const double step = mean(step_ms), fwd = mean(fwd_ms), bwd = mean(bwd_ms), opt = mean(opt_ms);
+        const double step = wall_step_ms, fwd = mean(fwd_ms), bwd = mean(bwd_ms), opt = mean(opt_ms);
         const double other = step - fwd - bwd - opt;
         const double tokens_per_s = double(o->batch_tokens) / (step * 1e-3);
         const double achieved = flops.total() / (step * 1e-3);
@@ -385,6 +450,9 @@ Run add_bench_command(CLI::App& app) {
         j["backward_ms"] = bwd;
         j["optimizer_ms"] = opt;
         j["other_ms"] = other;
+        j["host_syncs_per_step"] = host_syncs;
+        j["rebuild_metadata_per_layer"] = o->rebuild_metadata;
+        j["sample_lengths"] = lengths;
         j["model_flops_per_step"] = flops.total();
         j["model_flops_per_token"] = flops.total() / double(o->batch_tokens);
         j["model_flops_forward"] = flops.forward;
@@ -419,7 +487,9 @@ Run add_bench_command(CLI::App& app) {
         std::printf("    forward       %8.2f ms\n", fwd);
         std::printf("    backward      %8.2f ms\n", bwd);
         std::printf("    optimizer     %8.2f ms\n", opt);
-        std::printf("    other         %8.2f ms  (upload, host syncs, gaps)\n", other);
+        std::printf("    other         %8.2f ms  (upload, launch gaps, host waits)\n", other);
+        std::printf("  host syncs      %.2f per step%s\n", host_syncs,
+                    o->rebuild_metadata ? " (ablation: metadata rebuilt in every layer)" : "");
         std::printf("  model FLOPs     %.2f TFLOP/step (fwd %.2f, bwd %.2f) -> %.1f TFLOP/s\n", flops.total() / 1e12,
                     flops.forward / 1e12, flops.backward / 1e12, achieved / 1e12);
         std::printf("  peak bf16 GEMM  %.1f TFLOP/s (cuBLASLt 8192^3, measured)\n", peak / 1e12);
@@ -434,6 +504,18 @@ Run add_bench_command(CLI::App& app) {
         std::printf("  loss            %.4f first, %.4f last (random weights: about ln(vocab) = %.2f)\n",
                     losses.front(), losses.back(), std::log(double(config.vocab_size)));
         if (!o->json_path.empty()) write_json_file(o->json_path, j);
+        if (!o->timeline_path.empty()) {
+            json t;
+            t["config"] = o->config;
+            t["checkpointing"] = o->checkpointing;
+            t["batch_tokens"] = o->batch_tokens;
+            t["device"] = j["device"];
+            t["spans"] = json::array();
+            for (const auto& sp : timeline)
+                t["spans"].push_back({{"stream", sp.stream}, {"what", sp.what}, {"layer", sp.layer},
+                                      {"begin_ms", sp.begin_ms}, {"end_ms", sp.end_ms}});
+            write_json_file(o->timeline_path, t);
+        }
         return 0;
     };
 }

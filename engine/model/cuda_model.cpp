@@ -598,7 +598,7 @@ struct CudaModel::Impl {
     int64_t steps_queued = 0, steps_collected = 0;
     uint64_t step_last_seq[kStepSlots] = {};
     Event ev_step_done[kStepSlots];
-    Event ev_t[kStepSlots][3];             // forward start, loss, backward end of the step's last micro-batch
+    Event ev_t[kStepSlots][4];             // forward start, loss, backward end (last micro-batch), optimizer end
     CudaStepTiming collected_timing;
 
     // Timeline (options.timeline): per-layer events on both streams, read by timeline().
@@ -1614,6 +1614,7 @@ void CudaModel::optimizer_step_async(double lr, double beta1, double beta2, doub
         cudaMemcpyAsync(m.pinned_step_loss(r), m.loss_sum + 1, sizeof(double), cudaMemcpyDeviceToHost, stream()));
     TANDEM_CUDA_CHECK(
         cudaMemcpyAsync(m.pinned_step_norm(r), m.norm, sizeof(float), cudaMemcpyDeviceToHost, stream()));
+    m.ev_t[r][3].record();
     m.ev_step_done[r].record();
     m.step_last_seq[r] = m.batch_seq;
     ++m.steps_queued;
@@ -1629,11 +1630,13 @@ CudaModel::StepReadback CudaModel::collect_step() {
     StepReadback out;
     out.loss_sum = *m.pinned_step_loss(r);
     out.grad_norm = double(*m.pinned_step_norm(r));
-    float fwd = 0, bwd = 0;
+    float fwd = 0, bwd = 0, opt = 0;
     if (cudaEventElapsedTime(&fwd, m.ev_t[r][0].get(), m.ev_t[r][1].get()) == cudaSuccess &&
-        cudaEventElapsedTime(&bwd, m.ev_t[r][1].get(), m.ev_t[r][2].get()) == cudaSuccess) {
+        cudaEventElapsedTime(&bwd, m.ev_t[r][1].get(), m.ev_t[r][2].get()) == cudaSuccess &&
+        cudaEventElapsedTime(&opt, m.ev_t[r][2].get(), m.ev_t[r][3].get()) == cudaSuccess) {
         out.timing.forward_ms = fwd;
         out.timing.backward_ms = bwd;
+        out.timing.optimizer_ms = opt;
     }
     (void)cudaGetLastError();  // a step without a micro-batch left its timing events unrecorded
     return out;

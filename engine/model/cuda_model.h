@@ -68,6 +68,7 @@ struct CudaMemoryPlan {
 struct CudaStepTiming {
     double forward_ms = 0;   // embedding .. loss
     double backward_ms = 0;  // loss gradient .. first layer
+    double optimizer_ms = 0; // grad norm + AdamW (collect_step only)
 };
 
 class CudaModel {

@@ -69,7 +69,9 @@
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/swiglu.h"
 #include "model/model.h"
+#include "tandem/demo_model.h"
 #include "tandem/model_config.h"
+#include "tandem/trainer.h"
 #include "tandem/safetensors.h"
 #endif
 
@@ -1424,6 +1426,164 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
 // only move the block inputs between device and pinned host memory), so with the deterministic in-house
 // attention the loss and every LoRA gradient must be equal BIT FOR BIT to Off's. Two steps per policy
 // (zero_grads between), so events and buffers reused across steps are covered too.
+// The trainer's asynchronous step (queue forward/backward and the optimizer, collect one step late) must be
+// the blocking step, bit for bit, over steps with different batches (so a metadata slot mix-up shows); and
+// so must the rebuild-metadata-per-layer ablation.
+void async_step_case(Check& c, StepReference& ref, CheckpointPolicy policy) {
+    ref.prepare(c.base_seed());
+    const int V = ref.variant.config.at("vocab_size").get<int>();
+    Rng rng(c.base_seed() ^ 0xA5);
+    std::vector<PackedBatch> batches{ref.batch, make_step_batch(rng, {7, 19, 4}, ref.variant.token_budget, V),
+                                     make_step_batch(rng, {30}, ref.variant.token_budget, V)};
+    constexpr int kSteps = 5;
+    struct Run {
+        std::vector<double> loss, norm;
+        LoraTensors values;
+    };
+    auto load = [&](bool rebuild) {
+        CudaModelOptions opt;
+        opt.max_tokens = ref.variant.token_budget;
+        opt.max_seqlen = ref.variant.token_budget;
+        opt.checkpointing = policy;
+        opt.attention = AttentionBackend::Inhouse;
+        opt.rebuild_metadata_per_layer = rebuild;
+        CudaModel g = CudaModel::load(ref.dir, ref.variant.lora, kLoraInitSeed, opt);
+        g.set_lora(ref.lora);
+        return g;
+    };
+    auto blocking = [&] {
+        CudaModel g = load(false);
+        Run r;
+        for (int s = 0; s < kSteps; ++s) {
+            g.zero_grads();
+            double loss = 0;
+            for (int mb = 0; mb < 2; ++mb) {  // grad_accum 2
+                const PackedBatch& b = batches[size_t(s + mb) % batches.size()];
+                loss += g.forward_backward(b, 1e-2f, kDropoutSeed + uint64_t(s));
+            }
+            r.loss.push_back(loss);
+            r.norm.push_back(g.optimizer_step(1e-3, 0.9, 0.999, 1e-8, 0.01, 1.0, s + 1));
+        }
+        r.values = g.lora_tensors();
+        return r;
+    };
+    auto queued = [&](bool rebuild) {
+        CudaModel g = load(rebuild);
+        Run r;
+        auto collect = [&] {
+            const CudaModel::StepReadback x = g.collect_step();
+            r.loss.push_back(x.loss_sum);
+            r.norm.push_back(x.grad_norm);
+        };
+        for (int s = 0; s < kSteps; ++s) {
+            g.zero_grads();
+            for (int mb = 0; mb < 2; ++mb) {
+                const PackedBatch& b = batches[size_t(s + mb) % batches.size()];
+                g.forward_backward_async(b, 1e-2f, kDropoutSeed + uint64_t(s));
+            }
+            g.optimizer_step_async(1e-3, 0.9, 0.999, 1e-8, 0.01, 1.0, s + 1);
+            if (g.queued_steps() == 2) collect();
+        }
+        while (g.queued_steps() > 0) collect();
+        r.values = g.lora_tensors();
+        return r;
+    };
+    const Run want = blocking();
+    for (bool rebuild : {false, true}) {
+        const Run got = queued(rebuild);
+        const std::string label = rebuild ? "async + rebuild-metadata-per-layer" : "async";
+        size_t differ = 0;
+        for (int s = 0; s < kSteps; ++s) {
+            differ += std::memcmp(&got.loss[size_t(s)], &want.loss[size_t(s)], sizeof(double)) != 0;
+            differ += float(got.norm[size_t(s)]) != float(want.norm[size_t(s)]);
+        }
+        c.result(label + " losses and grad norms", double(differ), 0.0,
+                 std::to_string(differ) + " of " + std::to_string(2 * kSteps) + " differ; step 1 loss " +
+                     fmt("%.17g", got.loss[0]) + " vs " + fmt("%.17g", want.loss[0]));
+        size_t values_differ = 0, total = 0;
+        for (const auto& [name, w] : want.values) {
+            const auto it = got.values.find(name);
+            if (it == got.values.end() || it->second.size() != w.size()) {
+                values_differ += w.size();
+                continue;
+            }
+            total += w.size();
+            for (size_t i = 0; i < w.size(); ++i) values_differ += std::memcmp(&it->second[i], &w[i], sizeof(float)) != 0;
+        }
+        c.result(label + " LoRA values after " + std::to_string(kSteps) + " steps", double(values_differ), 0.0,
+                 std::to_string(values_differ) + " of " + std::to_string(total) + " differ from the blocking step's");
+    }
+}
+
+// The host syncs of a training step through the real Trainer (demo models of 2 and 28 layers, smart
+// checkpointing, grad_accum 1 and 2): counted by the wrappers between consecutive steps' metrics, in the
+// steady state (not the first step, nor the last, which evaluates). At most 2, the same for both depths.
+void host_syncs_case(Check& c) {
+    const fs::path root = fs::temp_directory_path() / ("tandem-selftest-syncs-" + std::to_string(::getpid()));
+    std::error_code ec;
+    fs::remove_all(root, ec);
+    fs::create_directories(root);
+    std::string text;
+    Rng rng(c.base_seed());
+    for (int d = 0; d < 120; ++d) {
+        const int words = 3 + rng.below(12);
+        for (int w = 0; w < words; ++w) text += std::string(size_t(1 + rng.below(6)), char('a' + rng.below(26))) + " ";
+        text += "\n\n";
+    }
+    write_file_atomic(root / "data.txt", text);
+    struct Sink : ProgressSink {
+        std::vector<uint64_t> syncs_at_step;
+        void on_step(const StepMetrics&) override { syncs_at_step.push_back(cuda::host_sync_count()); }
+    };
+    std::map<int, double> per_step_of_layers;
+    for (int accum : {1, 2}) {
+        for (int layers : {2, 28}) {
+            DemoModelSpec spec;  // head_dim 64, as real models have
+            spec.hidden_size = 128;
+            spec.intermediate_size = 256;
+            spec.num_attention_heads = 2;
+            spec.num_key_value_heads = 1;
+            spec.num_hidden_layers = layers;
+            const fs::path model = root / ("demo-" + std::to_string(layers));
+            if (!fs::exists(model / "config.json")) create_demo_model(model, spec);
+            RunConfig rc;
+            rc.model = model.string();
+            rc.data.dataset = (root / "data.txt").string();
+            rc.data.max_seq_len = 64;
+            rc.training.batch_tokens = 256;
+            rc.training.grad_accum = accum;
+            rc.training.max_steps = 10;
+            rc.training.lr = 1e-3;
+            rc.memory.checkpointing = CheckpointPolicy::Smart;
+            rc.device = DeviceChoice::Cuda;
+            rc.output_dir = (root / ("run-" + std::to_string(layers) + "-" + std::to_string(accum))).string();
+            Trainer t = Trainer::prepare(rc);
+            Sink sink;
+            std::atomic<bool> stop{false};
+            t.run(sink, stop);
+            if (sink.syncs_at_step.size() != 10) {
+                c.result("steps reported", kInf, 0.0, std::to_string(sink.syncs_at_step.size()) + " of 10");
+                continue;
+            }
+            uint64_t most = 0;
+            std::string seen;
+            for (size_t i = 2; i + 1 < sink.syncs_at_step.size(); ++i) {
+                const uint64_t n = sink.syncs_at_step[i] - sink.syncs_at_step[i - 1];
+                most = std::max(most, n);
+                seen += (seen.empty() ? "" : ",") + std::to_string(n);
+            }
+            const std::string label = std::to_string(layers) + " layers, grad_accum " + std::to_string(accum);
+            c.result("host syncs per step, " + label, double(most), 2.0, "per step (steps 3-9): " + seen);
+            if (layers == 2) per_step_of_layers[accum] = double(most);
+            else
+                c.result("same syncs for 2 and 28 layers, grad_accum " + std::to_string(accum),
+                         std::fabs(double(most) - per_step_of_layers[accum]), 0.0,
+                         std::to_string(most) + " vs " + g3(per_step_of_layers[accum]));
+        }
+    }
+    fs::remove_all(root, ec);
+}
+
 void checkpointing_agree_case(Check& c, StepReference& ref) {
     ref.prepare(c.base_seed());
     const PackedBatch& batch = ref.batch;
@@ -1728,7 +1888,11 @@ std::vector<Case> make_cases(const std::string& fixtures_dir) {
         deep.config["num_hidden_layers"] = 5;
         auto ref = std::make_shared<StepReference>(deep);
         add("checkpointing policies agree " + deep.name, [=](Check& c) { checkpointing_agree_case(c, *ref); });
+        for (auto policy : {CheckpointPolicy::Off, CheckpointPolicy::Smart})
+            add("async step matches blocking step " + deep.name + " checkpointing=" + policy_name(policy),
+                [=](Check& c) { async_step_case(c, *ref, policy); });
     }
+    add("host syncs per optimizer step (trainer)", [](Check& c) { host_syncs_case(c); });
 
     if (!fixtures_dir.empty()) {
         const fs::path models = fs::path(fixtures_dir) / "models";

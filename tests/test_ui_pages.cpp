@@ -1,0 +1,684 @@
+// The Model, Data, Train and Runs pages driven the way a user drives them: buttons clicked, fields edited,
+// list items and table rows selected, and the visible outcome checked (labels, lists, plots, button states,
+// signals). The demo model is written into a temporary folder; datasets come from datasets/; two tiny runs
+// for the Runs page are trained on the CPU (max_steps 2) before that test.
+#include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QFile>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTextBlock>
+#include <QTextBrowser>
+#include <QTimer>
+#include <QUrl>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+
+#include <qcustomplot.h>
+
+#include "tandem/demo_model.h"
+#include "tandem/run_config.h"
+#include "tandem/trainer.h"
+#include "ui/data_page.h"
+#include "ui/length_histogram.h"
+#include "ui/model_page.h"
+#include "ui/runs_page.h"
+#include "ui/train_page.h"
+
+using namespace tandem;
+using namespace tandem::ui;
+
+namespace {
+
+constexpr int kWaitMs = 60000;
+
+QString source(const char* rel) {
+    return QString::fromUtf8(TANDEM_SOURCE_DIR) + "/" + rel;
+}
+
+void writeText(const QString& path, const QByteArray& text) {
+    QDir().mkpath(QFileInfo(path).absolutePath());
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(text);
+}
+
+template <typename T>
+T* child(QWidget* page, const char* name) {
+    T* w = page->findChild<T*>(QString::fromLatin1(name));
+    if (!w) qFatal("no widget named %s", name);
+    return w;
+}
+
+// Whether the preview holds text drawn with a background (the trained-token highlight).
+bool hasHighlightedText(QTextBrowser* view) {
+    for (QTextBlock b = view->document()->begin(); b.isValid(); b = b.next())
+        for (auto it = b.begin(); !it.atEnd(); ++it)
+            if (it.fragment().charFormat().background().style() != Qt::NoBrush &&
+                !it.fragment().text().trimmed().isEmpty())
+                return true;
+    return false;
+}
+
+// Answers the next modal message box with `button` as soon as it is shown.
+void answerNextMessageBox(QMessageBox::StandardButton button) {
+    auto* timer = new QTimer;
+    QObject::connect(timer, &QTimer::timeout, timer, [timer, button] {
+        if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+            timer->stop();
+            timer->deleteLater();
+            box->button(button)->click();
+        }
+    });
+    timer->start(20);
+}
+
+// Stops the run after its first optimizer step (a user pressing Stop).
+class StopAfterFirstStep final : public ProgressSink {
+public:
+    explicit StopAfterFirstStep(std::atomic<bool>& stop) : m_stop(stop) {}
+    void on_step(const StepMetrics&) override { m_stop = true; }
+
+private:
+    std::atomic<bool>& m_stop;
+};
+
+}  // namespace
+
+class TestUiPages : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_tmp;
+    QString m_demo;     // demo model folder
+    QString m_hfCache;  // fake Hugging Face hub cache
+    QString m_alpaca = source("datasets/demo_alpaca.jsonl");
+
+    void selectReady(TrainPage& page) {
+        page.setModel(m_demo, true);
+        page.setDataset(m_alpaca, QStringLiteral("auto"), true);
+    }
+
+    RunConfig tinyRun(const QString& outDir, int maxSteps) {
+        RunConfig c;
+        c.model = m_demo.toStdString();
+        c.data.dataset = m_alpaca.toStdString();
+        c.data.max_seq_len = 256;
+        c.training.batch_tokens = 256;
+        c.training.max_steps = maxSteps;
+        c.device = DeviceChoice::Cpu;
+        c.lora.r = 4;
+        c.output_dir = outDir.toStdString();
+        return c;
+    }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(m_tmp.isValid());
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName(QStringLiteral("Tandem"));
+        QCoreApplication::setApplicationName(QStringLiteral("Tandem"));
+        QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, m_tmp.filePath(QStringLiteral("settings")));
+        QSettings().clear();
+        QSettings().setValue(QStringLiteral("runs/folder"), m_tmp.filePath(QStringLiteral("runs")));
+        m_demo = m_tmp.filePath(QStringLiteral("demo-model"));
+        create_demo_model(m_demo.toStdString());
+        // A hub cache holding the demo model as "acme/tiny-llama" (refs/main -> rev1).
+        m_hfCache = m_tmp.filePath(QStringLiteral("hub"));
+        const QString snap = m_hfCache + "/models--acme--tiny-llama/snapshots/rev1";
+        create_demo_model(snap.toStdString());
+        writeText(m_hfCache + "/models--acme--tiny-llama/refs/main", "rev1");
+        writeText(m_hfCache + "/models--acme--partial/snapshots/rev9/README.md", "no config.json: not listed");
+        qputenv("HF_HUB_CACHE", m_hfCache.toUtf8());
+    }
+
+    void init() {
+        // Each test starts from the default Train settings, not from the previous test's.
+        QSettings().remove(QStringLiteral("train/last"));
+    }
+
+    // ----- Model page -----------------------------------------------------------------------------------
+
+    void modelPageDemo() {
+        ModelPage page;
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        child<QPushButton>(&page, "demoButton")->click();
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        QCOMPARE(changed.at(0).at(1).toBool(), true);
+        QVERIFY(page.modelSupported());
+        QVERIFY(QFileInfo::exists(page.modelPath() + "/model.safetensors"));
+        QVERIFY(child<QLabel>(&page, "architectureLabel")->text().contains("llama"));
+        QCOMPARE(child<QLabel>(&page, "layersLabel")->text(), QStringLiteral("2"));
+        QCOMPARE(child<QLabel>(&page, "hiddenSizeLabel")->text(), QStringLiteral("64"));
+        QVERIFY(child<QLabel>(&page, "dtypeLabel")->text().contains("BF16"));
+        QVERIFY(child<QLabel>(&page, "tokenizerLabel")->text().contains("ids"));
+        QCOMPARE(child<QLabel>(&page, "chatTemplateLabel")->text(), QStringLiteral("yes"));
+        QVERIFY(child<QLabel>(&page, "modelStatusLabel")->text().startsWith("Supported"));
+        QVERIFY(child<QLabel>(&page, "modelStatusLabel")->text().contains("demo"));
+    }
+
+    void modelPageFolderGoesToRecent() {
+        ModelPage page;
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        page.selectModel(m_demo);
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        QCOMPARE(changed.at(0).at(0).toString(), m_demo);
+        auto* recent = child<QListWidget>(&page, "recentModels");
+        QVERIFY(recent->count() >= 1);
+        QCOMPARE(recent->item(0)->data(Qt::UserRole).toString(), m_demo);
+        // A new page lists it too (QSettings model/recent), and a click on it selects it.
+        ModelPage again;
+        QSignalSpy changedAgain(&again, &ModelPage::modelChanged);
+        auto* list = child<QListWidget>(&again, "recentModels");
+        QCOMPARE(list->item(0)->data(Qt::UserRole).toString(), m_demo);
+        again.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&again));
+        const QRect r = list->visualItemRect(list->item(0));
+        QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, r.center());
+        QTRY_COMPARE_WITH_TIMEOUT(changedAgain.count(), 1, kWaitMs);
+        QCOMPARE(again.modelPath(), m_demo);
+    }
+
+    void modelPageDropFolder() {
+        ModelPage page;
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        // A dropped file stands for its folder (dragging config.json out of a file manager).
+        QMimeData mime;
+        mime.setUrls({QUrl::fromLocalFile(m_demo + "/config.json")});
+        QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(&page, &enter);
+        QVERIFY(enter.isAccepted());
+        QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(&page, &drop);
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        QCOMPARE(changed.at(0).at(0).toString(), m_demo);
+        QCOMPARE(changed.at(0).at(1).toBool(), true);
+        // Text is not a folder: refused.
+        QMimeData text;
+        text.setText(QStringLiteral("hello"));
+        QDragEnterEvent refused(QPoint(10, 10), Qt::CopyAction, &text, Qt::LeftButton, Qt::NoModifier);
+        refused.setAccepted(false);
+        QApplication::sendEvent(&page, &refused);
+        QVERIFY(!refused.isAccepted());
+    }
+
+    void modelPageUnknownArchitecture() {
+        const QString dir = m_tmp.filePath(QStringLiteral("unknown-arch"));
+        writeText(dir + "/config.json",
+                  R"({"architectures": ["FooForCausalLM"], "model_type": "foo", "hidden_size": 64,
+                      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100})");
+        ModelPage page;
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        page.selectModel(dir);
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        QCOMPARE(changed.at(0).at(1).toBool(), false);
+        QVERIFY(!page.modelSupported());
+        const QString status = child<QLabel>(&page, "modelStatusLabel")->text();
+        QVERIFY2(status.contains("FooForCausalLM") && status.contains("not supported"), qPrintable(status));
+    }
+
+    void modelPagePickleOnly() {
+        const QString dir = m_tmp.filePath(QStringLiteral("pickle-only"));
+        QDir().mkpath(dir);
+        QVERIFY(QFile::copy(m_demo + "/config.json", dir + "/config.json"));
+        writeText(dir + "/pytorch_model.bin", "not really a pickle");
+        ModelPage page;
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        page.selectModel(dir);
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        QCOMPARE(changed.at(0).at(1).toBool(), false);
+        const QString status = child<QLabel>(&page, "modelStatusLabel")->text();
+        QVERIFY2(status.contains("pickle"), qPrintable(status));
+    }
+
+    void modelPageHfCache() {
+        ModelPage page;
+        auto* list = child<QListWidget>(&page, "hfCacheModels");
+        QTRY_COMPARE_WITH_TIMEOUT(list->count(), 1, kWaitMs);  // the partial download is not listed
+        QCOMPARE(list->item(0)->text(), QStringLiteral("acme/tiny-llama"));
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        emit list->itemActivated(list->item(0));
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        QVERIFY(changed.at(0).at(0).toString().endsWith("models--acme--tiny-llama/snapshots/rev1"));
+        QCOMPARE(changed.at(0).at(1).toBool(), true);
+    }
+
+    // ----- Data page ------------------------------------------------------------------------------------
+
+    void dataPageAlpacaWithModel() {
+        DataPage page;
+        QSignalSpy changed(&page, &DataPage::datasetChanged);
+        page.setModel(m_demo);
+        page.selectDataset(m_alpaca);
+        QTRY_VERIFY_WITH_TIMEOUT(changed.count() >= 1, kWaitMs);
+        QCOMPARE(changed.at(0).at(0).toString(), m_alpaca);
+        QCOMPARE(changed.at(0).at(1).toString(), QStringLiteral("auto"));
+        QCOMPARE(changed.at(0).at(2).toBool(), true);
+        QVERIFY(page.datasetValid());
+        QVERIFY(child<QLabel>(&page, "recordCountLabel")->text().startsWith("60 records: 60 valid, 0 invalid"));
+        QCOMPARE(child<QLabel>(&page, "detectedFormatLabel")->text(), QStringLiteral("detected: alpaca"));
+        QCOMPARE(child<QListWidget>(&page, "invalidList")->count(), 0);
+
+        auto* histogram = child<LengthHistogram>(&page, "lengthHistogram");
+        QTRY_VERIFY_WITH_TIMEOUT(histogram->bars()->data()->size() > 0, kWaitMs);
+        double samples = 0;
+        for (auto it = histogram->bars()->data()->constBegin(); it != histogram->bars()->data()->constEnd(); ++it)
+            samples += it->value;
+        QCOMPARE(samples, 60.0);  // one sample per alpaca record
+        QVERIFY(histogram->cutoffLine()->visible());
+        QCOMPARE(histogram->cutoffLine()->point1->key(), 2048.0);
+
+        auto* preview = child<QTextBrowser>(&page, "previewView");
+        QVERIFY(hasHighlightedText(preview));
+        QVERIFY(preview->toPlainText().contains("Fernlight PW-2"));
+        const QString first = preview->toPlainText();
+        child<QSpinBox>(&page, "sampleSpin")->setValue(2);
+        QVERIFY(preview->toPlainText() != first);
+        QVERIFY(hasHighlightedText(preview));
+
+        auto* packing = child<QLabel>(&page, "packingLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(packing->text().startsWith("Packing efficiency"), kWaitMs);
+        // A tighter limit: the cut-off line moves, samples get truncated, the efficiency is recomputed.
+        page.setLimits(64, 256, true);
+        QCOMPARE(histogram->cutoffLine()->point1->key(), 64.0);
+        QTRY_VERIFY_WITH_TIMEOUT(packing->text().contains("truncated"), kWaitMs);
+        QVERIFY2(QRegularExpression(R"(Packing efficiency \d+\.\d%: \d+ micro-batches of 256 tokens)")
+                     .match(packing->text())
+                     .hasMatch(),
+                 qPrintable(packing->text()));
+        page.setLimits(256, 4096, false);
+        QTRY_VERIFY_WITH_TIMEOUT(packing->text().startsWith("Packing off"), kWaitMs);
+    }
+
+    void dataPageWithoutModel() {
+        DataPage page;
+        QSignalSpy changed(&page, &DataPage::datasetChanged);
+        page.selectDataset(source("datasets/demo_chat.jsonl"));
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        QCOMPARE(changed.at(0).at(2).toBool(), true);
+        QVERIFY(child<QLabel>(&page, "recordCountLabel")->text().startsWith("20 records"));
+        QCOMPARE(child<QLabel>(&page, "detectedFormatLabel")->text(), QStringLiteral("detected: chat"));
+        QVERIFY(child<QLabel>(&page, "sampleInfoLabel")->text().contains("need a model"));
+        QCOMPARE(child<LengthHistogram>(&page, "lengthHistogram")->bars()->data()->size(), 0);
+        // The model arrives later: the preview appears without selecting the dataset again.
+        page.setModel(m_demo);
+        QTRY_VERIFY_WITH_TIMEOUT(hasHighlightedText(child<QTextBrowser>(&page, "previewView")), kWaitMs);
+    }
+
+    void dataPageBrokenLines() {
+        QByteArray text;
+        for (int line = 1; line <= 10; ++line) {
+            if (line == 3)
+                text += "{\"instruction\": \"cut off\", \"output\": \n";
+            else if (line == 7)
+                text += "this is not json\n";
+            else
+                text += "{\"instruction\": \"Say " + QByteArray::number(line) + "\", \"output\": \"ok\"}\n";
+        }
+        const QString path = m_tmp.filePath(QStringLiteral("broken.jsonl"));
+        writeText(path, text);
+        DataPage page;
+        QSignalSpy changed(&page, &DataPage::datasetChanged);
+        page.selectDataset(path);
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        // 2 of 10 invalid is more than the 10% training accepts.
+        QCOMPARE(changed.at(0).at(2).toBool(), false);
+        QVERIFY(!page.datasetValid());
+        auto* invalid = child<QListWidget>(&page, "invalidList");
+        QCOMPARE(invalid->count(), 2);
+        QVERIFY2(invalid->item(0)->text().startsWith("line 3: json_syntax"), qPrintable(invalid->item(0)->text()));
+        QVERIFY2(invalid->item(1)->text().startsWith("line 7: json_syntax"), qPrintable(invalid->item(1)->text()));
+        const QString records = child<QLabel>(&page, "recordCountLabel")->text();
+        QVERIFY2(records.contains("10 records: 8 valid, 2 invalid") && records.contains("more than 10%"),
+                 qPrintable(records));
+    }
+
+    void dataPageFormatOverride() {
+        DataPage page;
+        QSignalSpy changed(&page, &DataPage::datasetChanged);
+        page.selectDataset(m_alpaca);
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        auto* combo = child<QComboBox>(&page, "formatCombo");
+        // Forcing the wrong format: every record lacks the chat keys, the dataset is refused.
+        combo->setCurrentIndex(combo->findData(QStringLiteral("chat")));
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 2, kWaitMs);
+        QCOMPARE(changed.at(1).at(1).toString(), QStringLiteral("chat"));
+        QCOMPARE(changed.at(1).at(2).toBool(), false);
+        QCOMPARE(page.format(), QStringLiteral("chat"));
+        QVERIFY(child<QListWidget>(&page, "invalidList")->count() > 0 ||
+                !child<QLabel>(&page, "recordCountLabel")->text().isEmpty());
+        // The right one, forced.
+        combo->setCurrentIndex(combo->findData(QStringLiteral("alpaca")));
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 3, kWaitMs);
+        QCOMPARE(changed.at(2).at(1).toString(), QStringLiteral("alpaca"));
+        QCOMPARE(changed.at(2).at(2).toBool(), true);
+        QCOMPARE(child<QLabel>(&page, "detectedFormatLabel")->text(), QStringLiteral("forced: alpaca"));
+    }
+
+    // ----- Train page -----------------------------------------------------------------------------------
+
+    void trainPagePreset() {
+        TrainPage page;
+        auto* preset = child<QComboBox>(&page, "presetCombo");
+        QCOMPARE(preset->count(), 4);  // custom + the three presets
+        QCOMPARE(preset->itemText(1), QStringLiteral("Quick test"));
+        preset->setCurrentIndex(preset->findText(QStringLiteral("Quick test")));
+        QCOMPARE(child<QSpinBox>(&page, "rankSpin")->value(), 8);
+        QCOMPARE(child<QSpinBox>(&page, "maxStepsSpin")->value(), 20);
+        QCOMPARE(child<QSpinBox>(&page, "maxSeqLenSpin")->value(), 512);
+        QCOMPARE(page.config().training.batch_tokens, 1024);
+        QVERIFY(!child<QSpinBox>(&page, "epochsSpin")->isEnabled());  // max steps wins
+        preset->setCurrentIndex(preset->findText(QStringLiteral("Max quality")));
+        QCOMPARE(child<QSpinBox>(&page, "rankSpin")->value(), 64);
+        QVERIFY(child<QCheckBox>(&page, "rsloraCheck")->isChecked());
+        QCOMPARE(child<QComboBox>(&page, "scheduleCombo")->currentText(), QStringLiteral("cosine"));
+        QCOMPARE(page.config().training.epochs, 3);
+        // A hand edit leaves the preset.
+        child<QSpinBox>(&page, "rankSpin")->setValue(32);
+        QCOMPARE(preset->currentIndex(), 0);
+    }
+
+    void trainPageExplanationsFollowToggles() {
+        TrainPage page;
+        auto* help = child<QLabel>(&page, "checkpointingHelp");
+        auto* combo = child<QComboBox>(&page, "checkpointingCombo");
+        for (const char* policy : {"auto", "off", "recompute", "smart"}) {
+            combo->setCurrentIndex(combo->findText(QString::fromLatin1(policy)));
+            QVERIFY2(help->text().startsWith(QString::fromLatin1(policy), Qt::CaseInsensitive),
+                     qPrintable(help->text()));
+        }
+        auto* packing = child<QCheckBox>(&page, "packingCheck");
+        packing->setChecked(true);
+        QVERIFY(child<QLabel>(&page, "packingHelp")->text().startsWith("Packing on"));
+        packing->setChecked(false);
+        QVERIFY(child<QLabel>(&page, "packingHelp")->text().startsWith("Packing off"));
+    }
+
+    void trainPageInvalidFieldBlocksTrain() {
+        TrainPage page;
+        selectReady(page);
+        auto* train = child<QPushButton>(&page, "trainButton");
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+
+        auto* lr = child<QLineEdit>(&page, "lrEdit");
+        lr->setText(QStringLiteral("fast"));
+        QVERIFY(!train->isEnabled());
+        QVERIFY(lr->property("invalid").toBool());
+        QVERIFY(lr->styleSheet().contains("border"));
+        QVERIFY(lr->toolTip().contains("not a number"));
+        QVERIFY(train->toolTip().contains("Learning rate"));
+        QVERIFY(child<QLabel>(&page, "trainBlockedLabel")->text().contains("Learning rate"));
+
+        lr->setText(QStringLiteral("-1e-4"));  // a number, but the engine's validation refuses it
+        QVERIFY(!train->isEnabled());
+        QVERIFY(lr->property("invalid").toBool());
+        QVERIFY2(lr->toolTip().startsWith("training.lr"), qPrintable(lr->toolTip()));
+
+        lr->setText(QStringLiteral("1e-4"));
+        QVERIFY(!lr->property("invalid").toBool());
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+
+        // A micro-batch smaller than a sample: both fields involved are marked.
+        child<QSpinBox>(&page, "maxSeqLenSpin")->setValue(1024);
+        child<QSpinBox>(&page, "batchTokensSpin")->setValue(512);
+        QVERIFY(!train->isEnabled());
+        QVERIFY(child<QSpinBox>(&page, "batchTokensSpin")->property("invalid").toBool());
+        QVERIFY(child<QSpinBox>(&page, "maxSeqLenSpin")->property("invalid").toBool());
+        child<QSpinBox>(&page, "batchTokensSpin")->setValue(2048);
+        QVERIFY(!child<QSpinBox>(&page, "maxSeqLenSpin")->property("invalid").toBool());
+
+        // No LoRA target at all.
+        for (const char* t : {"target_q_proj", "target_k_proj", "target_v_proj", "target_o_proj", "target_gate_proj",
+                              "target_up_proj", "target_down_proj"})
+            child<QCheckBox>(&page, t)->setChecked(false);
+        QVERIFY(!train->isEnabled());
+        QVERIFY(child<QWidget>(&page, "targetsBox")->property("invalid").toBool());
+    }
+
+    void trainPageBlockedWithoutModelOrData() {
+        TrainPage page;
+        auto* train = child<QPushButton>(&page, "trainButton");
+        QVERIFY(!train->isEnabled());
+        QVERIFY(train->toolTip().contains("model"));
+        page.setModel(m_demo, false);
+        QVERIFY(!train->isEnabled());
+        QVERIFY(train->toolTip().contains("cannot be trained"));
+        page.setModel(m_demo, true);
+        QVERIFY(train->toolTip().contains("dataset"));
+        page.setDataset(m_alpaca, QStringLiteral("auto"), false);
+        QVERIFY(train->toolTip().contains("problems"));
+        page.setDataset(m_alpaca, QStringLiteral("auto"), true);
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+        page.setRunning(true);
+        QVERIFY(!train->isEnabled());
+        page.setRunning(false);
+        QVERIFY(train->isEnabled());
+    }
+
+    void trainPageConfigRoundTrip() {
+        TrainPage page;
+        selectReady(page);
+        child<QSpinBox>(&page, "rankSpin")->setValue(4);
+        child<QDoubleSpinBox>(&page, "alphaSpin")->setValue(8);
+        child<QDoubleSpinBox>(&page, "dropoutSpin")->setValue(0.1);
+        child<QCheckBox>(&page, "rsloraCheck")->setChecked(true);
+        child<QCheckBox>(&page, "target_k_proj")->setChecked(false);
+        child<QCheckBox>(&page, "target_up_proj")->setChecked(false);
+        child<QLineEdit>(&page, "lrEdit")->setText(QStringLiteral("3e-4"));
+        auto* schedule = child<QComboBox>(&page, "scheduleCombo");
+        schedule->setCurrentIndex(schedule->findText(QStringLiteral("cosine")));
+        child<QSpinBox>(&page, "warmupSpin")->setValue(5);
+        child<QSpinBox>(&page, "epochsSpin")->setValue(2);
+        child<QSpinBox>(&page, "maxStepsSpin")->setValue(7);
+        child<QSpinBox>(&page, "batchTokensSpin")->setValue(512);
+        child<QSpinBox>(&page, "gradAccumSpin")->setValue(2);
+        child<QSpinBox>(&page, "maxSeqLenSpin")->setValue(256);
+        child<QSpinBox>(&page, "seedSpin")->setValue(7);
+        auto* device = child<QComboBox>(&page, "deviceCombo");
+        device->setCurrentIndex(device->findText(QStringLiteral("cpu")));
+        child<QCheckBox>(&page, "packingCheck")->setChecked(false);
+        auto* ckpt = child<QComboBox>(&page, "checkpointingCombo");
+        ckpt->setCurrentIndex(ckpt->findText(QStringLiteral("recompute")));
+
+        RunConfig c = page.config();
+        QCOMPARE(c.model, m_demo.toStdString());
+        QCOMPARE(c.data.dataset, m_alpaca.toStdString());
+        QCOMPARE(c.lora.r, 4);
+        QCOMPARE(c.lora.alpha, 8.0);
+        QCOMPARE(c.lora.dropout, 0.1);
+        QVERIFY(c.lora.use_rslora);
+        QCOMPARE(c.lora.target_modules,
+                 (std::vector<std::string>{"q_proj", "v_proj", "o_proj", "gate_proj", "down_proj"}));
+        QCOMPARE(c.training.lr, 3e-4);
+        QCOMPARE(c.training.schedule, LrSchedule::Cosine);
+        QCOMPARE(c.training.warmup_steps, int64_t(5));
+        QCOMPARE(c.training.epochs, int64_t(2));
+        QCOMPARE(c.training.max_steps, int64_t(7));
+        QCOMPARE(c.training.batch_tokens, 512);
+        QCOMPARE(c.training.grad_accum, 2);
+        QCOMPARE(c.data.max_seq_len, 256);
+        QVERIFY(!c.data.packing);
+        QCOMPARE(c.seed, uint64_t(7));
+        QCOMPARE(c.device, DeviceChoice::Cpu);
+        QCOMPARE(c.memory.checkpointing, CheckpointPolicy::Recompute);
+        // output_dir: a new folder under the runs folder, named after the time and the model.
+        const QString out = QString::fromStdString(c.output_dir);
+        QVERIFY2(out.startsWith(m_tmp.filePath(QStringLiteral("runs")) + "/") && out.endsWith("-demo-model"),
+                 qPrintable(out));
+        QVERIFY(QRegularExpression(R"(/\d{8}-\d{6}-demo-model$)").match(out).hasMatch());
+
+        // Settings without a widget survive the trip too.
+        c.training.warmup_ratio = 0.1;
+        c.training.eval_every = 5;
+        c.training.checkpoint_every = 3;
+        c.data.validation_fraction = 0.2;
+
+        // Into a page whose fields all differ, and back.
+        TrainPage other;
+        selectReady(other);
+        other.setConfig(c);
+        QCOMPARE(child<QSpinBox>(&other, "rankSpin")->value(), 4);
+        QVERIFY(!child<QCheckBox>(&other, "target_k_proj")->isChecked());
+        RunConfig back = other.config();
+        back.output_dir.clear();
+        c.output_dir.clear();
+        QVERIFY(back == c);
+    }
+
+    void trainPageMemoryEstimate() {
+        TrainPage page;
+        auto* label = child<QLabel>(&page, "memoryLabel");
+        QVERIFY(!label->text().contains(QRegularExpression(R"(\d)")));
+        page.setModel(m_demo, true);
+        const QRegularExpression bytes(R"(Estimated peak \d+(\.\d+)? (KiB|MiB|GiB) of \d+(\.\d+)? (KiB|MiB|GiB))");
+        QTRY_VERIFY_WITH_TIMEOUT(bytes.match(label->text()).hasMatch(), kWaitMs);
+        auto* bar = child<QProgressBar>(&page, "memoryBar");
+        QVERIFY(bar->format().contains("/"));
+        // A bigger batch needs more activation memory: the estimate follows the setting.
+        const QString before = label->text();
+        child<QSpinBox>(&page, "batchTokensSpin")->setValue(65536);
+        QTRY_VERIFY_WITH_TIMEOUT(label->text() != before && bytes.match(label->text()).hasMatch(), kWaitMs);
+    }
+
+    void trainPageTrainRequestedAndRestored() {
+        {
+            TrainPage page;
+            selectReady(page);
+            child<QSpinBox>(&page, "rankSpin")->setValue(12);
+            auto* train = child<QPushButton>(&page, "trainButton");
+            QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+            QSignalSpy requested(&page, &TrainPage::trainRequested);
+            QTest::mouseClick(train, Qt::LeftButton);
+            QCOMPARE(requested.count(), 1);
+            const auto c = requested.at(0).at(0).value<RunConfig>();
+            QCOMPARE(c.lora.r, 12);
+            QCOMPARE(c.model, m_demo.toStdString());
+        }
+        // The next start begins from the last settings (not from the defaults).
+        TrainPage next;
+        QCOMPARE(child<QSpinBox>(&next, "rankSpin")->value(), 12);
+        QCOMPARE(child<QLineEdit>(&next, "runsFolderEdit")->text(), m_tmp.filePath(QStringLiteral("runs")));
+    }
+
+    // ----- Runs page ------------------------------------------------------------------------------------
+
+    void runsPage() {
+        const QString runs = m_tmp.filePath(QStringLiteral("runs-page"));
+        const QString finished = runs + "/20240101-000000-finished";
+        const QString stopped = runs + "/20240102-000000-stopped";
+        const QString empty = runs + "/20240103-000000-empty";
+        {
+            std::atomic<bool> stop{false};
+            ProgressSink sink;
+            Trainer::prepare(tinyRun(finished, 2)).run(sink, stop);
+        }
+        {
+            std::atomic<bool> stop{false};
+            StopAfterFirstStep sink(stop);
+            Trainer t = Trainer::prepare(tinyRun(stopped, 4));
+            t.run(sink, stop);
+            QVERIFY(t.stopped());
+        }
+        {
+            nlohmann::json j = tinyRun(empty, 2);
+            writeText(empty + "/config.json", QByteArray::fromStdString(j.dump()));
+        }
+        writeText(runs + "/not-a-run/notes.txt", "no config.json: not listed");
+
+        RunsPage page;
+        page.setRunsFolder(runs);
+        auto* table = child<QTableWidget>(&page, "runsTable");
+        QTRY_COMPARE_WITH_TIMEOUT(table->rowCount(), 3, kWaitMs);
+        auto rowOf = [&](const QString& dir) {
+            for (int r = 0; r < table->rowCount(); ++r)
+                if (table->item(r, 0)->data(Qt::UserRole).toString() == dir) return r;
+            return -1;
+        };
+        const int rf = rowOf(finished), rs = rowOf(stopped), re = rowOf(empty);
+        QVERIFY(rf >= 0 && rs >= 0 && re >= 0);
+        QCOMPARE(table->item(rf, 3)->text(), QStringLiteral("finished"));
+        QCOMPARE(table->item(rs, 3)->text(), QStringLiteral("stopped"));
+        QCOMPARE(table->item(re, 3)->text(), QStringLiteral("empty"));
+        QCOMPARE(table->item(rf, 4)->text(), QStringLiteral("2"));
+        QCOMPARE(table->item(rs, 4)->text(), QStringLiteral("1"));
+        QCOMPARE(table->item(rf, 1)->text(), QStringLiteral("demo-model"));
+        QCOMPARE(table->item(rf, 2)->text(), QStringLiteral("demo_alpaca.jsonl"));
+        QVERIFY(table->item(rf, 5)->data(Qt::DisplayRole).toDouble() > 0);
+
+        auto select = [&](std::initializer_list<int> rows) {
+            table->clearSelection();
+            for (int r : rows)
+                table->selectionModel()->select(table->model()->index(r, 0),
+                                                QItemSelectionModel::Select | QItemSelectionModel::Rows);
+        };
+        auto* plot = child<QCustomPlot>(&page, "runsLossPlot");
+        select({rf, rs});
+        QTRY_COMPARE_WITH_TIMEOUT(plot->graphCount(), 2, kWaitMs);
+        QCOMPARE(plot->graph(0)->dataCount() + plot->graph(1)->dataCount(), 3);  // 2 + 1 steps
+
+        auto* reopen = child<QPushButton>(&page, "reopenButton");
+        auto* resume = child<QPushButton>(&page, "resumeButton");
+        auto* exportButton = child<QPushButton>(&page, "exportRunButton");
+        QVERIFY(!reopen->isEnabled());  // one run at a time
+
+        select({rf});
+        QVERIFY(reopen->isEnabled());
+        QVERIFY(!resume->isEnabled());  // finished: nothing to resume
+        QVERIFY(exportButton->isEnabled());
+        QSignalSpy reopened(&page, &RunsPage::reopenConfig);
+        reopen->click();
+        QCOMPARE(reopened.count(), 1);
+        const auto config = reopened.at(0).at(0).value<RunConfig>();
+        QCOMPARE(config.model, m_demo.toStdString());
+        QCOMPARE(config.lora.r, 4);
+        QCOMPARE(config.training.max_steps, int64_t(2));
+        QSignalSpy exported(&page, &RunsPage::exportRequested);
+        exportButton->click();
+        QCOMPARE(exported.count(), 1);
+        QCOMPARE(exported.at(0).at(0).toString(), finished);
+
+        select({rs});
+        QVERIFY(resume->isEnabled());
+        QSignalSpy resumed(&page, &RunsPage::resumeRequested);
+        resume->click();
+        QCOMPARE(resumed.count(), 1);
+        QCOMPARE(resumed.at(0).at(0).toString(), stopped);
+
+        select({re});
+        QVERIFY(!resume->isEnabled());
+        QVERIFY(!exportButton->isEnabled());
+
+        // Delete, answering No first (nothing happens), then Yes.
+        select({rowOf(stopped)});
+        answerNextMessageBox(QMessageBox::No);
+        child<QPushButton>(&page, "deleteRunButton")->click();
+        QVERIFY(QFileInfo::exists(stopped));
+        select({rowOf(stopped)});
+        answerNextMessageBox(QMessageBox::Yes);
+        child<QPushButton>(&page, "deleteRunButton")->click();
+        QVERIFY(!QFileInfo::exists(stopped));
+        QTRY_COMPARE_WITH_TIMEOUT(table->rowCount(), 2, kWaitMs);
+        QCOMPARE(rowOf(stopped), -1);
+        QVERIFY(QFileInfo::exists(finished));
+    }
+};
+
+QTEST_MAIN(TestUiPages)
+#include "test_ui_pages.moc"

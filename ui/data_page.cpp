@@ -1,0 +1,416 @@
+// See data_page.h.
+#include "ui/data_page.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListWidget>
+#include <QMimeData>
+#include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+
+#include <vector>
+
+#include "ui/length_histogram.h"
+#include "ui/run_async.h"
+#include "ui/status_text.h"
+
+namespace tandem::ui {
+namespace {
+
+// The trained-token highlight: a light amber with black text, readable on light and dark palettes.
+const QString kTrainedStyle = QStringLiteral("background-color:#ffd966; color:#000000;");
+
+QString droppedFile(const QMimeData* mime) {
+    if (!mime->hasUrls() || mime->urls().isEmpty() || !mime->urls().first().isLocalFile()) return {};
+    const QFileInfo info(mime->urls().first().toLocalFile());
+    return info.isFile() ? info.absoluteFilePath() : QString();
+}
+
+}  // namespace
+
+DataPage::DataPage(QWidget* parent) : QWidget(parent) {
+    setObjectName(QStringLiteral("dataPage"));
+    setAcceptDrops(true);
+
+    m_browse = new QPushButton(tr("Choose dataset…"));
+    m_browse->setObjectName(QStringLiteral("browseDatasetButton"));
+    m_browse->setToolTip(
+        tr("A .jsonl, .json or .txt file: alpaca, chat messages, ShareGPT, prompt/completion or "
+           "plain text (Ctrl+D)"));
+    connect(m_browse, &QPushButton::clicked, this, &DataPage::browse);
+    m_pathLabel = new QLabel(tr("No dataset selected. Choose a file or drop one here."));
+    m_pathLabel->setObjectName(QStringLiteral("datasetPathLabel"));
+    m_pathLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_pathLabel->setWordWrap(true);
+
+    m_formatCombo = new QComboBox;
+    m_formatCombo->setObjectName(QStringLiteral("formatCombo"));
+    m_formatCombo->setToolTip(
+        tr("How records are read. Auto detects the format from the keys of the first records; "
+           "choose one to override the detection"));
+    m_formatCombo->addItem(tr("auto-detect"), QStringLiteral("auto"));
+    for (DatasetFormat f : {DatasetFormat::Alpaca, DatasetFormat::Chat, DatasetFormat::ShareGpt,
+                            DatasetFormat::PromptCompletion, DatasetFormat::Text}) {
+        const QString name = QString::fromUtf8(std::string(dataset_format_name(f)).c_str());
+        m_formatCombo->addItem(name, name);
+    }
+    connect(m_formatCombo, &QComboBox::currentIndexChanged, this, [this] {
+        m_format = m_formatCombo->currentData().toString();
+        if (!m_path.isEmpty()) startRead();
+    });
+    m_formatLabel = new QLabel;
+    m_formatLabel->setObjectName(QStringLiteral("detectedFormatLabel"));
+
+    auto* top = new QHBoxLayout;
+    top->addWidget(m_browse);
+    top->addWidget(m_pathLabel, 1);
+    top->addWidget(new QLabel(tr("Format")));
+    top->addWidget(m_formatCombo);
+    top->addWidget(m_formatLabel);
+
+    m_recentList = new QListWidget;
+    m_recentList->setObjectName(QStringLiteral("recentDatasets"));
+    m_recentList->setToolTip(tr("Datasets you used before: click one to select it"));
+    connect(m_recentList, &QListWidget::itemClicked, this, [this](QListWidgetItem* item) {
+        if (item->data(Qt::UserRole).toString() != m_path) selectDataset(item->data(Qt::UserRole).toString());
+    });
+    connect(m_recentList, &QListWidget::itemActivated, this,
+            [this](QListWidgetItem* item) { selectDataset(item->data(Qt::UserRole).toString()); });
+    m_records = new QLabel;
+    m_records->setObjectName(QStringLiteral("recordCountLabel"));
+    m_records->setWordWrap(true);
+    m_records->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_invalidList = new QListWidget;
+    m_invalidList->setObjectName(QStringLiteral("invalidList"));
+    m_invalidList->setToolTip(tr("Records training will skip, with their line in the file and the reason"));
+    m_invalidList->setWordWrap(true);
+
+    auto* left = new QWidget;
+    auto* leftLayout = new QVBoxLayout(left);
+    leftLayout->setContentsMargins(0, 0, 0, 0);
+    leftLayout->addWidget(new QLabel(tr("Recent")));
+    leftLayout->addWidget(m_recentList, 1);
+    leftLayout->addWidget(m_records);
+    leftLayout->addWidget(new QLabel(tr("Invalid records")));
+    leftLayout->addWidget(m_invalidList, 2);
+
+    auto* previewBox = new QGroupBox(tr("Rendered sample (trained tokens highlighted)"));
+    m_sampleSpin = new QSpinBox;
+    m_sampleSpin->setObjectName(QStringLiteral("sampleSpin"));
+    m_sampleSpin->setToolTip(tr("Which sample to show, as the model's chat template renders it"));
+    m_sampleSpin->setRange(1, 1);
+    m_sampleSpin->setEnabled(false);
+    connect(m_sampleSpin, &QSpinBox::valueChanged, this, [this](int v) { showPreview(v - 1); });
+    m_sampleInfo = new QLabel;
+    m_sampleInfo->setObjectName(QStringLiteral("sampleInfoLabel"));
+    m_preview = new QTextBrowser;
+    m_preview->setObjectName(QStringLiteral("previewView"));
+    m_preview->setToolTip(
+        tr("The text the model sees. Highlighted: the tokens the loss is computed on (the replies); "
+           "the rest is context"));
+    auto* sampleRow = new QHBoxLayout;
+    sampleRow->addWidget(new QLabel(tr("Sample")));
+    sampleRow->addWidget(m_sampleSpin);
+    sampleRow->addWidget(m_sampleInfo, 1);
+    auto* previewLayout = new QVBoxLayout(previewBox);
+    previewLayout->addLayout(sampleRow);
+    previewLayout->addWidget(m_preview, 1);
+
+    auto* lengthBox = new QGroupBox(tr("Sample lengths"));
+    m_histogram = new LengthHistogram;
+    m_lengthStats = new QLabel;
+    m_lengthStats->setObjectName(QStringLiteral("lengthStatsLabel"));
+    m_lengthStats->setWordWrap(true);
+    m_packingLabel = new QLabel;
+    m_packingLabel->setObjectName(QStringLiteral("packingLabel"));
+    m_packingLabel->setWordWrap(true);
+    m_packingLabel->setToolTip(
+        tr("Real tokens / (micro-batches x batch tokens) at the Train page's settings: the "
+           "share of compute spent on data rather than padding"));
+    auto* lengthLayout = new QVBoxLayout(lengthBox);
+    lengthLayout->addWidget(m_histogram, 1);
+    lengthLayout->addWidget(m_lengthStats);
+    lengthLayout->addWidget(m_packingLabel);
+
+    auto* right = new QSplitter(Qt::Vertical);
+    right->addWidget(previewBox);
+    right->addWidget(lengthBox);
+    auto* splitter = new QSplitter;
+    splitter->addWidget(left);
+    splitter->addWidget(right);
+    splitter->setStretchFactor(0, 1);
+    splitter->setStretchFactor(1, 3);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(top);
+    layout->addWidget(splitter, 1);
+
+    m_summaryDebounce.setSingleShot(true);
+    m_summaryDebounce.setInterval(200);
+    connect(&m_summaryDebounce, &QTimer::timeout, this, &DataPage::startSummary);
+
+    m_histogram->setCutoff(m_maxSeqLen);
+    reloadRecent();
+    showRead();
+    showTokens();
+}
+
+bool DataPage::datasetValid() const {
+    return m_read.valid && m_read.path == m_path && !m_tokens.datasetRefused;
+}
+
+void DataPage::browse() {
+    QSettings settings;
+    const QString start = settings.value(QStringLiteral("data/lastFolder"), QDir::homePath()).toString();
+    const QString file = QFileDialog::getOpenFileName(this, tr("Choose a dataset"), start,
+                                                      tr("Datasets (*.jsonl *.json *.txt);;All files (*)"));
+    if (file.isEmpty()) return;
+    settings.setValue(QStringLiteral("data/lastFolder"), QFileInfo(file).absolutePath());
+    selectDataset(file);
+}
+
+void DataPage::selectDataset(const QString& path) {
+    m_path = QDir::cleanPath(QFileInfo(path).absoluteFilePath());
+    m_pathLabel->setText(m_path);
+    startRead();
+}
+
+void DataPage::setModel(const QString& folder) {
+    if (folder == m_model) return;
+    m_model = folder;
+    startTokenize();
+}
+
+void DataPage::setLimits(int maxSeqLen, int batchTokens, bool packing) {
+    if (maxSeqLen == m_maxSeqLen && batchTokens == m_batchTokens && packing == m_packing) return;
+    m_maxSeqLen = maxSeqLen;
+    m_batchTokens = batchTokens;
+    m_packing = packing;
+    m_histogram->setCutoff(maxSeqLen);
+    if (m_tokens.tokens) {
+        setStatusText(m_packingLabel, tr("Computing packing…"), Tone::Neutral);
+        m_summaryDebounce.start();
+    }
+}
+
+void DataPage::startRead() {
+    const quint64 generation = ++m_readGeneration;
+    ++m_tokenGeneration;  // results for the previous file are stale
+    ++m_summaryGeneration;
+    m_read = DatasetRead{};
+    m_tokens = DatasetTokens{};
+    showRead();
+    showTokens();
+    setStatusText(m_records, tr("Reading %1…").arg(QFileInfo(m_path).fileName()), Tone::Neutral);
+    const QString path = m_path, format = m_format;
+    runAsync(
+        this, [path, format] { return readDatasetFile(path, format); },
+        [this, generation](const DatasetRead& result) {
+            if (generation != m_readGeneration) return;
+            m_read = result;
+            if (m_read.dataset) m_recent.add(m_read.path);
+            reloadRecent();
+            showRead();
+            emitChanged();
+            startTokenize();
+        });
+}
+
+void DataPage::startTokenize() {
+    const quint64 generation = ++m_tokenGeneration;
+    ++m_summaryGeneration;
+    m_tokens = DatasetTokens{};
+    showTokens();
+    if (!m_read.dataset || m_model.isEmpty()) return;
+    m_sampleInfo->setText(tr("Rendering with the model's tokenizer…"));
+    const auto dataset = m_read.dataset;
+    const QString model = m_model;
+    runAsync(
+        this, [dataset, model] { return tokenizeForPreview(dataset, model); },
+        [this, generation](const DatasetTokens& result) {
+            if (generation != m_tokenGeneration) return;
+            m_tokens = result;
+            showTokens();
+            if (datasetValid() != m_lastEmittedValid) emitChanged();
+            startSummary();
+        });
+}
+
+void DataPage::startSummary() {
+    const quint64 generation = ++m_summaryGeneration;
+    if (!m_tokens.tokens) return;
+    const auto dataset = m_read.dataset;
+    const auto tokens = m_tokens.tokens;
+    const int maxSeqLen = m_maxSeqLen, batchTokens = m_batchTokens;
+    const bool packing = m_packing;
+    const int32_t padId = m_tokens.padId;
+    runAsync(
+        this, [=] { return summarizeLimits(dataset, tokens, maxSeqLen, batchTokens, packing, padId); },
+        [this, generation, maxSeqLen, batchTokens, packing](const LimitsSummary& r) {
+            if (generation != m_summaryGeneration) return;
+            if (!r.error.isEmpty()) {
+                setStatusText(m_packingLabel, r.error, Tone::Bad);
+                return;
+            }
+            const DataSummary& s = r.summary;
+            QString text = (packing ? tr("Packing efficiency %1%: %2 micro-batches of %3 tokens per epoch")
+                                    : tr("Packing off: %1% of each padded micro-batch is real tokens (%2 micro-batches "
+                                         "of %3 tokens per epoch)"))
+                               .arg(100.0 * s.packing_efficiency, 0, 'f', 1)
+                               .arg(s.batches)
+                               .arg(batchTokens);
+            if (s.truncated || s.dropped)
+                text += tr("; at max_seq_len %1: %2 samples truncated, %3 dropped (nothing trained left)")
+                            .arg(maxSeqLen)
+                            .arg(s.truncated)
+                            .arg(s.dropped);
+            setStatusText(m_packingLabel, text + '.', s.dropped ? Tone::Bad : Tone::Neutral);
+        });
+}
+
+void DataPage::showRead() {
+    if (m_path.isEmpty()) {
+        m_records->setText(tr("No dataset."));
+        m_formatLabel->clear();
+        showInvalid();
+        return;
+    }
+    if (!m_read.dataset) {
+        if (!m_read.error.isEmpty()) setStatusText(m_records, m_read.error, Tone::Bad);
+        m_formatLabel->clear();
+        showInvalid();
+        return;
+    }
+    m_formatLabel->setText(m_format == QLatin1String("auto") ? tr("detected: %1").arg(m_read.detectedFormat)
+                                                             : tr("forced: %1").arg(m_read.detectedFormat));
+    QString text = tr("%1 records: %2 valid, %3 invalid")
+                       .arg(m_read.totalRecords)
+                       .arg(m_read.totalRecords - m_read.invalidRecords)
+                       .arg(m_read.invalidRecords);
+    if (!m_read.error.isEmpty()) text += QStringLiteral("\n") + m_read.error;
+    setStatusText(m_records, text, m_read.valid ? Tone::Neutral : Tone::Bad);
+    showInvalid();
+}
+
+void DataPage::showInvalid() {
+    m_invalidList->clear();
+    for (const QString& line : m_read.invalid) m_invalidList->addItem(line);
+    for (const QString& line : m_tokens.invalid) m_invalidList->addItem(line);
+    const int64_t counted = m_read.invalidRecords + m_tokens.invalidRecords;
+    if (counted > m_invalidList->count())
+        m_invalidList->addItem(tr("… and %1 more").arg(counted - m_invalidList->count()));
+}
+
+void DataPage::showTokens() {
+    showInvalid();
+    if (!m_tokens.tokens) {
+        m_histogram->clearLengths();
+        m_preview->clear();
+        m_sampleSpin->setEnabled(false);
+        m_lengthStats->clear();
+        m_packingLabel->clear();
+        if (!m_tokens.error.isEmpty())
+            setStatusText(m_sampleInfo, m_tokens.error, Tone::Bad);
+        else if (m_read.dataset && m_model.isEmpty())
+            setStatusText(m_sampleInfo,
+                          tr("The preview, token lengths and packing need a model: choose one on the "
+                             "Model page."),
+                          Tone::Neutral);
+        else
+            setStatusText(m_sampleInfo, QString(), Tone::Neutral);
+        return;
+    }
+    const TokenizedDataset& t = *m_tokens.tokens;
+    std::vector<int32_t> lengths(t.size());
+    for (size_t i = 0; i < t.size(); ++i) lengths[i] = t.length(i);
+    m_histogram->setLengths(lengths);
+    const LengthStats stats = length_stats(lengths);
+    m_lengthStats->setText(tr("%1 samples (template %2): tokens per sample min %3, median %4, mean %5, p95 %6, max %7")
+                               .arg(stats.count)
+                               .arg(QString::fromStdString(t.template_name))
+                               .arg(stats.min)
+                               .arg(stats.median)
+                               .arg(stats.mean, 0, 'f', 0)
+                               .arg(stats.p95)
+                               .arg(stats.max));
+    const QSignalBlocker block(m_sampleSpin);
+    m_sampleSpin->setRange(1, static_cast<int>(t.size()));
+    m_sampleSpin->setValue(1);
+    m_sampleSpin->setEnabled(true);
+    showPreview(0);
+}
+
+void DataPage::showPreview(int sample) {
+    if (!m_tokens.tokens || sample < 0 || static_cast<size_t>(sample) >= m_tokens.tokens->size()) return;
+    const TokenizedDataset& t = *m_tokens.tokens;
+    const Tokenizer& tok = *m_tokens.tokenizer;
+    auto ids = t.sample_tokens(static_cast<size_t>(sample));
+    auto labels = t.sample_labels(static_cast<size_t>(sample));
+    const size_t total = ids.size();
+    int64_t trained = 0;
+    for (int32_t l : labels) trained += l != -100;
+    const size_t shown = std::min<size_t>(total, kPreviewTokens);
+    // Runs of tokens with the same trained flag are decoded together, so multi-token characters stay whole.
+    QString html = QStringLiteral("<pre style=\"white-space: pre-wrap;\">");
+    size_t start = 0;
+    while (start < shown) {
+        const bool isTrained = labels[start] != -100;
+        size_t end = start;
+        while (end < shown && (labels[end] != -100) == isTrained) ++end;
+        const QString text = QString::fromStdString(tok.decode(ids.subspan(start, end - start))).toHtmlEscaped();
+        html += isTrained ? QStringLiteral("<span style=\"%1\">%2</span>").arg(kTrainedStyle, text) : text;
+        start = end;
+    }
+    if (shown < total) html += tr("\n… (%1 more tokens not shown)").arg(total - shown).toHtmlEscaped();
+    html += QStringLiteral("</pre>");
+    m_preview->setHtml(html);
+
+    QString where;
+    const Dataset& d = *m_read.dataset;
+    const uint32_t record = t.record[static_cast<size_t>(sample)];
+    if (record < d.records.size()) {
+        const QString path = d.files.empty() ? QString() : QString::fromStdString(d.files[0].string());
+        where = shortLocation(d.location(d.records[record].location), path);
+    }
+    setStatusText(m_sampleInfo,
+                  tr("of %1 (%2): %3 tokens, %4 trained").arg(t.size()).arg(where).arg(total).arg(trained),
+                  Tone::Neutral);
+}
+
+void DataPage::reloadRecent() {
+    m_recentList->clear();
+    for (const QString& path : m_recent.paths()) {
+        auto* item = new QListWidgetItem(QFileInfo(path).fileName(), m_recentList);
+        item->setData(Qt::UserRole, path);
+        item->setToolTip(path);
+    }
+}
+
+void DataPage::emitChanged() {
+    m_lastEmittedValid = datasetValid();
+    emit datasetChanged(m_path, m_format, m_lastEmittedValid);
+}
+
+void DataPage::dragEnterEvent(QDragEnterEvent* event) {
+    if (!droppedFile(event->mimeData()).isEmpty()) event->acceptProposedAction();
+}
+
+void DataPage::dropEvent(QDropEvent* event) {
+    const QString file = droppedFile(event->mimeData());
+    if (file.isEmpty()) return;
+    event->acceptProposedAction();
+    selectDataset(file);
+}
+
+}  // namespace tandem::ui

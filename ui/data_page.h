@@ -1,0 +1,100 @@
+// The Data page: choose a dataset file and see how training will read it: the detected format (override
+// possible), record count, invalid records with their line numbers, rendered samples with the trained
+// (label) tokens highlighted, a token-length histogram with the max_seq_len cut-off, and the packing
+// efficiency at the Train page's batch size.
+// Decisions a reader must know:
+//  - Three worker-thread stages (dataset_analysis.h): read (on a new file or format), tokenize (on a new
+//    model too), summarize limits (on every setLimits, debounced). Each stage has a generation counter; a
+//    result that lands after a newer request started is dropped.
+//  - Without a model only the record-level information is shown; the preview and histogram say they need
+//    one. datasetChanged fires after every read (and again if tokenizing changes the verdict).
+//  - The preview decodes one sample at a time on the GUI thread (cheap: at most kPreviewTokens tokens).
+#pragma once
+
+#include <QString>
+#include <QTimer>
+#include <QWidget>
+
+#include "ui/dataset_analysis.h"
+#include "ui/recent_list.h"
+
+class QComboBox;
+class QLabel;
+class QListWidget;
+class QPushButton;
+class QSpinBox;
+class QTextBrowser;
+
+namespace tandem::ui {
+
+class LengthHistogram;
+
+class DataPage : public QWidget {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(DataPage)
+
+public:
+    static constexpr int kPreviewTokens = 4096;
+
+    explicit DataPage(QWidget* parent = nullptr);
+
+    QString datasetPath() const { return m_path; }
+    QString format() const { return m_format; }  // "auto" or a forced format name
+    bool datasetValid() const;
+
+public slots:
+    void selectDataset(const QString& path);
+    void setModel(const QString& folder);
+    void setLimits(int maxSeqLen, int batchTokens, bool packing);
+    void browse();
+
+signals:
+    void datasetChanged(const QString& path, const QString& format, bool valid);
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+
+private:
+    void startRead();
+    void startTokenize();
+    void startSummary();
+    void showRead();
+    void showTokens();
+    void showPreview(int sample);
+    void showInvalid();
+    void reloadRecent();
+    void emitChanged();
+
+    QString m_path;
+    QString m_format = QStringLiteral("auto");
+    QString m_model;
+    int m_maxSeqLen = 2048;
+    int m_batchTokens = 4096;
+    bool m_packing = true;
+
+    DatasetRead m_read;
+    DatasetTokens m_tokens;
+    quint64 m_readGeneration = 0;
+    quint64 m_tokenGeneration = 0;
+    quint64 m_summaryGeneration = 0;
+    bool m_lastEmittedValid = false;
+    QTimer m_summaryDebounce;
+    RecentList m_recent{QStringLiteral("data/recent")};
+
+    QPushButton* m_browse = nullptr;
+    QLabel* m_pathLabel = nullptr;
+    QComboBox* m_formatCombo = nullptr;
+    QLabel* m_formatLabel = nullptr;
+    QListWidget* m_recentList = nullptr;
+    QLabel* m_records = nullptr;
+    QListWidget* m_invalidList = nullptr;
+    QSpinBox* m_sampleSpin = nullptr;
+    QLabel* m_sampleInfo = nullptr;
+    QTextBrowser* m_preview = nullptr;
+    LengthHistogram* m_histogram = nullptr;
+    QLabel* m_lengthStats = nullptr;
+    QLabel* m_packingLabel = nullptr;
+};
+
+}  // namespace tandem::ui

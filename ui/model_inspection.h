@@ -1,0 +1,45 @@
+// What the Model page shows about a model folder, gathered off the GUI thread through the engine's public
+// API exactly as `tandem-cli info` does: inspect_model_dir (config, every tensor's shape, dtypes) plus the
+// tokenizer when the folder has one. Every failure becomes `error` (with the engine's message, which names
+// the file and what to do), never an exception: the page only has to display the result.
+#pragma once
+
+#include <QString>
+#include <QStringList>
+
+#include <cstdint>
+
+namespace tandem::ui {
+
+struct ModelInspection {
+    QString folder;
+    bool inspected = false;  // inspect_model_dir succeeded (the fields below are filled)
+    bool supported = false;  // trainable by Tandem
+    QString reason;          // why not, when !supported (the engine's message)
+    QString architecture;    // "LlamaForCausalLM"
+    QString modelType;       // "llama"
+    int64_t layers = 0;
+    int64_t hiddenSize = 0;
+    int64_t parameters = 0;
+    QStringList dtypes;  // {"BF16"}
+    uint64_t weightBytes = 0;
+    QString tokenizer;  // "SentencePiece BPE, 356 ids" or why there is none
+    bool hasTokenizer = false;
+    bool hasChatTemplate = false;
+    bool demo = false;  // the built-in demo model (random weights)
+    QStringList notes;  // the engine's remarks (ignored files, skipped checks)
+};
+
+// Runs on a worker thread. Never throws.
+ModelInspection inspectModelFolder(const QString& folder);
+
+// Writes the built-in demo model into `folder` unless a complete one is already there, then inspects it.
+// Runs on a worker thread. Never throws (a write failure becomes the result's reason).
+ModelInspection createAndInspectDemo(const QString& folder);
+
+// "1.24B", "494.0M", "12.3K", "512"
+QString humanCount(int64_t n);
+// "1.50 GiB", "12.0 MiB", "3.0 KiB"
+QString humanBytes(uint64_t bytes);
+
+}  // namespace tandem::ui

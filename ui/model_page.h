@@ -1,0 +1,78 @@
+// The Model page: choose the Hugging Face model folder to fine-tune (file dialog, drag and drop of a folder,
+// the recent list, models found in the local Hugging Face cache, or the built-in demo) and see what it is:
+// architecture, size, dtype, tokenizer, chat template, and whether Tandem can train it or why not.
+// Decisions a reader must know:
+//  - Inspecting reads every safetensors header (and the tokenizer), so it runs on a worker thread
+//    (QtConcurrent); only the latest selection's result is shown, earlier ones are dropped when they land.
+//  - modelChanged fires once per selection, when its inspection is done (supported or not); modelPath()
+//    is the selection at once, modelSupported() stays false until the inspection says otherwise.
+#pragma once
+
+#include <QString>
+#include <QWidget>
+
+#include <functional>
+
+#include "ui/model_inspection.h"
+#include "ui/recent_list.h"
+
+class QLabel;
+class QListWidget;
+class QPushButton;
+
+namespace tandem::ui {
+
+class ModelPage : public QWidget {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(ModelPage)
+
+public:
+    explicit ModelPage(QWidget* parent = nullptr);
+
+    // Where selectDemo() writes the built-in demo model: AppDataLocation/demo-model.
+    static QString demoFolder();
+
+    QString modelPath() const { return m_path; }
+    bool modelSupported() const { return m_supported; }
+
+public slots:
+    void selectModel(const QString& folder);
+    // Writes the demo model to AppDataLocation/demo-model the first time, then selects it.
+    void selectDemo();
+    void browse();
+    void rescanHfCache();
+
+signals:
+    void modelChanged(const QString& folder, bool supported);
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+
+private:
+    void inspect(const QString& folder, std::function<ModelInspection()> job);
+    void showInspection(const ModelInspection& result);
+    void reloadRecent();
+
+    QString m_path;
+    bool m_supported = false;
+    quint64 m_generation = 0;  // the selection whose result is awaited
+    RecentList m_recent{QStringLiteral("model/recent")};
+
+    QPushButton* m_browse = nullptr;
+    QPushButton* m_demo = nullptr;
+    QLabel* m_pathLabel = nullptr;
+    QListWidget* m_recentList = nullptr;
+    QListWidget* m_hfList = nullptr;
+    QLabel* m_hfLabel = nullptr;
+    QLabel* m_architecture = nullptr;
+    QLabel* m_layers = nullptr;
+    QLabel* m_hiddenSize = nullptr;
+    QLabel* m_parameters = nullptr;
+    QLabel* m_dtype = nullptr;
+    QLabel* m_tokenizer = nullptr;
+    QLabel* m_chatTemplate = nullptr;
+    QLabel* m_status = nullptr;
+};
+
+}  // namespace tandem::ui

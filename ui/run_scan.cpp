@@ -1,0 +1,136 @@
+// See run_scan.h.
+#include "ui/run_scan.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+
+#include <algorithm>
+#include <exception>
+#include <filesystem>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/run_config.h"
+#include "tandem/trainer.h"
+#include "ui/hf_cache.h"
+
+namespace tandem::ui {
+namespace {
+
+// The last non-empty line of a text file, read from its end (a few KiB at most).
+QByteArray lastLine(const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) return {};
+    const qint64 size = f.size();
+    for (qint64 window = 4096;; window *= 4) {
+        const qint64 start = std::max<qint64>(0, size - window);
+        f.seek(start);
+        const QByteArray tail = f.read(size - start).trimmed();
+        const qsizetype nl = tail.lastIndexOf('\n');
+        if (nl >= 0 || start == 0) return nl >= 0 ? tail.mid(nl + 1) : tail;
+    }
+}
+
+}  // namespace
+
+QString runStatusName(RunStatus status) {
+    switch (status) {
+        case RunStatus::Finished:
+            return QStringLiteral("finished");
+        case RunStatus::Stopped:
+            return QStringLiteral("stopped");
+        case RunStatus::Failed:
+            return QStringLiteral("failed");
+        case RunStatus::Empty:
+            return QStringLiteral("empty");
+    }
+    return {};
+}
+
+RunEntry readRunEntry(const QString& runDir) {
+    RunEntry e;
+    const QDir dir(runDir);
+    e.dir = dir.absolutePath();
+    e.name = dir.dirName();
+    e.date = QFileInfo(dir.filePath(QStringLiteral("config.json"))).lastModified();
+    try {
+        const RunConfig c = load_run_config(dir.filePath(QStringLiteral("config.json")).toStdString(), false);
+        e.modelPath = QString::fromStdString(c.model);
+        e.model = modelDisplayName(e.modelPath);
+        e.datasetPath = QString::fromStdString(c.data.dataset);
+        e.dataset = QFileInfo(e.datasetPath).fileName();
+    } catch (const std::exception& ex) {
+        e.configError = QString::fromUtf8(ex.what());
+    }
+    e.hasAdapter = QFileInfo::exists(dir.filePath(QStringLiteral("adapter/adapter_config.json")));
+    std::optional<std::filesystem::path> checkpoint;
+    try {
+        checkpoint = latest_checkpoint(e.dir.toStdString());
+    } catch (const std::exception&) {
+    }
+    e.hasCheckpoint = checkpoint.has_value();
+    const QByteArray line = lastLine(dir.filePath(QStringLiteral("metrics.jsonl")));
+    if (!line.isEmpty()) {
+        const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr, false);
+        if (j.is_object()) {
+            if (j.contains("step") && j["step"].is_number()) e.steps = j["step"].get<int64_t>();
+            if (j.contains("loss") && j["loss"].is_number()) e.finalLoss = j["loss"].get<double>();
+        }
+    }
+    if (e.hasAdapter) {
+        e.status = RunStatus::Finished;
+        e.statusDetail = QStringLiteral("adapter written");
+    } else if (e.hasCheckpoint) {
+        e.status = RunStatus::Stopped;
+        e.statusDetail = QStringLiteral("stopped or interrupted; resumable from ") +
+                         QDir(e.dir).relativeFilePath(QString::fromStdString(checkpoint->string()));
+    } else if (e.steps > 0) {
+        e.status = RunStatus::Failed;
+        e.statusDetail = QStringLiteral("ended without an adapter or a checkpoint to resume from");
+    } else {
+        e.status = RunStatus::Empty;
+        e.statusDetail = QStringLiteral("no step completed");
+    }
+    return e;
+}
+
+QList<RunEntry> scanRunsFolder(const QString& folder) {
+    QList<RunEntry> runs;
+    const QDir root(folder);
+    for (const QString& sub : root.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        if (!QFileInfo::exists(root.filePath(sub + QStringLiteral("/config.json")))) continue;
+        runs.append(readRunEntry(root.filePath(sub)));
+    }
+    std::sort(runs.begin(), runs.end(), [](const RunEntry& a, const RunEntry& b) {
+        return a.date != b.date ? a.date > b.date : a.name > b.name;
+    });
+    return runs;
+}
+
+LossCurve readLossCurve(const QString& runDir) {
+    LossCurve c;
+    c.dir = runDir;
+    c.name = QDir(runDir).dirName();
+    QFile f(QDir(runDir).filePath(QStringLiteral("metrics.jsonl")));
+    if (!f.open(QIODevice::ReadOnly)) return c;
+    while (!f.atEnd()) {
+        const QByteArray line = f.readLine().trimmed();
+        if (line.isEmpty()) continue;
+        const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr, false);
+        if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) continue;
+        const double step = j["step"].get<double>();
+        if (j.contains("loss") && j["loss"].is_number()) {
+            c.steps.append(step);
+            c.loss.append(j["loss"].get<double>());
+        }
+        if (j.contains("eval_loss") && j["eval_loss"].is_number()) {
+            c.evalSteps.append(step);
+            c.evalLoss.append(j["eval_loss"].get<double>());
+        }
+    }
+    return c;
+}
+
+}  // namespace tandem::ui

@@ -1,0 +1,724 @@
+// See train_page.h.
+#include "ui/train_page.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDateTime>
+#include <QDir>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLocale>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QVBoxLayout>
+
+#include <cmath>
+#include <exception>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/error.h"
+#include "tandem/lora.h"
+#include "ui/field_validation.h"
+#include "ui/hf_cache.h"
+#include "ui/model_inspection.h"
+#include "ui/run_async.h"
+#include "ui/status_text.h"
+
+// The presets are compiled into the static tandem_ui library; a static library's resources must be
+// registered explicitly (Q_INIT_RESOURCE works only outside a namespace).
+static void initPresetResources() {
+    Q_INIT_RESOURCE(presets);
+}
+
+namespace tandem::ui {
+namespace {
+
+// Preset files in the order they are offered; others found under :/presets follow alphabetically.
+const QStringList kPresetOrder = {QStringLiteral("quick_test"), QStringLiteral("balanced"),
+                                  QStringLiteral("max_quality")};
+
+QString checkpointingExplanation(const QString& policy) {
+    if (policy == QLatin1String("off")) return QObject::tr("Off: keep every activation. Fastest, most GPU memory.");
+    if (policy == QLatin1String("recompute"))
+        return QObject::tr(
+            "Recompute: keep only each block's input and recompute the block in the backward pass "
+            "(about a third more compute, far less memory).");
+    if (policy == QLatin1String("smart"))
+        return QObject::tr(
+            "Smart: block inputs wait in pinned host memory and come back double-buffered while the "
+            "GPU computes (least GPU memory, little slowdown).");
+    if (policy == QLatin1String("smart-single"))
+        return QObject::tr(
+            "Smart, single buffer: as smart with one reload buffer (less pinned host memory, less "
+            "overlap).");
+    return QObject::tr(
+        "Auto: the fastest policy that fits the GPU (off, then recompute, smart, smart-single). "
+        "No effect on the CPU.");
+}
+
+QString packingExplanation(bool packing) {
+    return packing ? QObject::tr(
+                         "Packing on: several samples share each micro-batch, back to back, each attending "
+                         "only to itself. No compute is spent on padding.")
+                   : QObject::tr(
+                         "Packing off: one sample per padded row. Simpler batches, compute spent on "
+                         "padding (see the Data page's efficiency).");
+}
+
+QString presetDisplayName(const QString& baseName) {
+    QString name = baseName;
+    name.replace('_', ' ');
+    if (!name.isEmpty()) name[0] = name[0].toUpper();
+    return name;
+}
+
+QString engineName(std::string_view name) {
+    return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+}
+
+}  // namespace
+
+TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
+    setObjectName(QStringLiteral("trainPage"));
+    initPresetResources();
+
+    m_presetCombo = new QComboBox;
+    m_presetCombo->setObjectName(QStringLiteral("presetCombo"));
+    m_presetCombo->setToolTip(
+        tr("Starting points: quick test (a few steps to check everything works), balanced, "
+           "max quality (higher rank, more epochs). Editing a field switches to custom"));
+    m_runsFolderEdit = new QLineEdit;
+    m_runsFolderEdit->setObjectName(QStringLiteral("runsFolderEdit"));
+    m_runsFolderEdit->setToolTip(tr("Each run gets its own folder in here: config, metrics, checkpoints, adapter"));
+    auto* runsFolderButton = new QPushButton(tr("Browse…"));
+    runsFolderButton->setObjectName(QStringLiteral("runsFolderButton"));
+    runsFolderButton->setToolTip(tr("Choose the folder runs are written to"));
+    connect(runsFolderButton, &QPushButton::clicked, this, &TrainPage::chooseRunsFolder);
+
+    auto* top = new QHBoxLayout;
+    top->addWidget(new QLabel(tr("Preset")));
+    top->addWidget(m_presetCombo);
+    top->addSpacing(16);
+    top->addWidget(new QLabel(tr("Runs folder")));
+    top->addWidget(m_runsFolderEdit, 1);
+    top->addWidget(runsFolderButton);
+
+    auto* content = new QWidget;
+    auto* grid = new QGridLayout(content);
+    grid->addWidget(buildLoraBox(), 0, 0);
+    grid->addWidget(buildOptimizerBox(), 0, 1);
+    grid->addWidget(buildMemoryBox(), 1, 0, 1, 2);
+    grid->setRowStretch(2, 1);
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(content);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+
+    m_blockedLabel = new QLabel;
+    m_blockedLabel->setObjectName(QStringLiteral("trainBlockedLabel"));
+    m_blockedLabel->setWordWrap(true);
+    m_trainButton = new QPushButton(tr("Train"));
+    m_trainButton->setObjectName(QStringLiteral("trainButton"));
+    m_trainButton->setDefault(true);
+    connect(m_trainButton, &QPushButton::clicked, this, [this] {
+        if (!m_blockedReason.isEmpty()) return;
+        const RunConfig c = config();
+        nlohmann::json j = c;
+        QSettings().setValue(QStringLiteral("train/last"), QString::fromStdString(j.dump()));
+        emit trainRequested(c);
+    });
+    auto* bottom = new QHBoxLayout;
+    bottom->addWidget(m_blockedLabel, 1);
+    bottom->addWidget(m_trainButton);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(top);
+    layout->addWidget(scroll, 1);
+    layout->addLayout(bottom);
+
+    m_estimateDebounce.setSingleShot(true);
+    m_estimateDebounce.setInterval(kEstimateDelayMs);
+    connect(&m_estimateDebounce, &QTimer::timeout, this, &TrainPage::startEstimate);
+
+    QSettings settings;
+    m_runsFolderEdit->setText(
+        settings
+            .value(QStringLiteral("runs/folder"),
+                   QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs"))
+            .toString());
+    connect(m_runsFolderEdit, &QLineEdit::textChanged, this, &TrainPage::onFieldsChanged);
+    connect(m_runsFolderEdit, &QLineEdit::editingFinished, this, [this] {
+        QSettings().setValue(QStringLiteral("runs/folder"), runsFolder());
+        emit runsFolderChanged(runsFolder());
+    });
+
+    // The last settings (not the model or dataset: those belong to their pages).
+    RunConfig restored;
+    try {
+        const QString last = settings.value(QStringLiteral("train/last")).toString();
+        if (!last.isEmpty()) restored = parse_run_config(nlohmann::json::parse(last.toStdString()));
+    } catch (const std::exception&) {
+        restored = RunConfig{};  // an unreadable or older entry: start from the defaults
+    }
+    restored.model.clear();
+    restored.data.dataset.clear();
+    restored.data.format = "auto";
+    restored.init_adapter.clear();
+    restored.output_dir.clear();
+    m_base = restored;
+    fillFields(restored);
+
+    loadPresets();
+    // Programmatic changes of the combo (back to "custom") block its signals; any other change applies.
+    connect(m_presetCombo, &QComboBox::currentIndexChanged, this, [this](int index) {
+        const QString path = m_presetCombo->itemData(index).toString();
+        if (!path.isEmpty()) applyPreset(path);
+    });
+    onFieldsChanged();
+    // The main window connects limitsChanged after construction: tell the Data page once the loop runs.
+    QTimer::singleShot(0, this, [this] {
+        emit limitsChanged(m_maxSeqLen->value(), m_batchTokens->value(), m_packing->isChecked());
+        emit runsFolderChanged(runsFolder());
+    });
+}
+
+QWidget* TrainPage::buildLoraBox() {
+    auto* box = new QGroupBox(tr("LoRA"));
+    auto* form = new QFormLayout(box);
+    m_rank = new QSpinBox;
+    m_rank->setObjectName(QStringLiteral("rankSpin"));
+    m_rank->setRange(1, kLoraMaxRank);
+    m_rank->setToolTip(
+        tr("Rank r of each adapter (B·A with A [r, in], B [out, r]). Higher: more capacity, more "
+           "memory; 8-64 is typical"));
+    m_alpha = new QDoubleSpinBox;
+    m_alpha->setObjectName(QStringLiteral("alphaSpin"));
+    m_alpha->setRange(0.01, 100000);
+    m_alpha->setDecimals(2);
+    m_alpha->setToolTip(
+        tr("lora_alpha: the update is scaled by alpha / r (alpha / sqrt(r) with rsLoRA); 2 x r is "
+           "a common choice"));
+    m_dropout = new QDoubleSpinBox;
+    m_dropout->setObjectName(QStringLiteral("dropoutSpin"));
+    m_dropout->setRange(0, 0.95);
+    m_dropout->setSingleStep(0.05);
+    m_dropout->setDecimals(3);
+    m_dropout->setToolTip(tr("Dropout on the adapter's input while training (0: none); 0.05-0.1 helps small datasets"));
+    m_rslora = new QCheckBox(tr("rsLoRA"));
+    m_rslora->setObjectName(QStringLiteral("rsloraCheck"));
+    m_rslora->setToolTip(tr("Rank-stabilised LoRA: scale by alpha / sqrt(r), which keeps high ranks learning"));
+    m_targetsBox = new QGroupBox(tr("Target projections"));
+    m_targetsBox->setObjectName(QStringLiteral("targetsBox"));
+    m_targetsBox->setToolTip(tr("Which projections of every decoder layer get an adapter"));
+    auto* targetsLayout = new QGridLayout(m_targetsBox);
+    int i = 0;
+    for (const std::string& t : lora_known_targets()) {
+        const QString name = QString::fromStdString(t);
+        auto* check = new QCheckBox(name);
+        check->setObjectName(QStringLiteral("target_") + name);
+        check->setToolTip(lora_target_is_attention(t) ? tr("Attention projection %1 (self_attn.%1)").arg(name)
+                                                      : tr("MLP projection %1 (mlp.%1)").arg(name));
+        connect(check, &QCheckBox::toggled, this, &TrainPage::onFieldEdited);
+        targetsLayout->addWidget(check, i / 4, i % 4);
+        m_targets.insert(name, check);
+        ++i;
+    }
+    connect(m_rank, &QSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
+    connect(m_alpha, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
+    connect(m_dropout, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
+    connect(m_rslora, &QCheckBox::toggled, this, &TrainPage::onFieldEdited);
+    form->addRow(tr("Rank"), m_rank);
+    form->addRow(tr("Alpha"), m_alpha);
+    form->addRow(tr("Dropout"), m_dropout);
+    form->addRow(QString(), m_rslora);
+    form->addRow(m_targetsBox);
+    return box;
+}
+
+QWidget* TrainPage::buildOptimizerBox() {
+    auto* box = new QGroupBox(tr("Optimizer and data"));
+    auto* form = new QFormLayout(box);
+    m_lr = new QLineEdit;
+    m_lr->setObjectName(QStringLiteral("lrEdit"));
+    m_lr->setToolTip(tr("Peak learning rate of AdamW, e.g. 2e-4 (LoRA usually trains well between 5e-5 and 5e-4)"));
+    m_schedule = new QComboBox;
+    m_schedule->setObjectName(QStringLiteral("scheduleCombo"));
+    for (LrSchedule s : {LrSchedule::Constant, LrSchedule::Linear, LrSchedule::Cosine})
+        m_schedule->addItem(engineName(lr_schedule_name(s)), engineName(lr_schedule_name(s)));
+    m_schedule->setToolTip(tr("After warmup: constant, linear decay to 0, or cosine decay to 0"));
+    m_warmup = new QSpinBox;
+    m_warmup->setObjectName(QStringLiteral("warmupSpin"));
+    m_warmup->setRange(0, 10'000'000);
+    m_warmup->setToolTip(tr("Optimizer steps of linear warmup from 0 to the peak learning rate"));
+    m_epochs = new QSpinBox;
+    m_epochs->setObjectName(QStringLiteral("epochsSpin"));
+    m_epochs->setRange(0, 10'000);
+    m_epochs->setToolTip(tr("Passes over the dataset (ignored when max steps is set)"));
+    m_maxSteps = new QSpinBox;
+    m_maxSteps->setObjectName(QStringLiteral("maxStepsSpin"));
+    m_maxSteps->setRange(0, 100'000'000);
+    m_maxSteps->setSpecialValueText(tr("off (use epochs)"));
+    m_maxSteps->setToolTip(tr("Stop after this many optimizer steps; wins over epochs. Off: train for the epochs"));
+    m_batchTokens = new QSpinBox;
+    m_batchTokens->setObjectName(QStringLiteral("batchTokensSpin"));
+    m_batchTokens->setRange(1, 1 << 24);
+    m_batchTokens->setSingleStep(256);
+    m_batchTokens->setToolTip(
+        tr("Tokens per micro-batch (the packing budget). Larger: faster per token, more "
+           "activation memory. Must hold max seq len when packing"));
+    m_gradAccum = new QSpinBox;
+    m_gradAccum->setObjectName(QStringLiteral("gradAccumSpin"));
+    m_gradAccum->setRange(1, 4096);
+    m_gradAccum->setToolTip(tr("Micro-batches per optimizer step: a larger effective batch at no memory cost"));
+    m_maxSeqLen = new QSpinBox;
+    m_maxSeqLen->setObjectName(QStringLiteral("maxSeqLenSpin"));
+    m_maxSeqLen->setRange(0, 1 << 24);
+    m_maxSeqLen->setSingleStep(256);
+    m_maxSeqLen->setSpecialValueText(tr("no limit"));
+    m_maxSeqLen->setToolTip(tr("Longer samples keep their first max seq len tokens (see the Data page's histogram)"));
+    m_seed = new QSpinBox;
+    m_seed->setObjectName(QStringLiteral("seedSpin"));
+    m_seed->setRange(0, std::numeric_limits<int>::max());
+    m_seed->setToolTip(tr("Seeds the data order, LoRA initialisation and dropout: the same seed gives the same run"));
+    connect(m_lr, &QLineEdit::textChanged, this, &TrainPage::onFieldEdited);
+    connect(m_schedule, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
+    for (QSpinBox* s : {m_warmup, m_epochs, m_maxSteps, m_batchTokens, m_gradAccum, m_maxSeqLen, m_seed})
+        connect(s, &QSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
+    form->addRow(tr("Learning rate"), m_lr);
+    form->addRow(tr("Schedule"), m_schedule);
+    form->addRow(tr("Warmup steps"), m_warmup);
+    form->addRow(tr("Epochs"), m_epochs);
+    form->addRow(tr("Max steps"), m_maxSteps);
+    form->addRow(tr("Batch tokens"), m_batchTokens);
+    form->addRow(tr("Gradient accumulation"), m_gradAccum);
+    form->addRow(tr("Max seq len"), m_maxSeqLen);
+    form->addRow(tr("Seed"), m_seed);
+    return box;
+}
+
+QWidget* TrainPage::buildMemoryBox() {
+    auto* box = new QGroupBox(tr("Device and memory"));
+    auto* form = new QFormLayout(box);
+    m_device = new QComboBox;
+    m_device->setObjectName(QStringLiteral("deviceCombo"));
+    for (DeviceChoice d : {DeviceChoice::Auto, DeviceChoice::Cuda, DeviceChoice::Cpu})
+        m_device->addItem(engineName(device_choice_name(d)), engineName(device_choice_name(d)));
+    m_device->setToolTip(
+        tr("auto: the GPU when one is usable, else the CPU; cuda: require the GPU; cpu: the CPU "
+           "reference backend (slow, for small models)"));
+    m_packing = new QCheckBox(tr("Packing"));
+    m_packing->setObjectName(QStringLiteral("packingCheck"));
+    m_packing->setToolTip(tr("Pack several samples into each micro-batch instead of padding one per row"));
+    m_packingHelp = new QLabel;
+    m_packingHelp->setObjectName(QStringLiteral("packingHelp"));
+    m_packingHelp->setWordWrap(true);
+    m_checkpointing = new QComboBox;
+    m_checkpointing->setObjectName(QStringLiteral("checkpointingCombo"));
+    for (CheckpointPolicy p : {CheckpointPolicy::Auto, CheckpointPolicy::Off, CheckpointPolicy::Recompute,
+                               CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle})
+        m_checkpointing->addItem(engineName(checkpoint_policy_name(p)), engineName(checkpoint_policy_name(p)));
+    m_checkpointing->setToolTip(tr("Smart checkpointing: how activations are kept for the backward pass (GPU only)"));
+    m_checkpointingHelp = new QLabel;
+    m_checkpointingHelp->setObjectName(QStringLiteral("checkpointingHelp"));
+    m_checkpointingHelp->setWordWrap(true);
+    m_memoryBar = new QProgressBar;
+    m_memoryBar->setObjectName(QStringLiteral("memoryBar"));
+    m_memoryBar->setRange(0, 1000);
+    m_memoryBar->setValue(0);
+    m_memoryBar->setTextVisible(true);
+    m_memoryBar->setToolTip(tr("Estimated peak memory of the run against the GPU's memory (host memory on the CPU)"));
+    m_memoryLabel = new QLabel(tr("Choose a model to estimate memory."));
+    m_memoryLabel->setObjectName(QStringLiteral("memoryLabel"));
+    m_memoryLabel->setWordWrap(true);
+    m_memoryLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    connect(m_device, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
+    connect(m_packing, &QCheckBox::toggled, this, &TrainPage::onFieldEdited);
+    connect(m_checkpointing, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
+    form->addRow(tr("Device"), m_device);
+    form->addRow(m_packing, m_packingHelp);
+    form->addRow(tr("Checkpointing"), m_checkpointing);
+    form->addRow(QString(), m_checkpointingHelp);
+    form->addRow(tr("Memory"), m_memoryBar);
+    form->addRow(QString(), m_memoryLabel);
+    return box;
+}
+
+void TrainPage::loadPresets() {
+    m_presetCombo->addItem(tr("custom"), QString());
+    QStringList names =
+        QDir(QStringLiteral(":/presets")).entryList({QStringLiteral("*.json")}, QDir::Files, QDir::Name);
+    std::stable_sort(names.begin(), names.end(), [](const QString& a, const QString& b) {
+        const auto rank = [](const QString& n) {
+            const qsizetype i = kPresetOrder.indexOf(QFileInfo(n).completeBaseName());
+            return i < 0 ? kPresetOrder.size() : i;
+        };
+        return rank(a) < rank(b);
+    });
+    for (const QString& file : names) {
+        const QString base = QFileInfo(file).completeBaseName();
+        m_presetCombo->addItem(presetDisplayName(base), QStringLiteral(":/presets/") + file);
+        m_presetCombo->setItemData(m_presetCombo->count() - 1, base, Qt::UserRole + 1);
+    }
+}
+
+void TrainPage::applyPreset(const QString& resourcePath) {
+    QFile f(resourcePath);
+    try {
+        if (!f.open(QIODevice::ReadOnly)) throw_io(resourcePath.toStdString() + ": cannot be read");
+        nlohmann::json merged = config();
+        merged.merge_patch(nlohmann::json::parse(f.readAll().toStdString()));
+        const RunConfig c = parse_run_config(merged);
+        m_base = c;
+        fillFields(c);
+        const int index = m_presetCombo->findData(resourcePath);
+        const QSignalBlocker block(m_presetCombo);
+        m_presetCombo->setCurrentIndex(index < 0 ? 0 : index);
+    } catch (const std::exception& e) {
+        setStatusText(m_blockedLabel, tr("Preset %1 is broken: %2").arg(resourcePath, QString::fromUtf8(e.what())),
+                      Tone::Bad);
+        return;
+    }
+    onFieldsChanged();
+}
+
+void TrainPage::fillFields(const RunConfig& c) {
+    m_filling = true;
+    m_rank->setValue(c.lora.r);
+    m_alpha->setValue(c.lora.alpha);
+    m_dropout->setValue(c.lora.dropout);
+    m_rslora->setChecked(c.lora.use_rslora);
+    for (auto it = m_targets.begin(); it != m_targets.end(); ++it)
+        it.value()->setChecked(c.lora.targets(it.key().toStdString()));
+    m_lr->setText(QLocale::c().toString(c.training.lr, 'g', QLocale::FloatingPointShortest));
+    m_schedule->setCurrentIndex(m_schedule->findData(engineName(lr_schedule_name(c.training.schedule))));
+    m_warmup->setValue(static_cast<int>(std::min<int64_t>(c.training.warmup_steps, m_warmup->maximum())));
+    m_epochs->setValue(static_cast<int>(std::min<int64_t>(c.training.epochs, m_epochs->maximum())));
+    m_maxSteps->setValue(static_cast<int>(std::min<int64_t>(c.training.max_steps, m_maxSteps->maximum())));
+    m_batchTokens->setValue(c.training.batch_tokens);
+    m_gradAccum->setValue(c.training.grad_accum);
+    m_maxSeqLen->setValue(c.data.max_seq_len);
+    m_seed->setValue(static_cast<int>(std::min<uint64_t>(c.seed, static_cast<uint64_t>(m_seed->maximum()))));
+    m_device->setCurrentIndex(m_device->findData(engineName(device_choice_name(c.device))));
+    m_packing->setChecked(c.data.packing);
+    m_checkpointing->setCurrentIndex(
+        m_checkpointing->findData(engineName(checkpoint_policy_name(c.memory.checkpointing))));
+    m_filling = false;
+}
+
+RunConfig TrainPage::config() const {
+    RunConfig c = m_base;
+    c.model = m_model.toStdString();
+    c.data.dataset = m_dataset.toStdString();
+    c.data.format = m_format.toStdString();
+    c.lora.r = m_rank->value();
+    c.lora.alpha = m_alpha->value();
+    c.lora.dropout = m_dropout->value();
+    c.lora.use_rslora = m_rslora->isChecked();
+    c.lora.target_modules.clear();
+    for (const std::string& t : lora_known_targets())
+        if (m_targets.value(QString::fromStdString(t))->isChecked()) c.lora.target_modules.push_back(t);
+    bool ok = false;
+    const double lr = QLocale::c().toDouble(m_lr->text().trimmed(), &ok);
+    c.training.lr = ok ? lr : std::numeric_limits<double>::quiet_NaN();
+    c.training.schedule =
+        parse_lr_schedule(m_schedule->currentData().toString().toStdString()).value_or(LrSchedule::Linear);
+    c.training.warmup_steps = m_warmup->value();
+    c.training.epochs = m_epochs->value();
+    c.training.max_steps = m_maxSteps->value();
+    c.training.batch_tokens = m_batchTokens->value();
+    c.training.grad_accum = m_gradAccum->value();
+    c.data.max_seq_len = m_maxSeqLen->value();
+    c.data.packing = m_packing->isChecked();
+    c.seed = static_cast<uint64_t>(m_seed->value());
+    c.device = parse_device_choice(m_device->currentData().toString().toStdString()).value_or(DeviceChoice::Auto);
+    c.memory.checkpointing = parse_checkpoint_policy(m_checkpointing->currentData().toString().toStdString())
+                                 .value_or(CheckpointPolicy::Auto);
+    c.output_dir.clear();
+    if (!runsFolder().isEmpty()) {
+        QString name = modelDisplayName(m_model);
+        name.replace('/', '_');
+        const QString stamp = QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"));
+        QString dir = QDir(runsFolder()).filePath(name.isEmpty() ? stamp : stamp + '-' + name);
+        for (int n = 2; QFileInfo::exists(dir); ++n)  // two runs started within the same second
+            dir = QDir(runsFolder()).filePath(QStringLiteral("%1-%2-%3").arg(stamp, name).arg(n));
+        c.output_dir = dir.toStdString();
+    }
+    return c;
+}
+
+void TrainPage::setConfig(const RunConfig& c) {
+    m_base = c;
+    m_base.output_dir.clear();
+    const QString model = QString::fromStdString(c.model);
+    if (model != m_model) {
+        m_model = model;
+        m_modelSupported = false;
+        m_modelConfirmed = false;
+    }
+    const QString dataset = QString::fromStdString(c.data.dataset);
+    if (dataset != m_dataset || QString::fromStdString(c.data.format) != m_format) {
+        m_dataset = dataset;
+        m_format = QString::fromStdString(c.data.format);
+        m_datasetValid = false;
+        m_datasetConfirmed = false;
+    }
+    fillFields(c);
+    const QSignalBlocker block(m_presetCombo);
+    m_presetCombo->setCurrentIndex(0);
+    onFieldsChanged();
+}
+
+QString TrainPage::runsFolder() const {
+    return m_runsFolderEdit->text().trimmed();
+}
+
+void TrainPage::setModel(const QString& folder, bool supported) {
+    m_model = folder;
+    m_modelSupported = supported;
+    m_modelConfirmed = true;
+    onFieldsChanged();
+}
+
+void TrainPage::setDataset(const QString& path, const QString& format, bool valid) {
+    m_dataset = path;
+    m_format = format;
+    m_datasetValid = valid;
+    m_datasetConfirmed = true;
+    onFieldsChanged();
+}
+
+void TrainPage::setRunning(bool running) {
+    m_running = running;
+    updateTrainButton();
+}
+
+void TrainPage::onFieldsChanged() {
+    if (m_filling) return;
+    m_epochs->setEnabled(m_maxSteps->value() == 0);
+    updateExplanations();
+    validateFields();
+    const int maxSeqLen = m_maxSeqLen->value(), batchTokens = m_batchTokens->value();
+    const bool packing = m_packing->isChecked();
+    if (maxSeqLen != m_lastMaxSeqLen || batchTokens != m_lastBatchTokens || int(packing) != m_lastPacking) {
+        m_lastMaxSeqLen = maxSeqLen;
+        m_lastBatchTokens = batchTokens;
+        m_lastPacking = packing;
+        emit limitsChanged(maxSeqLen, batchTokens, packing);
+    }
+    ++m_estimateGeneration;  // an estimate still running is for older settings
+    m_estimatePending = true;
+    m_estimateDebounce.start();
+    updateTrainButton();
+}
+
+void TrainPage::onFieldEdited() {
+    if (m_filling) return;
+    // A hand edit after a preset: the settings are the user's own now.
+    const QSignalBlocker block(m_presetCombo);
+    m_presetCombo->setCurrentIndex(0);
+    onFieldsChanged();
+}
+
+void TrainPage::updateExplanations() {
+    m_packingHelp->setText(packingExplanation(m_packing->isChecked()));
+    m_checkpointingHelp->setText(checkpointingExplanation(m_checkpointing->currentData().toString()));
+}
+
+void TrainPage::validateFields() {
+    clearMarks();
+    m_fieldError.clear();
+    bool ok = false;
+    QLocale::c().toDouble(m_lr->text().trimmed(), &ok);
+    if (!ok) {
+        m_fieldError = tr("Learning rate: '%1' is not a number (write e.g. 2e-4)").arg(m_lr->text());
+        markFieldInvalid(m_lr, m_fieldError);
+        return;
+    }
+    // The model and dataset are checked by their pages; placeholders let the settings be checked before.
+    RunConfig c = config();
+    if (c.model.empty()) c.model = "model";
+    if (c.data.dataset.empty()) c.data.dataset = "dataset";
+    try {
+        validate_run_config(c);
+    } catch (const std::exception& e) {
+        m_fieldError = QString::fromUtf8(e.what());
+        markFields(m_fieldError);
+    }
+}
+
+// validate_run_config names the field first ("training.lr: ...", "lora: r = ..."); map it to the widgets.
+void TrainPage::markFields(const QString& message) {
+    struct Rule {
+        const char* prefix;
+        QList<QWidget*> fields;
+    };
+    const QList<Rule> rules = {
+        {"lora: r ", {m_rank}},
+        {"lora: alpha", {m_alpha}},
+        {"lora: dropout", {m_dropout}},
+        {"lora: target", {m_targetsBox}},
+        {"lora: unknown target", {m_targetsBox}},
+        {"training.lr", {m_lr}},
+        {"training.warmup_steps", {m_warmup}},
+        {"training.epochs", {m_epochs, m_maxSteps}},
+        {"training.max_steps", {m_maxSteps}},
+        {"training.batch_tokens", {m_batchTokens}},
+        {"training.grad_accum", {m_gradAccum}},
+        {"data.max_seq_len", {m_maxSeqLen}},
+        {"output_dir", {m_runsFolderEdit}},
+    };
+    for (const Rule& rule : rules) {
+        if (!message.startsWith(QLatin1String(rule.prefix))) continue;
+        for (QWidget* w : rule.fields) markFieldInvalid(w, message);
+    }
+    // "training.batch_tokens: 256 is smaller than data.max_seq_len (512)": both fields are part of it.
+    if (message.startsWith(QLatin1String("training.batch_tokens")) &&
+        message.contains(QLatin1String("data.max_seq_len")))
+        markFieldInvalid(m_maxSeqLen, message);
+}
+
+void TrainPage::clearMarks() {
+    for (QWidget* w :
+         std::initializer_list<QWidget*>{m_rank, m_alpha, m_dropout, m_targetsBox, m_lr, m_warmup, m_epochs, m_maxSteps,
+                                         m_batchTokens, m_gradAccum, m_maxSeqLen, m_runsFolderEdit})
+        clearFieldInvalid(w);
+}
+
+void TrainPage::startEstimate() {
+    // Valid settings are saved when they settle, so a crash or a quit keeps them for the next start.
+    if (m_fieldError.isEmpty()) {
+        nlohmann::json j = config();
+        QSettings().setValue(QStringLiteral("train/last"), QString::fromStdString(j.dump()));
+    }
+    const quint64 generation = ++m_estimateGeneration;
+    if (m_model.isEmpty() || !m_modelSupported || !m_fieldError.isEmpty()) {
+        m_estimatePending = false;
+        m_memoryBar->setValue(0);
+        m_memoryBar->setFormat(QString());
+        setStatusText(m_memoryLabel,
+                      m_model.isEmpty() || !m_modelSupported ? tr("Choose a supported model to estimate memory.")
+                                                             : tr("Fix the marked setting to estimate memory."),
+                      Tone::Neutral);
+        updateTrainButton();
+        return;
+    }
+    RunConfig c = config();
+    if (c.data.dataset.empty()) c.data.dataset = "dataset";  // the estimate reads only the model's config.json
+    setStatusText(m_memoryLabel, tr("Estimating memory…"), Tone::Neutral);
+    struct Result {
+        MemoryEstimate estimate;
+        QString error;
+    };
+    runAsync(
+        this,
+        [c] {
+            Result r;
+            try {
+                r.estimate = estimate_memory(c);
+            } catch (const std::exception& e) {
+                r.error = QString::fromUtf8(e.what());
+            }
+            return r;
+        },
+        [this, generation](const Result& r) {
+            if (generation == m_estimateGeneration) showEstimate(r.estimate, r.error);
+        });
+}
+
+void TrainPage::showEstimate(const MemoryEstimate& e, const QString& error) {
+    m_estimatePending = false;
+    if (!error.isEmpty()) {
+        m_estimateFits = false;
+        m_estimateProblem = tr("Memory estimate failed: %1").arg(error);
+        m_memoryBar->setValue(0);
+        m_memoryBar->setFormat(QString());
+        setStatusText(m_memoryLabel, m_estimateProblem, Tone::Bad);
+        if (error.startsWith(QLatin1String("device"))) markFieldInvalid(m_device, error);
+        updateTrainButton();
+        return;
+    }
+    clearFieldInvalid(m_device);
+    const MemoryPlan& m = e.memory;
+    const bool cpu = e.device == DeviceChoice::Cpu;
+    const QString where = cpu ? tr("host memory (CPU)") : tr("GPU memory");
+    if (m.device_total > 0) {
+        const double share = static_cast<double>(m.total) / static_cast<double>(m.device_total);
+        m_memoryBar->setValue(static_cast<int>(std::min(1.0, share) * 1000));
+        m_memoryBar->setFormat(QStringLiteral("%1 / %2").arg(humanBytes(m.total), humanBytes(m.device_total)));
+    } else {
+        m_memoryBar->setValue(0);
+        m_memoryBar->setFormat(humanBytes(m.total));
+    }
+    m_memoryBar->setStyleSheet(e.fits ? QString() : QStringLiteral("QProgressBar::chunk { background: #d64541; }"));
+    QString text =
+        tr("Estimated peak %1 of %2 %3, on %4, checkpointing %5: weights %6, LoRA + optimizer %7, "
+           "activations %8")
+            .arg(humanBytes(m.total), m.device_total ? humanBytes(m.device_total) : tr("unknown"), where,
+                 engineName(device_choice_name(e.device)), engineName(checkpoint_policy_name(e.checkpointing)),
+                 humanBytes(m.weights), humanBytes(m.lora_optimizer), humanBytes(m.activations));
+    if (m.workspace) text += tr(", workspace %1").arg(humanBytes(m.workspace));
+    if (m.overhead) text += tr(", context %1").arg(humanBytes(m.overhead));
+    if (m.pinned_host) text += tr("; pinned host %1").arg(humanBytes(m.pinned_host));
+    text += '.';
+    if (!e.message.empty()) text += QStringLiteral("\n") + QString::fromStdString(e.message);
+    m_estimateFits = e.fits;
+    m_estimateProblem =
+        e.fits ? QString() : tr("The run does not fit in %1: %2").arg(where, QString::fromStdString(e.message));
+    setStatusText(m_memoryLabel, text, e.fits ? Tone::Neutral : Tone::Bad);
+    updateTrainButton();
+}
+
+void TrainPage::updateTrainButton() {
+    QString reason;
+    if (m_running)
+        reason = tr("A run is in progress.");
+    else if (m_model.isEmpty())
+        reason = tr("Choose a model on the Model page.");
+    else if (!m_modelConfirmed)
+        reason = tr("Select this run's model on the Model page: %1").arg(m_model);
+    else if (!m_modelSupported)
+        reason = tr("The model cannot be trained (the Model page says why).");
+    else if (m_dataset.isEmpty())
+        reason = tr("Choose a dataset on the Data page.");
+    else if (!m_datasetConfirmed)
+        reason = tr("Select this run's dataset on the Data page: %1").arg(m_dataset);
+    else if (!m_datasetValid)
+        reason = tr("The dataset has problems (the Data page shows them).");
+    else if (!m_fieldError.isEmpty())
+        reason = m_fieldError;
+    else if (m_estimatePending)
+        reason = tr("Estimating memory…");
+    else if (!m_estimateFits)
+        reason = m_estimateProblem;
+    m_blockedReason = reason;
+    m_trainButton->setEnabled(reason.isEmpty());
+    m_trainButton->setToolTip(reason.isEmpty() ? tr("Start training with these settings (Ctrl+T)") : reason);
+    if (reason.isEmpty())
+        setStatusText(m_blockedLabel, tr("Ready to train."), Tone::Good);
+    else
+        setStatusText(m_blockedLabel, reason, reason == tr("Estimating memory…") ? Tone::Neutral : Tone::Bad);
+}
+
+void TrainPage::chooseRunsFolder() {
+    const QString folder = QFileDialog::getExistingDirectory(this, tr("Choose the runs folder"), runsFolder());
+    if (folder.isEmpty()) return;
+    m_runsFolderEdit->setText(folder);
+    QSettings().setValue(QStringLiteral("runs/folder"), folder);
+    emit runsFolderChanged(folder);
+}
+
+}  // namespace tandem::ui

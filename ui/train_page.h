@@ -1,0 +1,131 @@
+// The Train page: every setting of a run (LoRA, optimizer, sequence and batch sizes, device, packing,
+// checkpointing), presets, the runs folder, a memory estimate against the device's capacity, and the
+// Train button — disabled, with the reason, until the run can start.
+// Decisions a reader must know:
+//  - config() is the single source of truth: the widgets' values laid over m_base, a RunConfig holding the
+//    settings without a widget (warmup_ratio, betas, eval/checkpoint intervals, ...), so a config reopened
+//    from a run round-trips unchanged. Presets are partial RunConfig JSON merged over config().
+//  - Fields are checked with the engine's validate_run_config on every change (cheap, GUI thread); its
+//    message names the field, which is then marked. estimate_memory runs on a worker thread, debounced
+//    (kEstimateDelayMs) and only for the latest settings.
+//  - The model and dataset come from the Model and Data pages (setModel / setDataset). setConfig keeps a
+//    reopened run's paths but treats them as unchecked until those pages confirm them, so the main window
+//    must also select them there.
+#pragma once
+
+#include <QHash>
+#include <QString>
+#include <QTimer>
+#include <QWidget>
+
+#include "tandem/run_config.h"
+#include "tandem/trainer.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QGroupBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QSpinBox;
+
+namespace tandem::ui {
+
+class TrainPage : public QWidget {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(TrainPage)
+
+public:
+    static constexpr int kEstimateDelayMs = 250;
+
+    explicit TrainPage(QWidget* parent = nullptr);
+
+    // Everything incl. model, data and output_dir: a new folder under the runs folder named
+    // <yyyyMMdd-HHmmss>-<model name>.
+    tandem::RunConfig config() const;
+    // Fills the fields from a config (the Runs page's "reopen"); output_dir is not kept: a new run gets a
+    // new folder.
+    void setConfig(const tandem::RunConfig& config);
+
+    QString runsFolder() const;
+    QString blockedReason() const { return m_blockedReason; }
+
+public slots:
+    void setModel(const QString& folder, bool supported);
+    void setDataset(const QString& path, const QString& format, bool valid);
+    void setRunning(bool running);
+    void applyPreset(const QString& resourcePath);
+
+signals:
+    void trainRequested(const tandem::RunConfig& config);
+    void limitsChanged(int maxSeqLen, int batchTokens, bool packing);
+    void runsFolderChanged(const QString& folder);  // addition to the contract: RunsPage::setRunsFolder
+
+private:
+    QWidget* buildLoraBox();
+    QWidget* buildOptimizerBox();
+    QWidget* buildMemoryBox();
+    void loadPresets();
+    void fillFields(const tandem::RunConfig& config);
+    void onFieldsChanged();
+    void onFieldEdited();  // a user's edit: also leaves the preset
+    void validateFields();
+    void startEstimate();
+    void showEstimate(const tandem::MemoryEstimate& estimate, const QString& error);
+    void updateTrainButton();
+    void updateExplanations();
+    void chooseRunsFolder();
+    void markFields(const QString& message);
+    void clearMarks();
+
+    tandem::RunConfig m_base;  // settings without a widget; model/data/output_dir are set in config()
+    QString m_model;
+    bool m_modelSupported = false;
+    bool m_modelConfirmed = false;  // the Model page reported on m_model
+    QString m_dataset;
+    QString m_format = QStringLiteral("auto");
+    bool m_datasetValid = false;
+    bool m_datasetConfirmed = false;
+    bool m_running = false;
+    bool m_filling = false;  // fields are being set programmatically
+    QString m_fieldError;    // validate_run_config's message, empty when the fields are valid
+    bool m_estimatePending = false;
+    bool m_estimateFits = false;
+    QString m_estimateProblem;  // why the estimate blocks training
+    quint64 m_estimateGeneration = 0;
+    QString m_blockedReason;
+    int m_lastMaxSeqLen = -1, m_lastBatchTokens = -1;
+    int m_lastPacking = -1;
+    QTimer m_estimateDebounce;
+
+    QComboBox* m_presetCombo = nullptr;
+    QLineEdit* m_runsFolderEdit = nullptr;
+    QSpinBox* m_rank = nullptr;
+    QDoubleSpinBox* m_alpha = nullptr;
+    QDoubleSpinBox* m_dropout = nullptr;
+    QCheckBox* m_rslora = nullptr;
+    QGroupBox* m_targetsBox = nullptr;
+    QHash<QString, QCheckBox*> m_targets;
+    QLineEdit* m_lr = nullptr;
+    QComboBox* m_schedule = nullptr;
+    QSpinBox* m_warmup = nullptr;
+    QSpinBox* m_epochs = nullptr;
+    QSpinBox* m_maxSteps = nullptr;
+    QSpinBox* m_batchTokens = nullptr;
+    QSpinBox* m_gradAccum = nullptr;
+    QSpinBox* m_maxSeqLen = nullptr;
+    QSpinBox* m_seed = nullptr;
+    QComboBox* m_device = nullptr;
+    QCheckBox* m_packing = nullptr;
+    QLabel* m_packingHelp = nullptr;
+    QComboBox* m_checkpointing = nullptr;
+    QLabel* m_checkpointingHelp = nullptr;
+    QProgressBar* m_memoryBar = nullptr;
+    QLabel* m_memoryLabel = nullptr;
+    QLabel* m_blockedLabel = nullptr;
+    QPushButton* m_trainButton = nullptr;
+};
+
+}  // namespace tandem::ui
