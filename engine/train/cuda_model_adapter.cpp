@@ -72,6 +72,7 @@ public:
         return {r.loss_sum, r.grad_norm};
     }
     int queued_steps() const override { return model_.queued_steps(); }
+    bool runs_ahead() const override { return true; }
     void sync_to_host() override { model_.sync_to_host(); }
     void sync_from_host() override { model_.sync_from_host(); }
     MemoryStats memory_stats() override {

@@ -62,6 +62,10 @@ public:
     virtual void queue_optimizer_step(const OptimizerStep& s);
     virtual StepResult collect_step();  // the oldest queued step; Error{Internal} when none is queued
     virtual int queued_steps() const { return int(queued_.size()); }
+    // True when queued work runs on a device while the host goes on (CUDA): the trainer then collects a step
+    // one step late. False (the default, synchronous backends): it collects each step at once, so a step's
+    // reported time is its own.
+    virtual bool runs_ahead() const { return false; }
 
     virtual void sync_to_host() {}
     virtual void sync_from_host() {}

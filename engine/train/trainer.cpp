@@ -329,9 +329,10 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
     const auto run_start = clock::now();
     const int64_t first_step = step;
 
-    // Steps are queued on the model and collected one step later (TrainableModel's step protocol): the
-    // metrics of step n are read while step n+1 runs, so a device backend never waits inside a step. A step
-    // that evaluates, checkpoints or ends the run is collected at once (those read the updated weights).
+    // Steps are queued on the model and, on a backend that runs ahead of the host (CUDA), collected one step
+    // later (TrainableModel's step protocol): the metrics of step n are read while step n+1 runs, so the
+    // device never waits for the host. A step that evaluates, checkpoints or ends the run is collected at
+    // once (those read the updated weights); a synchronous backend (CPU) collects every step at once.
     struct Pending {
         StepMetrics m;
         bool eval = false, checkpoint = false;
@@ -427,7 +428,7 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
         p.eval = !eval_batches.empty() && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == total_steps);
         p.checkpoint = tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0;
         pending = std::move(p);
-        if (pending->eval || pending->checkpoint || step == total_steps) collect();
+        if (!model->runs_ahead() || pending->eval || pending->checkpoint || step == total_steps) collect();
     }
     if (pending) collect();
 

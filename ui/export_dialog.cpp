@@ -1,0 +1,195 @@
+// ExportDialog: the worker returns an Outcome by value (files listed on the worker too), so the GUI thread
+// never touches the filesystem beyond a QFileInfo check of the chosen folder.
+#include "ui/export_dialog.h"
+
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QIcon>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include <exception>
+#include <new>
+
+#include "tandem/error.h"
+#include "tandem/trainer.h"
+
+namespace tandem::ui {
+
+ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(parent), m_runDir(runDir) {
+    setObjectName(QStringLiteral("exportDialog"));
+    setWindowTitle(tr("Export adapter"));
+    setWindowIcon(QIcon(QStringLiteral(":/icons/export.svg")));
+
+    auto* runLabel = new QLabel(QDir::toNativeSeparators(runDir), this);
+    runLabel->setObjectName(QStringLiteral("exportRunLabel"));
+    runLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    runLabel->setToolTip(tr("The run whose adapter is exported"));
+
+    m_folder = new QLineEdit(this);
+    m_folder->setObjectName(QStringLiteral("exportFolderEdit"));
+    m_folder->setToolTip(tr("Folder to write adapter_config.json and adapter_model.safetensors into (created "
+                            "when missing)"));
+    QSettings settings;
+    const QString last = settings.value(QStringLiteral("export/lastFolder")).toString();
+    const QString base = last.isEmpty() ? QDir::homePath() : last;
+    m_folder->setText(QDir(base).filePath(QFileInfo(runDir).fileName() + QStringLiteral("-adapter")));
+
+    m_browse = new QPushButton(tr("Browse…"), this);
+    m_browse->setObjectName(QStringLiteral("exportBrowseButton"));
+    m_browse->setToolTip(tr("Choose the target folder"));
+    connect(m_browse, &QPushButton::clicked, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the adapter to"), targetFolder());
+        if (!dir.isEmpty()) m_folder->setText(dir);
+    });
+    auto* folderRow = new QHBoxLayout;
+    folderRow->addWidget(m_folder, 1);
+    folderRow->addWidget(m_browse);
+
+    auto* form = new QFormLayout;
+    form->addRow(tr("Run:"), runLabel);
+    form->addRow(tr("Target folder:"), folderRow);
+
+    auto* format = new QLabel(tr("Format: PEFT LoRA adapter (loads with peft.PeftModel.from_pretrained and with "
+                                 "Tandem's init adapter)."),
+                              this);
+    format->setWordWrap(true);
+
+    m_progress = new QProgressBar(this);
+    m_progress->setObjectName(QStringLiteral("exportProgress"));
+    m_progress->setRange(0, 0);  // busy
+    m_progress->setVisible(false);
+    m_progress->setToolTip(tr("Writing the adapter"));
+
+    m_result = new QLabel(this);
+    m_result->setObjectName(QStringLiteral("exportResultLabel"));
+    m_result->setWordWrap(true);
+    m_result->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+    m_exportButton = new QPushButton(QIcon(QStringLiteral(":/icons/export.svg")), tr("Export"), this);
+    m_exportButton->setObjectName(QStringLiteral("exportButton"));
+    m_exportButton->setToolTip(tr("Write the adapter to the target folder (asks before replacing an adapter "
+                                  "already there)"));
+    m_exportButton->setDefault(true);
+    connect(m_exportButton, &QPushButton::clicked, this, &ExportDialog::startExport);
+
+    m_buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
+    m_buttons->addButton(m_exportButton, QDialogButtonBox::ActionRole);
+    connect(m_buttons, &QDialogButtonBox::rejected, this, &ExportDialog::reject);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(form);
+    layout->addWidget(format);
+    layout->addWidget(m_progress);
+    layout->addWidget(m_result);
+    layout->addStretch(1);
+    layout->addWidget(m_buttons);
+    resize(560, sizeHint().height());
+
+    connect(&m_watcher, &QFutureWatcher<Outcome>::finished, this, &ExportDialog::onFinished);
+}
+
+ExportDialog::~ExportDialog() {
+    m_watcher.waitForFinished();  // the worker only holds copies, but let it finish its files
+}
+
+QString ExportDialog::targetFolder() const { return m_folder->text().trimmed(); }
+
+void ExportDialog::setTargetFolder(const QString& folder) { m_folder->setText(folder); }
+
+bool ExportDialog::holdsAdapter(const QString& folder) {
+    const QDir dir(folder);
+    return dir.exists(QStringLiteral("adapter_config.json")) || dir.exists(QStringLiteral("adapter_model.safetensors"));
+}
+
+void ExportDialog::startExport() {
+    if (isExporting()) return;
+    const QString target = targetFolder();
+    if (target.isEmpty()) {
+        showError(tr("Choose a target folder first."));
+        return;
+    }
+    if (QFileInfo(target).exists() && !QFileInfo(target).isDir()) {
+        showError(tr("%1 is a file, not a folder.").arg(QDir::toNativeSeparators(target)));
+        return;
+    }
+    bool overwrite = false;
+    if (holdsAdapter(target)) {
+        const auto answer = QMessageBox::question(
+            this, tr("Replace the adapter?"),
+            tr("%1 already holds an adapter. Replace its adapter files?").arg(QDir::toNativeSeparators(target)),
+            QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+        if (answer != QMessageBox::Yes) {
+            m_result->setText(tr("Not exported: the adapter in %1 was kept.").arg(QDir::toNativeSeparators(target)));
+            return;
+        }
+        overwrite = true;
+    }
+    m_target = QDir(target).absolutePath();
+    setBusy(true);
+    m_result->setText(tr("Exporting…"));
+    const std::string run = m_runDir.toStdString(), out = m_target.toStdString();
+    const QString outDir = m_target;
+    m_watcher.setFuture(QtConcurrent::run([run, out, outDir, overwrite]() -> Outcome {
+        Outcome o;
+        try {
+            o.source = QString::fromStdString(tandem::export_run_adapter(run, out, overwrite));
+            o.files = QDir(outDir).entryList({QStringLiteral("adapter_*"), QStringLiteral("README*")},
+                                             QDir::Files, QDir::Name);
+            o.ok = true;
+        } catch (const tandem::Error& e) {
+            o.message = QString::fromStdString(e.what());
+        } catch (const std::bad_alloc&) {
+            o.message = tr("out of memory");
+        } catch (const std::exception& e) {
+            o.message = QString::fromStdString(e.what());
+        }
+        return o;
+    }));
+}
+
+void ExportDialog::onFinished() {
+    const Outcome o = m_watcher.result();
+    setBusy(false);
+    if (!o.ok) {
+        showError(tr("Export failed: %1").arg(o.message));
+        emit exportFailed(o.message);
+        return;
+    }
+    m_written = o.files;
+    QSettings().setValue(QStringLiteral("export/lastFolder"), QFileInfo(m_target).absolutePath());
+    m_result->setStyleSheet(QString());
+    m_result->setText(tr("Exported %1 to %2\nFiles: %3")
+                          .arg(o.source, QDir::toNativeSeparators(m_target), o.files.join(QStringLiteral(", "))));
+    emit exported(m_target, o.source);
+}
+
+void ExportDialog::showError(const QString& message) {
+    m_result->setStyleSheet(QStringLiteral("color: #d03a3a;"));
+    m_result->setText(message);
+}
+
+void ExportDialog::setBusy(bool busy) {
+    m_progress->setVisible(busy);
+    m_exportButton->setEnabled(!busy);
+    m_browse->setEnabled(!busy);
+    m_folder->setEnabled(!busy);
+    m_buttons->button(QDialogButtonBox::Close)->setEnabled(!busy);
+}
+
+void ExportDialog::reject() {
+    if (isExporting()) return;
+    QDialog::reject();
+}
+
+}  // namespace tandem::ui

@@ -1,0 +1,73 @@
+// tandem::ui::ExportDialog — exports a run's LoRA adapter (PEFT layout) to a folder the user picks: the final
+// adapter of a finished run, or the latest checkpoint's LoRA values of an unfinished one.
+// Decisions a reader must know:
+//  - tandem::export_run_adapter runs on a worker (QtConcurrent) with a busy bar; the dialog stays responsive
+//    and errors become a message in the dialog, never an exception.
+//  - A folder that already holds an adapter (adapter_config.json or adapter_model.safetensors) is only
+//    overwritten after the user confirms in a QMessageBox::question; no other file is touched.
+//  - The chosen folder's parent is remembered in QSettings "export/lastFolder".
+#pragma once
+
+#include <QDialog>
+#include <QFutureWatcher>
+#include <QString>
+#include <QStringList>
+
+class QDialogButtonBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+
+namespace tandem::ui {
+
+class ExportDialog : public QDialog {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(ExportDialog)
+
+public:
+    explicit ExportDialog(const QString& runDir, QWidget* parent = nullptr);
+    ~ExportDialog() override;
+
+    QString runDir() const { return m_runDir; }
+    QString targetFolder() const;
+    void setTargetFolder(const QString& folder);
+    bool isExporting() const { return m_watcher.isRunning(); }
+    QStringList writtenFiles() const { return m_written; }  // file names of the last successful export
+
+    static bool holdsAdapter(const QString& folder);
+
+public slots:
+    void startExport();
+
+signals:
+    void exported(const QString& folder, const QString& source);  // source: "adapter" or "checkpoints/step-N"
+    void exportFailed(const QString& message);
+
+protected:
+    void reject() override;  // not while exporting: the worker writes into the folder
+
+private:
+    struct Outcome {
+        bool ok = false;
+        QString source;   // what was exported
+        QString message;  // the error, when !ok
+        QStringList files;
+    };
+    void onFinished();
+    void setBusy(bool busy);
+    void showError(const QString& message);
+
+    QString m_runDir;
+    QLineEdit* m_folder = nullptr;
+    QPushButton* m_browse = nullptr;
+    QPushButton* m_exportButton = nullptr;
+    QProgressBar* m_progress = nullptr;
+    QLabel* m_result = nullptr;
+    QDialogButtonBox* m_buttons = nullptr;
+    QFutureWatcher<Outcome> m_watcher;
+    QString m_target;
+    QStringList m_written;
+};
+
+}  // namespace tandem::ui

@@ -1,0 +1,378 @@
+// MainWindow: construction (pages, list, menus, status bar), the contract's wiring, and the run actions.
+#include "ui/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QIcon>
+#include <QKeySequence>
+#include <QLabel>
+#include <QListWidget>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStandardPaths>
+#include <QStatusBar>
+
+#include <string>
+
+#include "tandem/error.h"
+#include "tandem/run_config.h"
+#include "ui/about_dialog.h"
+#include "ui/data_page.h"
+#include "ui/export_dialog.h"
+#include "ui/model_page.h"
+#include "ui/monitor_page.h"
+#include "ui/runs_page.h"
+#include "ui/train_page.h"
+#include "ui/training_session.h"
+
+namespace tandem::ui {
+
+namespace {
+
+QString str(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+    setObjectName(QStringLiteral("mainWindow"));
+    setWindowTitle(QStringLiteral("Tandem"));
+    setWindowIcon(QIcon(QStringLiteral(":/icons/tandem.svg")));
+
+    m_session = new TrainingSession(this);
+    m_model = new ModelPage(this);
+    m_data = new DataPage(this);
+    m_train = new TrainPage(this);
+    m_monitor = new MonitorPage(this);
+    m_runs = new RunsPage(this);
+    m_monitor->attach(m_session);
+
+    m_pages = new QStackedWidget(this);
+    m_pages->setObjectName(QStringLiteral("pages"));
+    m_pageList = new QListWidget(this);
+    m_pageList->setObjectName(QStringLiteral("pageList"));
+    m_pageList->setIconSize(QSize(24, 24));
+    m_pageList->setSpacing(2);
+    m_pageList->setFixedWidth(150);
+    m_pageList->setToolTip(tr("Pages (Ctrl+1 … Ctrl+5)"));
+    const struct {
+        QWidget* page;
+        const char* icon;
+        QString name;
+        QString tip;
+    } pages[] = {
+        {m_model, "model", tr("Model"), tr("Choose the model to fine-tune")},
+        {m_data, "data", tr("Data"), tr("Choose and inspect the dataset")},
+        {m_train, "train", tr("Train"), tr("LoRA and optimizer settings, memory estimate, Train")},
+        {m_monitor, "monitor", tr("Monitor"), tr("Live plots and log of the current run")},
+        {m_runs, "runs", tr("Runs"), tr("Every run in the runs folder: compare, reopen, resume, export")},
+    };
+    for (const auto& p : pages) {
+        auto* item = new QListWidgetItem(QIcon(QStringLiteral(":/icons/%1.svg").arg(QLatin1String(p.icon))), p.name);
+        item->setToolTip(p.tip);
+        m_pageList->addItem(item);
+        m_pages->addWidget(p.page);
+    }
+    connect(m_pageList, &QListWidget::currentRowChanged, m_pages, &QStackedWidget::setCurrentIndex);
+    m_pageList->setCurrentRow(ModelPageIndex);
+
+    auto* central = new QWidget(this);
+    auto* layout = new QHBoxLayout(central);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(m_pageList);
+    layout->addWidget(m_pages, 1);
+    setCentralWidget(central);
+
+    // Contract wiring between the pages.
+    connect(m_model, &ModelPage::modelChanged, m_data, [this](const QString& folder, bool) { m_data->setModel(folder); });
+    connect(m_model, &ModelPage::modelChanged, m_train, &TrainPage::setModel);
+    connect(m_data, &DataPage::datasetChanged, m_train, &TrainPage::setDataset);
+    connect(m_train, &TrainPage::limitsChanged, m_data, &DataPage::setLimits);
+    connect(m_train, &TrainPage::trainRequested, this, &MainWindow::startRun);
+    connect(m_train, &TrainPage::runsFolderChanged, m_runs, &RunsPage::setRunsFolder);
+    connect(m_runs, &RunsPage::reopenConfig, this, [this](const tandem::RunConfig& config) {
+        m_train->setConfig(config);
+        showPage(TrainPageIndex);
+    });
+    connect(m_runs, &RunsPage::resumeRequested, this, &MainWindow::resumeRunDir);
+    connect(m_runs, &RunsPage::exportRequested, this, [this](const QString& dir) { exportRun(dir); });
+    connect(m_monitor, &MonitorPage::stopRequested, this, &MainWindow::stopRun);
+    connect(m_monitor, &MonitorPage::resumeRequested, this, &MainWindow::resumeRun);
+    connect(m_monitor, &MonitorPage::exportRequested, this, [this](const QString& dir) { exportRun(dir); });
+
+    // Session -> window state.
+    connect(m_session, &TrainingSession::runningChanged, m_train, &TrainPage::setRunning);
+    connect(m_session, &TrainingSession::runningChanged, this, [this](bool running) {
+        if (running) setStateText(tr("Starting…"));
+    });
+    connect(m_session, &TrainingSession::started, this, [this](const RunInfo& info) {
+        m_deviceLabel->setText(tr("Device: %1").arg(str(device_choice_name(info.plan.config.device))));
+        setStateText(tr("Running: step %1 / %2").arg(info.startStep).arg(info.plan.total_steps));
+        m_runs->refresh();  // the new run folder exists now
+    });
+    connect(m_session, &TrainingSession::stepCompleted, this, [this](const StepMetrics& m) {
+        setStateText(m_session->stopRequested() ? tr("Stopping…") : tr("Running: step %1 / %2").arg(m.step).arg(m.total_steps));
+    });
+    connect(m_session, &TrainingSession::finished, this, [this](bool stopped) {
+        setStateText(stopped ? tr("Stopped") : tr("Finished"));
+        onRunEnded();
+    });
+    connect(m_session, &TrainingSession::failed, this, [this](const RunFailure& f) {
+        setStateText(tr("Failed (%1)").arg(categoryName(f.category)));
+        statusBar()->showMessage(f.message, 15000);
+        onRunEnded();
+    });
+
+    m_deviceLabel = new QLabel(this);
+    m_deviceLabel->setObjectName(QStringLiteral("deviceLabel"));
+#ifdef TANDEM_WITH_CUDA
+    m_deviceLabel->setText(tr("Device: auto (CUDA when a GPU is usable)"));
+#else
+    m_deviceLabel->setText(tr("Device: CPU (this build has no CUDA backend)"));
+#endif
+    m_deviceLabel->setToolTip(tr("The device of the current run"));
+    m_stateLabel = new QLabel(tr("Idle"), this);
+    m_stateLabel->setObjectName(QStringLiteral("stateLabel"));
+    m_stateLabel->setToolTip(tr("The state of the training run"));
+    statusBar()->addPermanentWidget(m_deviceLabel);
+    statusBar()->addPermanentWidget(m_stateLabel);
+
+    buildMenus();
+
+    m_runs->setRunsFolder(runsFolder());
+    QSettings settings;
+    if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray())) resize(1280, 820);
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+}
+
+MainWindow::~MainWindow() = default;  // the session (a child) requests a stop and joins its thread
+
+QString MainWindow::runsFolder() {
+    const QString fallback =
+        QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs");
+    const QString folder = QSettings().value(QStringLiteral("runs/folder")).toString();
+    return folder.isEmpty() ? fallback : folder;
+}
+
+void MainWindow::buildMenus() {
+    auto action = [this](QMenu* menu, const QString& text, const QKeySequence& key, const QString& icon,
+                         const QString& objectName, auto slot) {
+        QAction* a = menu->addAction(text);
+        a->setObjectName(objectName);
+        if (!key.isEmpty()) a->setShortcut(key);
+        if (!icon.isEmpty()) a->setIcon(QIcon(QStringLiteral(":/icons/%1.svg").arg(icon)));
+        connect(a, &QAction::triggered, this, slot);
+        return a;
+    };
+
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    action(file, tr("Open &model folder…"), QKeySequence(Qt::CTRL | Qt::Key_O), QStringLiteral("model"),
+           QStringLiteral("openModelAction"), [this] { openModelFolder(); });
+    action(file, tr("Open &dataset…"), QKeySequence(Qt::CTRL | Qt::Key_D), QStringLiteral("data"),
+           QStringLiteral("openDatasetAction"), [this] { openDataset(); });
+    action(file, tr("Use the d&emo model"), QKeySequence(), QString(), QStringLiteral("demoAction"),
+           [this] { selectDemo(); });
+    file->addSeparator();
+    action(file, tr("&Export adapter…"), QKeySequence(Qt::CTRL | Qt::Key_E), QStringLiteral("export"),
+           QStringLiteral("exportAction"), [this] { exportRun(); });
+    file->addSeparator();
+    action(file, tr("&Quit"), QKeySequence::Quit, QString(), QStringLiteral("quitAction"), [this] { close(); });
+
+    QMenu* run = menuBar()->addMenu(tr("&Run"));
+    action(run, tr("&Train"), QKeySequence(Qt::CTRL | Qt::Key_T), QStringLiteral("train"),
+           QStringLiteral("trainAction"), [this] { train(); });
+    QAction* stop = action(run, tr("&Stop"), QKeySequence(Qt::CTRL | Qt::Key_Period), QStringLiteral("stop"),
+                           QStringLiteral("stopAction"), [this] { stopRun(); });
+    QAction* resume = action(run, tr("&Resume"), QKeySequence(), QStringLiteral("resume"),
+                             QStringLiteral("resumeAction"), [this] { resumeRun(); });
+    stop->setEnabled(false);
+    connect(m_session, &TrainingSession::runningChanged, stop, &QAction::setEnabled);
+    connect(m_session, &TrainingSession::runningChanged, resume, [resume](bool running) { resume->setEnabled(!running); });
+
+    QMenu* view = menuBar()->addMenu(tr("&View"));
+    for (int i = 0; i < m_pageList->count(); ++i) {
+        QAction* a = view->addAction(m_pageList->item(i)->icon(), m_pageList->item(i)->text());
+        a->setShortcut(QKeySequence(Qt::CTRL | (Qt::Key_1 + i)));
+        connect(a, &QAction::triggered, this, [this, i] { showPage(i); });
+    }
+
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    action(help, tr("&About Tandem"), QKeySequence(Qt::Key_F1), QStringLiteral("tandem"),
+           QStringLiteral("aboutAction"), [this] { showAbout(); });
+    action(help, tr("About &Qt"), QKeySequence(), QString(), QStringLiteral("aboutQtAction"),
+           [] { QApplication::aboutQt(); });
+}
+
+ExportDialog* MainWindow::exportDialog() const { return m_exportDialog; }
+
+int MainWindow::currentPage() const { return m_pages->currentIndex(); }
+
+void MainWindow::showPage(int index) { m_pageList->setCurrentRow(index); }
+
+void MainWindow::selectDemo(const QString& dataset) {
+    m_model->selectDemo();
+    if (!dataset.isEmpty()) m_data->selectDataset(dataset);
+    showPage(dataset.isEmpty() ? ModelPageIndex : TrainPageIndex);
+}
+
+void MainWindow::openModelFolder() {
+    showPage(ModelPageIndex);
+    const QString start = QSettings().value(QStringLiteral("model/lastFolder"), QDir::homePath()).toString();
+    const QString folder = QFileDialog::getExistingDirectory(this, tr("Open a Hugging Face model folder"), start);
+    if (!folder.isEmpty()) m_model->selectModel(folder);
+}
+
+void MainWindow::openDataset() {
+    showPage(DataPageIndex);
+    const QString start = QSettings().value(QStringLiteral("data/lastFolder"), QDir::homePath()).toString();
+    const QString file = QFileDialog::getOpenFileName(this, tr("Open a dataset"), start,
+                                                      tr("Datasets (*.jsonl *.json *.txt);;All files (*)"));
+    if (!file.isEmpty()) m_data->selectDataset(file);
+}
+
+void MainWindow::train() {
+    showPage(TrainPageIndex);
+    auto* button = m_train->findChild<QPushButton*>(QStringLiteral("trainButton"));
+    if (button && button->isEnabled()) {
+        button->click();
+        return;
+    }
+    const QString why = button ? button->toolTip() : QString();
+    statusBar()->showMessage(why.isEmpty() ? tr("Training cannot start yet: see the Train page.") : why, 8000);
+}
+
+void MainWindow::startRun(const tandem::RunConfig& config) {
+    if (m_session->isRunning()) {
+        statusBar()->showMessage(tr("A run is in progress: stop it first."), 8000);
+        showPage(MonitorPageIndex);
+        return;
+    }
+    m_session->start(config, /*resume=*/false);
+    showPage(MonitorPageIndex);
+}
+
+void MainWindow::stopRun() {
+    if (!m_session->isRunning()) return;
+    m_session->requestStop();
+    m_monitor->showStopping();
+    setStateText(tr("Stopping…"));
+}
+
+void MainWindow::resumeRun() {
+    const QString dir = m_monitor->runDir();
+    if (dir.isEmpty()) {
+        showPage(RunsPageIndex);
+        statusBar()->showMessage(tr("Choose a stopped run on the Runs page and press Resume."), 8000);
+        return;
+    }
+    resumeRunDir(dir);
+}
+
+void MainWindow::resumeRunDir(const QString& runDir) {
+    if (m_session->isRunning()) {
+        statusBar()->showMessage(tr("A run is in progress: stop it first."), 8000);
+        return;
+    }
+    tandem::RunConfig config;
+    try {
+        // The run's resolved config.json (a small file): resume must use the settings the run started with.
+        config = tandem::load_run_config((QDir(runDir).filePath(QStringLiteral("config.json"))).toStdString());
+    } catch (const tandem::Error& e) {
+        showError(tr("Cannot resume"), QString::fromStdString(e.what()));
+        return;
+    }
+    config.output_dir = QDir(runDir).absolutePath().toStdString();
+    m_session->start(config, /*resume=*/true);
+    showPage(MonitorPageIndex);
+}
+
+ExportDialog* MainWindow::exportRun(const QString& runDir) {
+    const QString dir = runDir.isEmpty() ? m_monitor->runDir() : runDir;
+    if (dir.isEmpty()) {
+        showPage(RunsPageIndex);
+        statusBar()->showMessage(tr("Choose a run on the Runs page and press Export."), 8000);
+        return nullptr;
+    }
+    if (m_exportDialog) {
+        if (m_exportDialog->runDir() == dir) {
+            m_exportDialog->raise();
+            m_exportDialog->activateWindow();
+            return m_exportDialog;
+        }
+        if (m_exportDialog->isExporting()) {
+            statusBar()->showMessage(tr("An export is in progress."), 8000);
+            return m_exportDialog;
+        }
+        m_exportDialog->close();
+    }
+    auto* dialog = new ExportDialog(dir, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &ExportDialog::exported, this, [this](const QString& folder) {
+        statusBar()->showMessage(tr("Adapter exported to %1").arg(QDir::toNativeSeparators(folder)), 10000);
+    });
+    m_exportDialog = dialog;
+    dialog->open();
+    return dialog;
+}
+
+void MainWindow::showAbout() {
+    auto* about = new AboutDialog(this);
+    about->setAttribute(Qt::WA_DeleteOnClose);
+    about->open();
+}
+
+void MainWindow::onRunEnded() {
+    m_runs->setRunsFolder(runsFolder());
+    m_runs->refresh();
+    if (m_closeWhenStopped) close();
+}
+
+void MainWindow::setStateText(const QString& text) { m_stateLabel->setText(text); }
+
+void MainWindow::showError(const QString& title, const QString& message) {
+    auto* box = new QMessageBox(QMessageBox::Warning, title, message, QMessageBox::Ok, this);
+    box->setObjectName(QStringLiteral("errorMessage"));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+    statusBar()->showMessage(message, 15000);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+    if (m_session->isRunning()) {
+        event->ignore();
+        if (m_closeWhenStopped) return;  // already stopping; the window closes when the run ends
+        const auto answer = QMessageBox::question(
+            this, tr("A run is in progress"),
+            tr("Stop the run and quit? The current step finishes and a checkpoint is written; you can resume "
+               "the run later from the Runs page."),
+            QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+        if (answer != QMessageBox::Yes) return;
+        if (!m_session->isRunning()) {  // it ended while the question was open
+            QMetaObject::invokeMethod(this, &QWidget::close, Qt::QueuedConnection);
+            return;
+        }
+        m_closeWhenStopped = true;
+        stopRun();
+        setStateText(tr("Stopping, then quitting…"));
+        return;
+    }
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+    if (m_exportDialog && m_exportDialog->isExporting()) {
+        event->ignore();
+        statusBar()->showMessage(tr("An export is in progress: the window closes when it ends."), 8000);
+        connect(m_exportDialog, &ExportDialog::exported, this, &QWidget::close, Qt::QueuedConnection);
+        connect(m_exportDialog, &ExportDialog::exportFailed, this, &QWidget::close, Qt::QueuedConnection);
+        return;
+    }
+    event->accept();
+}
+
+}  // namespace tandem::ui

@@ -1,0 +1,93 @@
+// tandem::ui::MainWindow — the studio's window: a page list (Model, Data, Train, Monitor, Runs) beside a
+// stack of the pages, menus with shortcuts, a status bar with the device and the run state, and the one
+// TrainingSession that runs the engine.
+// Decisions a reader must know:
+//  - The window wires the pages together as the contract says (model -> data/train, data -> train, train's
+//    limits -> data, Train -> session + Monitor, Runs reopen/resume/export) and owns every engine action:
+//    pages only emit signals.
+//  - Closing during a run asks; on yes it requests a stop and closes when the session reports the end, so
+//    the checkpoint is written and the run folder stays resumable. The window never blocks waiting.
+//  - Geometry and dock/toolbar state are saved to QSettings "window/geometry" and "window/state".
+#pragma once
+
+#include <QMainWindow>
+#include <QPointer>
+#include <QString>
+
+#include "tandem/run_config.h"
+#include "ui/run_types.h"
+
+class QLabel;
+class QListWidget;
+class QStackedWidget;
+
+namespace tandem::ui {
+
+class DataPage;
+class ExportDialog;
+class ModelPage;
+class MonitorPage;
+class RunsPage;
+class TrainingSession;
+class TrainPage;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(MainWindow)
+
+public:
+    enum Page { ModelPageIndex, DataPageIndex, TrainPageIndex, MonitorPageIndex, RunsPageIndex };
+
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    ModelPage* modelPage() const { return m_model; }
+    DataPage* dataPage() const { return m_data; }
+    TrainPage* trainPage() const { return m_train; }
+    MonitorPage* monitorPage() const { return m_monitor; }
+    RunsPage* runsPage() const { return m_runs; }
+    TrainingSession* session() const { return m_session; }
+    ExportDialog* exportDialog() const;  // the open one, or null
+    int currentPage() const;
+
+    // The runs folder: QSettings "runs/folder", default AppDataLocation/runs.
+    static QString runsFolder();
+
+public slots:
+    void showPage(int index);
+    // The demo model, and `dataset` when given (main --demo passes datasets/demo_alpaca.jsonl).
+    void selectDemo(const QString& dataset = {});
+    void openModelFolder();
+    void openDataset();
+    void train();  // presses the Train page's Train button (it explains itself when disabled)
+    void startRun(const tandem::RunConfig& config);
+    void stopRun();
+    void resumeRun();                            // the run the Monitor shows
+    void resumeRunDir(const QString& runDir);    // a run from the Runs page
+    ExportDialog* exportRun(const QString& runDir = {});
+    void showAbout();
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
+
+private:
+    void buildMenus();
+    void onRunEnded();
+    void setStateText(const QString& text);
+    void showError(const QString& title, const QString& message);
+
+    QListWidget* m_pageList = nullptr;
+    QStackedWidget* m_pages = nullptr;
+    ModelPage* m_model = nullptr;
+    DataPage* m_data = nullptr;
+    TrainPage* m_train = nullptr;
+    MonitorPage* m_monitor = nullptr;
+    RunsPage* m_runs = nullptr;
+    TrainingSession* m_session = nullptr;
+    QPointer<ExportDialog> m_exportDialog;
+    QLabel* m_deviceLabel = nullptr;
+    QLabel* m_stateLabel = nullptr;
+    bool m_closeWhenStopped = false;
+};
+
+}  // namespace tandem::ui
