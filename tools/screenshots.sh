@@ -6,11 +6,12 @@
 # A fresh HOME / XDG profile keeps this machine's settings, recent folders, runs and Hugging Face cache out
 # of the pictures, so they show what a first start shows.
 #
-# Usage: tools/screenshots.sh [--build-dir DIR] [--out DIR] [--no-build] [--size WxH]
+# Usage: tools/screenshots.sh [--build-dir DIR] [--out DIR] [--no-build] [--size WxH] [--theme light|dark]
 #   --build-dir DIR  build folder (default build/release; configured with the release preset when absent)
 #   --out DIR        where the PNGs go (default docs/screenshots; its old PNGs are removed first)
 #   --no-build       use DIR/app/gui/tandem as it is
 #   --size WxH       Xvfb screen size (default 1600x1000)
+#   --theme T        the studio's --theme (default light: Xvfb has no desktop whose colours to follow)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,13 +19,15 @@ build=build/release
 out=docs/screenshots
 do_build=1
 size=1600x1000
+theme=light
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --no-build) do_build=0; shift ;;
     --size) size=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --theme) theme=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "screenshots: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -63,11 +66,11 @@ rm -f "$out"/*.png
 out_abs=$(cd "$out" && pwd)
 app_abs=$(cd "$(dirname "$app")" && pwd)/tandem
 
-echo "screenshots: $app_abs --demo --screenshot-dir $out_abs (Xvfb ${size})"
+echo "screenshots: $app_abs --demo --theme $theme --screenshot-dir $out_abs (Xvfb ${size})"
 env HOME="$profile" XDG_CONFIG_HOME="$profile/config" XDG_DATA_HOME="$profile/data" \
     XDG_CACHE_HOME="$profile/cache" XDG_RUNTIME_DIR="$profile/runtime" QT_QPA_PLATFORM=xcb \
     timeout 900 xvfb-run -a -s "-screen 0 ${size}x24 -dpi 96" \
-    "$app_abs" --demo --screenshot-dir "$out_abs"
+    "$app_abs" --demo --theme "$theme" --screenshot-dir "$out_abs"
 
 shopt -s nullglob
 pngs=("$out"/*.png)
