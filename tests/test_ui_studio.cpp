@@ -34,6 +34,7 @@
 #include "tandem/demo_model.h"
 #include "tandem/trainer.h"
 #include "test_support.h"
+#include "tandem/system_info.h"
 #include "ui/about_dialog.h"
 #include "ui/data_page.h"
 #include "ui/export_dialog.h"
@@ -216,6 +217,12 @@ private slots:
         QVERIFY2(text.contains(QString::fromLatin1(qVersion())), qPrintable(text));
         QVERIFY2(text.contains(AboutDialog::tandemVersion()), qPrintable(text));
         QVERIFY(text.contains("CUDA"));
+        // The GPU line: its name when one is usable, else the reason (this CI machine has no GPU).
+        const tandem::SystemInfo info = tandem::system_info();
+        if (info.gpu_usable)
+            QVERIFY2(text.contains(QString::fromStdString(info.gpu_name)), qPrintable(text));
+        else
+            QVERIFY2(text.contains("GPU: not usable"), qPrintable(text));
         about->close();
     }
 

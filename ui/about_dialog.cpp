@@ -1,5 +1,5 @@
-// AboutDialog: versions are compile-time facts (TANDEM_VERSION from CMake, QT_VERSION_STR, the engine's
-// public TANDEM_WITH_CUDA definition) plus qVersion() at run time.
+// AboutDialog: the Tandem and Qt versions, and what tandem::system_info() reports about the CUDA backend
+// and the GPU (name, memory, CUDA runtime and driver, cuDNN), or why the GPU is not usable.
 #include "ui/about_dialog.h"
 
 #include <QDialogButtonBox>
@@ -7,6 +7,8 @@
 #include <QIcon>
 #include <QLabel>
 #include <QVBoxLayout>
+
+#include "tandem/system_info.h"
 
 #ifndef TANDEM_VERSION
 #define TANDEM_VERSION "unknown"
@@ -21,13 +23,19 @@ QStringList AboutDialog::versionLines() {
     lines << tr("Tandem %1").arg(tandemVersion());
     lines << tr("Qt %1 (built with %2), platform %3")
                  .arg(QString::fromLatin1(qVersion()), QStringLiteral(QT_VERSION_STR), QGuiApplication::platformName());
-#ifdef TANDEM_WITH_CUDA
-    lines << tr("Backends: CPU and CUDA");
-    lines << tr("CUDA runtime, driver, cuDNN, GPU: not reported by this engine version's public API");
-#else
-    lines << tr("Backends: CPU only (this build has no CUDA backend)");
-    lines << tr("CUDA runtime, driver, cuDNN, GPU: not used by this build");
-#endif
+    const SystemInfo info = system_info();
+    lines << (info.cuda_built ? tr("Backends: CPU and CUDA") : tr("Backends: CPU only (this build has no CUDA backend)"));
+    if (info.gpu_usable) {
+        lines << tr("GPU: %1, %2 GiB, compute capability %3")
+                     .arg(QString::fromStdString(info.gpu_name))
+                     .arg(double(info.gpu_memory) / double(1ull << 30), 0, 'f', 1)
+                     .arg(QString::fromStdString(info.compute_capability));
+        lines << tr("CUDA runtime %1, driver (CUDA %2), cuDNN %3")
+                     .arg(QString::fromStdString(info.cuda_runtime), QString::fromStdString(info.cuda_driver),
+                          QString::fromStdString(info.cudnn));
+    } else {
+        lines << tr("GPU: not usable: %1").arg(QString::fromStdString(info.gpu_unavailable_reason).toHtmlEscaped());
+    }
     return lines;
 }
 

@@ -1,6 +1,6 @@
 // `tandem-cli bench --config NAME [--batch-tokens 16384] [--seq-len 2048] [--steps 20] [--warmup 3]
 // [--checkpointing off|recompute|smart|smart-single] [--attention auto|cudnn|inhouse] [--rank 16]
-// [--json FILE]` — LoRA training throughput of the CUDA backend on an architecture preset
+// [--cuda-graphs on|off] [--json FILE]` — LoRA training throughput of the CUDA backend on an architecture preset
 // (tandem/arch_presets.h) with random weights: tokens/s, the forward / backward / optimizer split, MFU, and
 // peak VRAM against the memory plan.
 // bench/gpu_bench.sh runs it next to the HF PEFT baseline (bench/hf_peft_baseline.py).
@@ -15,6 +15,11 @@
 //  - --rebuild-metadata-per-layer: the ablation of issue 5 (every layer, forward and backward, rebuilds and
 //    uploads the batch metadata and waits). --min-seq-len N: sample lengths drawn uniformly from
 //    [N, seq_len] (fixed seed) until the budget is full: many short samples, like instruction data.
+//  - --cuda-graphs on|off (default: the engine's default, CudaModelOptions::cuda_graphs): each micro-batch's
+//    forward + loss + backward as one CUDA graph (captured in the warmup: the first step of a shape runs
+//    eagerly, the next one in each metadata slot is captured). A graph has no inner events: forward then
+//    holds forward + backward, backward reads 0 and the output says so. The counts of eager, captured and
+//    replayed micro-batches are printed and in the JSON ("cuda_graphs").
 //  - --timeline FILE: per-layer CUDA events on the compute and copy streams for one extra micro-batch
 //    after the timed steps, as JSON (bench/timeline_plot.py draws it).
 //  - Batches are packed: batch_tokens tokens made of samples of seq_len tokens (the last one shorter when
@@ -269,6 +274,7 @@ std::string join(const std::vector<std::string>& v) {
 Run add_bench_command(CLI::App& app) {
     struct Opts {
         std::string config, checkpointing = "off", attention = "auto", json_path, timeline_path;
+        std::string cuda_graphs = CudaModelOptions{}.cuda_graphs ? "on" : "off";
         int batch_tokens = 16384, seq_len = 2048, min_seq_len = 0, steps = 20, warmup = 3, rank = 16;
         bool rebuild_metadata = false;
         double alpha = 32;
@@ -297,6 +303,9 @@ Run add_bench_command(CLI::App& app) {
                     "draw sample lengths uniformly from [min-seq-len, seq-len] (0: all seq-len)");
     sub->add_flag("--rebuild-metadata-per-layer", o->rebuild_metadata,
                   "ablation: rebuild and upload the batch metadata in every layer, with a host sync");
+    sub->add_option("--cuda-graphs", o->cuda_graphs, "run each micro-batch's forward+backward as a CUDA graph")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
     sub->add_option("--timeline", o->timeline_path, "write per-layer CUDA events of one micro-batch as JSON");
     return [o]() {
         const ModelConfig config = *architecture_preset(o->config);  // IsMember checked the name
@@ -325,6 +334,7 @@ Run add_bench_command(CLI::App& app) {
         const CudaMemoryPlan plan = CudaModel::plan(config, lora, options);
         options.rebuild_metadata_per_layer = o->rebuild_metadata;
         options.timeline = !o->timeline_path.empty();
+        options.cuda_graphs = o->cuda_graphs == "on";
         if (o->min_seq_len < 0 || o->min_seq_len > o->seq_len)
             throw_invalid("--min-seq-len must be in [0, --seq-len]");
         const auto lengths = o->min_seq_len > 0 ? varied_lengths(o->batch_tokens, o->min_seq_len, o->seq_len)
@@ -343,6 +353,7 @@ Run add_bench_command(CLI::App& app) {
         j["seq_len"] = o->seq_len;
         j["samples"] = lengths.size();
         j["checkpointing"] = o->checkpointing;
+        j["cuda_graphs_requested"] = o->cuda_graphs;
         j["attention_requested"] = o->attention;
         j["warmup"] = o->warmup;
         j["steps"] = o->steps;
@@ -370,6 +381,7 @@ Run add_bench_command(CLI::App& app) {
         std::string attention_backend;
         double host_syncs = 0, wall_step_ms = 0;
         std::vector<TimelineSpan> timeline;
+        CudaGraphStats graph_stats;
         try {
             CudaModel model = CudaModel::random(config, lora, /*seed=*/1, /*weight_seed=*/2, options);
             attention_backend = model.attention_backend_name();
@@ -414,6 +426,7 @@ Run add_bench_command(CLI::App& app) {
             host_syncs = double(host_sync_total() - syncs0) / double(o->steps);
             wall_step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / double(o->steps);
             if (step_ms.empty()) step_ms.push_back(wall_step_ms);
+            graph_stats = model.graph_stats();
             if (options.timeline) {
                 const PackedBatch& batch = batches[0];
                 model.zero_grads();
@@ -451,6 +464,13 @@ Run add_bench_command(CLI::App& app) {
         j["optimizer_ms"] = opt;
         j["other_ms"] = other;
         j["host_syncs_per_step"] = host_syncs;
+        j["cuda_graphs"] = {{"requested", o->cuda_graphs},
+                            {"eager_micro_batches", graph_stats.eager},
+                            {"captured", graph_stats.captures},
+                            {"replayed", graph_stats.replays},
+                            {"cached", graph_stats.cached},
+                            {"capture_ms_total", graph_stats.capture_ms},
+                            {"disabled_reason", graph_stats.disabled_reason}};
         j["rebuild_metadata_per_layer"] = o->rebuild_metadata;
         j["sample_lengths"] = lengths;
         j["model_flops_per_step"] = flops.total();
@@ -484,12 +504,23 @@ Run add_bench_command(CLI::App& app) {
         std::printf("  throughput      %.0f tokens/s, %.3f steps/s\n", tokens_per_s, 1e3 / step);
         std::printf("  step            %8.2f ms mean (median %.2f, min %.2f, max %.2f)\n", step, median(step_ms),
                     j["step_ms"]["min"].get<double>(), j["step_ms"]["max"].get<double>());
-        std::printf("    forward       %8.2f ms\n", fwd);
-        std::printf("    backward      %8.2f ms\n", bwd);
+        const bool graphed = graph_stats.replays > 0;
+        if (graphed) {
+            std::printf("    fwd+bwd       %8.2f ms  (one CUDA graph per micro-batch: no forward/backward split)\n",
+                        fwd + bwd);
+        } else {
+            std::printf("    forward       %8.2f ms\n", fwd);
+            std::printf("    backward      %8.2f ms\n", bwd);
+        }
         std::printf("    optimizer     %8.2f ms\n", opt);
         std::printf("    other         %8.2f ms  (upload, launch gaps, host waits)\n", other);
         std::printf("  host syncs      %.2f per step%s\n", host_syncs,
                     o->rebuild_metadata ? " (ablation: metadata rebuilt in every layer)" : "");
+        std::printf("  cuda graphs     %s: %lld micro-batches eager, %lld captured (%.1f ms host time), %lld replayed%s%s\n",
+                    o->cuda_graphs.c_str(), static_cast<long long>(graph_stats.eager),
+                    static_cast<long long>(graph_stats.captures), graph_stats.capture_ms,
+                    static_cast<long long>(graph_stats.replays),
+                    graph_stats.disabled_reason.empty() ? "" : "; turned off: ", graph_stats.disabled_reason.c_str());
         std::printf("  model FLOPs     %.2f TFLOP/step (fwd %.2f, bwd %.2f) -> %.1f TFLOP/s\n", flops.total() / 1e12,
                     flops.forward / 1e12, flops.backward / 1e12, achieved / 1e12);
         std::printf("  peak bf16 GEMM  %.1f TFLOP/s (cuBLASLt 8192^3, measured)\n", peak / 1e12);

@@ -9,10 +9,15 @@
 
 #include "commands.h"
 #include "tandem/error.h"
+#include "tandem/system_info.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"Tandem: fine-tune LLMs with LoRA on NVIDIA GPUs (headless front end)", "tandem-cli"};
-    app.set_version_flag("--version", std::string("tandem-cli ") + TANDEM_VERSION);
+    // --version: the build and the machine (GPU, CUDA runtime and driver, cuDNN), for bug reports.
+    app.set_version_flag("--version", [] {
+        const tandem::SystemInfo info = tandem::system_info();
+        return "tandem-cli " + info.version + "\n" + tandem::system_info_text(info);
+    });
     app.require_subcommand(1);
 
     struct Entry { CLI::App* sub; tandem::cli::Run run; };

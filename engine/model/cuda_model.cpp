@@ -33,6 +33,14 @@
 //    collect_step, which reads the previous step's {loss sum, grad norm} from pinned memory while the
 //    device runs the next step. The blocking forward_backward / forward_loss / optimizer_step (selftest,
 //    evaluation) have one each. The ablation rebuild_metadata_per_layer adds one per layer and direction.
+//  - CUDA graphs (options.cuda_graphs): forward_backward_async's micro-step (forward, loss, backward; the
+//    upload and its wait stay outside) is captured per GraphKey (T, S, longest sample, attention path,
+//    device metadata slot) and replayed. The per-batch scalars the kernels take (dropout seed, grad_scale)
+//    are in the metadata slot's header, read on the device, so a replay is the eager step bit for bit. A
+//    shape runs eagerly first (cuBLASLt heuristics, cuDNN plans, kernel attributes are built outside any
+//    capture); its next micro-batch in a slot is captured. Smart's copy stream forks from and joins the
+//    compute stream inside the capture (its events are recorded inside it). A graph has no forward /
+//    backward split (the timing events stay outside); timeline and the metadata ablation run eagerly.
 #include "model/cuda_model.h"
 
 #include "tandem/error.h"
@@ -41,7 +49,9 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -83,11 +93,16 @@ constexpr int64_t kCeChunkBytes = int64_t(256) << 20;
 constexpr int64_t kLoraAlign = 64;
 // Rows of the batch metadata segments are padded to this (256-byte aligned int32 segments).
 constexpr int64_t kMetaAlign = 64;
+// The metadata starts with this many int32 of per-batch scalars the kernels read on the device (so that a
+// CUDA graph replays with each batch's values): [0,1] the dropout seed (uint64), [2] grad_scale (float).
+constexpr int64_t kMetaHeader = kMetaAlign;
 // Readback slots at the start of the pinned buffer: loss sum (double) at 0, grad norm (float) at 8 (the
 // blocking calls); then kStepSlots async step slots of 16 bytes {double loss sum, float grad norm} from 16.
 constexpr size_t kPinnedHeader = 64;
 constexpr int kStepSlots = 2;      // optimizer steps queued before collect_step must be called
 constexpr int kHostMetaSlots = 4;  // pinned metadata slots (batches in flight without a host wait)
+constexpr size_t kMaxGraphs = 8;      // CUDA graphs kept (least recently used evicted)
+constexpr size_t kMaxShapesSeen = 64; // shapes remembered as "ran eagerly once" (oldest forgotten)
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -351,8 +366,9 @@ Layout make_layout(const Dims& d, const cpu::RopeTable& rope, const std::vector<
         y.d_drop = y.acts.reserve(bf(T * size_t(d.in_max())), "d lora dropped input");
     }
     y.losses = y.acts.reserve(f32(T), "row losses");
-    // tokens, targets, positions (each padded to kMetaAlign rows), cu_seqlens (at most T+1).
-    y.meta_ints = 3 * round_up(d.T, kMetaAlign) + d.T + 1;
+    // Header (seed, grad_scale), tokens, targets, positions (each padded to kMetaAlign rows), cu_seqlens (at
+    // most T+1); a slot is a multiple of kMetaAlign ints, so both slots' headers are 256-byte aligned.
+    y.meta_ints = round_up(kMetaHeader + 3 * round_up(d.T, kMetaAlign) + d.T + 1, kMetaAlign);
     y.meta = y.acts.reserve(2 * size_t(y.meta_ints) * sizeof(int32_t), "batch metadata (two slots)");
 
     // Workspace. Piece 0 starts the arena, so the whole arena is one scratch span (load staging, logits).
@@ -463,6 +479,42 @@ private:
     cudaStream_t s_ = nullptr;
 };
 
+// An instantiated CUDA graph (one captured micro-step). Destroying it while a launch is in flight is
+// allowed: CUDA frees it when that launch completes.
+class GraphExec {
+public:
+    GraphExec() = default;
+    explicit GraphExec(cudaGraphExec_t e) : e_(e) {}
+    GraphExec(GraphExec&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+    GraphExec& operator=(GraphExec&& o) noexcept {
+        if (this != &o) {
+            if (e_) cudaGraphExecDestroy(e_);
+            e_ = std::exchange(o.e_, nullptr);
+        }
+        return *this;
+    }
+    GraphExec(const GraphExec&) = delete;
+    GraphExec& operator=(const GraphExec&) = delete;
+    ~GraphExec() {
+        if (e_) cudaGraphExecDestroy(e_);
+    }
+    cudaGraphExec_t get() const { return e_; }
+
+private:
+    cudaGraphExec_t e_ = nullptr;
+};
+
+// The captured graph itself, only until it is instantiated.
+struct GraphOwner {
+    cudaGraph_t g = nullptr;
+    GraphOwner() = default;
+    GraphOwner(const GraphOwner&) = delete;
+    GraphOwner& operator=(const GraphOwner&) = delete;
+    ~GraphOwner() {
+        if (g) cudaGraphDestroy(g);
+    }
+};
+
 cudaStream_t stream() { return cuda::context().stream; }
 
 template <class X>
@@ -514,8 +566,28 @@ struct Step {
     const int32_t* targets = nullptr;    // [T] device: labels shifted by one, -100 on the last row
     const int32_t* positions = nullptr;  // [T] device
     const int32_t* cu_seqlens = nullptr; // [S+1] device
+    const uint64_t* seed = nullptr;      // [1] device: the LoRA dropout seed
+    const float* grad_scale = nullptr;   // [1] device: the loss gradient's scale
     bool cudnn = false;                  // attention backend of this batch (forward, recompute, backward)
     cuda::CudnnAttentionShape shape;
+};
+
+// What the host decides per micro-batch that changes the work a micro-step launches: sizes and grids (T,
+// S, max_seqlen: the in-house attention grid is over S x max_seqlen tiles, cuDNN's graph and offsets over
+// their buckets and S), the attention path, and the device metadata slot whose pointers the kernels get.
+// Everything else a batch brings (tokens, targets, positions, cu_seqlens, the dropout seed, grad_scale) is
+// read on the device from that slot; the model's options (checkpointing, LoRA, dropout p) are fixed.
+struct GraphKey {
+    int T = 0, S = 0, max_seqlen = 0;
+    bool cudnn = false;
+    int slot = -1;  // -1 in the list of shapes seen (any slot)
+    bool operator==(const GraphKey&) const = default;
+};
+
+struct CachedGraph {
+    GraphKey key;
+    GraphExec exec;
+    uint64_t last_use = 0;
 };
 
 }  // namespace
@@ -593,6 +665,8 @@ struct CudaModel::Impl {
     uint64_t completed_seq = 0;            // batches known complete (a sync or a collected step covers them)
     int dev_slot = 0, host_slot_meta = 0;  // the current batch's slots
     const PackedBatch* cur_batch = nullptr;
+    float cur_grad_scale = 1.0f;           // the current batch's header values (rebuild_metadata rewrites them)
+    uint64_t cur_seed = 0;
 
     // Async steps: slot r = step % kStepSlots holds {loss sum, grad norm} and the step's timing events.
     int64_t steps_queued = 0, steps_collected = 0;
@@ -616,6 +690,12 @@ struct CudaModel::Impl {
     Event ev_used[2];       // compute: a layer's backward finished reading buffer b (before a reload)
     Event ev_reloaded[2];   // copy: buffer b holds the reloaded input (before compute reads it)
 
+    // CUDA graphs (options.cuda_graphs): captured micro-steps of forward_backward_async, per GraphKey.
+    std::vector<CachedGraph> graphs;   // at most kMaxGraphs
+    std::vector<GraphKey> shapes_seen; // shapes that ran eagerly once (slot -1), least recent first
+    uint64_t graph_clock = 0;
+    CudaGraphStats graph_stats;
+
     bool cudnn_ok = false;
     std::string cudnn_reason, cudnn_version;
     std::string backend_name;
@@ -638,7 +718,7 @@ struct CudaModel::Impl {
     void check_attention_at_load(const std::string& where) const;
 
     int check_batch(const PackedBatch& b) const;
-    void begin_batch(const PackedBatch& b);
+    void begin_batch(const PackedBatch& b, float grad_scale, uint64_t dropout_seed);
     void write_metadata(const PackedBatch& b, int32_t* h) const;
     void end_batch();
     void rebuild_metadata();
@@ -649,22 +729,29 @@ struct CudaModel::Impl {
     void attention_fwd(LayerActs& a);
     void attention_bwd(LayerActs& a, bf16* dq, bf16* dk, bf16* dv, const bf16* dout);
 
-    void project(int l, int m, bf16* out, const bf16* inp, bool train, uint64_t seed);
-    void project_backward(int l, int m, bf16* dinp, const bf16* dout, const bf16* inp, uint64_t seed);
-    void lora_tmp_forward(int l, int m, const bf16* inp, uint64_t seed);
-    void attention_block_forward(int l, bool train, uint64_t seed);
-    void mlp_block_forward(int l, bool train, uint64_t seed, bool tail);
-    void recompute_layer(int l, uint64_t seed);
-    void mlp_block_backward(int l, uint64_t seed);
-    void attention_block_backward(int l, uint64_t seed);
+    void project(int l, int m, bf16* out, const bf16* inp, bool train);
+    void project_backward(int l, int m, bf16* dinp, const bf16* dout, const bf16* inp);
+    void lora_tmp_forward(int l, int m, const bf16* inp);
+    void attention_block_forward(int l, bool train);
+    void mlp_block_forward(int l, bool train, bool tail);
+    void recompute_layer(int l);
+    void mlp_block_backward(int l);
+    void attention_block_backward(int l);
     bf16* host_slot(int l) const;
     void offload_input(int l);
     void wait_offloaded(int l);
     void reload_input(int l);
     void wait_reloaded(int l);
-    void forward(bool train, uint64_t seed);
-    void backward(uint64_t seed);
-    void loss(bf16* dhidden, float grad_scale);
+    void forward(bool train);
+    void backward();
+    void loss(bf16* dhidden);
+    void micro_step(cudaEvent_t after_loss);
+    bool graphs_enabled() const {
+        return options.cuda_graphs && !options.timeline && !options.rebuild_metadata_per_layer &&
+               graph_stats.disabled_reason.empty();
+    }
+    bool run_graphed();
+    GraphExec capture_micro_step();
     double finish_loss();
 };
 
@@ -802,12 +889,15 @@ int CudaModel::Impl::check_batch(const PackedBatch& b) const {
     return longest;
 }
 
-// The batch's metadata into a pinned host slot: tokens, targets (labels shifted by one), positions,
-// cu_seqlens, each segment padded to kMetaAlign rows.
+// The batch's metadata into a pinned host slot: the header (dropout seed, grad_scale), tokens, targets
+// (labels shifted by one), positions, cu_seqlens, each segment padded to kMetaAlign rows.
 void CudaModel::Impl::write_metadata(const PackedBatch& b, int32_t* h) const {
     const int T = b.num_tokens;
     const int S = b.num_samples;
     const int64_t Tp = round_up(T, kMetaAlign);
+    std::memcpy(h, &cur_seed, sizeof cur_seed);
+    std::memcpy(h + 2, &cur_grad_scale, sizeof cur_grad_scale);
+    h += kMetaHeader;
     std::memcpy(h, b.tokens.data(), size_t(T) * sizeof(int32_t));
     int32_t* targets = h + Tp;
     for (int t = 0; t < T; ++t) targets[t] = (t + 1 < T) ? b.labels[size_t(t) + 1] : cpu::kIgnoreIndex;
@@ -817,18 +907,20 @@ void CudaModel::Impl::write_metadata(const PackedBatch& b, int32_t* h) const {
 
 // Checks the batch, builds its metadata once into a pinned host slot and sends it up in one copy on the
 // upload stream into the next device slot (double-buffered); the compute stream waits for that copy only.
-void CudaModel::Impl::begin_batch(const PackedBatch& b) {
+void CudaModel::Impl::begin_batch(const PackedBatch& b, float grad_scale, uint64_t dropout_seed) {
     const int longest = check_batch(b);
     const int T = b.num_tokens;
     const int S = b.num_samples;
     const int64_t Tp = round_up(T, kMetaAlign);
-    const int64_t n = 3 * Tp + S + 1;
+    const int64_t n = kMetaHeader + 3 * Tp + S + 1;
     if (n > y.meta_ints) throw_internal("cuda model: batch metadata exceeds its buffer");
     const uint64_t seq = ++batch_seq;
     host_slot_meta = int(seq % kHostMetaSlots);
     dev_slot = int(seq % 2);
     if (host_meta_seq[host_slot_meta] > completed_seq) cuda::wait_event(ev_host_meta[host_slot_meta].get());
     int32_t* h = pinned_meta(host_slot_meta);
+    cur_grad_scale = grad_scale;
+    cur_seed = dropout_seed;
     write_metadata(b, h);
     int32_t* dev = meta + size_t(dev_slot) * size_t(y.meta_ints);
     ev_meta_free[dev_slot].wait_on(upload.get());  // the batch before last used this device slot
@@ -841,10 +933,12 @@ void CudaModel::Impl::begin_batch(const PackedBatch& b) {
     step.T = T;
     step.S = S;
     step.max_seqlen = longest;
-    step.tokens = dev;
-    step.targets = dev + Tp;
-    step.positions = dev + 2 * Tp;
-    step.cu_seqlens = dev + 3 * Tp;
+    step.seed = reinterpret_cast<const uint64_t*>(dev);
+    step.grad_scale = reinterpret_cast<const float*>(dev + 2);
+    step.tokens = dev + kMetaHeader;
+    step.targets = dev + kMetaHeader + Tp;
+    step.positions = dev + kMetaHeader + 2 * Tp;
+    step.cu_seqlens = dev + kMetaHeader + 3 * Tp;
     choose_attention();
 }
 
@@ -863,7 +957,7 @@ void CudaModel::Impl::rebuild_metadata() {
     check_batch(b);
     int32_t* h = pinned_meta(host_slot_meta);
     write_metadata(b, h);
-    const int64_t n = 3 * round_up(b.num_tokens, kMetaAlign) + b.num_samples + 1;
+    const int64_t n = kMetaHeader + 3 * round_up(b.num_tokens, kMetaAlign) + b.num_samples + 1;
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(meta + size_t(dev_slot) * size_t(y.meta_ints), h, size_t(n) * sizeof(int32_t),
                                       cudaMemcpyHostToDevice, stream()));
     cuda::synchronize();
@@ -944,7 +1038,7 @@ void CudaModel::Impl::attention_bwd(LayerActs& a, bf16* dq, bf16* dk, bf16* dv, 
 // ---------------------------------------------------------------------------------------------------------
 
 // out[T,OUT] = inp[T,IN] W^T + b (+ scaling * drop(inp) A^T B^T) for module m of layer l.
-void CudaModel::Impl::project(int l, int m, bf16* out, const bf16* inp, bool train, uint64_t seed) {
+void CudaModel::Impl::project(int l, int m, bf16* out, const bf16* inp, bool train) {
     const LayerWeights& w = layers[size_t(l)];
     const int T = step.T, IN = d.in_of(m), OUT = d.out_of(m);
     cuda::matmul_forward(out, inp, w.w[m], w.b[m], T, IN, OUT);
@@ -952,7 +1046,7 @@ void CudaModel::Impl::project(int l, int m, bf16* out, const bf16* inp, bool tra
     if (ia < 0) return;
     const bf16* lin = inp;
     if (train && lora.dropout > 0) {
-        cuda::dropout_forward(xd, inp, seed, l, m, int64_t(T) * IN, lora.dropout);  // xd [T,IN]
+        cuda::dropout_forward(xd, inp, step.seed, l, m, int64_t(T) * IN, lora.dropout);  // xd [T,IN]
         lin = xd;
     }
     cuda::lora_forward(out, acts[size_t(l)].lora_tmp[m], lin, lora_bf16 + y.lora_offset[size_t(ia)],
@@ -961,7 +1055,7 @@ void CudaModel::Impl::project(int l, int m, bf16* out, const bf16* inp, bool tra
 
 // dinp[T,IN] += d(out)/d(inp) applied to dout[T,OUT]; LoRA grads += (grad_scale is already inside dout).
 // With dropout the dropped input is recomputed from inp (same hash, same values as forward).
-void CudaModel::Impl::project_backward(int l, int m, bf16* dinp, const bf16* dout, const bf16* inp, uint64_t seed) {
+void CudaModel::Impl::project_backward(int l, int m, bf16* dinp, const bf16* dout, const bf16* inp) {
     const LayerWeights& w = layers[size_t(l)];
     const int T = step.T, IN = d.in_of(m), OUT = d.out_of(m);
     cuda::matmul_backward(dinp, nullptr, nullptr, dout, inp, w.w[m], T, IN, OUT);
@@ -971,11 +1065,11 @@ void CudaModel::Impl::project_backward(int l, int m, bf16* dinp, const bf16* dou
     const bf16* tmp = acts[size_t(l)].lora_tmp[m];
     if (lora.dropout > 0) {
         const int64_t n = int64_t(T) * IN;
-        cuda::dropout_forward(xd, inp, seed, l, m, n, lora.dropout);
+        cuda::dropout_forward(xd, inp, step.seed, l, m, n, lora.dropout);
         zero(d_drop, n);
         cuda::lora_backward(d_drop, lora_grad + offA, lora_grad + offB, d_tmp, dout, xd, tmp, lora_bf16 + offA,
                             lora_bf16 + offB, lora_scaling, T, IN, OUT, d.R);
-        cuda::dropout_backward(dinp, d_drop, seed, l, m, n, lora.dropout);
+        cuda::dropout_backward(dinp, d_drop, step.seed, l, m, n, lora.dropout);
     } else {
         cuda::lora_backward(dinp, lora_grad + offA, lora_grad + offB, d_tmp, dout, inp, tmp, lora_bf16 + offA,
                             lora_bf16 + offB, lora_scaling, T, IN, OUT, d.R);
@@ -984,13 +1078,13 @@ void CudaModel::Impl::project_backward(int l, int m, bf16* dinp, const bf16* dou
 
 // Recompute: only the LoRA tmp of module m (tmp = drop(inp) @ A^T), without the projection itself. The
 // same GEMM call as the first one of cuda::lora_forward, so the same values.
-void CudaModel::Impl::lora_tmp_forward(int l, int m, const bf16* inp, uint64_t seed) {
+void CudaModel::Impl::lora_tmp_forward(int l, int m, const bf16* inp) {
     const int ia = lora_index[size_t(l)][size_t(m)];
     if (ia < 0) return;
     const int T = step.T, IN = d.in_of(m);
     const bf16* lin = inp;
     if (lora.dropout > 0) {
-        cuda::dropout_forward(xd, inp, seed, l, m, int64_t(T) * IN, lora.dropout);
+        cuda::dropout_forward(xd, inp, step.seed, l, m, int64_t(T) * IN, lora.dropout);
         lin = xd;
     }
     cuda::gemm(false, true, T, d.R, IN, 1.0f, lin, IN, lora_bf16 + y.lora_offset[size_t(ia)], IN, 0.0f,
@@ -998,13 +1092,13 @@ void CudaModel::Impl::lora_tmp_forward(int l, int m, const bf16* inp, uint64_t s
 }
 
 // From a.ln1 (already computed) to a.mid = x + o_proj(attention) and a.ln2 = rmsnorm(mid).
-void CudaModel::Impl::attention_block_forward(int l, bool train, uint64_t seed) {
+void CudaModel::Impl::attention_block_forward(int l, bool train) {
     LayerActs& a = acts[size_t(l)];
     const LayerWeights& w = layers[size_t(l)];
     const int T = step.T;
-    project(l, kQ, d.qk_norm ? a.q : a.qr, a.ln1, train, seed);
-    project(l, kK, d.qk_norm ? a.k : a.kr, a.ln1, train, seed);
-    project(l, kV, a.v, a.ln1, train, seed);
+    project(l, kQ, d.qk_norm ? a.q : a.qr, a.ln1, train);
+    project(l, kK, d.qk_norm ? a.k : a.kr, a.ln1, train);
+    project(l, kV, a.v, a.ln1, train);
     if (d.qk_norm) {
         cuda::rmsnorm_forward(a.qr, a.q_rstd, a.q, w.q_norm, T * d.Hq, d.D, d.eps);
         cuda::rmsnorm_forward(a.kr, a.k_rstd, a.k, w.k_norm, T * d.Hkv, d.D, d.eps);
@@ -1013,22 +1107,22 @@ void CudaModel::Impl::attention_block_forward(int l, bool train, uint64_t seed) 
     cuda::rope_forward(a.kr, a.kr, step.positions, rope, T, d.Hkv, d.D);
     attention_fwd(a);
     bf16* o = d_ln;  // [T,C] scratch
-    project(l, kO, o, a.att, train, seed);
+    project(l, kO, o, a.att, train);
     cuda::residual_rmsnorm_forward(a.mid, a.ln2, a.ln2_rstd, a.x, o, w.ln2, T, d.C, d.eps);
 }
 
 // gate/up from a.ln2; with tail, also act, down and the residual: the next layer's x and ln1 (the last
 // layer: x_final and lnf).
-void CudaModel::Impl::mlp_block_forward(int l, bool train, uint64_t seed, bool tail) {
+void CudaModel::Impl::mlp_block_forward(int l, bool train, bool tail) {
     LayerActs& a = acts[size_t(l)];
     const int T = step.T;
-    project(l, kGate, a.gate, a.ln2, train, seed);
-    project(l, kUp, a.up, a.ln2, train, seed);
+    project(l, kGate, a.gate, a.ln2, train);
+    project(l, kUp, a.up, a.ln2, train);
     if (!tail) return;
     bf16* act = d_big3;  // [T,F] scratch
     cuda::swiglu_forward(act, a.gate, a.up, T, d.F);
     bf16* o = d_ln;  // [T,C] scratch
-    project(l, kDown, o, act, train, seed);
+    project(l, kDown, o, act, train);
     const bool last = l + 1 == d.L;
     LayerActs* next = last ? nullptr : &acts[size_t(l) + 1];
     cuda::residual_rmsnorm_forward(last ? x_final : next->x, last ? lnf : next->ln1, last ? lnf_rstd : next->ln1_rstd,
@@ -1082,7 +1176,7 @@ void CudaModel::Impl::wait_reloaded(int l) {
     ev_reloaded[l % nb].wait_on(stream());
 }
 
-void CudaModel::Impl::forward(bool train, uint64_t seed) {
+void CudaModel::Impl::forward(bool train) {
     const int T = step.T;
     const bool offload = train && nb > 0;  // evaluation never reads the inputs back: no copies
     LayerActs& a0 = acts[0];
@@ -1092,10 +1186,10 @@ void CudaModel::Impl::forward(bool train, uint64_t seed) {
     for (int l = 0; l < d.L; ++l) {
         rebuild_metadata();
         const int tl = tl_begin(stream(), "forward", l);
-        attention_block_forward(l, train, seed);  // the last read of layer l's input in forward
+        attention_block_forward(l, train);  // the last read of layer l's input in forward
         const bool next = l + 1 < d.L;
         if (offload && next) wait_offloaded(l + 1);  // the tail writes layer l+1's input into its buffer
-        mlp_block_forward(l, train, seed, true);
+        mlp_block_forward(l, train, true);
         tl_end(tl, stream());
         if (offload && next) offload_input(l + 1);
     }
@@ -1103,20 +1197,20 @@ void CudaModel::Impl::forward(bool train, uint64_t seed) {
 
 // Recompute policy: layer l's forward from its stored input, into the shared set (what backward reads):
 // everything but the down projection, whose output backward does not need; its LoRA tmp it does.
-void CudaModel::Impl::recompute_layer(int l, uint64_t seed) {
+void CudaModel::Impl::recompute_layer(int l) {
     LayerActs& a = acts[size_t(l)];
     cuda::rmsnorm_forward(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C, d.eps);
-    attention_block_forward(l, true, seed);
-    mlp_block_forward(l, true, seed, false);
+    attention_block_forward(l, true);
+    mlp_block_forward(l, true, false);
     if (lora_index[size_t(l)][kDown] >= 0) {
         bf16* act = d_big3;  // [T,F] scratch (mlp_block_backward recomputes it again: one cheap pass)
         cuda::swiglu_forward(act, a.gate, a.up, step.T, d.F);
-        lora_tmp_forward(l, kDown, act, seed);
+        lora_tmp_forward(l, kDown, act);
     }
 }
 
 // d_res: gradient of this layer's output on entry, of mid on exit.
-void CudaModel::Impl::mlp_block_backward(int l, uint64_t seed) {
+void CudaModel::Impl::mlp_block_backward(int l) {
     LayerActs& a = acts[size_t(l)];
     const LayerWeights& w = layers[size_t(l)];
     const int T = step.T;
@@ -1124,24 +1218,24 @@ void CudaModel::Impl::mlp_block_backward(int l, uint64_t seed) {
     cuda::swiglu_forward(act, a.gate, a.up, T, d.F);
     bf16* dact = d_big;
     zero(dact, int64_t(T) * d.F);
-    project_backward(l, kDown, dact, d_res, act, seed);
+    project_backward(l, kDown, dact, d_res, act);
     bf16* dgate = d_big2;
     bf16* dup = d_big3;
     cuda::swiglu_backward(dgate, dup, dact, a.gate, a.up, T, d.F);
     zero(d_ln, int64_t(T) * d.C);
-    project_backward(l, kGate, d_ln, dgate, a.ln2, seed);
-    project_backward(l, kUp, d_ln, dup, a.ln2, seed);
+    project_backward(l, kGate, d_ln, dgate, a.ln2);
+    project_backward(l, kUp, d_ln, dup, a.ln2);
     cuda::rmsnorm_backward(d_res, nullptr, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
 }
 
 // d_res: gradient of mid on entry, of the layer input x on exit.
-void CudaModel::Impl::attention_block_backward(int l, uint64_t seed) {
+void CudaModel::Impl::attention_block_backward(int l) {
     LayerActs& a = acts[size_t(l)];
     const LayerWeights& w = layers[size_t(l)];
     const int T = step.T;
     bf16* datt = d_big;
     zero(datt, int64_t(T) * d.Q);
-    project_backward(l, kO, datt, d_res, a.att, seed);
+    project_backward(l, kO, datt, d_res, a.att);
     bf16* dq = d_big2;
     bf16* dk = d_k;
     attention_bwd(a, dq, dk, d_v, datt);
@@ -1156,13 +1250,13 @@ void CudaModel::Impl::attention_block_backward(int l, uint64_t seed) {
         dk = d_k2;
     }
     zero(d_ln, int64_t(T) * d.C);
-    project_backward(l, kQ, d_ln, dq, a.ln1, seed);
-    project_backward(l, kK, d_ln, dk, a.ln1, seed);
-    project_backward(l, kV, d_ln, d_v, a.ln1, seed);
+    project_backward(l, kQ, d_ln, dq, a.ln1);
+    project_backward(l, kK, d_ln, dk, a.ln1);
+    project_backward(l, kV, d_ln, d_v, a.ln1);
     cuda::rmsnorm_backward(d_res, nullptr, d_ln, a.x, w.ln1, a.ln1_rstd, T, d.C);
 }
 
-void CudaModel::Impl::backward(uint64_t seed) {
+void CudaModel::Impl::backward() {
     const int T = step.T;
     // d_lnf was written by the loss (grad_scale inside); through the final norm into the residual stream.
     zero(d_res, int64_t(T) * d.C);
@@ -1175,17 +1269,19 @@ void CudaModel::Impl::backward(uint64_t seed) {
         }
         rebuild_metadata();
         const int tl = tl_begin(stream(), "backward", l);
-        if (recompute && l + 1 < d.L) recompute_layer(l, seed);
-        mlp_block_backward(l, seed);
-        attention_block_backward(l, seed);
+        if (recompute && l + 1 < d.L) recompute_layer(l);
+        mlp_block_backward(l);
+        attention_block_backward(l);
         tl_end(tl, stream());
         if (nb > 0) ev_used[l % nb].record();  // buffer l % nb free for the reload of layer l - nb
     }
 }
 
-// Row losses [T] -> their sum (device double) -> the pinned slot. dhidden nullptr: evaluation.
-void CudaModel::Impl::loss(bf16* dhidden, float grad_scale) {
-    cuda::lm_head_cross_entropy(dhidden, losses, lnf, head(), step.targets, step.T, d.C, d.V, grad_scale, d.K, ce_ws);
+// Row losses [T] -> their sum (device double) -> the pinned slot. dhidden nullptr: evaluation. The gradient
+// is scaled by the batch's grad_scale, read on the device from the metadata header.
+void CudaModel::Impl::loss(bf16* dhidden) {
+    cuda::lm_head_cross_entropy(dhidden, losses, lnf, head(), step.targets, step.T, d.C, d.V, step.grad_scale, d.K,
+                                ce_ws);
     cuda::sum(loss_sum, losses, step.T, false);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(pinned_loss(), loss_sum, sizeof(double), cudaMemcpyDeviceToHost, stream()));
 }
@@ -1210,6 +1306,80 @@ double CudaModel::Impl::finish_loss() {
     cuda::synchronize();
     all_complete();
     return *pinned_loss();
+}
+
+// One micro-step of training on the current batch, device work only: forward, loss, the step's loss sum,
+// backward. after_loss (may be null) is recorded between loss and backward.
+void CudaModel::Impl::micro_step(cudaEvent_t after_loss) {
+    forward(true);
+    loss(d_lnf);
+    cuda::sum(loss_sum + 1, losses, step.T, true);  // the step's loss sum, on the device
+    if (after_loss) TANDEM_CUDA_CHECK(cudaEventRecord(after_loss, stream()));
+    backward();
+}
+
+// The current batch's micro-step as a CUDA graph: the cached graph of its key is replayed, or captured
+// and launched when its shape already ran eagerly once (so the shape's cuBLASLt plans, cuDNN graphs and
+// kernel attributes exist and no library does first-use work inside the capture). A shape never seen
+// returns false: the caller runs it eagerly, and its next occurrence is captured.
+bool CudaModel::Impl::run_graphed() {
+    GraphKey key{step.T, step.S, step.max_seqlen, step.cudnn, -1};
+    const auto seen = std::find(shapes_seen.begin(), shapes_seen.end(), key);
+    if (seen == shapes_seen.end()) {
+        if (shapes_seen.size() == kMaxShapesSeen) shapes_seen.erase(shapes_seen.begin());
+        shapes_seen.push_back(key);
+        return false;
+    }
+    std::rotate(seen, seen + 1, shapes_seen.end());  // most recent last
+    key.slot = dev_slot;
+    auto it = std::find_if(graphs.begin(), graphs.end(), [&](const CachedGraph& g) { return g.key == key; });
+    if (it == graphs.end()) {
+        GraphExec exec;
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+            exec = capture_micro_step();
+        } catch (const Error& e) {
+            // A library call this CUDA / cuDNN version cannot capture: train without graphs (the eager
+            // micro-step the caller runs now reports a real device fault again).
+            graph_stats.disabled_reason = e.what();
+            std::fprintf(stderr, "tandem: CUDA graphs turned off for this model: %s\n", e.what());
+            return false;
+        }
+        if (graphs.size() == kMaxGraphs)
+            graphs.erase(std::min_element(graphs.begin(), graphs.end(), [](const CachedGraph& a, const CachedGraph& b) {
+                return a.last_use < b.last_use;
+            }));
+        graphs.push_back(CachedGraph{key, std::move(exec), 0});
+        it = graphs.end() - 1;
+        ++graph_stats.captures;
+        graph_stats.capture_ms +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    } else {
+        ++graph_stats.replays;
+    }
+    it->last_use = ++graph_clock;
+    TANDEM_CUDA_CHECK(cudaGraphLaunch(it->exec.get(), stream()));
+    return true;
+}
+
+// Captures micro_step on the compute stream. Everything it waits on is recorded inside the capture (the
+// metadata upload and its wait stay outside, in begin_batch); Smart's copy stream joins through the events
+// of offload_input / reload_input and rejoins the compute stream at the last wait_offloaded and
+// wait_reloaded, before the capture ends. A failure ends the capture, so the stream stays usable.
+GraphExec CudaModel::Impl::capture_micro_step() {
+    const cudaStream_t s = stream();
+    TANDEM_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    GraphOwner graph;
+    try {
+        micro_step(nullptr);
+    } catch (...) {
+        if (cudaStreamEndCapture(s, &graph.g) != cudaSuccess) (void)cudaGetLastError();
+        throw;
+    }
+    TANDEM_CUDA_CHECK(cudaStreamEndCapture(s, &graph.g));
+    cudaGraphExec_t exec = nullptr;
+    TANDEM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph.g, 0));
+    return GraphExec(exec);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1504,12 +1674,12 @@ double CudaModel::forward_backward(const PackedBatch& batch, float grad_scale, u
     Impl& m = *impl_;
     m.timed = false;
     m.tl_used = 0;
-    m.begin_batch(batch);
+    m.begin_batch(batch, grad_scale, dropout_seed);
     m.ev_start.record();
-    m.forward(true, dropout_seed);
-    m.loss(m.d_lnf, grad_scale);
+    m.forward(true);
+    m.loss(m.d_lnf);
     m.ev_mid.record();
-    m.backward(dropout_seed);
+    m.backward();
     m.ev_end.record();
     m.end_batch();
     const double loss = m.finish_loss();
@@ -1523,23 +1693,24 @@ void CudaModel::forward_backward_async(const PackedBatch& batch, float grad_scal
         throw_internal("cuda model: collect_step() must read a queued step before another one starts");
     const int r = int(m.steps_queued % kStepSlots);
     m.tl_used = 0;
-    m.begin_batch(batch);
+    m.begin_batch(batch, grad_scale, dropout_seed);  // the compute stream waits for the upload here
     m.ev_t[r][0].record();
     m.ev_start.record();  // the timeline's origin
-    m.forward(true, dropout_seed);
-    m.loss(m.d_lnf, grad_scale);
-    cuda::sum(m.loss_sum + 1, m.losses, m.step.T, true);  // the step's loss sum, on the device
-    m.ev_t[r][1].record();
-    m.backward(dropout_seed);
+    if (m.graphs_enabled() && m.run_graphed()) {
+        m.ev_t[r][1].record();  // one graph: no forward / backward split (all of it counts as forward)
+    } else {
+        ++m.graph_stats.eager;
+        m.micro_step(m.ev_t[r][1].get());
+    }
     m.ev_t[r][2].record();
     m.end_batch();
 }
 
 double CudaModel::forward_loss(const PackedBatch& batch) {
     Impl& m = *impl_;
-    m.begin_batch(batch);
-    m.forward(false, 0);
-    m.loss(nullptr, 1.0f);
+    m.begin_batch(batch, 1.0f, 0);
+    m.forward(false);
+    m.loss(nullptr);
     m.end_batch();
     return m.finish_loss();
 }
@@ -1547,8 +1718,8 @@ double CudaModel::forward_loss(const PackedBatch& batch) {
 // Full logits in row chunks through the workspace span (evaluation / tests: one copy back per chunk).
 std::vector<float> CudaModel::logits(const PackedBatch& batch) {
     Impl& m = *impl_;
-    m.begin_batch(batch);
-    m.forward(false, 0);
+    m.begin_batch(batch, 1.0f, 0);
+    m.forward(false);
     const int T = m.step.T, V = m.d.V;
     std::vector<float> out(size_t(T) * size_t(V));
     const int rows = int(std::min<size_t>(size_t(T), m.work_bytes / (size_t(V) * sizeof(float))));
@@ -1569,8 +1740,8 @@ std::vector<float> CudaModel::logits(const PackedBatch& batch) {
 std::vector<float> CudaModel::last_logits(const std::vector<int32_t>& ids) {
     Impl& m = *impl_;
     const PackedBatch b = batch_from_sequences({ids});
-    m.begin_batch(b);
-    m.forward(false, 0);
+    m.begin_batch(b, 1.0f, 0);
+    m.forward(false);
     const int V = m.d.V;
     std::vector<float> out(static_cast<size_t>(V));
     float* scratch = reinterpret_cast<float*>(m.work_base);
@@ -1643,6 +1814,12 @@ CudaModel::StepReadback CudaModel::collect_step() {
 }
 
 int CudaModel::queued_steps() const { return int(impl_->steps_queued - impl_->steps_collected); }
+
+CudaGraphStats CudaModel::graph_stats() const {
+    CudaGraphStats s = impl_->graph_stats;
+    s.cached = int(impl_->graphs.size());
+    return s;
+}
 
 std::vector<TimelineSpan> CudaModel::timeline() {
     Impl& m = *impl_;
@@ -1719,6 +1896,7 @@ void CudaModel::forward_backward_async(const PackedBatch&, float, uint64_t) { no
 void CudaModel::optimizer_step_async(double, double, double, double, double, double, int64_t) { no_cuda(); }
 CudaModel::StepReadback CudaModel::collect_step() { no_cuda(); }
 int CudaModel::queued_steps() const { no_cuda(); }
+CudaGraphStats CudaModel::graph_stats() const { no_cuda(); }
 std::vector<TimelineSpan> CudaModel::timeline() { no_cuda(); }
 std::vector<float> CudaModel::logits(const PackedBatch&) { no_cuda(); }
 std::vector<float> CudaModel::last_logits(const std::vector<int32_t>&) { no_cuda(); }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1515,6 +1516,117 @@ void async_step_case(Check& c, StepReference& ref, CheckpointPolicy policy) {
     }
 }
 
+// CUDA graphs (issue 5 part 3): the trainer's asynchronous step with cuda_graphs on must be the same step
+// with them off, bit for bit with the deterministic in-house attention (losses, grad norms, LoRA values).
+// The batches repeat, so graphs are captured and replayed, while the dropout seed and grad_scale change
+// with every micro-batch (the kernels read both on the device: a graph that froze them would differ).
+// After the replays come a batch of a new shape and an old shape in the other metadata slot. Micro-batches
+// per step (grad_accum 2; the first of a step goes to metadata slot 1, the second to slot 0):
+//   steps 1-5 (A, B), steps 6-7 (C, A), step 8 (A, B)
+// so a shape runs eagerly first (A, B at step 1, C at step 6: 3), is captured at its next micro-batch in
+// each slot (A and B at step 2, A in slot 0 at step 6, C at step 7: 4) and replayed after (9).
+// With cuDNN attention (its backward is not bitwise reproducible run to run) losses and grad norms are
+// compared within 1e-3 instead, and the counts must be the same.
+void cuda_graphs_case(Check& c, StepReference& ref, CheckpointPolicy policy, AttentionBackend attention) {
+    ref.prepare(c.base_seed());
+    const int V = ref.variant.config.at("vocab_size").get<int>();
+    Rng rng(c.base_seed() ^ 0x6A);
+    const PackedBatch& A = ref.batch;
+    const PackedBatch B = make_step_batch(rng, {7, 19, 4}, ref.variant.token_budget, V);
+    const PackedBatch C = make_step_batch(rng, {30}, ref.variant.token_budget, V);
+    std::vector<std::array<const PackedBatch*, 2>> plan(5, {&A, &B});
+    plan.push_back({&C, &A});
+    plan.push_back({&C, &A});
+    plan.push_back({&A, &B});
+    constexpr int64_t kWantEager = 3, kWantCaptures = 4, kWantReplays = 9;
+    struct Run {
+        std::vector<double> loss, norm;
+        LoraTensors values;
+        CudaGraphStats stats;
+    };
+    auto run = [&](bool graphs) {
+        CudaModelOptions opt;
+        opt.max_tokens = ref.variant.token_budget;
+        opt.max_seqlen = ref.variant.token_budget;
+        opt.checkpointing = policy;
+        opt.attention = attention;
+        opt.cuda_graphs = graphs;
+        CudaModel g = CudaModel::load(ref.dir, ref.variant.lora, kLoraInitSeed, opt);
+        g.set_lora(ref.lora);
+        Run r;
+        auto collect = [&] {
+            const CudaModel::StepReadback x = g.collect_step();
+            r.loss.push_back(x.loss_sum);
+            r.norm.push_back(x.grad_norm);
+        };
+        for (size_t s = 0; s < plan.size(); ++s) {
+            g.zero_grads();
+            for (size_t mb = 0; mb < 2; ++mb)
+                g.forward_backward_async(*plan[s][mb], 1e-2f / float(1 + (s + mb) % 3), kDropoutSeed + 7919 * s + mb);
+            g.optimizer_step_async(1e-3, 0.9, 0.999, 1e-8, 0.01, 1.0, int64_t(s) + 1);
+            if (g.queued_steps() == 2) collect();
+        }
+        while (g.queued_steps() > 0) collect();
+        r.values = g.lora_tensors();
+        r.stats = g.graph_stats();
+        return r;
+    };
+    const Run want = run(false);
+    const Run got = run(true);
+    const CudaGraphStats& st = got.stats;
+    const bool counts_ok = st.disabled_reason.empty() && st.eager == kWantEager && st.captures == kWantCaptures &&
+                           st.replays == kWantReplays;
+    c.result("graphs: eager / captured / replayed", counts_ok ? 0.0 : kInf, 0.0,
+             std::to_string(st.eager) + " / " + std::to_string(st.captures) + " / " + std::to_string(st.replays) +
+                 " (want " + std::to_string(kWantEager) + " / " + std::to_string(kWantCaptures) + " / " +
+                 std::to_string(kWantReplays) + "), " + std::to_string(st.cached) + " cached" +
+                 (st.disabled_reason.empty() ? "" : "; turned off: " + st.disabled_reason));
+    const bool eager_clean = want.stats.captures == 0 && want.stats.replays == 0 &&
+                             want.stats.eager == int64_t(2 * plan.size());
+    c.result("cuda_graphs=false captures nothing", eager_clean ? 0.0 : kInf, 0.0,
+             std::to_string(want.stats.eager) + " eager, " + std::to_string(want.stats.captures) + " captured");
+    const size_t steps = plan.size();
+    if (got.loss.size() != steps || want.loss.size() != steps) {
+        c.result("steps collected", kInf, 0.0, std::to_string(got.loss.size()) + " vs " + std::to_string(want.loss.size()));
+        return;
+    }
+    if (attention != AttentionBackend::Inhouse) {
+        double worst = 0;
+        for (size_t s = 0; s < steps; ++s) {
+            worst = std::max(worst, std::fabs(got.loss[s] - want.loss[s]) / std::max(std::fabs(want.loss[s]), 1e-30));
+            worst = std::max(worst, std::fabs(got.norm[s] - want.norm[s]) / std::max(std::fabs(want.norm[s]), 1e-30));
+        }
+        if (!std::isfinite(worst)) worst = kInf;
+        c.result("losses and grad norms (cuDNN: within 1e-3)", worst, 1e-3,
+                 "worst relative difference over " + std::to_string(steps) + " steps");
+        return;
+    }
+    size_t differ = 0;
+    std::string first;
+    for (size_t s = 0; s < steps; ++s) {
+        const bool l = std::memcmp(&got.loss[s], &want.loss[s], sizeof(double)) != 0;
+        const bool n = float(got.norm[s]) != float(want.norm[s]);
+        if ((l || n) && first.empty())
+            first = "; first at step " + std::to_string(s + 1) + ": loss " + fmt("%.17g", got.loss[s]) + " vs " +
+                    fmt("%.17g", want.loss[s]) + ", norm " + fmt("%.9g", got.norm[s]) + " vs " + fmt("%.9g", want.norm[s]);
+        differ += l + n;
+    }
+    c.result("losses and grad norms bit for bit", double(differ), 0.0,
+             std::to_string(differ) + " of " + std::to_string(2 * steps) + " differ from eager's" + first);
+    size_t values_differ = 0, total = 0;
+    for (const auto& [name, w] : want.values) {
+        const auto it = got.values.find(name);
+        if (it == got.values.end() || it->second.size() != w.size()) {
+            values_differ += w.size();
+            continue;
+        }
+        total += w.size();
+        for (size_t i = 0; i < w.size(); ++i) values_differ += std::memcmp(&it->second[i], &w[i], sizeof(float)) != 0;
+    }
+    c.result("LoRA values after " + std::to_string(steps) + " steps bit for bit", double(values_differ), 0.0,
+             std::to_string(values_differ) + " of " + std::to_string(total) + " differ from eager's");
+}
+
 // The host syncs of a training step through the real Trainer (demo models of 2 and 28 layers, smart
 // checkpointing, grad_accum 1 and 2): counted by the wrappers between consecutive steps' metrics, in the
 // steady state (not the first step, nor the last, which evaluates). At most 2, the same for both depths.
@@ -1891,6 +2003,28 @@ std::vector<Case> make_cases(const std::string& fixtures_dir) {
         for (auto policy : {CheckpointPolicy::Off, CheckpointPolicy::Smart})
             add("async step matches blocking step " + deep.name + " checkpointing=" + policy_name(policy),
                 [=](Check& c) { async_step_case(c, *ref, policy); });
+    }
+    {
+        // CUDA graphs against eager: five layers (smart moves inputs through the host), LoRA dropout 0.1 and
+        // 0 (the seed is a device value), every policy with the in-house attention, smart with cuDNN too.
+        StepVariant deep = qwen3_variant();
+        deep.name = "qwen3-5layers";
+        deep.config["num_hidden_layers"] = 5;
+        StepVariant deep0 = deep;
+        deep0.name = "qwen3-5layers-nodropout";
+        deep0.lora.dropout = 0;
+        auto ref = std::make_shared<StepReference>(deep);
+        auto ref0 = std::make_shared<StepReference>(deep0);
+        auto add_graphs = [&](std::shared_ptr<StepReference> r, CheckpointPolicy p, AttentionBackend at) {
+            add("cuda graphs match eager " + r->variant.name + " checkpointing=" + policy_name(p) +
+                    " attention=" + attention_name(at),
+                [=](Check& c) { cuda_graphs_case(c, *r, p, at); });
+        };
+        for (auto p : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
+                       CheckpointPolicy::SmartSingle})
+            add_graphs(ref, p, AttentionBackend::Inhouse);
+        for (auto p : {CheckpointPolicy::Off, CheckpointPolicy::Smart}) add_graphs(ref0, p, AttentionBackend::Inhouse);
+        add_graphs(ref, CheckpointPolicy::Smart, AttentionBackend::Auto);
     }
     add("host syncs per optimizer step (trainer)", [](Check& c) { host_syncs_case(c); });
 

@@ -5,6 +5,7 @@
 // memory fits in half of the available RAM; otherwise the run is refused before loading, with the numbers and
 // what to change.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "model/cuda_model.h"
@@ -21,12 +22,23 @@ namespace tandem::train {
 namespace {
 
 #if TANDEM_WITH_CUDA
+// CUDA graphs for the micro-step (CudaModelOptions::cuda_graphs): the engine's default unless the
+// environment variable TANDEM_CUDA_GRAPHS is set: "0" turns them off, "1" on (anything else is ignored
+// with a warning). An environment variable, not a RunConfig field: a switch for measuring and for working
+// around a driver / cuDNN that cannot capture, not a setting of the run.
 CudaModelOptions options_for(const RunConfig& c) {
     CudaModelOptions o;
     o.max_tokens = c.training.batch_tokens;
     o.max_seqlen = std::min(c.data.max_seq_len, c.training.batch_tokens);
     o.checkpointing = c.memory.checkpointing;
     o.attention = AttentionBackend::Auto;
+    if (const char* env = std::getenv("TANDEM_CUDA_GRAPHS")) {
+        const std::string v = env;
+        if (v == "0" || v == "1")
+            o.cuda_graphs = v == "1";
+        else
+            std::fprintf(stderr, "tandem: TANDEM_CUDA_GRAPHS=%s ignored (use 0 or 1)\n", env);
+    }
     return o;
 }
 

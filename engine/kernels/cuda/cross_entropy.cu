@@ -90,7 +90,9 @@ static __device__ MaxSum block_reduce(MaxSum v) {
 // it writes lies below (i+1)B, so no read of iteration i+1 or later can be clobbered.
 template <bool VEC>
 static __global__ void __launch_bounds__(kCeThreads)
-    softmax_ce_kernel(float* logits, float* losses, const int32_t* targets, int V, float grad_scale, bool want_grad) {
+    softmax_ce_kernel(float* logits, float* losses, const int32_t* targets, int V, float grad_scale,
+                      const float* grad_scale_device, bool want_grad) {
+    if (grad_scale_device) grad_scale = *grad_scale_device;
     const int row = blockIdx.x;
     float* z = logits + static_cast<size_t>(row) * V;  // [V] fp32 logits
     bf16* g = reinterpret_cast<bf16*>(z);              // [V] bf16 gradient, written over the logits
@@ -168,8 +170,12 @@ size_t lm_head_cross_entropy_workspace(int chunk_rows, int V) {
     return static_cast<size_t>(chunk_rows) * static_cast<size_t>(V) * sizeof(float) + kWorkspaceAlign;
 }
 
-void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight, const int32_t* targets,
-                           int N, int C, int V, float grad_scale, int chunk_rows, void* workspace) {
+namespace {
+
+// grad_scale_device: when set, the kernels read the scale there (grad_scale ignored).
+void lm_head_cross_entropy_launch(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight,
+                                  const int32_t* targets, int N, int C, int V, float grad_scale,
+                                  const float* grad_scale_device, int chunk_rows, void* workspace) {
     TANDEM_KCHECK_PTR(losses);
     TANDEM_KCHECK_PTR(hidden);
     TANDEM_KCHECK_PTR(weight);
@@ -189,10 +195,10 @@ void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, con
         gemm(false, true, rows, V, C, 1.0f, hidden + static_cast<size_t>(n0) * C, C, weight, C, 0.0f, logits, V, true);
         if (vec)
             softmax_ce_kernel<true><<<rows, kCeThreads, 0, stream>>>(logits, losses + n0, targets + n0, V, grad_scale,
-                                                                     dhidden != nullptr);
+                                                                     grad_scale_device, dhidden != nullptr);
         else
             softmax_ce_kernel<false><<<rows, kCeThreads, 0, stream>>>(logits, losses + n0, targets + n0, V, grad_scale,
-                                                                      dhidden != nullptr);
+                                                                      grad_scale_device, dhidden != nullptr);
         TANDEM_CUDA_LAUNCH_CHECK();
         if (dhidden) {
             // dhidden[n0:n0+rows, C] = dlogits[rows,V] (ld 2V) @ weight[V,C]
@@ -200,6 +206,21 @@ void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, con
                  C, false);
         }
     }
+}
+
+}  // namespace
+
+void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight, const int32_t* targets,
+                           int N, int C, int V, float grad_scale, int chunk_rows, void* workspace) {
+    lm_head_cross_entropy_launch(dhidden, losses, hidden, weight, targets, N, C, V, grad_scale, nullptr, chunk_rows,
+                                 workspace);
+}
+
+void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight, const int32_t* targets,
+                           int N, int C, int V, const float* grad_scale_device, int chunk_rows, void* workspace) {
+    TANDEM_KCHECK_PTR(grad_scale_device);
+    lm_head_cross_entropy_launch(dhidden, losses, hidden, weight, targets, N, C, V, 0.0f, grad_scale_device,
+                                 chunk_rows, workspace);
 }
 
 void lm_head_logits(float* out, const bf16* hidden, const bf16* weight, int N, int C, int V) {

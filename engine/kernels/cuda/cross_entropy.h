@@ -21,6 +21,10 @@ size_t lm_head_cross_entropy_workspace(int chunk_rows, int V);
 // rows. hidden[N,C], weight[V,C] bf16, targets[N] int32 on the device (validated on the host).
 void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight, const int32_t* targets,
                            int N, int C, int V, float grad_scale, int chunk_rows, void* workspace);
+// The same with grad_scale read on the device from grad_scale_device [1] when the kernels run (the CUDA
+// model's way: a captured CUDA graph then replays with each batch's scale).
+void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight, const int32_t* targets,
+                           int N, int C, int V, const float* grad_scale_device, int chunk_rows, void* workspace);
 
 // out[N,V] (fp32) = hidden @ weight^T: full logits, for evaluation, generation and the self-test.
 void lm_head_logits(float* out, const bf16* hidden, const bf16* weight, int N, int C, int V);

@@ -54,8 +54,10 @@ __device__ inline void backward_at(bf16* dinp, const bf16* dout, const Mask& m, 
     *reinterpret_cast<Pack<bf16, W>*>(dinp + i) = d;
 }
 
+// seed_device: when set, the seed is read there (m.seed ignored).
 template <int W, bool BACKWARD>
-__global__ void dropout_kernel(bf16* out, const bf16* inp, Mask m, int64_t n) {
+__global__ void dropout_kernel(bf16* out, const bf16* inp, Mask m, const uint64_t* seed_device, int64_t n) {
+    if (seed_device) m.seed = *seed_device;
     const int64_t packs = n / W;
     const int64_t stride = int64_t(gridDim.x) * blockDim.x;
     for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < packs; p += stride) {
@@ -79,7 +81,8 @@ __global__ void dropout_kernel(bf16* out, const bf16* inp, Mask m, int64_t n) {
 unsigned grid(int64_t units) { return unsigned(std::clamp<int64_t>((units + kThreads - 1) / kThreads, 1, kMaxBlocks)); }
 
 template <bool BACKWARD>
-void dropout_launch(bf16* out, const bf16* inp, uint64_t seed, int layer, int module, int64_t n, double p) {
+void dropout_launch(bf16* out, const bf16* inp, uint64_t seed, const uint64_t* seed_device, int layer, int module,
+                    int64_t n, double p) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(inp);
     TANDEM_KCHECK(n >= 0);
@@ -88,20 +91,32 @@ void dropout_launch(bf16* out, const bf16* inp, uint64_t seed, int layer, int mo
     const Mask m{seed, layer, module, p, float(1.0 / (1.0 - p))};
     const cudaStream_t s = context().stream;
     if (aligned16(out) && aligned16(inp))
-        dropout_kernel<kPack, BACKWARD><<<grid(n / kPack), kThreads, 0, s>>>(out, inp, m, n);
+        dropout_kernel<kPack, BACKWARD><<<grid(n / kPack), kThreads, 0, s>>>(out, inp, m, seed_device, n);
     else
-        dropout_kernel<1, BACKWARD><<<grid(n), kThreads, 0, s>>>(out, inp, m, n);
+        dropout_kernel<1, BACKWARD><<<grid(n), kThreads, 0, s>>>(out, inp, m, seed_device, n);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
 void dropout_forward(bf16* out, const bf16* inp, uint64_t seed, int layer, int module, int64_t n, double p) {
-    dropout_launch<false>(out, inp, seed, layer, module, n, p);
+    dropout_launch<false>(out, inp, seed, nullptr, layer, module, n, p);
 }
 
 void dropout_backward(bf16* dinp, const bf16* dout, uint64_t seed, int layer, int module, int64_t n, double p) {
-    dropout_launch<true>(dinp, dout, seed, layer, module, n, p);
+    dropout_launch<true>(dinp, dout, seed, nullptr, layer, module, n, p);
+}
+
+void dropout_forward(bf16* out, const bf16* inp, const uint64_t* seed_device, int layer, int module, int64_t n,
+                     double p) {
+    TANDEM_KCHECK_PTR(seed_device);
+    dropout_launch<false>(out, inp, 0, seed_device, layer, module, n, p);
+}
+
+void dropout_backward(bf16* dinp, const bf16* dout, const uint64_t* seed_device, int layer, int module, int64_t n,
+                      double p) {
+    TANDEM_KCHECK_PTR(seed_device);
+    dropout_launch<true>(dinp, dout, 0, seed_device, layer, module, n, p);
 }
 
 }  // namespace tandem::cuda

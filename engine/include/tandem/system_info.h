@@ -1,0 +1,30 @@
+// tandem::system_info — what this build and machine offer, for `tandem-cli --version` and the studio's About
+// dialog: the Tandem version, whether the CUDA backend is built in, and when a GPU is usable its name,
+// memory, compute capability, the CUDA runtime and driver versions and cuDNN's. Never throws: what cannot be
+// read is left empty and gpu_unavailable_reason says why. Asking creates the CUDA context of GPU 0.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tandem {
+
+struct SystemInfo {
+    std::string version;                 // "0.1.0"
+    bool cuda_built = false;             // this build has the CUDA backend
+    bool gpu_usable = false;
+    std::string gpu_unavailable_reason;  // when !gpu_usable
+    std::string gpu_name;                // "NVIDIA H100 80GB HBM3"
+    uint64_t gpu_memory = 0;             // bytes
+    std::string compute_capability;      // "9.0"
+    std::string cuda_runtime;            // "13.0"
+    std::string cuda_driver;             // "13.0" (the newest CUDA the driver supports)
+    std::string cudnn;                   // "9.14.0"
+};
+
+SystemInfo system_info();
+
+// One line per item after the version, for --version: "CUDA backend: built in", "GPU: ...", ...
+std::string system_info_text(const SystemInfo& info);
+
+}  // namespace tandem
