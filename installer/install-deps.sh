@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Installs Tandem's build and test dependencies from Debian 12 packages. Idempotent: packages already present
-# are not touched, and apt-get runs only when something is missing. The CUDA toolkit is detected by CMake,
-# never downloaded here.
+# Installs Tandem's build, test and packaging dependencies from Debian 12 packages. Idempotent: packages
+# already present are not touched, and apt-get runs only when something is missing. The CUDA toolkit is
+# detected by CMake, never downloaded here.
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   qt6-base-dev qt6-base-dev-tools libgl-dev libqcustomplot-dev   # studio (Qt 6 Widgets, QCustomPlot Qt6 build) + Qt Test
+  libqt6svg6                                                      # the studio's SVG icons (Qt's icon engine plugin)
   nlohmann-json3-dev libcli11-dev                                 # JSON, command line
   libpcre2-dev libutf8proc-dev                                    # tokenizer: pre-tokenizer regexes, Unicode normalisation
   libopenblas-dev                                                 # CPU backend GEMMs
+  dpkg-dev file                                                   # cpack -G DEB: dpkg-shlibdeps computes Depends
 )
 
 missing=()
@@ -27,6 +29,5 @@ if [ "$(id -u)" -ne 0 ]; then
   SUDO="sudo"
 fi
 echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
