@@ -37,6 +37,7 @@ QString findDemoDataset() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    Q_INIT_RESOURCE(icons);  // resources/icons.qrc lives in the static tandem_ui library: keep it linked
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("Tandem"));
     QApplication::setApplicationName(QStringLiteral("Tandem"));
