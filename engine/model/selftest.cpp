@@ -1427,6 +1427,23 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
 // only move the block inputs between device and pinned host memory), so with the deterministic in-house
 // attention the loss and every LoRA gradient must be equal BIT FOR BIT to Off's. Two steps per policy
 // (zero_grads between), so events and buffers reused across steps are covered too.
+// Elements of `got` that are not bit-identical to `want` (a missing or reshaped tensor counts whole);
+// total receives the elements compared.
+size_t bitwise_differences(const LoraTensors& got, const LoraTensors& want, size_t& total) {
+    size_t differ = 0;
+    total = 0;
+    for (const auto& [name, w] : want) {
+        const auto it = got.find(name);
+        if (it == got.end() || it->second.size() != w.size()) {
+            differ += w.size();
+            continue;
+        }
+        total += w.size();
+        for (size_t i = 0; i < w.size(); ++i) differ += std::memcmp(&it->second[i], &w[i], sizeof(float)) != 0;
+    }
+    return differ;
+}
+
 // The trainer's asynchronous step (queue forward/backward and the optimizer, collect one step late) must be
 // the blocking step, bit for bit, over steps with different batches (so a metadata slot mix-up shows); and
 // so must the rebuild-metadata-per-layer ablation.
@@ -1501,16 +1518,8 @@ void async_step_case(Check& c, StepReference& ref, CheckpointPolicy policy) {
         c.result(label + " losses and grad norms", double(differ), 0.0,
                  std::to_string(differ) + " of " + std::to_string(2 * kSteps) + " differ; step 1 loss " +
                      fmt("%.17g", got.loss[0]) + " vs " + fmt("%.17g", want.loss[0]));
-        size_t values_differ = 0, total = 0;
-        for (const auto& [name, w] : want.values) {
-            const auto it = got.values.find(name);
-            if (it == got.values.end() || it->second.size() != w.size()) {
-                values_differ += w.size();
-                continue;
-            }
-            total += w.size();
-            for (size_t i = 0; i < w.size(); ++i) values_differ += std::memcmp(&it->second[i], &w[i], sizeof(float)) != 0;
-        }
+        size_t total = 0;
+        const size_t values_differ = bitwise_differences(got.values, want.values, total);
         c.result(label + " LoRA values after " + std::to_string(kSteps) + " steps", double(values_differ), 0.0,
                  std::to_string(values_differ) + " of " + std::to_string(total) + " differ from the blocking step's");
     }
@@ -1613,16 +1622,8 @@ void cuda_graphs_case(Check& c, StepReference& ref, CheckpointPolicy policy, Att
     }
     c.result("losses and grad norms bit for bit", double(differ), 0.0,
              std::to_string(differ) + " of " + std::to_string(2 * steps) + " differ from eager's" + first);
-    size_t values_differ = 0, total = 0;
-    for (const auto& [name, w] : want.values) {
-        const auto it = got.values.find(name);
-        if (it == got.values.end() || it->second.size() != w.size()) {
-            values_differ += w.size();
-            continue;
-        }
-        total += w.size();
-        for (size_t i = 0; i < w.size(); ++i) values_differ += std::memcmp(&it->second[i], &w[i], sizeof(float)) != 0;
-    }
+    size_t total = 0;
+    const size_t values_differ = bitwise_differences(got.values, want.values, total);
     c.result("LoRA values after " + std::to_string(steps) + " steps bit for bit", double(values_differ), 0.0,
              std::to_string(values_differ) + " of " + std::to_string(total) + " differ from eager's");
 }
