@@ -116,8 +116,11 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
 #if TANDEM_WITH_CUDA
     const ModelConfig mc = load_model_config(config.model);
     size_t free_b = 0, total_b = 0;
-    cuda::context();
+    // The runtime's primary context only: the memory estimate (estimate_memory, called from front-end worker
+    // threads) must not build the per-thread engine context (cuBLASLt/cuDNN handles, workspace).
     TANDEM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    cudaDeviceProp prop{};
+    TANDEM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const uint64_t budget = uint64_t(double(free_b) * 0.95);
     // Pinned memory cannot be swapped: smart checkpointing may take at most half of the host's available RAM.
     const HostMemory host = host_memory();
@@ -177,7 +180,7 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
                       gib(host.available) + " of RAM are available (at most half of it is pinned); use " +
                       "checkpointing 'recompute' or 'auto', or lower training.batch_tokens";
     } else {
-        notes.push_back("device: cuda (" + cuda::context().name + "), planned peak " + gib(chosen.total) + " of " +
+        notes.push_back("device: cuda (" + std::string(prop.name) + "), planned peak " + gib(chosen.total) + " of " +
                         gib(total_b));
     }
     return out;
