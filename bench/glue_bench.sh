@@ -7,13 +7,14 @@
 #             like Alpaca records)
 #   small     checkpointing off / recompute / smart-single / smart on Qwen3-0.6B and Llama-3.2-1B, 8x2048
 #   large     the same four on Llama-3.1-8B at 2x2048 and at 1x16384 tokens
+#   long      Llama-3.1-8B at 1x32768 tokens: recompute, smart, and HF PEFT + gradient checkpointing
 #   timeline  per-layer CUDA events of one micro-batch (8B, 1x16384, smart and smart-single)
 #   hf        HF PEFT + gradient checkpointing on the same shapes (bench/hf_peft_baseline.py)
 # Then bench/glue_table.py OUTDIR writes OUTDIR/table.md. Environment: PYTHON, WARMUP (2), STEPS (8),
 # RUN_TIMEOUT (seconds per run, 240).
 set -uo pipefail
 cli=${1:?TANDEM_CLI}; out=${2:?OUTDIR}; shift 2
-stages=${*:-meta small large timeline hf}
+stages=${*:-meta small large long timeline hf}
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-python3}
 warmup=${WARMUP:-2}
@@ -58,6 +59,9 @@ for stage in $stages; do
       tandem "ckpt-llama-3.1-8b-2x2048-$ck" llama-3.1-8b 4096 2048 "$ck"
       tandem "ckpt-llama-3.1-8b-1x16384-$ck" llama-3.1-8b 16384 16384 "$ck"
     done ;;
+  long)
+    for ck in recompute smart; do tandem "ckpt-llama-3.1-8b-1x32768-$ck" llama-3.1-8b 32768 32768 "$ck"; done
+    hf hf-llama-3.1-8b-1x32768 llama-3.1-8b 1 32768 ;;
   timeline)
     for ck in smart smart-single; do
       tandem "timeline-llama-3.1-8b-1x16384-$ck" llama-3.1-8b 16384 16384 "$ck" --timeline "$out/timeline-$ck.json"

@@ -64,7 +64,8 @@ for tokens in [16384, 4096]:
 lines += ["", "## Checkpointing policies and HF PEFT + gradient checkpointing", "",
           "| config | tokens/step | policy | step ms | tokens/s | vs recompute | peak GiB | pinned host GiB | HF gc-on tok/s | HF peak GiB | Tandem / HF |",
           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-shapes = [("qwen3-0.6b", "8x2048"), ("llama-3.2-1b", "8x2048"), ("llama-3.1-8b", "2x2048"), ("llama-3.1-8b", "1x16384")]
+shapes = [("qwen3-0.6b", "8x2048"), ("llama-3.2-1b", "8x2048"), ("llama-3.1-8b", "2x2048"), ("llama-3.1-8b", "1x16384"),
+          ("llama-3.1-8b", "1x32768")]
 for cfg, shape in shapes:
     rows, seq = map(int, shape.split("x"))
     h = load(f"hf-{cfg}-{shape}")
