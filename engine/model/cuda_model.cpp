@@ -80,10 +80,6 @@ namespace {
 
 using cuda::bf16;
 
-// The seven projections in block order; index = module id for LoRA lookup and dropout hashing (as model.cpp).
-enum Module { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kNumModules };
-const char* const kModuleNames[kNumModules] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                               "down_proj"};
 
 // CUDA context + cuBLAS/cuDNN handles and their internal buffers: an estimate, not allocated by us.
 constexpr uint64_t kContextBytes = uint64_t(600) << 20;
@@ -197,23 +193,6 @@ cpu::RopeTable build_rope(const ModelConfig& cfg, const Dims& d, const std::stri
     cpu::RopeTable t = cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, d.rope_positions);
     if (t.attention_scaling != 1.0f) throw_unsupported(where + ": rope attention scaling != 1 is not implemented");
     return t;
-}
-
-// [L][module] -> index of lora_A in specs (lora_B follows it), -1 when the module is not adapted.
-std::vector<std::array<int, kNumModules>> lora_index_of(const std::vector<LoraTensorSpec>& specs, int L) {
-    std::vector<std::array<int, kNumModules>> index(static_cast<size_t>(L));
-    for (auto& a : index) a.fill(-1);
-    for (size_t i = 0; i < specs.size(); ++i) {
-        const LoraTensorSpec& s = specs[i];
-        if (!s.is_a) continue;
-        int mod = -1;
-        for (int k = 0; k < kNumModules; ++k)
-            if (s.module == kModuleNames[k]) mod = k;
-        if (mod < 0 || s.layer < 0 || s.layer >= L || i + 1 >= specs.size() || specs[i + 1].is_a)
-            throw_internal("cuda model: unexpected LoRA spec " + s.name);
-        index[size_t(s.layer)][mod] = int(i);
-    }
-    return index;
 }
 
 struct LayerWeightHandles {

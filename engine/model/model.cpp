@@ -35,11 +35,6 @@
 namespace tandem {
 namespace {
 
-// The seven projections, in block order; index = module id used for LoRA lookup and dropout hashing.
-enum Module { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kNumModules };
-const char* const kModuleNames[kNumModules] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                               "down_proj"};
-
 constexpr int kCeChunkRows = 64;
 
 struct LayerWeights {
@@ -297,16 +292,7 @@ void set_shapes(CpuModel::Impl& m, const ModelConfig& cfg, const LoraConfig& lor
     m.R = lora.r;
     m.eps = float(cfg.rms_norm_eps);
     m.max_tokens = max_tokens;
-    const auto specs = lora_tensor_specs(cfg, lora);
-    m.lora_index.assign(size_t(m.L), {-1, -1, -1, -1, -1, -1, -1});
-    for (size_t i = 0; i < specs.size(); ++i) {
-        if (!specs[i].is_a) continue;
-        int mod = -1;
-        for (int k = 0; k < kNumModules; ++k)
-            if (specs[i].module == kModuleNames[k]) mod = k;
-        if (mod < 0) throw_internal("model: unknown LoRA module " + specs[i].module);
-        m.lora_index[size_t(specs[i].layer)][size_t(mod)] = int(i);
-    }
+    m.lora_index = lora_index_of(lora_tensor_specs(cfg, lora), m.L);
 }
 
 // Floats of the activation arena for max_tokens rows; load() carves exactly this much.
@@ -545,6 +531,25 @@ size_t CpuModel::lora_bytes() const {
 
 size_t CpuModel::activation_bytes() const {
     return impl_->arena.size() * sizeof(float) + impl_->targets.size() * sizeof(int32_t);
+}
+
+const char* const kModuleNames[kNumModules] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                               "gate_proj", "up_proj", "down_proj"};
+
+std::vector<std::array<int, kNumModules>> lora_index_of(const std::vector<LoraTensorSpec>& specs, int L) {
+    std::vector<std::array<int, kNumModules>> index(static_cast<size_t>(L));
+    for (auto& a : index) a.fill(-1);
+    for (size_t i = 0; i < specs.size(); ++i) {
+        const LoraTensorSpec& s = specs[i];
+        if (!s.is_a) continue;
+        int mod = -1;
+        for (int k = 0; k < kNumModules; ++k)
+            if (s.module == kModuleNames[k]) mod = k;
+        if (mod < 0 || s.layer < 0 || s.layer >= L || i + 1 >= specs.size() || specs[i + 1].is_a)
+            throw_internal("model: unexpected LoRA spec " + s.name);
+        index[size_t(s.layer)][size_t(mod)] = int(i);
+    }
+    return index;
 }
 
 int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions) {

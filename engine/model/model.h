@@ -13,6 +13,7 @@
 //  - Base weights are read-only after load (bf16/f16 converted to fp32).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -98,6 +99,15 @@ private:
 // arrays and cu_seqlens, token ids and labels inside the vocabulary, positions below max_positions.
 // Throws Error{InvalidInput} naming the position and the value; returns the longest sample's length.
 int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions);
+
+// The seven projections of a block, in block order; the index is the module id both backends use for the
+// LoRA lookup, the dropout hash and the weight names.
+enum LoraModule { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kNumModules };
+extern const char* const kModuleNames[kNumModules];  // "q_proj", ..., "down_proj"
+
+// [layer][module] -> index in specs of that projection's lora_A (its lora_B follows), -1 where not adapted.
+// specs as lora_tensor_specs returns them; Error{Internal} for a spec that breaks that order.
+std::vector<std::array<int, kNumModules>> lora_index_of(const std::vector<LoraTensorSpec>& specs, int L);
 
 // LoRA parameters as PEFT initialises them, identical on every backend for the same seed: SplitMix64(seed)
 // drawn in spec order, A uniform(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform with a = sqrt(5)), B zeros;
