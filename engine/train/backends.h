@@ -18,6 +18,12 @@ namespace tandem::train {
 // True when the CUDA backend is built and a usable GPU is present; reason says why not.
 bool cuda_usable(std::string* reason);
 
+// What Trainer::prepare and estimate_memory both resolve from config.json and the machine: max_seq_len capped
+// at the model's max_position_embeddings (samples keep their head), and device auto -> cuda when usable,
+// else cpu. notes receives each decision. Returns the model's config.json. Error{Unsupported} for device
+// cuda without a usable GPU.
+ModelConfig resolve_limits_and_device(RunConfig& config, std::vector<std::string>& notes);
+
 // Resolves config.memory.checkpointing (Auto -> Off or Recompute) from the device plan, and returns the
 // plan. Throws Error{OutOfMemory} before anything is loaded when no policy fits, saying what to change;
 // Error{Unsupported} for policies this backend does not implement. notes receives the decision.

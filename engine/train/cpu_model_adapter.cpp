@@ -59,27 +59,9 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
         config.lora.dropout = dropout;
     }
 
-    // A sample can never be longer than the model's positions: cap the cut-off there (samples keep their head).
     std::vector<std::string> notes;
-    {
-        const ModelConfig mc = load_model_config(config.model);
-        if (mc.max_position_embeddings > 0 && config.data.max_seq_len > mc.max_position_embeddings) {
-            notes.push_back("data.max_seq_len " + std::to_string(config.data.max_seq_len) +
-                            " is above the model's max_position_embeddings; using " +
-                            std::to_string(mc.max_position_embeddings));
-            config.data.max_seq_len = static_cast<int32_t>(mc.max_position_embeddings);
-        }
-    }
-    // Device: auto takes the GPU when this build and machine have one. On CUDA the memory plan is made (and a
-    // run that cannot fit refused) before anything is loaded.
-    std::string no_cuda;
-    if (config.device == DeviceChoice::Auto) {
-        config.device = train::cuda_usable(&no_cuda) ? DeviceChoice::Cuda : DeviceChoice::Cpu;
-        notes.push_back(config.device == DeviceChoice::Cuda ? "device: auto chose cuda"
-                                                            : "device: auto chose cpu (" + no_cuda + ")");
-    } else if (config.device == DeviceChoice::Cuda && !train::cuda_usable(&no_cuda)) {
-        throw_unsupported("device: cuda: " + no_cuda + "; use --device cpu");
-    }
+    train::resolve_limits_and_device(config, notes);
+    // On CUDA the memory plan is made (and a run that cannot fit refused) before anything is loaded.
     std::optional<MemoryPlan> planned;
     if (config.device == DeviceChoice::Cuda) planned = train::plan_cuda_run(config, notes);
 

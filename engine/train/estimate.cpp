@@ -20,6 +20,25 @@ namespace tandem {
 
 namespace train {
 
+ModelConfig resolve_limits_and_device(RunConfig& config, std::vector<std::string>& notes) {
+    ModelConfig mc = load_model_config(config.model);
+    if (mc.max_position_embeddings > 0 && config.data.max_seq_len > mc.max_position_embeddings) {
+        notes.push_back("data.max_seq_len " + std::to_string(config.data.max_seq_len) +
+                        " is above the model's max_position_embeddings; using " +
+                        std::to_string(mc.max_position_embeddings));
+        config.data.max_seq_len = static_cast<int32_t>(mc.max_position_embeddings);
+    }
+    std::string no_cuda;
+    if (config.device == DeviceChoice::Auto) {
+        config.device = cuda_usable(&no_cuda) ? DeviceChoice::Cuda : DeviceChoice::Cpu;
+        notes.push_back(config.device == DeviceChoice::Cuda ? "device: auto chose cuda"
+                                                            : "device: auto chose cpu (" + no_cuda + ")");
+    } else if (config.device == DeviceChoice::Cuda && !cuda_usable(&no_cuda)) {
+        throw_unsupported("device: cuda: " + no_cuda + "; use --device cpu");
+    }
+    return mc;
+}
+
 std::string gib(uint64_t b) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1ull << 30));
@@ -54,20 +73,13 @@ HostMemory host_memory() {
 MemoryEstimate estimate_memory(const RunConfig& in) {
     validate_run_config(in);
     RunConfig config = in;
-    const ModelConfig mc = load_model_config(config.model);
-    if (mc.max_position_embeddings > 0 && config.data.max_seq_len > mc.max_position_embeddings)
-        config.data.max_seq_len = int32_t(mc.max_position_embeddings);
-
+    std::vector<std::string> resolved;
+    const ModelConfig mc = train::resolve_limits_and_device(config, resolved);
     MemoryEstimate e;
-    std::string no_cuda;
-    if (config.device == DeviceChoice::Auto)
-        config.device = train::cuda_usable(&no_cuda) ? DeviceChoice::Cuda : DeviceChoice::Cpu;
-    else if (config.device == DeviceChoice::Cuda && !train::cuda_usable(&no_cuda))
-        throw Error(ErrorCategory::Unsupported, "device: cuda: " + no_cuda + "; use device cpu");
     e.device = config.device;
 
     if (config.device == DeviceChoice::Cuda) {
-        std::vector<std::string> notes;
+        std::vector<std::string> notes;  // the plan's decision is the message
         train::CudaPlanChoice c = train::choose_cuda_plan(config, notes);
         e.memory = c.memory;
         e.fits = c.fits;
