@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns the files of bench/glue_bench.sh OUTDIR into OUTDIR/table.md (issue 5's tables).
+"""Turns the files of bench/glue_bench.sh OUTDIR into OUTDIR/table.md (the glue-code tables of docs/benchmarks.md).
 
 usage: bench/glue_table.py OUTDIR
 Tables: metadata once vs per layer; checkpointing policies against HF PEFT + gradient checkpointing; per-layer

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of the CUDA engine (issue 4), run on a machine with an NVIDIA GPU; every result lands in
+# The GPU checks of the CUDA engine, run on a machine with an NVIDIA GPU; every result lands in
 # OUTDIR as a log or JSON file. Usage: bench/gpu_checks.sh OUTDIR ASSETS [stage...]
 #   stages: build selftest sanitizer track bench (default: all, in that order)
 #   ASSETS: the shared assets folder (../shared/assets), holding babyllama-tok105/ and datasets/.

@@ -1,4 +1,4 @@
-// Tests for the CUDA backend (issue 4). They need a CUDA build and a GPU: without either, initTestCase
+// Tests for the CUDA backend. They need a CUDA build and a GPU: without either, initTestCase
 // skips the whole suite with the reason (CI has no GPU).
 //  1. selftest: tandem::run_selftest — every CUDA op and whole training steps (CudaModel vs CpuModel on
 //     generated models) against the CPU reference; then the same run again must give the same errors
@@ -127,7 +127,7 @@ private slots:
     }
 
     // The PyTorch/PEFT fixtures of the CPU issue on CudaModel (in-house and automatic attention) and the
-    // out-of-memory case: the selftest's fixture cases (engine/model/selftest.cpp), so tandem-cli selftest
+    // out-of-memory case: the selftest's fixture cases (engine/testing/), so tandem-cli selftest
     // --fixtures runs the same checks on a GPU machine without Qt.
     void fixtures_and_out_of_memory() {
         SelftestOptions opt;

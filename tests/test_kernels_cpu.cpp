@@ -20,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/backend.h"
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
@@ -445,6 +447,86 @@ private slots:
         rmsnorm_forward(y.data(), r.data(), x.data(), w.data(), 5, 8, 1e-5f);
         rmsnorm_forward(x.data(), r.data(), x.data(), w.data(), 5, 8, 1e-5f);
         QVERIFY(x == y);
+    }
+
+    // The fused residual + norm of the block (twin of the CUDA one): residual = a + b, out = rmsnorm(residual);
+    // also with the residual written over a (as the block does).
+    void residual_rmsnorm() {
+        const int N = 9, C = 33;
+        const float eps = 1e-5f;
+        const vecf a = rnd(N * C, 31, -2, 2), b = rnd(N * C, 32, -2, 2), w = rnd(C, 33, 0.5f, 1.5f);
+        vecf sum(N * C), want(N * C), want_rstd(N);
+        for (int i = 0; i < N * C; i++) sum[i] = a[i] + b[i];
+        rmsnorm_forward(want.data(), want_rstd.data(), sum.data(), w.data(), N, C, eps);
+        vecf res(N * C), out(N * C), rstd(N);
+        residual_rmsnorm_forward(res.data(), out.data(), rstd.data(), a.data(), b.data(), w.data(), N, C, eps);
+        QVERIFY(res == sum);
+        QVERIFY(out == want);
+        QVERIFY(rstd == want_rstd);
+        vecf a2 = a;
+        residual_rmsnorm_forward(a2.data(), out.data(), rstd.data(), a2.data(), b.data(), w.data(), N, C, eps);
+        QVERIFY(a2 == sum);
+        QVERIFY(out == want);
+        CHECK_CLOSE(out, ref_rmsnorm(to_d(sum), to_d(w), N, C, eps), kTol, "residual_rmsnorm_forward");
+    }
+
+    // The forms the block code uses (backend/backend.h): the dropout seed and the loss's grad_scale read
+    // through pointers, row losses instead of their sum, the sum op, lora_forward's first GEMM alone.
+    void pointer_scalar_forms() {
+        const int64_t n = 1000;
+        const vecf x = rnd(n, 41), dy = rnd(n, 42);
+        const uint64_t seed = 0x1234abcdULL;
+        vecf v1(n), v2(n), g1(n, 0.5f), g2(n, 0.5f);
+        dropout_forward(v1.data(), x.data(), seed, 3, 2, n, 0.25);
+        dropout_forward(v2.data(), x.data(), &seed, 3, 2, n, 0.25);
+        QVERIFY(v1 == v2);
+        dropout_backward(g1.data(), dy.data(), seed, 3, 2, n, 0.25);
+        dropout_backward(g2.data(), dy.data(), &seed, 3, 2, n, 0.25);
+        QVERIFY(g1 == g2);
+        int dropped = 0;
+        for (int64_t i = 0; i < n; i++) dropped += v1[i] == 0.0f;
+        QVERIFY2(dropped > 180 && dropped < 320, qPrintable(QString("%1 of 1000 dropped at p = 0.25").arg(dropped)));
+
+        const int N = 23, C = 16, V = 70, K = 8;
+        const vecf h = rnd(N * C, 43, -2, 2), w = rnd(V * C, 44);
+        veci tg(N);
+        for (int t = 0; t < N; t++) tg[t] = (t % 5 == 2) ? kIgnoreIndex : (t * 7 + 1) % V;
+        const float gs = 0.125f;
+        vecf dh1(N * C), dh2(N * C, 9.0f), losses(N, -1.0f), scratch(size_t(K) * V);
+        const double total = lm_head_cross_entropy(dh1.data(), h.data(), w.data(), tg.data(), N, C, V, gs, K,
+                                                   scratch.data());
+        lm_head_cross_entropy(dh2.data(), losses.data(), h.data(), w.data(), tg.data(), N, C, V, &gs, K,
+                              static_cast<void*>(scratch.data()));
+        QVERIFY(dh1 == dh2);
+        double row_sum = 0.0;
+        for (int t = 0; t < N; t++) {
+            if (tg[t] == kIgnoreIndex) QCOMPARE(losses[t], 0.0f);
+            row_sum += losses[t];
+        }
+        QVERIFY2(std::fabs(row_sum - total) <= 1e-5 * std::fabs(total),
+                 qPrintable(QString("row losses sum to %1, the summed form says %2").arg(row_sum).arg(total)));
+        double s = 7.0;
+        tandem::cpu::sum(&s, losses.data(), N, false);
+        QCOMPARE(s, row_sum);
+        tandem::cpu::sum(&s, losses.data(), N, true);
+        QCOMPARE(s, 2 * row_sum);
+
+        const int IN = 12, OUT = 9, R = 4;
+        const vecf inp = rnd(N * IN, 45), la = rnd(R * IN, 46), lb = rnd(OUT * R, 47);
+        vecf out(N * OUT, 0.0f), tmp1(N * R), tmp2(N * R);
+        lora_forward(out.data(), tmp1.data(), inp.data(), la.data(), lb.data(), 2.0f, N, IN, OUT, R);
+        lora_tmp_forward(tmp2.data(), inp.data(), la.data(), N, IN, R);
+        QVERIFY(tmp1 == tmp2);
+    }
+
+    // Every op of the table has a CPU twin (the static_assert in backend/cpu/backend.h is the real check;
+    // this one fails if the table is emptied) and no op is listed twice.
+    void op_table() {
+        QVERIFY(tandem::kBackendOps.size() >= 25);
+        std::vector<std::string_view> names(tandem::kBackendOps.begin(), tandem::kBackendOps.end());
+        std::sort(names.begin(), names.end());
+        QVERIFY(std::adjacent_find(names.begin(), names.end()) == names.end());
+        static_assert(tandem::Backend<tandem::CpuBackend>);
     }
 
     void rope_table() {

@@ -405,6 +405,28 @@ private slots:
         QVERIFY(ev.out.startsWith("loss "));
     }
 
+    // sliding_window is not implemented by the attention kernels yet: a sample longer than the window is
+    // refused (Unsupported, exit 4 in the CLI) instead of silently training with full attention; a sample
+    // up to the window runs as before. (The trainer caps max_seq_len at the window: test_trainer.)
+    void sliding_window_refused() {
+        QTemporaryDir tmp;
+        const fs::path dir = fs::path(tmp.path().toStdString()) / "mistral";
+        fs::copy(fixtures() / "models" / "mistral", dir, fs::copy_options::recursive);
+        nlohmann::json cfg = read_json(dir / "config.json");
+        cfg["sliding_window"] = 6;
+        tandem::test::write_file(dir / "config.json", cfg.dump(2));
+        CpuModel m = load_variant(dir, 64);
+        const double ok = m.forward_loss(batch_from_sequences({{1, 2, 3, 4, 5, 6}, {7, 8, 9}}));
+        QVERIFY(std::isfinite(ok));
+        tandem::test::expect_error([&] { m.forward_loss(batch_from_sequences({{1, 2, 3}, {1, 2, 3, 4, 5, 6, 7}})); },
+                                   ErrorCategory::Unsupported, {"7 tokens", "sliding attention window of 6"});
+        tandem::test::write_file(dir / "seqs.json", "{\"sequences\": [[1, 2, 3, 4, 5, 6, 7, 8]]}");
+        const auto refused = tandem::test::run_cli(QStringList{"eval", "--model", QString::fromStdString(dir.string()),
+                                                               "--sequences", QString::fromStdString((dir / "seqs.json").string())});
+        QCOMPARE(refused.exit_code, 4);
+        QVERIFY2(refused.err.contains("sliding attention window"), refused.err.constData());
+    }
+
     void cli_bad_input() {
         const fs::path dir = fixtures() / "models" / "llama";
         QTemporaryDir tmp;

@@ -695,6 +695,34 @@ private slots:
         }
     }
 
+    // The trainer keeps samples within the model's sliding window (not implemented by the kernels yet), as it
+    // keeps them within max_position_embeddings, and says so.
+    void max_seq_len_capped_at_sliding_window() {
+        QTemporaryDir tmp;
+        const fs::path dir = fs::path(tmp.path().toStdString()) / "model";
+        const json j = {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"hidden_size", 4},
+                        {"intermediate_size", 8}, {"num_hidden_layers", 1}, {"num_attention_heads", 2},
+                        {"num_key_value_heads", 2}, {"vocab_size", 32}, {"max_position_embeddings", 64},
+                        {"sliding_window", 16}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0},
+                        {"hidden_act", "silu"}};
+        write_file(dir / "config.json", j.dump(2));
+        RunConfig c;
+        c.model = dir.string();
+        c.device = DeviceChoice::Cpu;
+        c.data.max_seq_len = 48;
+        std::vector<std::string> notes;
+        train::resolve_limits_and_device(c, notes);
+        QCOMPARE(c.data.max_seq_len, 16);
+        QVERIFY(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+            return n.find("sliding attention window") != std::string::npos;
+        }));
+        c.data.max_seq_len = 12;  // within the window: untouched, nothing said
+        notes.clear();
+        train::resolve_limits_and_device(c, notes);
+        QCOMPARE(c.data.max_seq_len, 12);
+        QVERIFY(notes.empty());
+    }
+
     void estimate_memory_matches_the_loaded_run() {
         // The front end's memory bar: estimate_memory reads only config.json, yet must predict what
         // Trainer::prepare then holds, byte for byte on the CPU backend.

@@ -1,8 +1,9 @@
 // `tandem-cli bench --config NAME [--batch-tokens 16384] [--seq-len 2048] [--steps 20] [--warmup 3]
 // [--checkpointing off|recompute|smart|smart-single] [--attention auto|cudnn|inhouse] [--rank 16]
-// [--cuda-graphs on|off] [--json FILE]` — LoRA training throughput of the CUDA backend on an architecture preset
+// [--cuda-graphs on|off] [--json FILE]`, or `tandem-cli bench --plans FILE` — LoRA training throughput of the CUDA backend on an architecture preset
 // (tandem/arch_presets.h) with random weights: tokens/s, the forward / backward / optimizer split, MFU, and
-// peak VRAM against the memory plan.
+// peak VRAM against the memory plan. --plans writes the memory plans of all presets and policies (the golden
+// bytes of the planner, tests/fixtures/plans/).
 // bench/gpu_bench.sh runs it next to the HF PEFT baseline (bench/hf_peft_baseline.py).
 //
 // Decisions a reader must know:
@@ -12,7 +13,7 @@
 //    number (warmup drained first); min/max/median are the intervals between collects. Forward, backward
 //    and optimizer come from CUDA events of each collected step; "other" = step - the three (upload,
 //    launch gaps, host waits). host_syncs_per_step = the counting wrappers' total over the timed steps / N.
-//  - --rebuild-metadata-per-layer: the ablation of issue 5 (every layer, forward and backward, rebuilds and
+//  - --rebuild-metadata-per-layer: the metadata ablation (every layer, forward and backward, rebuilds and
 //    uploads the batch metadata and waits). --min-seq-len N: sample lengths drawn uniformly from
 //    [N, seq_len] (fixed seed) until the budget is full: many short samples, like instruction data.
 //  - --cuda-graphs on|off (default: the engine's default, CudaModelOptions::cuda_graphs): each micro-batch's
@@ -66,9 +67,9 @@
 #include "tandem/run_config.h"
 
 #ifdef TANDEM_WITH_CUDA
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 #include "kernels/cuda/matmul.h"
-#include "kernels/cuda/memory.h"
+#include "core/cuda/memory.h"
 #endif
 
 namespace tandem::cli {
@@ -256,6 +257,27 @@ std::string gib(uint64_t bytes) {
     return buf;
 }
 
+// The memory plans (CudaModel::plan, no weights loaded) of every preset x policy x token budget at 2048-token
+// samples, LoRA r 16 on all seven projections: the golden bytes a change of the planner must reproduce.
+json plan_table() {
+    json rows = json::array();
+    for (const auto& name : architecture_preset_names())
+        for (const char* policy : {"off", "recompute", "smart", "smart-single"})
+            for (int tokens : {4096, 16384}) {
+                LoraConfig lora;
+                CudaModelOptions options;
+                options.max_tokens = tokens;
+                options.max_seqlen = 2048;
+                options.checkpointing = *parse_checkpoint_policy(policy);
+                const CudaMemoryPlan p = CudaModel::plan(*architecture_preset(name), lora, options);
+                rows.push_back({{"config", name}, {"checkpointing", policy}, {"batch_tokens", tokens},
+                                {"seq_len", 2048}, {"weights", p.weights}, {"lora_optimizer", p.lora_optimizer},
+                                {"activations", p.activations}, {"workspace", p.workspace}, {"context", p.context},
+                                {"total", p.total}, {"pinned_host", p.pinned_host}});
+            }
+    return rows;
+}
+
 void write_json_file(const std::string& path, const json& j) {
     std::ofstream f(path);
     if (!f) throw_io(path + ": cannot open for writing (--json)");
@@ -273,7 +295,7 @@ std::string join(const std::vector<std::string>& v) {
 
 Run add_bench_command(CLI::App& app) {
     struct Opts {
-        std::string config, checkpointing = "off", attention = "auto", json_path, timeline_path;
+        std::string config, checkpointing = "off", attention = "auto", json_path, timeline_path, plans_path;
         std::string cuda_graphs = CudaModelOptions{}.cuda_graphs ? "on" : "off";
         int batch_tokens = 16384, seq_len = 2048, min_seq_len = 0, steps = 20, warmup = 3, rank = 16;
         bool rebuild_metadata = false;
@@ -283,8 +305,7 @@ Run add_bench_command(CLI::App& app) {
     const auto names = architecture_preset_names();
     auto* sub = app.add_subcommand("bench", "LoRA training throughput on random weights of an architecture preset "
                                             "(CUDA): tokens/s, step split, MFU, peak VRAM vs plan");
-    sub->add_option("--config", o->config, "architecture preset: " + join(names))
-        ->required()
+    sub->add_option("--config", o->config, "architecture preset: " + join(names) + " (required but with --plans)")
         ->check(CLI::IsMember(names));
     sub->add_option("--batch-tokens", o->batch_tokens, "tokens per step (packed)")->capture_default_str();
     sub->add_option("--seq-len", o->seq_len, "tokens per sample")->capture_default_str();
@@ -306,8 +327,20 @@ Run add_bench_command(CLI::App& app) {
     sub->add_option("--cuda-graphs", o->cuda_graphs, "run each micro-batch's forward+backward as a CUDA graph")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
+    sub->add_option("--plans", o->plans_path,
+                    "only write the memory plans of every preset x policy x {4096, 16384} tokens as JSON to "
+                    "this file (no GPU work; --config is ignored)");
     sub->add_option("--timeline", o->timeline_path, "write per-layer CUDA events of one micro-batch as JSON");
     return [o]() {
+        if (!o->plans_path.empty()) {
+            std::string reason;
+            if (!cuda_backend_available(&reason))
+                throw_unsupported("tandem-cli bench --plans needs the CUDA backend (" + reason + ")");
+            write_json_file(o->plans_path, plan_table());
+            std::cout << "wrote " << o->plans_path << "\n";
+            return 0;
+        }
+        if (o->config.empty()) throw_invalid("bench: --config is required (one of the architecture presets)");
         const ModelConfig config = *architecture_preset(o->config);  // IsMember checked the name
         if (o->seq_len < 2) throw_invalid("--seq-len must be at least 2 (got " + std::to_string(o->seq_len) + ")");
         if (o->batch_tokens < o->seq_len)

@@ -29,14 +29,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kPrefix = "base_model.model.";  // PeftModel -> LoraModel -> *ForCausalLM
-
 std::string shape_str(const std::vector<int64_t>& shape) {
     return shape_to_string(shape);
-}
-
-std::string module_path(int64_t layer, const std::string& module) {
-    return "model.layers." + std::to_string(layer) + "." + lora_target_parent(module) + "." + module;
 }
 
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
@@ -51,41 +45,6 @@ bool path_exists(const fs::path& p) {
 }
 
 }  // namespace
-
-std::string peft_tensor_name(int64_t layer, const std::string& module, bool is_a) {
-    return std::string(kPrefix) + module_path(layer, module) + (is_a ? ".lora_A.weight" : ".lora_B.weight");
-}
-
-std::vector<LoraTensorSpec> lora_tensor_specs(const ModelConfig& model, const LoraConfig& config) {
-    validate_lora_config(config, "LoRA config");
-    for (auto l : config.layers_to_transform)
-        if (l >= model.num_hidden_layers)
-            throw_invalid("LoRA config: layers_to_transform lists layer " + std::to_string(l) + " but the model has " +
-                          std::to_string(model.num_hidden_layers) + " layers (0.." +
-                          std::to_string(model.num_hidden_layers - 1) + ")");
-    std::map<std::string, std::vector<int64_t>> base_shapes;
-    for (auto& t : expected_tensors(model)) base_shapes.emplace(std::move(t.name), std::move(t.shape));
-
-    std::vector<LoraTensorSpec> out;
-    for (int64_t l = 0; l < model.num_hidden_layers; ++l) {
-        if (!config.adapts_layer(l)) continue;
-        for (const auto& m : config.target_modules) {
-            const std::string base = module_path(l, m) + ".weight";
-            auto it = base_shapes.find(base);
-            if (it == base_shapes.end())
-                throw_unsupported("LoRA target '" + m + "': the model (" + model.architecture + ") has no " + base +
-                                  (model.is_moe_layer(l)
-                                       ? " (layer " + std::to_string(l) + " is a mixture-of-experts layer)"
-                                       : std::string()) +
-                                  "; remove '" + m + "' from target_modules");
-            const auto& s = it->second;  // [out, in]
-            const int64_t out_f = s.at(0), in_f = s.at(1);
-            out.push_back({peft_tensor_name(l, m, true), l, m, true, {int64_t(config.r), in_f}});
-            out.push_back({peft_tensor_name(l, m, false), l, m, false, {out_f, int64_t(config.r)}});
-        }
-    }
-    return out;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // Writing
@@ -257,7 +216,7 @@ TargetResolution resolve_list(const ConfigReader& cr, const json& list, const Mo
                                join(lora_known_targets()) + " only");
         for (int64_t l = 0; l < model.num_hidden_layers; ++l)
             for (const auto& m : lora_known_targets())
-                if (list_entry_matches(module_path(l, m), entry)) add_pair(r, l, m);
+                if (list_entry_matches(lora_module_path(l, m), entry)) add_pair(r, l, m);
     }
     return r;
 }
@@ -285,7 +244,7 @@ TargetResolution resolve_string(const ConfigReader& cr, const std::string& s, co
     std::vector<std::pair<int64_t, std::string>> found;
     for (int64_t l = 0; l < model.num_hidden_layers; ++l)
         for (const auto& m : lora_known_targets())
-            if (std::regex_match(module_path(l, m), re)) found.emplace_back(l, m);
+            if (std::regex_match(lora_module_path(l, m), re)) found.emplace_back(l, m);
     if (found.empty() && !lora_target_parent(s).empty()) {
         // A bare name as a string matches nothing under PEFT's fullmatch; other tools mean the module.
         for (int64_t l = 0; l < model.num_hidden_layers; ++l) add_pair(r, l, s);
@@ -482,7 +441,7 @@ bool parse_lora_name(const std::string& name, ParsedName& out) {
         rest.erase(0, prefix.size());
         return true;
     };
-    if (!eat(kPrefix) || !eat("model.layers.")) return false;
+    if (!eat(kPeftPrefix) || !eat("model.layers.")) return false;
     size_t i = 0;
     while (i < rest.size() && i < 9 && rest[i] >= '0' && rest[i] <= '9') ++i;
     if (i == 0 || i >= rest.size() || rest[i] != '.' || (i > 1 && rest[0] == '0')) return false;
@@ -568,7 +527,7 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
                           " but the model has " + std::to_string(model.num_hidden_layers) +
                           " layers; was this adapter trained for another model?");
         if (!out.config.targets(p.module) || !out.config.adapts_layer(p.layer))
-            throw_invalid(fname + ": tensor " + t.name + " is for " + module_path(p.layer, p.module) +
+            throw_invalid(fname + ": tensor " + t.name + " is for " + lora_module_path(p.layer, p.module) +
                           ", which adapter_config.json does not adapt (target_modules " +
                           join(out.config.target_modules) +
                           (out.config.layers_to_transform.empty() ? std::string() : ", on some layers only") +

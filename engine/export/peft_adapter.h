@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/lora_table.h"
 #include "tandem/lora.h"
 #include "tandem/model_config.h"
 
@@ -33,26 +34,6 @@ namespace tandem {
 
 inline constexpr const char* kPeftConfigName = "adapter_config.json";
 inline constexpr const char* kPeftWeightsName = "adapter_model.safetensors";
-
-// One LoRA matrix the (model, config) pair implies.
-struct LoraTensorSpec {
-    std::string name;  // PEFT name, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
-    int64_t layer = 0;
-    std::string module;  // "q_proj"
-    bool is_a = true;    // lora_A [r, in] or lora_B [out, r]
-    std::vector<int64_t> shape;
-};
-
-// Every lora_A/lora_B pair, layer by layer, in the order of config.target_modules within a layer (A then B).
-// Throws Error{InvalidInput} for an invalid config or a layers_to_transform index the model does not have,
-// Error{Unsupported} when a target's base weight does not exist (e.g. mlp targets of an MoE layer).
-std::vector<LoraTensorSpec> lora_tensor_specs(const ModelConfig& model, const LoraConfig& config);
-
-// "base_model.model.model.layers.3.mlp.up_proj.lora_B.weight"
-std::string peft_tensor_name(int64_t layer, const std::string& module, bool is_a);
-
-// Tensor name -> fp32 data, row-major, numel of the spec's shape.
-using LoraTensors = std::map<std::string, std::vector<float>>;
 
 struct PeftAdapter {
     LoraConfig config;

@@ -28,7 +28,7 @@
 //    and use -> next upload into the same device slot. Every layer, forward and backward, reads the same
 //    device slot. A host slot is rewritten only after its copy ran: known without waiting when a later
 //    step was collected, else one counted wait (never with grad_accum <= 2).
-//  - Host syncs (each through kernels/cuda/common.h's counting wrappers): the trainer's path
+//  - Host syncs (each through core/cuda/context.h's counting wrappers): the trainer's path
 //    (forward_backward_async / optimizer_step_async / collect_step) has ONE per optimizer step, in
 //    collect_step, which reads the previous step's {loss sum, grad norm} from pinned memory while the
 //    device runs the next step. The blocking forward_backward / forward_loss / optimizer_step (selftest,
@@ -56,19 +56,21 @@
 #include <string>
 #include <utility>
 
+#include "backend/cuda/backend.h"  // the op table these calls will go through (M3)
 #include "core/random.h"
 #include "kernels/cpu/cross_entropy.h"  // kIgnoreIndex
 #include "kernels/cpu/rope.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/matmul.h"
-#include "kernels/cuda/memory.h"
+#include "core/cuda/memory.h"
+#include "core/cuda/owners.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/swiglu.h"
@@ -79,7 +81,11 @@ namespace tandem {
 namespace {
 
 using cuda::bf16;
-
+using cuda::Event;
+using cuda::GraphExec;
+using cuda::GraphOwner;
+using cuda::PinnedBuffer;
+using cuda::Stream;
 
 // CUDA context + cuBLAS/cuDNN handles and their internal buffers: an estimate, not allocated by us.
 constexpr uint64_t kContextBytes = uint64_t(600) << 20;
@@ -371,128 +377,6 @@ Layout make_layout(const Dims& d, const cpu::RopeTable& rope, const std::vector<
     y.plan.pinned_host = uint64_t(offloaded_layers(o.checkpointing, d.L)) * bf(T * d.C);  // one slot per layer
     return y;
 }
-
-// ---------------------------------------------------------------------------------------------------------
-// Small owners
-// ---------------------------------------------------------------------------------------------------------
-
-class PinnedBuffer {
-public:
-    PinnedBuffer() = default;
-    PinnedBuffer(size_t bytes, const char* what) : p_(cuda::pinned_alloc(bytes, what)), n_(bytes) {}
-    PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-        if (this != &o) {
-            cuda::pinned_free(p_, n_);
-            p_ = std::exchange(o.p_, nullptr);
-            n_ = std::exchange(o.n_, 0);
-        }
-        return *this;
-    }
-    PinnedBuffer(const PinnedBuffer&) = delete;
-    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-    ~PinnedBuffer() { cuda::pinned_free(p_, n_); }
-    char* data() const { return static_cast<char*>(p_); }
-
-private:
-    void* p_ = nullptr;
-    size_t n_ = 0;
-};
-
-class Event {
-public:
-    Event() = default;
-    static Event make(unsigned flags = cudaEventDefault) {
-        Event e;
-        TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e.e_, flags));
-        return e;
-    }
-    Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-    Event& operator=(Event&& o) noexcept {
-        if (this != &o) {
-            if (e_) cudaEventDestroy(e_);
-            e_ = std::exchange(o.e_, nullptr);
-        }
-        return *this;
-    }
-    Event(const Event&) = delete;
-    Event& operator=(const Event&) = delete;
-    ~Event() {
-        if (e_) cudaEventDestroy(e_);
-    }
-    void record() { record(cuda::context().stream); }
-    void record(cudaStream_t s) { TANDEM_CUDA_CHECK(cudaEventRecord(e_, s)); }
-    // Work queued on s after this call waits for the event's latest record (a device-side wait).
-    void wait_on(cudaStream_t s) const { TANDEM_CUDA_CHECK(cudaStreamWaitEvent(s, e_, 0)); }
-    cudaEvent_t get() const { return e_; }
-
-private:
-    cudaEvent_t e_ = nullptr;
-};
-
-// A non-blocking stream of our own (the checkpoint copy stream).
-class Stream {
-public:
-    Stream() = default;
-    static Stream make_non_blocking() {
-        Stream s;
-        TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&s.s_, cudaStreamNonBlocking));
-        return s;
-    }
-    Stream(Stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
-    Stream& operator=(Stream&& o) noexcept {
-        if (this != &o) {
-            if (s_) cudaStreamDestroy(s_);
-            s_ = std::exchange(o.s_, nullptr);
-        }
-        return *this;
-    }
-    Stream(const Stream&) = delete;
-    Stream& operator=(const Stream&) = delete;
-    ~Stream() {
-        if (s_) cudaStreamDestroy(s_);
-    }
-    cudaStream_t get() const { return s_; }
-
-private:
-    cudaStream_t s_ = nullptr;
-};
-
-// An instantiated CUDA graph (one captured micro-step). Destroying it while a launch is in flight is
-// allowed: CUDA frees it when that launch completes.
-class GraphExec {
-public:
-    GraphExec() = default;
-    explicit GraphExec(cudaGraphExec_t e) : e_(e) {}
-    GraphExec(GraphExec&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-    GraphExec& operator=(GraphExec&& o) noexcept {
-        if (this != &o) {
-            if (e_) cudaGraphExecDestroy(e_);
-            e_ = std::exchange(o.e_, nullptr);
-        }
-        return *this;
-    }
-    GraphExec(const GraphExec&) = delete;
-    GraphExec& operator=(const GraphExec&) = delete;
-    ~GraphExec() {
-        if (e_) cudaGraphExecDestroy(e_);
-    }
-    cudaGraphExec_t get() const { return e_; }
-
-private:
-    cudaGraphExec_t e_ = nullptr;
-};
-
-// The captured graph itself, only until it is instantiated.
-struct GraphOwner {
-    cudaGraph_t g = nullptr;
-    GraphOwner() = default;
-    GraphOwner(const GraphOwner&) = delete;
-    GraphOwner& operator=(const GraphOwner&) = delete;
-    ~GraphOwner() {
-        if (g) cudaGraphDestroy(g);
-    }
-};
 
 cudaStream_t stream() { return cuda::context().stream; }
 
@@ -856,7 +740,7 @@ void CudaModel::Impl::download_lora(const float* region, std::vector<float> Lora
 // check_packed_batch (model.h) plus what the device buffers need: the longest sample within max_seqlen,
 // positions inside the RoPE table (sized min(max positions, token budget)). Returns the longest sample.
 int CudaModel::Impl::check_batch(const PackedBatch& b) const {
-    const int longest = check_packed_batch(b, d.T, d.V, cfg.max_position_embeddings);
+    const int longest = check_packed_batch(b, d.T, d.V, cfg.max_position_embeddings, cfg.sliding_window);
     if (longest > d.max_seqlen)
         throw_invalid("model: a sample of " + std::to_string(longest) + " tokens exceeds the max_seqlen of " +
                       std::to_string(d.max_seqlen) + " the model was loaded for");
@@ -1055,8 +939,8 @@ void CudaModel::Impl::project_backward(int l, int m, bf16* dinp, const bf16* dou
     }
 }
 
-// Recompute: only the LoRA tmp of module m (tmp = drop(inp) @ A^T), without the projection itself. The
-// same GEMM call as the first one of cuda::lora_forward, so the same values.
+// Recompute: only the LoRA tmp of module m (tmp = drop(inp) @ A^T), without the projection itself
+// (cuda::lora_tmp_forward is lora_forward's first GEMM, so the same values).
 void CudaModel::Impl::lora_tmp_forward(int l, int m, const bf16* inp) {
     const int ia = lora_index[size_t(l)][size_t(m)];
     if (ia < 0) return;
@@ -1066,8 +950,7 @@ void CudaModel::Impl::lora_tmp_forward(int l, int m, const bf16* inp) {
         cuda::dropout_forward(xd, inp, step.seed, l, m, int64_t(T) * IN, lora.dropout);
         lin = xd;
     }
-    cuda::gemm(false, true, T, d.R, IN, 1.0f, lin, IN, lora_bf16 + y.lora_offset[size_t(ia)], IN, 0.0f,
-               acts[size_t(l)].lora_tmp[m], d.R, false);
+    cuda::lora_tmp_forward(acts[size_t(l)].lora_tmp[m], lin, lora_bf16 + y.lora_offset[size_t(ia)], T, IN, d.R);
 }
 
 // From a.ln1 (already computed) to a.mid = x + o_proj(attention) and a.ln2 = rmsnorm(mid).

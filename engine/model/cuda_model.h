@@ -3,7 +3,7 @@
 // gradients accumulate until zero_grads, scaled by grad_scale; LoRA dropout masks from the same hash),
 // over engine/kernels/cuda ops. This header includes no CUDA header (pimpl), so the trainer, the CLI and
 // the tests include it in every build; without CUDA every entry point throws Error{Unsupported}.
-// Precision (issue 4): base weights bf16 on the device (fp16/fp32 converted at load, straight from the
+// Precision: base weights bf16 on the device (fp16/fp32 converted at load, straight from the
 // mmap, one layer's staging buffer at a time, never a full host copy); LoRA masters, their gradients and
 // AdamW moments fp32 on the device plus a bf16 copy for the GEMMs; activations bf16; norms, softmax and
 // loss accumulate in fp32.
@@ -15,7 +15,7 @@
 // Smart is Recompute with the block inputs offloaded to pinned host memory on a copy stream: the device
 // keeps two block-input buffers (reloaded one layer ahead in backward, overlapping compute); SmartSingle
 // keeps one (reload, then compute: only to measure what the second buffer buys). Same results, bit for bit.
-// CUDA graphs (options.cuda_graphs, issue 5 part 3): the micro-step of forward_backward_async (forward,
+// CUDA graphs (options.cuda_graphs): the micro-step of forward_backward_async (forward,
 // loss, backward; not the metadata upload, not the optimizer) is captured once per shape key and replayed;
 // per-batch values the kernels need (dropout seed, grad_scale, tokens, ...) are read on the device from
 // the batch's metadata slot. Same results as eager, bit for bit.
@@ -139,7 +139,7 @@ public:
 
     CudaStepTiming last_timing() const;
 
-    // The trainer's step without host waits (issue 5). forward_backward_async queues a micro-batch and adds
+    // The trainer's step without host waits. forward_backward_async queues a micro-batch and adds
     // its loss sum to the step's, on the device (zero_grads resets it); optimizer_step_async queues clipping
     // + AdamW and the copy of {step loss sum, grad norm} into pinned memory; collect_step() returns the
     // oldest queued step's values and the forward/backward time of its last micro-batch, waiting for that

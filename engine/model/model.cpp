@@ -19,6 +19,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/cpu/backend.h"  // the op table these calls will go through (M3)
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/dropout.h"
@@ -179,7 +180,7 @@ void CpuModel::Impl::project_backward(int l, int m, float* dinp, const float* do
     }
 }
 
-void CpuModel::Impl::check_batch(const PackedBatch& b) const { check_packed_batch(b, max_tokens, V, rope.max_pos); }
+void CpuModel::Impl::check_batch(const PackedBatch& b) const { check_packed_batch(b, max_tokens, V, rope.max_pos, cfg.sliding_window); }
 
 void CpuModel::Impl::forward(const PackedBatch& b, bool train, uint64_t seed) {
     check_batch(b);
@@ -533,26 +534,8 @@ size_t CpuModel::activation_bytes() const {
     return impl_->arena.size() * sizeof(float) + impl_->targets.size() * sizeof(int32_t);
 }
 
-const char* const kModuleNames[kNumModules] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                               "gate_proj", "up_proj", "down_proj"};
-
-std::vector<std::array<int, kNumModules>> lora_index_of(const std::vector<LoraTensorSpec>& specs, int L) {
-    std::vector<std::array<int, kNumModules>> index(static_cast<size_t>(L));
-    for (auto& a : index) a.fill(-1);
-    for (size_t i = 0; i < specs.size(); ++i) {
-        const LoraTensorSpec& s = specs[i];
-        if (!s.is_a) continue;
-        int mod = -1;
-        for (int k = 0; k < kNumModules; ++k)
-            if (s.module == kModuleNames[k]) mod = k;
-        if (mod < 0 || s.layer < 0 || s.layer >= L || i + 1 >= specs.size() || specs[i + 1].is_a)
-            throw_internal("model: unexpected LoRA spec " + s.name);
-        index[size_t(s.layer)][size_t(mod)] = int(i);
-    }
-    return index;
-}
-
-int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions) {
+int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions,
+                       int64_t sliding_window) {
     const int T = b.num_tokens;
     if (T <= 0) throw_invalid("model: the batch holds no tokens");
     if (T > max_tokens)
@@ -568,6 +551,11 @@ int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t 
         if (len < 0) throw_invalid("model: inconsistent PackedBatch (cu_seqlens decreases)");
         longest = std::max(longest, len);
     }
+    if (sliding_window > 0 && longest > sliding_window)
+        throw_unsupported("model: a sample of " + std::to_string(longest) + " tokens is longer than the model's " +
+                          "sliding attention window of " + std::to_string(sliding_window) +
+                          " tokens, which Tandem does not implement yet (it would attend over the whole sample); "
+                          "use samples of at most " + std::to_string(sliding_window) + " tokens (max_seq_len)");
     for (int t = 0; t < T; ++t) {
         if (b.tokens[size_t(t)] < 0 || b.tokens[size_t(t)] >= vocab)
             throw_invalid("model: token id " + std::to_string(b.tokens[size_t(t)]) + " at position " +
@@ -581,24 +569,6 @@ int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t 
                           " is outside the vocabulary");
     }
     return longest;
-}
-
-std::vector<LoraParam> init_lora_params(const std::vector<LoraTensorSpec>& specs, uint64_t seed) {
-    std::vector<LoraParam> params;
-    SplitMix64 rng(seed);
-    for (const auto& s : specs) {
-        LoraParam p;
-        p.spec = s;
-        const size_t n = size_t(s.shape.at(0) * s.shape.at(1));
-        p.value.assign(n, 0.0f);
-        p.grad.assign(n, 0.0f);
-        if (s.is_a) {
-            const double bound = 1.0 / std::sqrt(double(s.shape.at(1)));
-            for (auto& x : p.value) x = float((2.0 * rng.next_double() - 1.0) * bound);
-        }
-        params.push_back(std::move(p));
-    }
-    return params;
 }
 
 PackedBatch batch_from_sequences(const std::vector<std::vector<int32_t>>& sequences) {

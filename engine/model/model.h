@@ -1,4 +1,4 @@
-// tandem::CpuModel — the decoder family of DESIGN.md on the CPU backend (fp32): embedding, L blocks of
+// tandem::CpuModel — the decoder family (docs/architecture.md) on the CPU backend (fp32): embedding, L blocks of
 // RMSNorm -> q/k/v (+bias) -> q/k norm -> RoPE -> packed causal GQA attention -> o_proj + residual ->
 // RMSNorm -> SwiGLU MLP + residual, final RMSNorm, lm_head or tied embeddings; LoRA on any of the seven
 // projections. Explicit forward and backward per block (llm.c style, engine/kernels/cpu ops), no autograd.
@@ -20,21 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "export/peft_adapter.h"
+#include "model/lora_table.h"
 #include "tandem/data.h"
 #include "tandem/lora.h"
 #include "tandem/model_config.h"
 
 namespace tandem {
-
-// One LoRA matrix being trained.
-struct LoraParam {
-    LoraTensorSpec spec;       // PEFT name, layer, module, A or B, shape (A [r, in], B [out, r])
-    std::vector<float> value;  // [numel]
-    std::vector<float> grad;   // [numel], accumulated by forward_backward
-    // AdamW moments [numel] (empty until the first optimizer step; the trainer's checkpoints read them).
-    std::vector<float> exp_avg, exp_avg_sq;
-};
 
 class CpuModel {
 public:
@@ -98,21 +89,11 @@ private:
 // The batch checks of every backend, on the host before any compute: 1..max_tokens tokens, consistent
 // arrays and cu_seqlens, token ids and labels inside the vocabulary, positions below max_positions.
 // Throws Error{InvalidInput} naming the position and the value; returns the longest sample's length.
-int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions);
-
-// The seven projections of a block, in block order; the index is the module id both backends use for the
-// LoRA lookup, the dropout hash and the weight names.
-enum LoraModule { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kNumModules };
-extern const char* const kModuleNames[kNumModules];  // "q_proj", ..., "down_proj"
-
-// [layer][module] -> index in specs of that projection's lora_A (its lora_B follows), -1 where not adapted.
-// specs as lora_tensor_specs returns them; Error{Internal} for a spec that breaks that order.
-std::vector<std::array<int, kNumModules>> lora_index_of(const std::vector<LoraTensorSpec>& specs, int L);
-
-// LoRA parameters as PEFT initialises them, identical on every backend for the same seed: SplitMix64(seed)
-// drawn in spec order, A uniform(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform with a = sqrt(5)), B zeros;
-// grads zero, moments empty.
-std::vector<LoraParam> init_lora_params(const std::vector<LoraTensorSpec>& specs, uint64_t seed);
+// sliding_window > 0 (the model's config.json): a sample longer than the window is refused with
+// Error{Unsupported}, because the attention kernels do not implement the window yet and would attend over
+// the whole sample, which is not the model's function (the trainer caps max_seq_len at the window).
+int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions,
+                       int64_t sliding_window = 0);
 
 // A PackedBatch of whole sequences (no padding): every token after the first of each sequence is a target.
 // Used by `tandem-cli eval`, generation and tests.

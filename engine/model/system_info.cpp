@@ -8,7 +8,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 #endif
 
 namespace tandem {

@@ -1,6 +1,7 @@
-// The backends behind Trainer::prepare (engine-internal): each turns a resolved RunConfig into a
-// TrainableModel. cpu_model_adapter.cpp holds the CPU one and prepare itself; cuda_model_adapter.cpp the
-// CUDA one, including the memory plan that decides checkpointing and refuses runs that cannot fit.
+// The backends behind Trainer::prepare (engine-internal, train/prepare.cpp): each turns a resolved RunConfig
+// into a TrainableModel. cpu_model_adapter.cpp holds the CPU one; cuda_model_adapter.cpp the CUDA one,
+// including the memory plan that decides checkpointing and refuses runs that cannot fit; resources.cpp the
+// device choice and the host's memory.
 #pragma once
 
 #include <memory>
@@ -45,6 +46,9 @@ struct HostMemory {
 HostMemory host_memory();
 
 std::string gib(uint64_t bytes);  // "1.25 GiB"
+
+// Loads the model on the CPU (fp32) for a resolved config; init: an adapter to start from.
+std::unique_ptr<TrainableModel> load_cpu_model(const RunConfig& config, const std::optional<PeftAdapter>& init);
 
 // Loads the model on the GPU for a config resolved by plan_cuda_run; init: an adapter to start from.
 std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init);

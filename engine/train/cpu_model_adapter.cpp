@@ -1,17 +1,10 @@
-// The CPU backend behind the trainer: CpuModelAdapter (the only code that touches CpuModel) and
-// Trainer::prepare, which chooses the device, loads the tokenizer, the data and the model for a RunConfig
-// (the CUDA model through train/backends.h).
-// Kept apart from trainer.cpp so the trainer and its tests link without the model's definitions.
-#include <filesystem>
+// The CPU backend behind the trainer: CpuModelAdapter, the only code that touches CpuModel, and
+// load_cpu_model for Trainer::prepare (train/prepare.cpp).
+#include <memory>
 #include <optional>
 
 #include "model/model.h"
-#include "tandem/data.h"
-#include "tandem/error.h"
-#include "tandem/tokenizer.h"
-#include "tandem/trainer.h"
 #include "train/backends.h"
-#include "train/trainer_impl.h"
 
 namespace tandem {
 
@@ -39,62 +32,14 @@ private:
 
 }  // namespace
 
-Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
-    validate_run_config(config);
-    namespace fs = std::filesystem;
-    if (!fs::is_directory(config.model)) throw_invalid("model: " + config.model + " is not a folder");
-    if (!fs::is_regular_file(config.data.dataset)) throw_invalid("data.dataset: " + config.data.dataset + " is not a file");
-    if (!config.data.validation.empty() && !fs::is_regular_file(config.data.validation))
-        throw_invalid("data.validation: " + config.data.validation + " is not a file");
+namespace train {
 
-    // Continuing an adapter: its LoRA settings define the function being trained, so they replace the run's
-    // (only the dropout, a training choice, is kept). The resolved config.json shows what was used.
-    std::optional<PeftAdapter> init;
-    if (!config.init_adapter.empty()) {
-        if (!fs::is_directory(config.init_adapter))
-            throw_invalid("init_adapter: " + config.init_adapter + " is not a folder");
-        init = read_peft_adapter(config.init_adapter, load_model_config(config.model));
-        const double dropout = config.lora.dropout;
-        config.lora = init->config;
-        config.lora.dropout = dropout;
-    }
-
-    std::vector<std::string> notes;
-    train::resolve_limits_and_device(config, notes);
-    // On CUDA the memory plan is made (and a run that cannot fit refused) before anything is loaded.
-    std::optional<MemoryPlan> planned;
-    if (config.device == DeviceChoice::Cuda) planned = train::plan_cuda_run(config, notes);
-
-    const Tokenizer tok = Tokenizer::load(config.model);
-    DataOptions opt;
-    opt.path = config.data.dataset;
-    opt.validation_path = config.data.validation;
-    opt.validation_fraction = config.data.validation_fraction;
-    opt.seed = config.seed;
-    opt.read.format = *parse_dataset_format(config.data.format == "completion" ? "prompt_completion" : config.data.format);
-    opt.render.max_seq_len = config.data.max_seq_len;
-    opt.render.chat_template = config.data.chat_template;
-    opt.pack.token_budget = config.training.batch_tokens;
-    opt.pack.packing = config.data.packing;
-    opt.pack.seed = config.seed;
-    if (auto pad = tok.pad_id()) opt.pack.pad_id = *pad;
-    PreparedData data = prepare_data(opt, tok);
-
-    train::TrainerInputs in;
-    if (config.device == DeviceChoice::Cuda) {
-        in.model = train::load_cuda_model(config, init);
-    } else {
-        CpuModel model = CpuModel::load(config.model, config.lora, config.seed, config.training.batch_tokens);
-        if (init) model.set_lora(init->tensors);
-        in.model = std::make_unique<CpuModelAdapter>(std::move(model));
-    }
-    in.planned = planned;
-    in.notes = std::move(notes);
-    in.train = std::move(data.train_tokens);
-    in.validation = std::move(data.validation_tokens);
-    in.pad_id = opt.pack.pad_id;
-    in.config = std::move(config);
-    return train::make_trainer(std::move(in), options);
+std::unique_ptr<TrainableModel> load_cpu_model(const RunConfig& config, const std::optional<PeftAdapter>& init) {
+    CpuModel model = CpuModel::load(config.model, config.lora, config.seed, config.training.batch_tokens);
+    if (init) model.set_lora(init->tensors);
+    return std::make_unique<CpuModelAdapter>(std::move(model));
 }
+
+}  // namespace train
 
 }  // namespace tandem

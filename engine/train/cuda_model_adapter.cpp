@@ -13,8 +13,8 @@
 #include "train/backends.h"
 
 #if TANDEM_WITH_CUDA
-#include "kernels/cuda/common.h"
-#include "kernels/cuda/memory.h"
+#include "core/cuda/context.h"
+#include "core/cuda/memory.h"
 #endif
 
 namespace tandem::train {

@@ -1,5 +1,5 @@
 // Internal entry to the trainer: build a Trainer from a model and tokenized data that are already loaded.
-// Trainer::prepare (cpu_model_adapter.cpp) loads CpuModel + data and calls this; tests pass a fake model.
+// Trainer::prepare (prepare.cpp) loads the model + data and calls this; tests pass a fake model.
 #pragma once
 
 #include <memory>

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/check.h"
+#include "core/check.h"
 
 namespace tandem::cpu {
 

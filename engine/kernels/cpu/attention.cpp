@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/check.h"
+#include "core/check.h"
 
 namespace tandem::cpu {
 

@@ -11,14 +11,19 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/check.h"
+#include "core/check.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matmul.h"
 
 namespace tandem::cpu {
 
-double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* weight, const int32_t* targets, int N,
-                             int C, int V, float grad_scale, int chunk_rows, float* scratch) {
+namespace {
+
+// Both public forms: returns the loss sum (row losses in double, summed in row order); losses[N] (optional)
+// receives each row's loss rounded to fp32.
+double cross_entropy_chunked(float* dhidden, float* losses, const float* hidden, const float* weight,
+                             const int32_t* targets, int N, int C, int V, float grad_scale, int chunk_rows,
+                             float* scratch) {
     TANDEM_KCHECK_PTR(hidden);
     TANDEM_KCHECK_PTR(weight);
     TANDEM_KCHECK_PTR(targets);
@@ -58,12 +63,30 @@ double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* w
             }
         }
         for (int r = 0; r < rows; r++) loss_sum += row_loss[r];  // in row order: deterministic
+        if (losses)
+            for (int r = 0; r < rows; r++) losses[n0 + r] = static_cast<float>(row_loss[r]);
         if (dhidden) {
             // dhidden[n0:n0+rows, C] = scratch[rows,V] @ weight[V,C]
             gemm(false, false, rows, C, V, 1.0f, scratch, V, weight, C, 0.0f, dhidden + static_cast<size_t>(n0) * C, C);
         }
     }
     return loss_sum;
+}
+
+}  // namespace
+
+double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* weight, const int32_t* targets, int N,
+                             int C, int V, float grad_scale, int chunk_rows, float* scratch) {
+    return cross_entropy_chunked(dhidden, nullptr, hidden, weight, targets, N, C, V, grad_scale, chunk_rows, scratch);
+}
+
+void lm_head_cross_entropy(float* dhidden, float* losses, const float* hidden, const float* weight,
+                           const int32_t* targets, int N, int C, int V, const float* grad_scale, int chunk_rows,
+                           void* workspace) {
+    TANDEM_KCHECK_PTR(losses);
+    TANDEM_KCHECK_PTR(grad_scale);
+    cross_entropy_chunked(dhidden, losses, hidden, weight, targets, N, C, V, *grad_scale, chunk_rows,
+                          static_cast<float*>(workspace));
 }
 
 void lm_head_logits(float* out, const float* hidden, const float* weight, int N, int C, int V) {

@@ -22,6 +22,13 @@ inline constexpr int32_t kIgnoreIndex = -100;  // torch's default ignore_index
 double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* weight, const int32_t* targets, int N,
                              int C, int V, float grad_scale, int chunk_rows, float* scratch);
 
+// The form the block code uses on both backends (twin of the CUDA one): the same loss, written per row into
+// losses[N] (0 for ignored rows; fp32, as the CUDA twin writes them) instead of summed, with grad_scale read
+// through a pointer. Sum the rows with sum() (elementwise.h). workspace: the [chunk_rows,V] fp32 scratch.
+void lm_head_cross_entropy(float* dhidden, float* losses, const float* hidden, const float* weight,
+                           const int32_t* targets, int N, int C, int V, const float* grad_scale, int chunk_rows,
+                           void* workspace);
+
 // out[N,V] = hidden[N,C] @ weight[V,C]^T: full logits, for evaluation and generation.
 void lm_head_logits(float* out, const float* hidden, const float* weight, int N, int C, int V);
 

@@ -13,4 +13,10 @@ void dropout_forward(float* out, const float* inp, uint64_t seed, int layer, int
 // dinp[n] += dout * keep / (1 - p).
 void dropout_backward(float* dinp, const float* dout, uint64_t seed, int layer, int module, int64_t n, double p);
 
+// The same with the seed read through a pointer (the form the block code uses on both backends: on CUDA the
+// seed lives in device memory so that a captured graph replays with each batch's seed).
+void dropout_forward(float* out, const float* inp, const uint64_t* seed, int layer, int module, int64_t n, double p);
+void dropout_backward(float* dinp, const float* dout, const uint64_t* seed, int layer, int module, int64_t n,
+                      double p);
+
 }  // namespace tandem::cpu

@@ -1,7 +1,7 @@
 // Elementwise helpers of the CPU backend (see elementwise.h). n = element count.
 #include "kernels/cpu/elementwise.h"
 
-#include "kernels/cpu/check.h"
+#include "core/check.h"
 
 namespace tandem::cpu {
 
@@ -39,6 +39,14 @@ void fill(float* x, float value, int64_t n) {
     TANDEM_KCHECK(x && n >= 0);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) x[i] = value;
+}
+
+void sum(double* out, const float* inp, int64_t n, bool accumulate) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK(n >= 0 && (n == 0 || inp != nullptr));
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += static_cast<double>(inp[i]);
+    *out = accumulate ? *out + s : s;
 }
 
 }  // namespace tandem::cpu

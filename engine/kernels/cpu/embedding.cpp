@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <string>
 
-#include "kernels/cpu/check.h"
+#include "core/check.h"
 
 namespace tandem::cpu {
 

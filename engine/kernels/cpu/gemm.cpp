@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "kernels/cpu/check.h"
+#include "core/check.h"
 
 namespace tandem::cpu {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "kernels/cpu/check.h"
+#include "core/check.h"
 #include "kernels/cpu/gemm.h"
 
 namespace tandem::cpu {
@@ -67,10 +67,18 @@ void lora_forward(float* out, float* tmp, const float* inp, const float* lora_a,
     TANDEM_KCHECK_PTR(lora_a);
     TANDEM_KCHECK_PTR(lora_b);
     TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0 && R > 0);
-    // tmp[N,R] = inp[N,IN] @ lora_a[R,IN]^T
-    gemm(false, true, N, R, IN, 1.0f, inp, IN, lora_a, IN, 0.0f, tmp, R);
+    lora_tmp_forward(tmp, inp, lora_a, N, IN, R);
     // out[N,OUT] += scaling * tmp[N,R] @ lora_b[OUT,R]^T
     gemm(false, true, N, OUT, R, scaling, tmp, R, lora_b, R, 1.0f, out, OUT);
+}
+
+void lora_tmp_forward(float* tmp, const float* inp, const float* lora_a, int N, int IN, int R) {
+    TANDEM_KCHECK_PTR(tmp);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK_PTR(lora_a);
+    TANDEM_KCHECK(N > 0 && IN > 0 && R > 0);
+    // tmp[N,R] = inp[N,IN] @ lora_a[R,IN]^T
+    gemm(false, true, N, R, IN, 1.0f, inp, IN, lora_a, IN, 0.0f, tmp, R);
 }
 
 void lora_backward(float* dinp, float* dlora_a, float* dlora_b, float* dtmp, const float* dout, const float* inp,

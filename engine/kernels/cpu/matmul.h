@@ -29,6 +29,10 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 void lora_forward(float* out, float* tmp, const float* inp, const float* lora_a, const float* lora_b, float scaling,
                   int N, int IN, int OUT, int R);
 
+// Only lora_forward's first half, tmp[N,R] = inp[N,IN] @ lora_a[R,IN]^T (the same GEMM, so the same values):
+// what recomputing a block needs when the projection's output itself is not needed again.
+void lora_tmp_forward(float* tmp, const float* inp, const float* lora_a, int N, int IN, int R);
+
 // dtmp[N,R]  (scratch, written) = scaling * dout[N,OUT] @ lora_b[OUT,R]
 // dlora_b[OUT,R] += scaling * dout^T @ tmp[N,R]
 // dlora_a[R,IN]  += dtmp^T @ inp[N,IN]

@@ -6,8 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
-#include "kernels/cpu/check.h"
+#include "core/check.h"
 
 namespace tandem::cpu {
 
@@ -27,6 +28,18 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
         rstd[n] = r;
         for (int c = 0; c < C; c++) y[c] = weight[c] * (x[c] * r);
     }
+}
+
+void residual_rmsnorm_forward(float* residual, float* out, float* rstd, const float* a, const float* b,
+                              const float* weight, int N, int C, float eps) {
+    TANDEM_KCHECK_PTR(residual);
+    TANDEM_KCHECK_PTR(a);
+    TANDEM_KCHECK_PTR(b);
+    TANDEM_KCHECK(N > 0 && C > 0);
+    const int64_t n = static_cast<int64_t>(N) * C;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) residual[i] = a[i] + b[i];
+    rmsnorm_forward(out, rstd, residual, weight, N, C, eps);
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,

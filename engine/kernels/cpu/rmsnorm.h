@@ -11,6 +11,11 @@ namespace tandem::cpu {
 // out may alias inp.
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps);
 
+// The block's fused residual + norm (twin of the CUDA one): residual[N,C] = a + b, then out = rmsnorm(residual)
+// as above. residual may alias a or b; out must not alias a or b.
+void residual_rmsnorm_forward(float* residual, float* out, float* rstd, const float* a, const float* b,
+                              const float* weight, int N, int C, float eps);
+
 // dinp[N,C] += gradient w.r.t. inp; dweight[C] += sum_n dout * inp * rstd (nullptr to skip).
 // dinp must not alias dout or inp.
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,

@@ -7,7 +7,7 @@
 #include <numbers>
 #include <string>
 
-#include "kernels/cpu/check.h"
+#include "core/check.h"
 
 namespace tandem::cpu {
 

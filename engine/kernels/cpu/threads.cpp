@@ -3,7 +3,7 @@
 
 #include <omp.h>
 
-#include "kernels/cpu/check.h"
+#include "core/check.h"
 
 namespace tandem::cpu {
 

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 
 namespace tandem::cuda {
 

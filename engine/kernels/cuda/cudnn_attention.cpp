@@ -59,7 +59,7 @@
 
 #include <cudnn.h>
 
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 
 #if CUDNN_MAJOR < 9
 #error "cudnn_attention.cpp needs the cuDNN 9 backend API (ragged tensors, cudnnGetLastErrorString)"

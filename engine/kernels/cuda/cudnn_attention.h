@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 
 namespace tandem::cuda {
 

@@ -6,7 +6,7 @@
 // Offsets are int64 (cuDNN >= 9.5 takes int64 ragged offsets; no overflow for any T * H * D).
 #include <cstdint>
 
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 
 namespace tandem::cuda::detail {
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 
 namespace tandem::cuda {
 

@@ -238,10 +238,18 @@ void lora_forward(bf16* out, bf16* tmp, const bf16* inp, const bf16* lora_a, con
     TANDEM_KCHECK_PTR(lora_a);
     TANDEM_KCHECK_PTR(lora_b);
     TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0 && R > 0);
-    // tmp[N,R] = inp[N,IN] @ lora_a[R,IN]^T
-    gemm(false, true, N, R, IN, 1.0f, inp, IN, lora_a, IN, 0.0f, tmp, R, false);
+    lora_tmp_forward(tmp, inp, lora_a, N, IN, R);
     // out[N,OUT] += scaling * tmp[N,R] @ lora_b[OUT,R]^T
     gemm(false, true, N, OUT, R, scaling, tmp, R, lora_b, R, 1.0f, out, OUT, false);
+}
+
+void lora_tmp_forward(bf16* tmp, const bf16* inp, const bf16* lora_a, int N, int IN, int R) {
+    TANDEM_KCHECK_PTR(tmp);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK_PTR(lora_a);
+    TANDEM_KCHECK(N > 0 && IN > 0 && R > 0);
+    // tmp[N,R] = inp[N,IN] @ lora_a[R,IN]^T
+    gemm(false, true, N, R, IN, 1.0f, inp, IN, lora_a, IN, 0.0f, tmp, R, false);
 }
 
 void lora_backward(bf16* dinp, float* dlora_a, float* dlora_b, bf16* dtmp, const bf16* dout, const bf16* inp,

@@ -6,7 +6,7 @@
 // Matmul descriptors and the heuristic's algorithm are cached per shape (one query per shape per run).
 #pragma once
 
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 
 namespace tandem::cuda {
 
@@ -21,6 +21,10 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
 // lora_a / lora_b are the bf16 copies of the fp32 masters (refreshed by adamw after each update).
 void lora_forward(bf16* out, bf16* tmp, const bf16* inp, const bf16* lora_a, const bf16* lora_b, float scaling, int N,
                   int IN, int OUT, int R);
+
+// lora_forward's first GEMM alone, tmp[N,R] = inp[N,IN] @ lora_a[R,IN]^T (the same call, so the same bits): the
+// recompute of a block whose projection output is not needed again.
+void lora_tmp_forward(bf16* tmp, const bf16* inp, const bf16* lora_a, int N, int IN, int R);
 
 // dtmp[N,R] (scratch, written) = scaling * dout @ lora_b;  dlora_b[OUT,R] (fp32) += scaling * dout^T @ tmp;
 // dlora_a[R,IN] (fp32) += dtmp^T @ inp;  dinp[N,IN] += dtmp @ lora_a.

@@ -2,7 +2,7 @@
 // block uses. bf16 in/out, fp32 statistics; one warp (or block for wide rows) per row.
 #pragma once
 
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 
 namespace tandem::cuda {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/rope.h"
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 
 namespace tandem::cuda {
 

@@ -1,7 +1,7 @@
 // SwiGLU on the CUDA backend (twin of kernels/cpu/swiglu.h). bf16 storage, fp32 math, 16-byte vectors.
 #pragma once
 
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 
 namespace tandem::cuda {
 

@@ -1,7 +1,7 @@
-// The device context and the error mapping of the CUDA backend (see common.h).
-#include <atomic>
-#include "kernels/cuda/common.h"
+// The device context and the error mapping of the CUDA backend (see context.h).
+#include "core/cuda/context.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 

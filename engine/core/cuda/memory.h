@@ -1,5 +1,5 @@
 // Device memory of the CUDA backend: owning buffers and the one-allocation arena the model carves into
-// named buffers (DESIGN.md, Memory). Every byte the engine takes from the device goes through
+// named buffers (docs/architecture.md, the memory plan). Every byte the engine takes from the device goes through
 // device_alloc, which counts it (live bytes and the high-water mark, for MemoryStats and for checking
 // Trainer::plan() against reality) and turns cudaErrorMemoryAllocation into Error{OutOfMemory} naming what
 // was being allocated and how much was free.

@@ -1,4 +1,4 @@
-// Argument checks shared by the CPU kernels. A failed check is a bug in the caller (the model code sized
+// Argument checks shared by the CPU and CUDA kernels. A failed check is a bug in the caller (the model code sized
 // a buffer wrongly or passed a null pointer), never something a user can cause, so it throws
 // Error{Internal} naming the function and the condition. The checks are O(1) or O(S): cheap enough to keep
 // in release builds. Never throw from inside an OpenMP region (that terminates): validate before it.

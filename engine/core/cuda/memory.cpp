@@ -1,10 +1,10 @@
 // Counted device / pinned allocations and the arena (see memory.h).
-#include "kernels/cuda/memory.h"
+#include "core/cuda/memory.h"
 
 #include <algorithm>
 #include <atomic>
 
-#include "kernels/cuda/common.h"
+#include "core/cuda/context.h"
 
 namespace tandem::cuda {
 

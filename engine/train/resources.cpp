@@ -1,5 +1,6 @@
-// tandem::estimate_memory — the memory a run will need, from config.json alone, resolved the way
-// Trainer::prepare resolves it (device auto, checkpointing auto). For front ends that show a memory bar as the
+// What a run needs from the machine: the device choice and the sequence-length cap (shared by
+// Trainer::prepare and estimate_memory), the host's RAM, and tandem::estimate_memory — the memory a run will
+// need, from config.json alone, resolved the way Trainer::prepare resolves it (device auto, checkpointing auto). For front ends that show a memory bar as the
 // settings change: no weights are read, no data is tokenized.
 // Decisions: on the CPU the plan is CpuModel::plan (fp32 weights, LoRA + AdamW, the activation arena) against
 // MemAvailable; a run that needs more than 90% of it is marked as not fitting (the CPU backend would swap).
@@ -27,6 +28,14 @@ ModelConfig resolve_limits_and_device(RunConfig& config, std::vector<std::string
                         " is above the model's max_position_embeddings; using " +
                         std::to_string(mc.max_position_embeddings));
         config.data.max_seq_len = static_cast<int32_t>(mc.max_position_embeddings);
+    }
+    if (mc.sliding_window > 0 && config.data.max_seq_len > mc.sliding_window) {
+        notes.push_back("data.max_seq_len " + std::to_string(config.data.max_seq_len) +
+                        " is above the model's sliding attention window; using " +
+                        std::to_string(mc.sliding_window) +
+                        " (windowed attention is not implemented yet: longer samples would train with full "
+                        "attention)");
+        config.data.max_seq_len = static_cast<int32_t>(mc.sliding_window);
     }
     std::string no_cuda;
     if (config.device == DeviceChoice::Auto) {

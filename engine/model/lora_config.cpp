@@ -1,5 +1,5 @@
-// LoraConfig: validation and JSON. Lives beside the PEFT exporter because that is its first consumer; the
-// struct itself is public (tandem/lora.h) so the run config and the UI share it.
+// LoraConfig: validation and JSON. The struct is public (tandem/lora.h) so the run config, the UI and the
+// PEFT reader share it; the LoRA table (model/lora_table.h) turns it into tensors.
 #include "tandem/lora.h"
 
 #include <algorithm>

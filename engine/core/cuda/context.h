@@ -1,6 +1,6 @@
-// Shared pieces of the CUDA backend (tandem::cuda): the bf16 type, error checks that turn CUDA / cuBLAS /
-// cuDNN failures into tandem::Error, and the per-thread device context (stream, cuBLASLt handle and
-// workspace, cuDNN handle) that every op launches on.
+// The core of the CUDA backend (tandem::cuda), below every kernel: the bf16 type, error checks that turn
+// CUDA / cuBLAS / cuDNN failures into tandem::Error, the per-thread device context (stream, cuBLASLt
+// handle and workspace, cuDNN handle) that every op launches on, and the counted host syncs.
 // Decisions a reader must know:
 //  - Ops take the same arguments as their CPU twins (kernels/cpu) with bf16 activations; they never take a
 //    stream: they run on context().stream, in order, so the model code reads like the CPU model.
@@ -20,7 +20,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "kernels/cpu/check.h"  // TANDEM_KCHECK, TANDEM_KCHECK_PTR
+#include "core/check.h"  // TANDEM_KCHECK, TANDEM_KCHECK_PTR
 #include "tandem/error.h"
 
 namespace tandem::cuda {

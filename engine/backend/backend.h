@@ -1,0 +1,82 @@
+// The op table: every op the decoder blocks use, as a C++20 concept that each backend must satisfy, and
+// the list of the ops' names (the self-test checks that each has at least one case).
+// Decisions a reader must know:
+//  - One list, TANDEM_BACKEND_OPS, names each op with the argument list of a typical call; the concept and
+//    the name list are both generated from it, so "a twin is missing" or "a twin's arguments drifted" is
+//    one compile error at the static_assert in the backend's header, never a runtime surprise.
+//  - Arguments are the kernels' own (shape comments in kernels/cpu/*.h): B::Act is the activation type
+//    (float on the CPU, bf16 on CUDA); statistics, gradients of LoRA weights and losses are fp32 on both.
+//    Per-batch scalars the kernels read (the dropout seed, the loss's grad_scale) are passed as pointers on
+//    both backends (host memory on the CPU, device memory on CUDA, so a CUDA graph replays each batch's
+//    values).
+//  - The optimizer (adamw_update, grad norm) and CUDA-only plumbing (cuBLASLt GEMM, cuDNN attention, the
+//    runtime's streams and copies) are not in the table: the optimizer's two forms differ by design (one
+//    tensor per call on the CPU, one launch over a descriptor table on CUDA), and attention's cuDNN path is
+//    chosen by the CUDA runtime per batch behind the same attention_forward / attention_backward shapes.
+#pragma once
+
+#include <array>
+#include <concepts>
+#include <cstdint>
+#include <string_view>
+
+namespace tandem {
+
+// X(op, (arguments of a call)) for every op. Argument names: x/cx an Act pointer (mutable/const), f/cf
+// float, d double, ci int32 (ids, positions, targets, cu_seqlens), seed (const uint64_t*), scale (const
+// float*), rope (B::RopeTable), ws (void* workspace), n int, n64 int64, s float, p double, flag bool.
+#define TANDEM_BACKEND_OPS(X)                                                       \
+    X(embedding_forward, (x, ci, cx, n, n, n))                                      \
+    X(embedding_backward, (f, cx, ci, n, n, n))                                     \
+    X(rmsnorm_forward, (x, f, cx, cx, n, n, s))                                     \
+    X(residual_rmsnorm_forward, (x, x, f, cx, cx, cx, n, n, s))                     \
+    X(rmsnorm_backward, (x, f, cx, cx, cx, cf, n, n))                               \
+    X(matmul_forward, (x, cx, cx, cx, n, n, n))                                     \
+    X(matmul_backward, (x, f, f, cx, cx, cx, n, n, n))                              \
+    X(lora_forward, (x, x, cx, cx, cx, s, n, n, n, n))                              \
+    X(lora_tmp_forward, (x, cx, cx, n, n, n))                                       \
+    X(lora_backward, (x, f, f, x, cx, cx, cx, cx, cx, s, n, n, n, n))               \
+    X(dropout_forward, (x, cx, seed, n, n, n64, p))                                 \
+    X(dropout_backward, (x, cx, seed, n, n, n64, p))                                \
+    X(rope_forward, (x, cx, ci, rope, n, n, n))                                     \
+    X(rope_backward, (x, cx, ci, rope, n, n, n))                                    \
+    X(attention_forward, (x, f, cx, cx, cx, ci, n, n, n, n, n, s, n))               \
+    X(attention_backward, (x, x, x, cx, cx, cx, cx, cx, cf, ci, n, n, n, n, n, s, n, ws)) \
+    X(swiglu_forward, (x, cx, cx, n, n))                                            \
+    X(swiglu_backward, (x, x, cx, cx, cx, n, n))                                    \
+    X(lm_head_cross_entropy, (x, f, cx, cx, ci, n, n, n, scale, n, ws))             \
+    X(lm_head_logits, (f, cx, cx, n, n, n))                                         \
+    X(add, (x, cx, cx, n64))                                                        \
+    X(accumulate, (x, cx, n64))                                                     \
+    X(axpy, (x, s, cx, n64))                                                        \
+    X(scale, (x, s, n64))                                                           \
+    X(copy, (x, cx, n64))                                                           \
+    X(fill, (x, s, n64))                                                            \
+    X(sum, (d, cf, n64, flag))
+
+#define TANDEM_BACKEND_OP_REQUIRE(op, args) B::op args;
+#define TANDEM_BACKEND_OP_NAME(op, args) std::string_view(#op),
+
+// B::Act, B::RopeTable, a name, and every op of TANDEM_BACKEND_OPS callable with B's types.
+template <class B>
+concept Backend = requires(typename B::Act* x, const typename B::Act* cx, float* f, const float* cf, double* d,
+                           const int32_t* ci, const uint64_t* seed, const float* scale,
+                           const typename B::RopeTable& rope, void* ws, int n, int64_t n64, float s, double p,
+                           bool flag) {
+    typename B::Act;
+    typename B::RopeTable;
+    { B::kName } -> std::convertible_to<std::string_view>;
+    TANDEM_BACKEND_OPS(TANDEM_BACKEND_OP_REQUIRE)
+};
+
+inline constexpr std::array kBackendOps = {TANDEM_BACKEND_OPS(TANDEM_BACKEND_OP_NAME)};
+
+// A backend struct forwards op `op` to the same-named kernel in namespace `ns`: one line per op, and only
+// where the kernel accepts the arguments (otherwise the forwarder does not exist and the concept fails).
+#define TANDEM_FORWARD_OP(ns, op)                                                   \
+    template <class... A>                                                           \
+    static auto op(A&&... a) -> decltype(ns::op(static_cast<A&&>(a)...)) {          \
+        return ns::op(static_cast<A&&>(a)...);                                      \
+    }
+
+}  // namespace tandem

@@ -1,0 +1,69 @@
+// CpuBackend: the op table (backend/backend.h) over kernels/cpu, fp32 activations. The fp32 oracle every
+// CUDA op and step is checked against.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "backend/backend.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/dropout.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+
+namespace tandem {
+
+struct CpuBackend {
+    using Act = float;
+    using RopeTable = cpu::RopeTable;
+    static constexpr std::string_view kName = "cpu";
+
+    TANDEM_FORWARD_OP(cpu, embedding_forward)
+    TANDEM_FORWARD_OP(cpu, embedding_backward)
+    TANDEM_FORWARD_OP(cpu, rmsnorm_forward)
+    TANDEM_FORWARD_OP(cpu, residual_rmsnorm_forward)
+    TANDEM_FORWARD_OP(cpu, rmsnorm_backward)
+    TANDEM_FORWARD_OP(cpu, matmul_forward)
+    TANDEM_FORWARD_OP(cpu, matmul_backward)
+    TANDEM_FORWARD_OP(cpu, lora_forward)
+    TANDEM_FORWARD_OP(cpu, lora_tmp_forward)
+    TANDEM_FORWARD_OP(cpu, lora_backward)
+    TANDEM_FORWARD_OP(cpu, dropout_forward)
+    TANDEM_FORWARD_OP(cpu, dropout_backward)
+    TANDEM_FORWARD_OP(cpu, rope_forward)
+    TANDEM_FORWARD_OP(cpu, rope_backward)
+    TANDEM_FORWARD_OP(cpu, swiglu_forward)
+    TANDEM_FORWARD_OP(cpu, swiglu_backward)
+    TANDEM_FORWARD_OP(cpu, lm_head_cross_entropy)
+    TANDEM_FORWARD_OP(cpu, lm_head_logits)
+    TANDEM_FORWARD_OP(cpu, add)
+    TANDEM_FORWARD_OP(cpu, accumulate)
+    TANDEM_FORWARD_OP(cpu, axpy)
+    TANDEM_FORWARD_OP(cpu, scale)
+    TANDEM_FORWARD_OP(cpu, copy)
+    TANDEM_FORWARD_OP(cpu, fill)
+    TANDEM_FORWARD_OP(cpu, sum)
+
+    // Attention has the CUDA shape: max_seqlen sizes CUDA's grid and its workspace is planned; the CPU kernel
+    // walks each sample whole and keeps its own [Hq,T] scratch.
+    static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                                  const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale,
+                                  int /*max_seqlen*/) {
+        cpu::attention_forward(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale);
+    }
+    static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                   const float* v, const float* out, const float* lse, const int32_t* cu_seqlens,
+                                   int S, int T, int Hq, int Hkv, int D, float scale, int /*max_seqlen*/,
+                                   void* /*workspace*/) {
+        cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, S, T, Hq, Hkv, D, scale);
+    }
+};
+
+static_assert(Backend<CpuBackend>, "CpuBackend lacks an op of TANDEM_BACKEND_OPS or takes other arguments");
+
+}  // namespace tandem

@@ -1,0 +1,57 @@
+// CudaBackend: the op table (backend/backend.h) over kernels/cuda, bf16 activations with fp32 statistics.
+// Every op launches on the calling thread's compute stream (core/cuda/context.h). Only in CUDA builds.
+#pragma once
+
+#include <string_view>
+
+#include "backend/backend.h"
+#include "core/cuda/context.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/dropout.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/swiglu.h"
+
+namespace tandem {
+
+struct CudaBackend {
+    using Act = cuda::bf16;
+    using RopeTable = cuda::RopeTableDevice;
+    static constexpr std::string_view kName = "cuda";
+
+    TANDEM_FORWARD_OP(cuda, embedding_forward)
+    TANDEM_FORWARD_OP(cuda, embedding_backward)
+    TANDEM_FORWARD_OP(cuda, rmsnorm_forward)
+    TANDEM_FORWARD_OP(cuda, residual_rmsnorm_forward)
+    TANDEM_FORWARD_OP(cuda, rmsnorm_backward)
+    TANDEM_FORWARD_OP(cuda, matmul_forward)
+    TANDEM_FORWARD_OP(cuda, matmul_backward)
+    TANDEM_FORWARD_OP(cuda, lora_forward)
+    TANDEM_FORWARD_OP(cuda, lora_tmp_forward)
+    TANDEM_FORWARD_OP(cuda, lora_backward)
+    TANDEM_FORWARD_OP(cuda, dropout_forward)
+    TANDEM_FORWARD_OP(cuda, dropout_backward)
+    TANDEM_FORWARD_OP(cuda, rope_forward)
+    TANDEM_FORWARD_OP(cuda, rope_backward)
+    TANDEM_FORWARD_OP(cuda, attention_forward)
+    TANDEM_FORWARD_OP(cuda, attention_backward)
+    TANDEM_FORWARD_OP(cuda, swiglu_forward)
+    TANDEM_FORWARD_OP(cuda, swiglu_backward)
+    TANDEM_FORWARD_OP(cuda, lm_head_cross_entropy)
+    TANDEM_FORWARD_OP(cuda, lm_head_logits)
+    TANDEM_FORWARD_OP(cuda, add)
+    TANDEM_FORWARD_OP(cuda, accumulate)
+    TANDEM_FORWARD_OP(cuda, axpy)
+    TANDEM_FORWARD_OP(cuda, scale)
+    TANDEM_FORWARD_OP(cuda, copy)
+    TANDEM_FORWARD_OP(cuda, fill)
+    TANDEM_FORWARD_OP(cuda, sum)
+};
+
+static_assert(Backend<CudaBackend>, "CudaBackend lacks an op of TANDEM_BACKEND_OPS or takes other arguments");
+
+}  // namespace tandem

@@ -1,0 +1,593 @@
+// The self-test's cases for the model's layer ops (embedding, RMSNorm, RoPE, SwiGLU, matmul, LoRA, lm_head +
+// cross-entropy, attention), each against its fp32 twin in engine/kernels/cpu on fresh random inputs, and
+// add_op_cases, which lists them with their shapes (letters: the legend in harness.h). The ops over flat
+// element counts are in flat_op_cases.cpp. Only with TANDEM_WITH_CUDA.
+#include "testing/harness.h"
+
+#if TANDEM_WITH_CUDA
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/cuda/context.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/dropout.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
+#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/cudnn_attention.h"
+#include "kernels/cuda/dropout.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/swiglu.h"
+#include "tandem/model_config.h"
+#include "tandem/safetensors.h"
+
+namespace tandem::testing {
+namespace {
+
+int64_t numel(int a, int b) {
+    return int64_t(a) * int64_t(b);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Embedding
+// ---------------------------------------------------------------------------------------------------------
+
+void embedding_case(Check& c, int N, int C, int V) {
+    const auto table = c.rng.bf16_values(numel(V, C), 1.0f);
+    std::vector<int32_t> ids(static_cast<size_t>(N));
+    for (auto& id : ids) id = c.rng.below(V);
+    ids[size_t(N - 1)] = V - 1;   // the table's last row
+    if (N >= 3) ids[2] = ids[0];  // a repeated id: backward adds both rows
+    const auto d_table = dev_bf16(table);
+    const auto d_ids = dev_i32(ids);
+
+    std::vector<float> want(size_t(numel(N, C)));
+    cpu::embedding_forward(want.data(), ids.data(), table.data(), N, C, V);
+    const auto d_out = poisoned<bf16>(numel(N, C));
+    cuda::embedding_forward(d_out.p(), d_ids.p(), d_table.p(), N, C, V);
+    c.tensor("out", get(d_out), want, kTolExact);
+
+    // dtable is fp32 and the bf16 dout is exact in fp32: only the summation order may differ.
+    const auto dout = c.rng.bf16_values(numel(N, C), 1.0f);
+    std::vector<float> inc(size_t(numel(V, C)), 0.0f);
+    cpu::embedding_backward(inc.data(), dout.data(), ids.data(), N, C, V);
+    const auto init = c.initial(inc, false);
+    auto want_d = init;
+    cpu::embedding_backward(want_d.data(), dout.data(), ids.data(), N, C, V);
+    const auto d_dtable = dev_f32(init);
+    const auto d_dout = dev_bf16(dout);
+    cuda::embedding_backward(d_dtable.p(), d_dout.p(), d_ids.p(), N, C, V);
+    c.tensor("dtable", get(d_dtable), want_d, kTolF32, &init);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// RMSNorm
+// ---------------------------------------------------------------------------------------------------------
+
+constexpr float kEps = 1e-6f;
+
+void rmsnorm_forward_case(Check& c, int N, int C, bool in_place) {
+    const auto inp = c.rng.bf16_values(numel(N, C), 2.0f);
+    const auto w = c.rng.norm_weight(C);
+    std::vector<float> want(size_t(numel(N, C))), want_rstd(static_cast<size_t>(N));
+    cpu::rmsnorm_forward(want.data(), want_rstd.data(), inp.data(), w.data(), N, C, kEps);
+    const auto d_inp = dev_bf16(inp);
+    const auto d_w = dev_bf16(w);
+    const auto d_out = poisoned<bf16>(in_place ? 0 : numel(N, C));
+    const auto d_rstd = poisoned<float>(N);
+    bf16* out = in_place ? d_inp.p() : d_out.p();
+    cuda::rmsnorm_forward(out, d_rstd.p(), d_inp.p(), d_w.p(), N, C, kEps);
+    c.tensor("out", get(out, numel(N, C)), want, kTolBf16);
+    c.tensor("rstd", get(d_rstd), want_rstd, kTolBf16);
+}
+
+// CPU twin: cpu::add, the sum rounded to bf16 (what the residual stream holds), then cpu::rmsnorm_forward.
+void residual_rmsnorm_case(Check& c, int N, int C, bool residual_is_a) {
+    const auto a = c.rng.bf16_values(numel(N, C), 2.0f);
+    const auto b = c.rng.bf16_values(numel(N, C), 2.0f);
+    const auto w = c.rng.norm_weight(C);
+    std::vector<float> res(size_t(numel(N, C))), want(res.size()), want_rstd(static_cast<size_t>(N));
+    cpu::add(res.data(), a.data(), b.data(), numel(N, C));
+    res = round_bf16(std::move(res));
+    cpu::rmsnorm_forward(want.data(), want_rstd.data(), res.data(), w.data(), N, C, kEps);
+    const auto d_a = dev_bf16(a);
+    const auto d_b = dev_bf16(b);
+    const auto d_w = dev_bf16(w);
+    const auto d_res = poisoned<bf16>(residual_is_a ? 0 : numel(N, C));
+    const auto d_out = poisoned<bf16>(numel(N, C));
+    const auto d_rstd = poisoned<float>(N);
+    bf16* residual = residual_is_a ? d_a.p() : d_res.p();
+    cuda::residual_rmsnorm_forward(residual, d_out.p(), d_rstd.p(), d_a.p(), d_b.p(), d_w.p(), N, C, kEps);
+    c.tensor("residual", get(residual, numel(N, C)), res, kTolBf16);
+    c.tensor("out", get(d_out), want, kTolBf16);
+    c.tensor("rstd", get(d_rstd), want_rstd, kTolBf16);
+}
+
+void rmsnorm_backward_case(Check& c, int N, int C, bool with_dweight) {
+    const auto inp = c.rng.bf16_values(numel(N, C), 2.0f);
+    const auto w = c.rng.norm_weight(C);
+    std::vector<float> fwd(size_t(numel(N, C))), rstd(static_cast<size_t>(N));
+    cpu::rmsnorm_forward(fwd.data(), rstd.data(), inp.data(), w.data(), N, C, kEps);
+    const auto dout = c.rng.bf16_values(numel(N, C), 1.0f);
+
+    std::vector<float> inc_dinp(size_t(numel(N, C)), 0.0f), inc_dw(size_t(C), 0.0f);
+    cpu::rmsnorm_backward(inc_dinp.data(), with_dweight ? inc_dw.data() : nullptr, dout.data(), inp.data(), w.data(),
+                          rstd.data(), N, C);
+    const auto init_dinp = c.initial(inc_dinp, true);
+    const auto init_dw = c.initial(inc_dw, false);
+    auto want_dinp = init_dinp, want_dw = init_dw;
+    cpu::rmsnorm_backward(want_dinp.data(), with_dweight ? want_dw.data() : nullptr, dout.data(), inp.data(), w.data(),
+                          rstd.data(), N, C);
+
+    const auto d_inp = dev_bf16(inp);
+    const auto d_w = dev_bf16(w);
+    const auto d_rstd = dev_f32(rstd);
+    const auto d_dout = dev_bf16(dout);
+    const auto d_dinp = dev_bf16(init_dinp);
+    const auto d_dw = dev_f32(init_dw);
+    cuda::rmsnorm_backward(d_dinp.p(), with_dweight ? d_dw.p() : nullptr, d_dout.p(), d_inp.p(), d_w.p(), d_rstd.p(), N,
+                           C);
+    c.tensor("dinp", get(d_dinp), want_dinp, kTolBf16, &init_dinp);
+    if (with_dweight) c.tensor("dweight", get(d_dw), want_dw, kTolBf16, &init_dw);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// RoPE
+// ---------------------------------------------------------------------------------------------------------
+
+// Positions restarting at 0 for each sample, as the packer makes them.
+std::vector<int32_t> packed_positions(const std::vector<int>& lengths) {
+    std::vector<int32_t> pos;
+    for (int len : lengths)
+        for (int i = 0; i < len; ++i) pos.push_back(i);
+    return pos;
+}
+
+void rope_case(Check& c, int H, int D, double theta, const RopeScaling& scaling, std::vector<int32_t> positions,
+               int max_pos, bool in_place) {
+    const int T = int(positions.size());
+    const cpu::RopeTable table = cpu::rope_table_build(D, theta, scaling, max_pos);
+    const Dev<char> d_table(int64_t(cuda::rope_table_bytes(table)));
+    const cuda::RopeTableDevice td = cuda::rope_table_upload(table, d_table.p());
+    const auto d_pos = dev_i32(positions);
+    const int64_t n = int64_t(T) * H * D;
+
+    const auto inp = c.rng.bf16_values(n, 1.0f);
+    std::vector<float> want(static_cast<size_t>(n));
+    cpu::rope_forward(want.data(), inp.data(), positions.data(), table, T, H, D);
+    const auto d_inp = dev_bf16(inp);
+    const auto d_out = poisoned<bf16>(in_place ? 0 : n);
+    bf16* out = in_place ? d_inp.p() : d_out.p();
+    cuda::rope_forward(out, d_inp.p(), d_pos.p(), td, T, H, D);
+    c.tensor("out", get(out, n), want, kTolBf16);
+
+    const auto dout = c.rng.bf16_values(n, 1.0f);
+    std::vector<float> want_d(static_cast<size_t>(n));
+    cpu::rope_backward(want_d.data(), dout.data(), positions.data(), table, T, H, D);
+    const auto d_dout = dev_bf16(dout);
+    const auto d_dinp = poisoned<bf16>(in_place ? 0 : n);
+    bf16* dinp = in_place ? d_dout.p() : d_dinp.p();
+    cuda::rope_backward(dinp, d_dout.p(), d_pos.p(), td, T, H, D);
+    c.tensor("dinp", get(dinp, n), want_d, kTolBf16);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// SwiGLU
+// ---------------------------------------------------------------------------------------------------------
+
+void swiglu_case(Check& c, int N, int F, bool in_place) {
+    const int64_t n = numel(N, F);
+    const auto gate = c.rng.bf16_values(n, 4.0f);
+    const auto up = c.rng.bf16_values(n, 2.0f);
+    std::vector<float> want(static_cast<size_t>(n));
+    cpu::swiglu_forward(want.data(), gate.data(), up.data(), N, F);
+    {
+        const auto d_gate = dev_bf16(gate);
+        const auto d_up = dev_bf16(up);
+        const auto d_out = poisoned<bf16>(in_place ? 0 : n);
+        bf16* out = in_place ? d_gate.p() : d_out.p();
+        cuda::swiglu_forward(out, d_gate.p(), d_up.p(), N, F);
+        c.tensor("out", get(out, n), want, kTolBf16);
+    }
+    const auto dout = c.rng.bf16_values(n, 1.0f);
+    std::vector<float> want_dgate(static_cast<size_t>(n)), want_dup(static_cast<size_t>(n));
+    cpu::swiglu_backward(want_dgate.data(), want_dup.data(), dout.data(), gate.data(), up.data(), N, F);
+    const auto d_gate = dev_bf16(gate);
+    const auto d_up = dev_bf16(up);
+    const auto d_dout = dev_bf16(dout);
+    const auto d_dgate = poisoned<bf16>(in_place ? 0 : n);
+    const auto d_dup = poisoned<bf16>(in_place ? 0 : n);
+    bf16* dgate = in_place ? d_gate.p() : d_dgate.p();
+    bf16* dup = in_place ? d_up.p() : d_dup.p();
+    cuda::swiglu_backward(dgate, dup, d_dout.p(), d_gate.p(), d_up.p(), N, F);
+    c.tensor("dgate", get(dgate, n), want_dgate, kTolBf16);
+    c.tensor("dup", get(dup, n), want_dup, kTolBf16);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Matmul and LoRA
+// ---------------------------------------------------------------------------------------------------------
+
+void matmul_forward_case(Check& c, int N, int IN, int OUT, bool with_bias) {
+    const auto inp = c.rng.bf16_values(numel(N, IN), 1.0f);
+    const auto w = c.rng.bf16_values(numel(OUT, IN), fan_in_bound(IN));
+    const auto bias = c.rng.bf16_values(OUT, 0.5f);
+    std::vector<float> want(size_t(numel(N, OUT)));
+    cpu::matmul_forward(want.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, IN, OUT);
+    const auto d_inp = dev_bf16(inp);
+    const auto d_w = dev_bf16(w);
+    const auto d_bias = dev_bf16(bias);
+    const auto d_out = poisoned<bf16>(numel(N, OUT));
+    cuda::matmul_forward(d_out.p(), d_inp.p(), d_w.p(), with_bias ? d_bias.p() : nullptr, N, IN, OUT);
+    c.tensor("out", get(d_out), want, kTolBf16);
+}
+
+void matmul_backward_case(Check& c, int N, int IN, int OUT, bool want_dinp, bool want_dweight, bool want_dbias) {
+    const auto inp = c.rng.bf16_values(numel(N, IN), 1.0f);
+    const auto w = c.rng.bf16_values(numel(OUT, IN), fan_in_bound(IN));
+    const auto dout = c.rng.bf16_values(numel(N, OUT), 1.0f);
+    std::vector<float> inc_dinp(size_t(numel(N, IN)), 0.0f), inc_dw(size_t(numel(OUT, IN)), 0.0f),
+        inc_db(size_t(OUT), 0.0f);
+    auto run_cpu = [&](std::vector<float>& di, std::vector<float>& dw, std::vector<float>& db) {
+        cpu::matmul_backward(want_dinp ? di.data() : nullptr, want_dweight ? dw.data() : nullptr,
+                             want_dbias ? db.data() : nullptr, dout.data(), inp.data(), w.data(), N, IN, OUT);
+    };
+    run_cpu(inc_dinp, inc_dw, inc_db);
+    const auto init_dinp = c.initial(inc_dinp, true);
+    const auto init_dw = c.initial(inc_dw, false);
+    const auto init_db = c.initial(inc_db, false);
+    auto want_di = init_dinp, want_dw = init_dw, want_db = init_db;
+    run_cpu(want_di, want_dw, want_db);
+
+    const auto d_inp = dev_bf16(inp);
+    const auto d_w = dev_bf16(w);
+    const auto d_dout = dev_bf16(dout);
+    const auto d_dinp = dev_bf16(init_dinp);
+    const auto d_dw = dev_f32(init_dw);
+    const auto d_db = dev_f32(init_db);
+    cuda::matmul_backward(want_dinp ? d_dinp.p() : nullptr, want_dweight ? d_dw.p() : nullptr,
+                          want_dbias ? d_db.p() : nullptr, d_dout.p(), d_inp.p(), d_w.p(), N, IN, OUT);
+    if (want_dinp) c.tensor("dinp", get(d_dinp), want_di, kTolBf16, &init_dinp);
+    if (want_dweight) c.tensor("dweight", get(d_dw), want_dw, kTolBf16, &init_dw);
+    if (want_dbias) c.tensor("dbias", get(d_db), want_db, kTolBf16, &init_db);
+}
+
+void lora_case(Check& c, int N, int IN, int OUT, int R, float scaling) {
+    const auto inp = c.rng.bf16_values(numel(N, IN), 1.0f);
+    const auto A = c.rng.bf16_values(numel(R, IN), 1.0f / float(std::sqrt(double(IN))));
+    const auto B = c.rng.bf16_values(numel(OUT, R), 1.0f / float(std::sqrt(double(R))));
+    const auto d_inp = dev_bf16(inp);
+    const auto d_A = dev_bf16(A);
+    const auto d_B = dev_bf16(B);
+
+    // forward: out accumulates, tmp is written
+    std::vector<float> inc(size_t(numel(N, OUT)), 0.0f), tmp(size_t(numel(N, R)));
+    cpu::lora_forward(inc.data(), tmp.data(), inp.data(), A.data(), B.data(), scaling, N, IN, OUT, R);
+    const auto init = c.initial(inc, true);
+    auto want = init;
+    cpu::lora_forward(want.data(), tmp.data(), inp.data(), A.data(), B.data(), scaling, N, IN, OUT, R);
+    const auto d_out = dev_bf16(init);
+    const auto d_tmp = poisoned<bf16>(numel(N, R));
+    cuda::lora_forward(d_out.p(), d_tmp.p(), d_inp.p(), d_A.p(), d_B.p(), scaling, N, IN, OUT, R);
+    c.tensor("out", get(d_out), want, kTolBf16, &init);
+    c.tensor("tmp", get(d_tmp), tmp, kTolBf16);
+    // lora_tmp_forward is lora_forward's first GEMM alone (what a recompute runs): the same bits.
+    const auto d_tmp_only = poisoned<bf16>(numel(N, R));
+    cuda::lora_tmp_forward(d_tmp_only.p(), d_inp.p(), d_A.p(), N, IN, R);
+    c.tensor("tmp of lora_tmp_forward = lora_forward's", get(d_tmp_only), get(d_tmp), kTolExact);
+
+    // backward from the same (bf16) tmp on both sides
+    const auto tmp16 = round_bf16(tmp);
+    const auto dout = c.rng.bf16_values(numel(N, OUT), 1.0f);
+    std::vector<float> inc_di(size_t(numel(N, IN)), 0.0f), inc_da(size_t(numel(R, IN)), 0.0f),
+        inc_db(size_t(numel(OUT, R)), 0.0f), dtmp(size_t(numel(N, R)));
+    cpu::lora_backward(inc_di.data(), inc_da.data(), inc_db.data(), dtmp.data(), dout.data(), inp.data(), tmp16.data(),
+                       A.data(), B.data(), scaling, N, IN, OUT, R);
+    const auto init_di = c.initial(inc_di, true);
+    const auto init_da = c.initial(inc_da, false);
+    const auto init_db = c.initial(inc_db, false);
+    auto want_di = init_di, want_da = init_da, want_db = init_db;
+    cpu::lora_backward(want_di.data(), want_da.data(), want_db.data(), dtmp.data(), dout.data(), inp.data(),
+                       tmp16.data(), A.data(), B.data(), scaling, N, IN, OUT, R);
+    const auto d_tmp16 = dev_bf16(tmp16);
+    const auto d_dout = dev_bf16(dout);
+    const auto d_di = dev_bf16(init_di);
+    const auto d_da = dev_f32(init_da);
+    const auto d_db = dev_f32(init_db);
+    const auto d_dtmp = poisoned<bf16>(numel(N, R));
+    cuda::lora_backward(d_di.p(), d_da.p(), d_db.p(), d_dtmp.p(), d_dout.p(), d_inp.p(), d_tmp16.p(), d_A.p(), d_B.p(),
+                        scaling, N, IN, OUT, R);
+    c.tensor("dinp", get(d_di), want_di, kTolBf16, &init_di);
+    c.tensor("dlora_a", get(d_da), want_da, kTolBf16, &init_da);
+    c.tensor("dlora_b", get(d_db), want_db, kTolBf16, &init_db);
+    c.tensor("dtmp", get(d_dtmp), dtmp, kTolBf16);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// lm_head + cross-entropy
+// ---------------------------------------------------------------------------------------------------------
+
+// logit_scale multiplies the weights: 8 gives logits of tens, where a softmax without max subtraction fails.
+void cross_entropy_case(Check& c, int N, int C, int V, int chunk_rows, float logit_scale, bool with_grad) {
+    const auto hidden = c.rng.bf16_values(numel(N, C), 1.0f);
+    const auto weight = c.rng.bf16_values(numel(V, C), logit_scale * fan_in_bound(C) * float(std::sqrt(3.0)));
+    std::vector<int32_t> targets(static_cast<size_t>(N));
+    for (auto& t : targets) t = c.rng.uniform(0, 1) < 0.25f ? cpu::kIgnoreIndex : c.rng.below(V);
+    targets[0] = cpu::kIgnoreIndex;
+    if (N > 1) targets[1] = V - 1;
+    if (N > 2) targets[2] = 0;
+    int labels = 0;
+    for (auto t : targets) labels += t != cpu::kIgnoreIndex;
+    const float grad_scale = 1.0f / float(std::max(labels, 1));
+
+    // CPU: per-row losses one row at a time, then the whole batch for the sum and dhidden.
+    std::vector<float> scratch(size_t(numel(std::max(chunk_rows, 1), V)));
+    std::vector<float> want_losses(static_cast<size_t>(N));
+    for (int n = 0; n < N; ++n)
+        want_losses[size_t(n)] =
+            float(cpu::lm_head_cross_entropy(nullptr, hidden.data() + numel(n, C), weight.data(), &targets[size_t(n)],
+                                             1, C, V, 1.0f, 1, scratch.data()));
+    std::vector<float> want_dh(size_t(numel(N, C)));
+    const double want_sum = cpu::lm_head_cross_entropy(want_dh.data(), hidden.data(), weight.data(), targets.data(), N,
+                                                       C, V, grad_scale, chunk_rows, scratch.data());
+
+    const auto d_hidden = dev_bf16(hidden);
+    const auto d_weight = dev_bf16(weight);
+    const auto d_targets = dev_i32(targets);
+    const auto d_losses = poisoned<float>(N);
+    const auto d_dh = poisoned<bf16>(numel(N, C));
+    const Dev<char> ws(int64_t(cuda::lm_head_cross_entropy_workspace(chunk_rows, V)));
+    cuda::lm_head_cross_entropy(with_grad ? d_dh.p() : nullptr, d_losses.p(), d_hidden.p(), d_weight.p(), d_targets.p(),
+                                N, C, V, grad_scale, chunk_rows, ws.p());
+    const auto losses = get(d_losses);
+    c.tensor("losses", losses, want_losses, kTolBf16);
+    double sum = 0;
+    for (float l : losses) sum += l;
+    c.scalar("loss sum", sum, want_sum, kTolBf16);
+    if (with_grad) c.tensor("dhidden", get(d_dh), want_dh, kTolBf16);
+}
+
+void lm_head_logits_case(Check& c, int N, int C, int V) {
+    const auto hidden = c.rng.bf16_values(numel(N, C), 1.0f);
+    const auto weight = c.rng.bf16_values(numel(V, C), 3.0f * fan_in_bound(C));
+    std::vector<float> want(size_t(numel(N, V)));
+    cpu::lm_head_logits(want.data(), hidden.data(), weight.data(), N, C, V);
+    const auto d_hidden = dev_bf16(hidden);
+    const auto d_weight = dev_bf16(weight);
+    const auto d_out = poisoned<float>(numel(N, V));
+    cuda::lm_head_logits(d_out.p(), d_hidden.p(), d_weight.p(), N, C, V);
+    c.tensor("logits", get(d_out), want, kTolBf16);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Attention
+// ---------------------------------------------------------------------------------------------------------
+
+struct AttnShape {
+    std::vector<int> lengths;
+    int Hq, Hkv, D;
+};
+
+std::string attn_label(const AttnShape& s) {
+    std::string l =
+        "D=" + std::to_string(s.D) + " Hq=" + std::to_string(s.Hq) + " Hkv=" + std::to_string(s.Hkv) + " lengths=";
+    for (size_t i = 0; i < s.lengths.size(); ++i) l += (i ? "," : "") + std::to_string(s.lengths[i]);
+    return l;
+}
+
+// Inputs and the CPU results (forward from the inputs, backward from the CPU's own out and lse).
+struct AttnData {
+    int S = 0, T = 0, max_seqlen = 0;
+    float scale = 0;
+    std::vector<int32_t> cu;
+    std::vector<float> q, k, v, dout;  // bf16 values
+    std::vector<float> out, lse;       // [T,Hq,D], [Hq,T]
+    std::vector<float> dq, dk, dv;
+};
+
+AttnData attention_data(Check& c, const AttnShape& s) {
+    AttnData a;
+    a.S = int(s.lengths.size());
+    a.cu.push_back(0);
+    for (int len : s.lengths) {
+        a.cu.push_back(a.cu.back() + len);
+        a.max_seqlen = std::max(a.max_seqlen, len);
+    }
+    a.T = a.cu.back();
+    a.scale = float(1.0 / std::sqrt(double(s.D)));
+    const int64_t nq = int64_t(a.T) * s.Hq * s.D, nkv = int64_t(a.T) * s.Hkv * s.D;
+    // |q.k| * scale of order 1: softmax rows that are neither flat nor one-hot.
+    a.q = c.rng.bf16_values(nq, 2.0f);
+    a.k = c.rng.bf16_values(nkv, 2.0f);
+    a.v = c.rng.bf16_values(nkv, 1.0f);
+    a.dout = c.rng.bf16_values(nq, 1.0f);
+    a.out.resize(static_cast<size_t>(nq));
+    a.lse.resize(size_t(int64_t(s.Hq) * a.T));
+    cpu::attention_forward(a.out.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), a.cu.data(), a.S, a.T, s.Hq,
+                           s.Hkv, s.D, a.scale);
+    a.dq.resize(static_cast<size_t>(nq));
+    a.dk.resize(static_cast<size_t>(nkv));
+    a.dv.resize(static_cast<size_t>(nkv));
+    cpu::attention_backward(a.dq.data(), a.dk.data(), a.dv.data(), a.dout.data(), a.q.data(), a.k.data(), a.v.data(),
+                            a.out.data(), a.lse.data(), a.cu.data(), a.S, a.T, s.Hq, s.Hkv, s.D, a.scale);
+    return a;
+}
+
+void attention_case(Check& c, const AttnShape& s) {
+    if (!cuda::attention_supported(s.D)) {
+        c.skip("all", "the in-house kernels do not support head_dim " + std::to_string(s.D));
+        return;
+    }
+    const AttnData a = attention_data(c, s);
+    const int64_t nq = int64_t(a.T) * s.Hq * s.D, nkv = int64_t(a.T) * s.Hkv * s.D;
+    const auto d_q = dev_bf16(a.q), d_k = dev_bf16(a.k), d_v = dev_bf16(a.v), d_dout = dev_bf16(a.dout);
+    const auto d_cu = dev_i32(a.cu);
+    const auto d_out = poisoned<bf16>(nq);
+    const auto d_lse = poisoned<float>(int64_t(s.Hq) * a.T);
+    cuda::attention_forward(d_out.p(), d_lse.p(), d_q.p(), d_k.p(), d_v.p(), d_cu.p(), a.S, a.T, s.Hq, s.Hkv, s.D,
+                            a.scale, a.max_seqlen);
+    c.tensor("out", get(d_out), a.out, kTolBf16);
+    c.tensor("lse", get(d_lse), a.lse, kTolBf16);
+
+    // Backward from the GPU's own out and lse, as the model runs it.
+    const auto d_dq = poisoned<bf16>(nq);
+    const auto d_dk = poisoned<bf16>(nkv);
+    const auto d_dv = poisoned<bf16>(nkv);
+    const Dev<char> ws(int64_t(cuda::attention_backward_workspace(a.T, s.Hq, s.D)));
+    cuda::attention_backward(d_dq.p(), d_dk.p(), d_dv.p(), d_dout.p(), d_q.p(), d_k.p(), d_v.p(), d_out.p(), d_lse.p(),
+                             d_cu.p(), a.S, a.T, s.Hq, s.Hkv, s.D, a.scale, a.max_seqlen, ws.p());
+    c.tensor("dq", get(d_dq), a.dq, kTolBf16);
+    c.tensor("dk", get(d_dk), a.dk, kTolBf16);
+    c.tensor("dv", get(d_dv), a.dv, kTolBf16);
+}
+
+void cudnn_attention_case(Check& c, const AttnShape& s) {
+    std::string why;
+    if (!cuda::cudnn_attention_available(&why)) {
+        c.skip("all", "cuDNN attention unavailable: " + why);
+        return;
+    }
+    const AttnData a = attention_data(c, s);
+    const cuda::CudnnAttentionShape shape{
+        .S = a.S, .T = a.T, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D, .max_seqlen = a.max_seqlen, .scale = a.scale};
+    if (!cuda::cudnn_attention_supported(shape, &why)) {
+        c.skip("all", "cuDNN does not support this shape: " + why);
+        return;
+    }
+    const int64_t nq = int64_t(a.T) * s.Hq * s.D, nkv = int64_t(a.T) * s.Hkv * s.D;
+    const auto d_q = dev_bf16(a.q), d_k = dev_bf16(a.k), d_v = dev_bf16(a.v), d_dout = dev_bf16(a.dout);
+    const auto d_cu = dev_i32(a.cu);
+    const Dev<char> stats(int64_t(cuda::cudnn_attention_stats_bytes(shape)));
+    const Dev<char> ws(int64_t(cuda::cudnn_attention_workspace_bytes(shape)));
+    poison(stats.p(), stats.bytes());
+    const auto d_out = poisoned<bf16>(nq);
+    cuda::cudnn_attention_forward(d_out.p(), stats.p(), d_q.p(), d_k.p(), d_v.p(), d_cu.p(), shape, ws.p());
+    c.tensor("out", get(d_out), a.out, kTolBf16);
+
+    const auto d_dq = poisoned<bf16>(nq);
+    const auto d_dk = poisoned<bf16>(nkv);
+    const auto d_dv = poisoned<bf16>(nkv);
+    cuda::cudnn_attention_backward(d_dq.p(), d_dk.p(), d_dv.p(), d_dout.p(), d_q.p(), d_k.p(), d_v.p(), d_out.p(),
+                                   stats.p(), d_cu.p(), shape, ws.p());
+    c.tensor("dq", get(d_dq), a.dq, kTolBf16);
+    c.tensor("dk", get(d_dk), a.dk, kTolBf16);
+    c.tensor("dv", get(d_dv), a.dv, kTolBf16);
+}
+
+std::string shape(std::initializer_list<std::pair<const char*, int64_t>> dims) {
+    std::string s;
+    for (const auto& [k, v] : dims) s += std::string(s.empty() ? "" : " ") + k + "=" + std::to_string(v);
+    return s;
+}
+
+}  // namespace
+
+void add_op_cases(std::vector<Case>& cs) {
+    auto add = [&](std::string name, std::function<void(Check&)> fn) {
+        cs.push_back({std::move(name), std::move(fn)});
+    };
+
+    for (auto [N, C, V] : {std::tuple{37, 96, 101}, {130, 200, 53}, {5, 37, 7}})
+        add("embedding " + shape({{"N", N}, {"C", C}, {"V", V}}), [=](Check& c) { embedding_case(c, N, C, V); });
+
+    for (auto [N, C] : {std::pair{37, 96}, {64, 200}, {7, 37}, {17, 4096}, {9, 5000}, {1696, 128}, {848, 64}})
+        add("rmsnorm_forward " + shape({{"N", N}, {"C", C}}), [=](Check& c) { rmsnorm_forward_case(c, N, C, false); });
+    add("rmsnorm_forward in-place N=37 C=96", [](Check& c) { rmsnorm_forward_case(c, 37, 96, true); });
+    for (auto [N, C] : {std::pair{37, 96}, {7, 37}, {17, 4096}})
+        add("residual_rmsnorm_forward " + shape({{"N", N}, {"C", C}}),
+            [=](Check& c) { residual_rmsnorm_case(c, N, C, false); });
+    add("residual_rmsnorm_forward residual=a N=37 C=96", [](Check& c) { residual_rmsnorm_case(c, 37, 96, true); });
+    for (auto [N, C] : {std::pair{37, 96}, {64, 200}, {7, 37}, {17, 4096}, {1696, 128}})
+        add("rmsnorm_backward " + shape({{"N", N}, {"C", C}}), [=](Check& c) { rmsnorm_backward_case(c, N, C, true); });
+    add("rmsnorm_backward no dweight N=37 C=96", [](Check& c) { rmsnorm_backward_case(c, 37, 96, false); });
+
+    {
+        const RopeScaling none;
+        RopeScaling llama3;
+        llama3.type = RopeScalingType::Llama3;
+        llama3.factor = 8;
+        llama3.low_freq_factor = 1;
+        llama3.high_freq_factor = 4;
+        llama3.original_max_position_embeddings = 8192;
+        RopeScaling linear;
+        linear.type = RopeScalingType::Linear;
+        linear.factor = 2;
+        const auto packed = packed_positions({1, 17, 64, 130});
+        add("rope D=64 H=8 default lengths=1,17,64,130",
+            [=](Check& c) { rope_case(c, 8, 64, 10000.0, none, packed, 256, false); });
+        add("rope D=128 H=2 default in-place lengths=1,17,64,130",
+            [=](Check& c) { rope_case(c, 2, 128, 10000.0, none, packed, 256, true); });
+        add("rope D=36 H=5 linear lengths=1,17,64,130",
+            [=](Check& c) { rope_case(c, 5, 36, 10000.0, linear, packed, 256, false); });
+        add("rope D=128 H=4 llama3 positions up to 16383", [=](Check& c) {
+            std::vector<int32_t> pos = {0, 1, 2, 17, 255, 1000, 2047, 4095, 8191, 8192, 9001, 16383};
+            while (pos.size() < 77) pos.push_back(c.rng.below(16384));
+            rope_case(c, 4, 128, 500000.0, llama3, pos, 16384, false);
+        });
+    }
+
+    for (auto [N, F] : {std::pair{37, 200}, {130, 96}, {3, 37}})
+        add("swiglu " + shape({{"N", N}, {"F", F}}), [=](Check& c) { swiglu_case(c, N, F, false); });
+    add("swiglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true); });
+
+    for (auto [N, IN, OUT, bias] : {std::tuple{37, 96, 200, false},
+                                    {37, 96, 200, true},
+                                    {130, 64, 96, true},
+                                    {17, 37, 53, true},
+                                    {1, 128, 256, false}})
+        add("matmul_forward " + shape({{"N", N}, {"IN", IN}, {"OUT", OUT}}) + (bias ? " bias" : ""),
+            [=](Check& c) { matmul_forward_case(c, N, IN, OUT, bias); });
+    for (auto [N, IN, OUT] : {std::tuple{37, 96, 200}, {130, 64, 96}, {17, 37, 53}, {1, 128, 256}})
+        add("matmul_backward " + shape({{"N", N}, {"IN", IN}, {"OUT", OUT}}),
+            [=](Check& c) { matmul_backward_case(c, N, IN, OUT, true, true, true); });
+    add("matmul_backward dinp only N=37 IN=96 OUT=200",
+        [](Check& c) { matmul_backward_case(c, 37, 96, 200, true, false, false); });
+    add("matmul_backward dweight+dbias only N=37 IN=96 OUT=200",
+        [](Check& c) { matmul_backward_case(c, 37, 96, 200, false, true, true); });
+
+    for (auto [N, IN, OUT, R, s] :
+         {std::tuple{37, 96, 200, 8, 2.0f}, {130, 64, 96, 16, 0.5f}, {17, 37, 53, 4, 4.0f}, {5, 64, 37, 1, 2.0f}})
+        add("lora " + shape({{"N", N}, {"IN", IN}, {"OUT", OUT}, {"R", R}}),
+            [=](Check& c) { lora_case(c, N, IN, OUT, R, s); });
+
+    for (auto [N, C, V, K] : {std::tuple{37, 96, 101, 16}, {130, 64, 1000, 64}, {37, 96, 2053, 128}, {17, 37, 53, 5}})
+        add("lm_head_cross_entropy " + shape({{"N", N}, {"C", C}, {"V", V}, {"chunk", K}}),
+            [=](Check& c) { cross_entropy_case(c, N, C, V, K, 1.0f, true); });
+    add("lm_head_cross_entropy large logits N=37 C=64 V=301 chunk=16",
+        [](Check& c) { cross_entropy_case(c, 37, 64, 301, 16, 8.0f, true); });
+    add("lm_head_cross_entropy no dhidden N=37 C=96 V=101 chunk=16",
+        [](Check& c) { cross_entropy_case(c, 37, 96, 101, 16, 1.0f, false); });
+    for (auto [N, C, V] : {std::tuple{37, 96, 1001}, {5, 37, 53}})
+        add("lm_head_logits " + shape({{"N", N}, {"C", C}, {"V", V}}),
+            [=](Check& c) { lm_head_logits_case(c, N, C, V); });
+
+    const std::vector<AttnShape> attn = {
+        {{1, 17, 64, 130}, 8, 2, 64}, {{1, 17, 64, 130}, 8, 2, 128}, {{130, 1, 1, 64, 17}, 4, 4, 64},
+        {{257, 1}, 4, 4, 128},        {{33, 96}, 6, 1, 64},
+    };
+    for (const auto& s : attn) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
+    for (const auto& s : attn) add("cudnn_attention " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s); });
+}
+
+}  // namespace tandem::testing
+#endif  // TANDEM_WITH_CUDA

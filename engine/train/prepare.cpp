@@ -1,0 +1,70 @@
+// Trainer::prepare: validates a RunConfig, resolves the device and the limits, plans CUDA memory (refusing
+// a run that cannot fit before anything is loaded), then loads the tokenizer, the data and the model, and
+// hands them to the trainer loop (trainer.cpp). Kept apart from trainer.cpp so the trainer and its tests
+// link without the models' definitions.
+#include <filesystem>
+#include <optional>
+
+#include "tandem/data.h"
+#include "tandem/error.h"
+#include "tandem/tokenizer.h"
+#include "tandem/trainer.h"
+#include "train/backends.h"
+#include "train/trainer_impl.h"
+
+namespace tandem {
+
+Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
+    validate_run_config(config);
+    namespace fs = std::filesystem;
+    if (!fs::is_directory(config.model)) throw_invalid("model: " + config.model + " is not a folder");
+    if (!fs::is_regular_file(config.data.dataset)) throw_invalid("data.dataset: " + config.data.dataset + " is not a file");
+    if (!config.data.validation.empty() && !fs::is_regular_file(config.data.validation))
+        throw_invalid("data.validation: " + config.data.validation + " is not a file");
+
+    // Continuing an adapter: its LoRA settings define the function being trained, so they replace the run's
+    // (only the dropout, a training choice, is kept). The resolved config.json shows what was used.
+    std::optional<PeftAdapter> init;
+    if (!config.init_adapter.empty()) {
+        if (!fs::is_directory(config.init_adapter))
+            throw_invalid("init_adapter: " + config.init_adapter + " is not a folder");
+        init = read_peft_adapter(config.init_adapter, load_model_config(config.model));
+        const double dropout = config.lora.dropout;
+        config.lora = init->config;
+        config.lora.dropout = dropout;
+    }
+
+    std::vector<std::string> notes;
+    train::resolve_limits_and_device(config, notes);
+    // On CUDA the memory plan is made (and a run that cannot fit refused) before anything is loaded.
+    std::optional<MemoryPlan> planned;
+    if (config.device == DeviceChoice::Cuda) planned = train::plan_cuda_run(config, notes);
+
+    const Tokenizer tok = Tokenizer::load(config.model);
+    DataOptions opt;
+    opt.path = config.data.dataset;
+    opt.validation_path = config.data.validation;
+    opt.validation_fraction = config.data.validation_fraction;
+    opt.seed = config.seed;
+    opt.read.format = *parse_dataset_format(config.data.format == "completion" ? "prompt_completion" : config.data.format);
+    opt.render.max_seq_len = config.data.max_seq_len;
+    opt.render.chat_template = config.data.chat_template;
+    opt.pack.token_budget = config.training.batch_tokens;
+    opt.pack.packing = config.data.packing;
+    opt.pack.seed = config.seed;
+    if (auto pad = tok.pad_id()) opt.pack.pad_id = *pad;
+    PreparedData data = prepare_data(opt, tok);
+
+    train::TrainerInputs in;
+    in.model = config.device == DeviceChoice::Cuda ? train::load_cuda_model(config, init)
+                                                   : train::load_cpu_model(config, init);
+    in.planned = planned;
+    in.notes = std::move(notes);
+    in.train = std::move(data.train_tokens);
+    in.validation = std::move(data.validation_tokens);
+    in.pad_id = opt.pack.pad_id;
+    in.config = std::move(config);
+    return train::make_trainer(std::move(in), options);
+}
+
+}  // namespace tandem
