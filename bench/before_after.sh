@@ -22,7 +22,7 @@ old_src=$root/.carry/old-src
 if [ "$mode" = prepare ]; then
   rev=${1:?REV}
   rm -rf "$old_src" && mkdir -p "$old_src"
-  git -C "$root" archive "$rev" CMakeLists.txt CMakePresets.json cmake engine app bench | tar -x -C "$old_src"
+  git -C "$root" archive "$rev" CMakeLists.txt CMakePresets.json cmake engine app bench installer resources datasets | tar -x -C "$old_src"
   # The --plans option, with the include paths the old tree had before core/cuda existed (harmless otherwise).
   sed -e 's#core/cuda/context.h#kernels/cuda/common.h#; s#core/cuda/memory.h#kernels/cuda/memory.h#' \
     "$root/app/cli/cmd_bench.cpp" >"$old_src/app/cli/cmd_bench.cpp"
