@@ -12,7 +12,8 @@
 #   glue-small  bench/glue_bench.sh 'small' (Qwen3-0.6B, Llama-3.2-1B, 8x2048, four policies), old then new
 #   glue-large  bench/glue_bench.sh 'large' (Llama-3.1-8B, 2x2048 and 1x16384, four policies), old then new
 #   compare     OUTDIR/compare.md: tokens/s new / old and host syncs per step of every glue run both have
-# Environment: JOBS (build jobs per tree, default nproc/2), WARMUP / STEPS (glue_bench.sh).
+# Environment: JOBS (build jobs per tree, default nproc/2), WARMUP / STEPS (glue_bench.sh), SIDES (the order of
+# the glue runs, default "old new"; run a stage twice in both orders to see drift).
 set -uo pipefail
 mode=${1:?prepare REV | run OUTDIR [stage...]}
 shift
@@ -78,18 +79,19 @@ for stage in $stages; do
     ;;
   glue-small|glue-large)
     what=${stage#glue-}
-    for side in old new; do
+    for side in ${SIDES:-old new}; do
       cli=$old_cli; [ $side = new ] && cli=$new_cli
       note "glue $what ($side)"
-      bash "$root/bench/glue_bench.sh" "$cli" "$out/glue-$side" "$what" | tee -a "$out/summary.txt"
+      bash "$root/bench/glue_bench.sh" "$cli" "$out/glue-$side${ROUND:+-$ROUND}" "$what" | tee -a "$out/summary.txt"
     done
     ;;
   compare)
     python3 - "$out" <<'PY' | tee "$out/compare.md"
 import json, os, sys
 out = sys.argv[1]
+rnd = os.environ.get("ROUND", "")
 def load(side):
-    d = os.path.join(out, "glue-" + side)
+    d = os.path.join(out, "glue-" + side + ("-" + rnd if rnd else ""))
     rows = {}
     if os.path.isdir(d):
         for f in sorted(os.listdir(d)):
