@@ -780,6 +780,8 @@ private slots:
         for (float x : o) QCOMPARE(x, 0.0f);
         fill(o.data(), 3.0f, 1000);
         for (float x : o) QCOMPARE(x, 3.0f);
+        zero(o.data(), 1000);
+        for (float x : o) QCOMPARE(x, 0.0f);
         expect_error([&] { add(nullptr, a.data(), b.data(), 3); }, ErrorCategory::Internal, {"add"});
     }
 

@@ -208,6 +208,72 @@ private slots:
         QVERIFY(rel <= 1e-5);
     }
 
+    // Checkpointing changes where activations live, never what is computed: off, recompute, smart and
+    // smart-single give the same losses and LoRA gradients bit for bit (two accumulated micro-batches with
+    // dropout; babyllama has 5 layers, so smart offloads 3 block inputs and smart-single 4; the 2-layer
+    // fixtures cover q/k norm and biases).
+    void checkpointing_policies_agree_data() {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("babyllama") << QString::fromStdString((babyllama() / "hf").string());
+        for (const char* f : {"qwen3", "qwen2"})
+            QTest::newRow(f) << QString::fromStdString((fixtures() / "models" / f).string());
+    }
+    void checkpointing_policies_agree() {
+        QFETCH(QString, model);
+        const fs::path dir = model.toStdString();
+        TANDEM_REQUIRE_ASSET(dir);
+        const ModelConfig cfg = load_model_config(dir);
+        LoraConfig lora;
+        lora.r = 4;
+        lora.dropout = 0.1;
+        std::vector<std::vector<int32_t>> seqs;
+        for (int s = 0; s < 4; ++s) {
+            std::vector<int32_t> q;
+            for (int t = 0; t < 9 + 5 * s; ++t) q.push_back(int32_t((t * 7 + s * 13 + 3) % cfg.vocab_size));
+            seqs.push_back(q);
+        }
+        const PackedBatch b1 = batch_from_sequences({seqs[0], seqs[1]});
+        const PackedBatch b2 = batch_from_sequences({seqs[2], seqs[3]});
+        const float scale = float(1.0 / (b1.num_label_tokens + b2.num_label_tokens));
+        struct Run {
+            double l1, l2, eval;
+            std::vector<std::vector<float>> grads;
+        };
+        auto run = [&](CheckpointPolicy p) -> Run {
+            CpuModel m = CpuModel::load(dir, lora, 5, 64, p);
+            if (m.checkpointing() != p) qFatal("the model was loaded with another checkpointing policy");
+            // B != 0, so every path of the LoRA backward is exercised
+            for (auto& prm : m.lora_params())
+                if (!prm.spec.is_a)
+                    for (size_t i = 0; i < prm.value.size(); ++i) prm.value[i] = 0.01f * float(int(i % 7) - 3);
+            m.zero_grads();
+            Run r;
+            r.l1 = m.forward_backward(b1, scale, 11);
+            r.l2 = m.forward_backward(b2, scale, 12);
+            r.eval = m.forward_loss(b1);
+            r.grads = grads_of(m);
+            return r;
+        };
+        const Run off = run(CheckpointPolicy::Off);
+        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle}) {
+            const Run r = run(p);
+            QCOMPARE(r.l1, off.l1);
+            QCOMPARE(r.l2, off.l2);
+            QCOMPARE(r.eval, off.eval);
+            QCOMPARE(r.grads.size(), off.grads.size());
+            for (size_t i = 0; i < r.grads.size(); ++i)
+                QVERIFY2(std::memcmp(r.grads[i].data(), off.grads[i].data(), r.grads[i].size() * sizeof(float)) == 0,
+                         qPrintable(QString("policy %1: grad of tensor %2 differs from off")
+                                        .arg(int(p))
+                                        .arg(QString::fromStdString(
+                                            CpuModel::load(dir, lora, 5, 64).lora_params()[i].spec.name))));
+        }
+        // The plan: off keeps a set per layer, the others one shared set (less activation memory).
+        const auto plan_off = CpuModel::plan(cfg, lora, 64, CheckpointPolicy::Off);
+        const auto plan_rc = CpuModel::plan(cfg, lora, 64, CheckpointPolicy::Recompute);
+        QVERIFY(plan_rc.activations < plan_off.activations);
+    }
+
     // Same dropout seed -> bitwise the same gradients; another seed -> different; p = 0 ignores the seed.
     void dropout_reproducible() {
         const fs::path dir = fixtures() / "models" / "qwen2";

@@ -52,6 +52,7 @@ namespace tandem {
     X(scale, (x, s, n64))                                                           \
     X(copy, (x, cx, n64))                                                           \
     X(fill, (x, s, n64))                                                            \
+    X(zero, (x, n64))                                                               \
     X(sum, (d, cf, n64, flag))
 
 #define TANDEM_BACKEND_OP_REQUIRE(op, args) B::op args;

@@ -1,27 +1,16 @@
-// tandem::CudaModel (see cuda_model.h): the decoder family on the CUDA backend, model.cpp's CpuModel block
-// for block over engine/kernels/cuda ops, bf16 storage with fp32 statistics and accumulation.
-// T = tokens of the micro-batch (rows 0..T-1, real tokens only; buffers hold max_tokens rows), C = hidden,
-// Q = Hq*D, KV = Hkv*D, F = intermediate, V = vocab, L = layers, R = LoRA rank, D = head_dim,
-// BIG = max(Q,F), IN = max(C,Q,F), K = lm_head chunk rows, P = LoRA elements (each tensor padded to 64).
-// Decisions a reader must know:
-//  - Memory: four arenas (weights, LoRA + AdamW, activations, workspace), laid out by ONE function
-//    (make_layout) that plan() and load() share, so the plan is the allocation byte for byte. Nothing is
-//    allocated after load. The workspace arena doubles as the fp16/fp32 -> bf16 staging buffer at load.
-//  - Residual adds are fused into the next RMSNorm (residual_rmsnorm_forward): the attention block writes
-//    mid and ln2; the MLP block writes the next block's x and ln1 (the last block: x_final and lnf).
-//  - Recomputed in backward instead of kept (elementwise passes; large memory savings): the SwiGLU output
-//    act (from gate and up) and the LoRA-dropped inputs (the mask is a pure hash of (seed, layer, module,
-//    index), so the recomputed bf16 values are the ones forward used). The CPU model stores both.
-//  - Checkpointing Recompute: every layer keeps its input x; all layers share ONE set of the other
-//    buffers; backward re-runs layer l's forward (same dropout seed, same attention backend) into that set
-//    right before layer l's backward. The last layer's set is still intact after the forward: not re-run.
-//  - Checkpointing Smart / SmartSingle: Recompute (same code, same seeds, so the same bits) with nb = 2 / 1
-//    device buffers for the block inputs instead of L: layer l's input lives in buffer l % nb. Inputs of
-//    layers l < L - nb are copied to a pinned host slot on a copy stream in forward and copied back in
-//    backward (the last nb inputs are still in their buffers then: never copied). Smart reloads layer
-//    l-1's input into the other buffer while layer l runs; SmartSingle reloads layer l's and waits. Events
-//    order copy -> use and use -> overwrite; the host never waits inside the step (the compute stream
-//    waits on the last reload, so the step's final sync covers the copy stream too).
+// tandem::CudaModel (see cuda_model.h): the decoder (model/decoder.h, the blocks written once) on the CUDA
+// backend, with the runtime it needs: arenas laid out by the plan (model/plan.h), the batch metadata upload,
+// attention dispatch, the offload copies of the checkpointing policies, CUDA graphs and the async step.
+// Dimension legend: model/plan.h. Decisions a reader must know:
+//  - Memory: four arenas (weights, LoRA + AdamW, activations, workspace) laid out by make_plan, which plan()
+//    and load() share, so the plan is the allocation byte for byte. Nothing is allocated after load. The
+//    workspace arena doubles as the fp16/fp32 -> bf16 staging buffer at load.
+//  - Checkpointing Smart / SmartSingle: the decoder's offload hooks. Inputs of layers l < L - nb are copied
+//    to a pinned host slot on a copy stream in forward and copied back in backward (the last nb inputs are
+//    still in their buffers then: never copied). Smart reloads layer l-1's input into the other buffer while
+//    layer l runs; SmartSingle reloads layer l's and waits. Events order copy -> use and use -> overwrite; the
+//    host never waits inside the step (the compute stream waits on the last reload, so the step's final sync
+//    covers the copy stream too).
 //  - Batch metadata (tokens, targets, positions, cu_seqlens, built on the host once per micro-batch) goes
 //    up in ONE async copy per batch on its own upload stream: kHostMetaSlots pinned host slots, two device
 //    slots (double-buffered: batch n+1's upload runs while batch n computes). Events order upload -> use
@@ -56,7 +45,7 @@
 #include <string>
 #include <utility>
 
-#include "backend/cuda/backend.h"  // the op table these calls will go through (M3)
+#include "backend/cuda/backend.h"
 #include "core/random.h"
 #include "kernels/cpu/cross_entropy.h"  // kIgnoreIndex
 #include "kernels/cpu/rope.h"
@@ -74,6 +63,8 @@
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/swiglu.h"
+#include "model/decoder.h"
+#include "model/plan.h"
 #include "tandem/model_dir.h"
 #include "tandem/safetensors.h"
 
@@ -91,13 +82,6 @@ using cuda::Stream;
 constexpr uint64_t kContextBytes = uint64_t(600) << 20;
 // lm_head chunk: K rows of fp32 logits, K*V*4 bytes at most this (K a multiple of 64, at most max_tokens).
 constexpr int64_t kCeChunkBytes = int64_t(256) << 20;
-// LoRA tensors start at multiples of this many elements in every LoRA region (256-byte aligned fp32).
-constexpr int64_t kLoraAlign = 64;
-// Rows of the batch metadata segments are padded to this (256-byte aligned int32 segments).
-constexpr int64_t kMetaAlign = 64;
-// The metadata starts with this many int32 of per-batch scalars the kernels read on the device (so that a
-// CUDA graph replays with each batch's values): [0,1] the dropout seed (uint64), [2] grad_scale (float).
-constexpr int64_t kMetaHeader = kMetaAlign;
 // Readback slots at the start of the pinned buffer: loss sum (double) at 0, grad norm (float) at 8 (the
 // blocking calls); then kStepSlots async step slots of 16 bytes {double loss sum, float grad norm} from 16.
 constexpr size_t kPinnedHeader = 64;
@@ -106,91 +90,23 @@ constexpr int kHostMetaSlots = 4;  // pinned metadata slots (batches in flight w
 constexpr size_t kMaxGraphs = 8;      // CUDA graphs kept (least recently used evicted)
 constexpr size_t kMaxShapesSeen = 64; // shapes remembered as "ran eagerly once" (oldest forgotten)
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// Device buffers holding block inputs under Smart (2) / SmartSingle (1); 0: not an offloading policy.
-int offload_buffers(CheckpointPolicy p) {
-    return p == CheckpointPolicy::Smart ? 2 : p == CheckpointPolicy::SmartSingle ? 1 : 0;
-}
-// Layers whose input goes to pinned host memory: 0 .. L-nb-1 (the last nb stay in their buffers).
-int offloaded_layers(CheckpointPolicy p, int L) {
-    const int nb = offload_buffers(p);
-    return nb == 0 ? 0 : std::max(L - nb, 0);
-}
-
 // ---------------------------------------------------------------------------------------------------------
-// Dimensions and the memory layout (shared by plan and load)
+// The plan (model/plan.h) with what the CUDA runtime adds
 // ---------------------------------------------------------------------------------------------------------
-
-struct Dims {
-    int C = 0, Q = 0, KV = 0, F = 0, V = 0, L = 0, Hq = 0, Hkv = 0, D = 0, R = 0;
-    int T = 0;               // max_tokens: rows of every activation buffer
-    int max_seqlen = 0;      // longest sample the attention buffers are sized for
-    int K = 0;               // lm_head chunk rows
-    int rope_positions = 0;  // rows of the RoPE table: min(max_position_embeddings, max_tokens)
-    float eps = 1e-6f;
-    bool qk_norm = false, tied = false, dropout = false;
-    bool bias[kNumModules] = {};
-
-    int big() const { return std::max(Q, F); }
-    int in_max() const { return std::max({C, Q, F}); }
-    int in_of(int m) const { return m == kO ? Q : (m == kDown ? F : C); }
-    int out_of(int m) const {
-        switch (m) {
-        case kQ: return Q;
-        case kK: case kV: return KV;
-        case kGate: case kUp: return F;
-        default: return C;
-        }
-    }
-};
 
 void validate(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOptions& o, const std::string& where) {
-    if (!cfg.supported)
-        throw_unsupported(where + ": " + cfg.architecture + " is not supported yet: " + cfg.unsupported_reason);
-    if (cfg.hidden_act != "silu")
-        throw_unsupported(where + ": hidden_act '" + cfg.hidden_act + "' (only silu is implemented)");
+    validate_model(cfg, lora, where);
     if (o.max_tokens <= 0) throw_invalid(where + ": max_tokens must be positive");
     if (o.max_seqlen < 0) throw_invalid(where + ": max_seqlen must not be negative");
     if (o.checkpointing == CheckpointPolicy::Auto)
         throw_unsupported(where +
                           ": the CUDA model takes checkpointing 'off', 'recompute', 'smart' or "
                           "'smart-single' ('auto' is resolved by the trainer)");
-    validate_lora_config(lora);
-    const int64_t dims[] = {cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_attention_heads,
-                            cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size, cfg.max_position_embeddings};
-    for (int64_t v : dims)
-        if (v <= 0 || v > (int64_t(1) << 30)) throw_invalid(where + ": a model dimension is zero, negative or absurd");
-    if (cfg.num_attention_heads % cfg.num_key_value_heads != 0)
-        throw_invalid(where + ": num_attention_heads must be a multiple of num_key_value_heads");
-    if (cfg.head_dim % 2 != 0) throw_invalid(where + ": head_dim must be even (RoPE)");
 }
 
-Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOptions& o) {
-    Dims d;
-    d.C = int(cfg.hidden_size);
-    d.Hq = int(cfg.num_attention_heads);
-    d.Hkv = int(cfg.num_key_value_heads);
-    d.D = int(cfg.head_dim);
-    d.Q = d.Hq * d.D;
-    d.KV = d.Hkv * d.D;
-    d.F = int(cfg.intermediate_size);
-    d.V = int(cfg.vocab_size);
-    d.L = int(cfg.num_hidden_layers);
-    d.R = lora.r;
-    d.T = o.max_tokens;
-    d.max_seqlen = o.max_seqlen > 0 ? std::min(o.max_seqlen, o.max_tokens) : o.max_tokens;
-    int64_t k = kCeChunkBytes / (int64_t(d.V) * int64_t(sizeof(float)));
-    k = std::max<int64_t>(k / 64 * 64, 64);
-    d.K = int(std::min<int64_t>(k, d.T));
-    d.rope_positions = int(std::min<int64_t>(cfg.max_position_embeddings, d.T));
-    d.eps = float(cfg.rms_norm_eps);
-    d.qk_norm = cfg.qk_norm;
-    d.tied = cfg.tie_word_embeddings;
-    d.dropout = lora.dropout > 0;
-    for (int m = 0; m < kNumModules; ++m)
-        d.bias[m] = (m <= kV && cfg.attention_bias) || (m == kO && cfg.o_proj_bias) || (m >= kGate && cfg.mlp_bias);
-    return d;
+Dims cuda_dims(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOptions& o) {
+    const int64_t k = kCeChunkBytes / (int64_t(cfg.vocab_size) * int64_t(sizeof(float)));
+    return make_dims(cfg, lora, o.max_tokens, o.max_seqlen, int(std::max<int64_t>(k / 64 * 64, 64)));
 }
 
 // The table is built for the positions a micro-batch can hold (a sample never exceeds max_tokens), not for
@@ -201,181 +117,29 @@ cpu::RopeTable build_rope(const ModelConfig& cfg, const Dims& d, const std::stri
     return t;
 }
 
-struct LayerWeightHandles {
-    int ln1 = -1, ln2 = -1, q_norm = -1, k_norm = -1;
-    int w[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
-    int b[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
-};
-
-// One layer's activation pieces (-1: not present in this configuration).
-struct ActHandles {
-    int x = -1, ln1 = -1, ln1_rstd = -1;
-    int q = -1, k = -1, q_rstd = -1, k_rstd = -1;  // qk_norm only
-    int qr = -1, kr = -1, v = -1, att = -1, stats = -1;
-    int mid = -1, ln2 = -1, ln2_rstd = -1, gate = -1, up = -1;
-    int tmp[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
-};
-
-struct Layout {
-    cuda::Arena weights, lora, acts, work;
-    // weights
-    int embed = -1, lm_head = -1, norm_f = -1, rope = -1;
-    std::vector<LayerWeightHandles> lw;
-    // LoRA: five regions with the same per-tensor element offsets, plus the AdamW descriptors
-    int lora_value = -1, lora_grad = -1, lora_m = -1, lora_v = -1, lora_bf16 = -1, lora_desc = -1;
-    std::vector<int64_t> lora_offset, lora_numel;
-    int64_t lora_padded = 0, lora_total = 0;
-    // activations: L sets (Off) or one shared set plus L block inputs (Recompute) or plus min(nb, L)
-    // block-input buffers (Smart: nb = 2, SmartSingle: nb = 1; x_store[l % nb] is layer l's input)
-    std::vector<ActHandles> sets;
-    std::vector<int> x_store;
-    size_t stats_bytes = 0;
-    int x_final = -1, lnf = -1, lnf_rstd = -1;
-    int d_res = -1, d_ln = -1, d_lnf = -1, d_big = -1, d_big2 = -1, d_big3 = -1, d_k = -1, d_k2 = -1, d_v = -1;
-    int d_tmp = -1, xd = -1, d_drop = -1, losses = -1, meta = -1;
-    int64_t meta_ints = 0;
-    // workspace
-    int ce = -1, att_ws = -1, gn_ws = -1, loss_sum = -1, norm = -1;
-    size_t att_ws_bytes = 0;
-    CudaMemoryPlan plan;
-};
-
-Layout make_layout(const Dims& d, const cpu::RopeTable& rope, const std::vector<LoraTensorSpec>& specs,
-                   const std::vector<std::array<int, kNumModules>>& lora_index, const CudaModelOptions& o) {
-    Layout y;
-    const size_t T = size_t(d.T);
-    auto bf = [](size_t n) { return n * sizeof(bf16); };
-    auto f32 = [](size_t n) { return n * sizeof(float); };
-
-    // Weights, in file order (bf16; fp32 RoPE table).
-    y.embed = y.weights.reserve(bf(size_t(d.V) * d.C), "embed_tokens");
-    if (!d.tied) y.lm_head = y.weights.reserve(bf(size_t(d.V) * d.C), "lm_head");
-    y.norm_f = y.weights.reserve(bf(d.C), "norm");
-    y.rope = y.weights.reserve(cuda::rope_table_bytes(rope), "rope table");
-    y.lw.resize(size_t(d.L));
-    for (int l = 0; l < d.L; ++l) {
-        const std::string p = "layer " + std::to_string(l) + " ";
-        LayerWeightHandles& h = y.lw[size_t(l)];
-        h.ln1 = y.weights.reserve(bf(d.C), p + "input_layernorm");
-        h.ln2 = y.weights.reserve(bf(d.C), p + "post_attention_layernorm");
-        for (int m = 0; m < kNumModules; ++m) {
-            h.w[m] = y.weights.reserve(bf(size_t(d.out_of(m)) * d.in_of(m)), p + kModuleNames[m]);
-            if (d.bias[m]) h.b[m] = y.weights.reserve(bf(d.out_of(m)), p + kModuleNames[m] + " bias");
-        }
-        if (d.qk_norm) {
-            h.q_norm = y.weights.reserve(bf(d.D), p + "q_norm");
-            h.k_norm = y.weights.reserve(bf(d.D), p + "k_norm");
-        }
-    }
-
-    // LoRA + AdamW.
-    for (const auto& s : specs) {
-        const int64_t n = s.shape.at(0) * s.shape.at(1);
-        y.lora_offset.push_back(y.lora_padded);
-        y.lora_numel.push_back(n);
-        y.lora_padded += round_up(n, kLoraAlign);
-        y.lora_total += n;
-    }
-    const size_t P = size_t(y.lora_padded);
-    y.lora_value = y.lora.reserve(f32(P), "lora values");
-    y.lora_grad = y.lora.reserve(f32(P), "lora grads");
-    y.lora_m = y.lora.reserve(f32(P), "lora exp_avg");
-    y.lora_v = y.lora.reserve(f32(P), "lora exp_avg_sq");
-    y.lora_bf16 = y.lora.reserve(bf(P), "lora bf16 copies");
-    y.lora_desc = y.lora.reserve(specs.size() * sizeof(cuda::AdamWTensor), "adamw descriptors");
-
-    // Activations.
-    y.stats_bytes = f32(size_t(d.Hq) * T);  // in-house lse [Hq,T]
+ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const std::vector<LoraTensorSpec>& specs,
+               const std::vector<std::array<int, kNumModules>>& lora_index, const CudaModelOptions& o) {
+    PlanTraits tr;
+    tr.act_bytes = sizeof(bf16);
+    tr.attention_stats_bytes = size_t(d.Hq) * size_t(d.T) * sizeof(float);  // in-house lse [Hq,T]
     if (o.attention != AttentionBackend::Inhouse)
-        y.stats_bytes = std::max(y.stats_bytes, cuda::cudnn_attention_stats_bytes_max(d.T, d.max_seqlen, d.Hq));
-    auto make_set = [&](const std::string& p, bool with_x, const std::array<bool, kNumModules>& adapted) {
-        cuda::Arena& a = y.acts;
-        ActHandles s;
-        if (with_x) s.x = a.reserve(bf(T * d.C), p + "x");
-        s.ln1 = a.reserve(bf(T * d.C), p + "ln1");
-        s.ln1_rstd = a.reserve(f32(T), p + "ln1 rstd");
-        if (d.qk_norm) {
-            s.q = a.reserve(bf(T * d.Q), p + "q");
-            s.k = a.reserve(bf(T * d.KV), p + "k");
-            s.q_rstd = a.reserve(f32(T * d.Hq), p + "q rstd");
-            s.k_rstd = a.reserve(f32(T * d.Hkv), p + "k rstd");
-        }
-        s.qr = a.reserve(bf(T * d.Q), p + "q rope");
-        s.kr = a.reserve(bf(T * d.KV), p + "k rope");
-        s.v = a.reserve(bf(T * d.KV), p + "v");
-        s.att = a.reserve(bf(T * d.Q), p + "attention out");
-        s.stats = a.reserve(y.stats_bytes, p + "attention stats");
-        s.mid = a.reserve(bf(T * d.C), p + "mid");
-        s.ln2 = a.reserve(bf(T * d.C), p + "ln2");
-        s.ln2_rstd = a.reserve(f32(T), p + "ln2 rstd");
-        s.gate = a.reserve(bf(T * d.F), p + "gate");
-        s.up = a.reserve(bf(T * d.F), p + "up");
-        for (int m = 0; m < kNumModules; ++m)
-            if (adapted[size_t(m)]) s.tmp[m] = a.reserve(bf(T * d.R), p + "lora " + kModuleNames[m]);
-        return s;
-    };
-    std::array<bool, kNumModules> any_adapted{};
-    for (int l = 0; l < d.L; ++l)
-        for (int m = 0; m < kNumModules; ++m) any_adapted[size_t(m)] |= lora_index[size_t(l)][size_t(m)] >= 0;
-    const bool any_lora = !specs.empty();
-    if (o.checkpointing == CheckpointPolicy::Off) {
-        for (int l = 0; l < d.L; ++l) {
-            std::array<bool, kNumModules> adapted{};
-            for (int m = 0; m < kNumModules; ++m) adapted[size_t(m)] = lora_index[size_t(l)][size_t(m)] >= 0;
-            y.sets.push_back(make_set("layer " + std::to_string(l) + " ", true, adapted));
-        }
-    } else if (o.checkpointing == CheckpointPolicy::Recompute) {
-        for (int l = 0; l < d.L; ++l) y.x_store.push_back(y.acts.reserve(bf(T * d.C), "layer " + std::to_string(l) + " x"));
-        y.sets.push_back(make_set("recompute ", false, any_adapted));
-    } else {
-        const int nbuf = std::min(offload_buffers(o.checkpointing), d.L);
-        for (int b = 0; b < nbuf; ++b)
-            y.x_store.push_back(y.acts.reserve(bf(T * d.C), std::string("block input ") + char('A' + b)));
-        y.sets.push_back(make_set("recompute ", false, any_adapted));
-    }
-    y.x_final = y.acts.reserve(bf(T * d.C), "x final");
-    y.lnf = y.acts.reserve(bf(T * d.C), "final norm");
-    y.lnf_rstd = y.acts.reserve(f32(T), "final norm rstd");
-    y.d_res = y.acts.reserve(bf(T * d.C), "d residual");
-    y.d_ln = y.acts.reserve(bf(T * d.C), "d ln");
-    y.d_lnf = y.acts.reserve(bf(T * d.C), "d final norm");
-    y.d_big = y.acts.reserve(bf(T * size_t(d.big())), "d big");
-    y.d_big2 = y.acts.reserve(bf(T * size_t(d.big())), "d big2");
-    y.d_big3 = y.acts.reserve(bf(T * size_t(d.big())), "d big3");
-    y.d_k = y.acts.reserve(bf(T * d.KV), "d k");
-    if (d.qk_norm) y.d_k2 = y.acts.reserve(bf(T * d.KV), "d k2");
-    y.d_v = y.acts.reserve(bf(T * d.KV), "d v");
-    if (any_lora) y.d_tmp = y.acts.reserve(bf(T * d.R), "d lora tmp");
-    if (any_lora && d.dropout) {
-        y.xd = y.acts.reserve(bf(T * size_t(d.in_max())), "lora dropped input");
-        y.d_drop = y.acts.reserve(bf(T * size_t(d.in_max())), "d lora dropped input");
-    }
-    y.losses = y.acts.reserve(f32(T), "row losses");
-    // Header (seed, grad_scale), tokens, targets, positions (each padded to kMetaAlign rows), cu_seqlens (at
-    // most T+1); a slot is a multiple of kMetaAlign ints, so both slots' headers are 256-byte aligned.
-    y.meta_ints = round_up(kMetaHeader + 3 * round_up(d.T, kMetaAlign) + d.T + 1, kMetaAlign);
-    y.meta = y.acts.reserve(2 * size_t(y.meta_ints) * sizeof(int32_t), "batch metadata (two slots)");
-
-    // Workspace. Piece 0 starts the arena, so the whole arena is one scratch span (load staging, logits).
-    y.ce = y.work.reserve(cuda::lm_head_cross_entropy_workspace(d.K, d.V), "lm_head chunk");
-    if (cuda::attention_supported(d.D)) y.att_ws_bytes = cuda::attention_backward_workspace(d.T, d.Hq, d.D);
+        tr.attention_stats_bytes =
+            std::max(tr.attention_stats_bytes, cuda::cudnn_attention_stats_bytes_max(d.T, d.max_seqlen, d.Hq));
+    if (cuda::attention_supported(d.D)) tr.attention_workspace = cuda::attention_backward_workspace(d.T, d.Hq, d.D);
     if (o.attention != AttentionBackend::Inhouse)
-        y.att_ws_bytes = std::max(
-            y.att_ws_bytes, cuda::cudnn_attention_workspace_bytes_max(d.T, d.max_seqlen, d.Hq, d.Hkv, d.D));
-    y.att_ws = y.work.reserve(y.att_ws_bytes, "attention workspace");
-    if (any_lora)
-        y.gn_ws = y.work.reserve(cuda::grad_norm_workspace(int(specs.size()), y.lora_total), "grad norm scratch");
-    y.loss_sum = y.work.reserve(2 * sizeof(double), "loss sum (batch, step)");
-    y.norm = y.work.reserve(sizeof(float), "grad norm");
-
-    y.plan.weights = y.weights.size();
-    y.plan.lora_optimizer = y.lora.size();
-    y.plan.activations = y.acts.size();
-    y.plan.workspace = y.work.size() + cuda::kLtWorkspaceBytes;  // the context's cuBLASLt workspace too
-    y.plan.context = kContextBytes;
-    y.plan.total = y.plan.weights + y.plan.lora_optimizer + y.plan.activations + y.plan.workspace + y.plan.context;
-    y.plan.pinned_host = uint64_t(offloaded_layers(o.checkpointing, d.L)) * bf(T * d.C);  // one slot per layer
-    return y;
+        tr.attention_workspace = std::max(tr.attention_workspace,
+                                          cuda::cudnn_attention_workspace_bytes_max(d.T, d.max_seqlen, d.Hq, d.Hkv, d.D));
+    tr.ce_workspace = cuda::lm_head_cross_entropy_workspace(d.K, d.V);
+    int64_t lora_total = 0;
+    for (const auto& s : specs) lora_total += s.shape.at(0) * s.shape.at(1);
+    tr.grad_norm_workspace = cuda::grad_norm_workspace(int(specs.size()), lora_total);
+    tr.rope_table_bytes = cuda::rope_table_bytes(rope);
+    tr.lora_regions = true;
+    tr.adamw_descriptor_bytes = sizeof(cuda::AdamWTensor);
+    tr.metadata_slots = 2;
+    tr.library_workspace = cuda::kLtWorkspaceBytes;  // the context's cuBLASLt workspace
+    tr.context = kContextBytes;
+    return make_plan(d, specs, lora_index, o.checkpointing, tr);
 }
 
 cudaStream_t stream() { return cuda::context().stream; }
@@ -384,56 +148,6 @@ template <class X>
 void zero(X* p, int64_t n) {
     TANDEM_CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(n) * sizeof(X), stream()));
 }
-
-template <class X>
-X* piece(const cuda::Arena& a, int handle) {
-    return handle < 0 ? nullptr : a.ptr<X>(handle);
-}
-
-struct LayerWeights {
-    bf16* ln1 = nullptr;  // [C]
-    bf16* ln2 = nullptr;  // [C]
-    bf16* w[kNumModules] = {};  // q [Q,C], k [KV,C], v [KV,C], o [C,Q], gate [F,C], up [F,C], down [C,F]
-    bf16* b[kNumModules] = {};  // [OUT] or nullptr
-    bf16* q_norm = nullptr;     // [D] (qk_norm only)
-    bf16* k_norm = nullptr;     // [D]
-};
-
-// Activations of one layer (pointers into the arena; under Recompute every layer shares all but x; under
-// Smart x is one of the nb block-input buffers).
-struct LayerActs {
-    bf16* x = nullptr;          // [T,C] block input (residual stream)
-    bf16* ln1 = nullptr;        // [T,C]
-    float* ln1_rstd = nullptr;  // [T]
-    bf16* q = nullptr;          // [T,Q] projection before q norm (qk_norm only)
-    bf16* k = nullptr;          // [T,KV] (qk_norm only)
-    float* q_rstd = nullptr;    // [T*Hq] (qk_norm only)
-    float* k_rstd = nullptr;    // [T*Hkv] (qk_norm only)
-    bf16* qr = nullptr;         // [T,Q] attention input: projection (+ q norm) + RoPE, in place
-    bf16* kr = nullptr;         // [T,KV]
-    bf16* v = nullptr;          // [T,KV]
-    bf16* att = nullptr;        // [T,Q] attention output
-    void* stats = nullptr;      // lse [Hq,T] fp32 (in-house) or cuDNN's stats layout
-    bf16* mid = nullptr;        // [T,C] residual after attention
-    bf16* ln2 = nullptr;        // [T,C]
-    float* ln2_rstd = nullptr;  // [T]
-    bf16* gate = nullptr;       // [T,F]
-    bf16* up = nullptr;         // [T,F]
-    bf16* lora_tmp[kNumModules] = {};  // [T,R] input @ A^T per adapted module
-};
-
-// The micro-batch being run (set by begin_batch).
-struct Step {
-    int T = 0, S = 0, max_seqlen = 0;
-    const int32_t* tokens = nullptr;     // [T] device
-    const int32_t* targets = nullptr;    // [T] device: labels shifted by one, -100 on the last row
-    const int32_t* positions = nullptr;  // [T] device
-    const int32_t* cu_seqlens = nullptr; // [S+1] device
-    const uint64_t* seed = nullptr;      // [1] device: the LoRA dropout seed
-    const float* grad_scale = nullptr;   // [1] device: the loss gradient's scale
-    bool cudnn = false;                  // attention backend of this batch (forward, recompute, backward)
-    cuda::CudnnAttentionShape shape;
-};
 
 // What the host decides per micro-batch that changes the work a micro-step launches: sizes and grids (T,
 // S, max_seqlen: the in-house attention grid is over S x max_seqlen tiles, cuDNN's graph and offsets over
@@ -456,25 +170,21 @@ struct CachedGraph {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
-// Impl
+// Impl: the model's state, the decoder (model/decoder.h) and the CUDA runtime the decoder runs on
 // ---------------------------------------------------------------------------------------------------------
 
-struct CudaModel::Impl {
+struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     ModelConfig cfg;
     LoraConfig lora;
     CudaModelOptions options;
     Dims d;
-    float lora_scaling = 1.0f;
-    float attn_scale = 1.0f;
     cpu::RopeTable rope_host;
     cuda::RopeTableDevice rope;
-    Layout y;
+    ModelPlan y;
+    Decoder<CudaBackend> dec;  // the blocks; its pointers are into the arenas below
 
-    // Weights.
-    bf16* embed = nullptr;    // [V,C]
-    bf16* lm_head = nullptr;  // [V,C] (embed when tied)
-    bf16* norm_f = nullptr;   // [C]
-    std::vector<LayerWeights> layers;
+    // The four arenas, allocated once by the plan's layouts.
+    cuda::DeviceBuffer weights_mem, lora_mem, acts_mem, work_mem;
 
     // LoRA: host mirror + device regions (tensor i at y.lora_offset[i] in each region).
     std::vector<LoraParam> params;
@@ -486,29 +196,10 @@ struct CudaModel::Impl {
     bf16* lora_bf16 = nullptr;    // [P] copies the GEMMs read
     cuda::AdamWTensor* lora_desc = nullptr;  // [count]
 
-    // Activations.
-    std::vector<LayerActs> acts;
-    bf16* x_final = nullptr;      // [T,C]
-    bf16* lnf = nullptr;          // [T,C]
-    float* lnf_rstd = nullptr;    // [T]
-    bf16* d_res = nullptr;        // [T,C] gradient of the residual stream
-    bf16* d_ln = nullptr;         // [T,C] gradient of a norm output; forward: projection output scratch (y)
-    bf16* d_lnf = nullptr;        // [T,C] written by the loss
-    bf16* d_big = nullptr;        // [T,BIG] dact / datt
-    bf16* d_big2 = nullptr;       // [T,BIG] dgate / dq
-    bf16* d_big3 = nullptr;       // [T,BIG] dup / dq after q norm; forward and backward: act scratch
-    bf16* d_k = nullptr;          // [T,KV]
-    bf16* d_k2 = nullptr;         // [T,KV] dk after k norm (qk_norm only)
-    bf16* d_v = nullptr;          // [T,KV]
-    bf16* d_tmp = nullptr;        // [T,R]
-    bf16* xd = nullptr;           // [T,IN] dropped LoRA input (dropout only)
-    bf16* d_drop = nullptr;       // [T,IN] its gradient (dropout only)
-    float* losses = nullptr;      // [T]
     int32_t* meta = nullptr;      // [2, meta_ints] device metadata slots
     // Workspace.
     char* work_base = nullptr;    // the whole workspace arena (staging at load, logits chunks)
     size_t work_bytes = 0;
-    void* ce_ws = nullptr;
     void* att_ws = nullptr;
     void* gn_ws = nullptr;
     double* loss_sum = nullptr;   // [0] this batch's, [1] the step's (async path, zeroed by zero_grads)
@@ -559,12 +250,13 @@ struct CudaModel::Impl {
     uint64_t graph_clock = 0;
     CudaGraphStats graph_stats;
 
+    // Attention of the current batch: cuDNN or the in-house kernels (forward, recompute, backward alike).
     bool cudnn_ok = false;
     std::string cudnn_reason, cudnn_version;
     std::string backend_name;
-    Step step;
+    bool attn_cudnn = false;
+    cuda::CudnnAttentionShape attn_shape;
 
-    const bf16* head() const { return lm_head ? lm_head : embed; }
     double* pinned_loss() const { return reinterpret_cast<double*>(pinned.data()); }
     float* pinned_norm() const { return reinterpret_cast<float*>(pinned.data() + 8); }
     int32_t* pinned_meta(int h) const {
@@ -573,8 +265,9 @@ struct CudaModel::Impl {
     double* pinned_step_loss(int r) const { return reinterpret_cast<double*>(pinned.data() + 16 + 16 * r); }
     float* pinned_step_norm(int r) const { return reinterpret_cast<float*>(pinned.data() + 16 + 16 * r + 8); }
     int lora_count() const { return int(params.size()); }
+    bf16* weight(int handle) const { return y.weights.ptr<bf16>(weights_mem.data(), handle); }  // for the upload
 
-    void bind();
+    void allocate_and_bind();
     void upload_lora_values();
     void upload_lora_moments();
     void download_lora(const float* region, std::vector<float> LoraParam::*field);
@@ -582,31 +275,27 @@ struct CudaModel::Impl {
 
     int check_batch(const PackedBatch& b) const;
     void begin_batch(const PackedBatch& b, float grad_scale, uint64_t dropout_seed);
-    void write_metadata(const PackedBatch& b, int32_t* h) const;
     void end_batch();
     void rebuild_metadata();
     void all_complete() { completed_seq = batch_seq; }
     int tl_begin(cudaStream_t s, const char* what, int layer);
     void tl_end(int i, cudaStream_t s);
     void choose_attention();
-    void attention_fwd(LayerActs& a);
-    void attention_bwd(LayerActs& a, bf16* dq, bf16* dk, bf16* dv, const bf16* dout);
-
-    void project(int l, int m, bf16* out, const bf16* inp, bool train);
-    void project_backward(int l, int m, bf16* dinp, const bf16* dout, const bf16* inp);
-    void lora_tmp_forward(int l, int m, const bf16* inp);
-    void attention_block_forward(int l, bool train);
-    void mlp_block_forward(int l, bool train, bool tail);
-    void recompute_layer(int l);
-    void mlp_block_backward(int l);
-    void attention_block_backward(int l);
     bf16* host_slot(int l) const;
-    void offload_input(int l);
-    void wait_offloaded(int l);
-    void reload_input(int l);
-    void wait_reloaded(int l);
-    void forward(bool train);
-    void backward();
+
+    // DecoderRuntime: what the blocks ask of the CUDA runtime.
+    void attention_forward(LayerActs<CudaBackend>& a, const Step& s) override;
+    void attention_backward(LayerActs<CudaBackend>& a, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
+                            const Step& s) override;
+    void offload_input(int l) override;
+    void wait_offloaded(int l) override;
+    void reload_input(int l) override;
+    void wait_reloaded(int l) override;
+    void input_used(int l) override { ev_used[l % nb].record(); }
+    void before_layer() override { rebuild_metadata(); }
+    int span_begin(const char* what, int layer) override { return tl_begin(stream(), what, layer); }
+    void span_end(int span) override { tl_end(span, stream()); }
+
     void loss(bf16* dhidden);
     void micro_step(cudaEvent_t after_loss);
     bool graphs_enabled() const {
@@ -618,83 +307,35 @@ struct CudaModel::Impl {
     double finish_loss();
 };
 
-void CudaModel::Impl::bind() {
-    embed = piece<bf16>(y.weights, y.embed);
-    lm_head = piece<bf16>(y.weights, y.lm_head);
-    norm_f = piece<bf16>(y.weights, y.norm_f);
-    layers.resize(size_t(d.L));
-    for (int l = 0; l < d.L; ++l) {
-        const LayerWeightHandles& h = y.lw[size_t(l)];
-        LayerWeights& w = layers[size_t(l)];
-        w.ln1 = piece<bf16>(y.weights, h.ln1);
-        w.ln2 = piece<bf16>(y.weights, h.ln2);
-        w.q_norm = piece<bf16>(y.weights, h.q_norm);
-        w.k_norm = piece<bf16>(y.weights, h.k_norm);
+// One allocation per arena (in this order: the workspace first, it stages the weight upload), then the
+// decoder's and the runtime's pointers into them.
+void CudaModel::Impl::allocate_and_bind() {
+    work_mem = cuda::DeviceBuffer(y.work.alloc_size(), "workspace (lm_head chunk, attention, grad norm)");
+    weights_mem = cuda::DeviceBuffer(y.weights.alloc_size(), "model weights (bf16)");
+    lora_mem = cuda::DeviceBuffer(y.lora.alloc_size(), "LoRA parameters, gradients and AdamW state");
+    acts_mem = cuda::DeviceBuffer(y.acts.alloc_size(), "activation arena");
+    dec.bind(y, weights_mem.data(), acts_mem.data(), work_mem.data());
+    lora_value = y.lora.ptr<float>(lora_mem.data(), y.lora_value);
+    lora_grad = y.lora.ptr<float>(lora_mem.data(), y.lora_grad);
+    lora_m = y.lora.ptr<float>(lora_mem.data(), y.lora_m);
+    lora_v = y.lora.ptr<float>(lora_mem.data(), y.lora_v);
+    lora_bf16 = y.lora.ptr<bf16>(lora_mem.data(), y.lora_bf16);
+    lora_desc = y.lora.ptr<cuda::AdamWTensor>(lora_mem.data(), y.lora_desc);
+    dec.lora.assign(size_t(d.L), {});
+    for (int l = 0; l < d.L; ++l)
         for (int m = 0; m < kNumModules; ++m) {
-            w.w[m] = piece<bf16>(y.weights, h.w[m]);
-            w.b[m] = piece<bf16>(y.weights, h.b[m]);
+            const int ia = lora_index[size_t(l)][size_t(m)];
+            if (ia < 0) continue;
+            const int64_t offA = y.lora_offset[size_t(ia)], offB = y.lora_offset[size_t(ia) + 1];
+            dec.lora[size_t(l)][size_t(m)] = {lora_bf16 + offA, lora_bf16 + offB, lora_grad + offA, lora_grad + offB};
         }
-    }
-    lora_value = piece<float>(y.lora, y.lora_value);
-    lora_grad = piece<float>(y.lora, y.lora_grad);
-    lora_m = piece<float>(y.lora, y.lora_m);
-    lora_v = piece<float>(y.lora, y.lora_v);
-    lora_bf16 = piece<bf16>(y.lora, y.lora_bf16);
-    lora_desc = piece<cuda::AdamWTensor>(y.lora, y.lora_desc);
-
-    acts.resize(size_t(d.L));
-    const bool shared = options.checkpointing != CheckpointPolicy::Off;
-    const int nbuf = offload_buffers(options.checkpointing);
-    for (int l = 0; l < d.L; ++l) {
-        const ActHandles& s = y.sets[shared ? 0 : size_t(l)];
-        LayerActs& a = acts[size_t(l)];
-        const cuda::Arena& A = y.acts;
-        const size_t xi = nbuf > 0 ? size_t(l % nbuf) : size_t(l);
-        a.x = shared ? piece<bf16>(A, y.x_store.at(xi)) : piece<bf16>(A, s.x);
-        a.ln1 = piece<bf16>(A, s.ln1);
-        a.ln1_rstd = piece<float>(A, s.ln1_rstd);
-        a.q = piece<bf16>(A, s.q);
-        a.k = piece<bf16>(A, s.k);
-        a.q_rstd = piece<float>(A, s.q_rstd);
-        a.k_rstd = piece<float>(A, s.k_rstd);
-        a.qr = piece<bf16>(A, s.qr);
-        a.kr = piece<bf16>(A, s.kr);
-        a.v = piece<bf16>(A, s.v);
-        a.att = piece<bf16>(A, s.att);
-        a.stats = piece<char>(A, s.stats);
-        a.mid = piece<bf16>(A, s.mid);
-        a.ln2 = piece<bf16>(A, s.ln2);
-        a.ln2_rstd = piece<float>(A, s.ln2_rstd);
-        a.gate = piece<bf16>(A, s.gate);
-        a.up = piece<bf16>(A, s.up);
-        for (int m = 0; m < kNumModules; ++m) a.lora_tmp[m] = piece<bf16>(A, s.tmp[m]);
-    }
-    const cuda::Arena& A = y.acts;
-    x_final = piece<bf16>(A, y.x_final);
-    lnf = piece<bf16>(A, y.lnf);
-    lnf_rstd = piece<float>(A, y.lnf_rstd);
-    d_res = piece<bf16>(A, y.d_res);
-    d_ln = piece<bf16>(A, y.d_ln);
-    d_lnf = piece<bf16>(A, y.d_lnf);
-    d_big = piece<bf16>(A, y.d_big);
-    d_big2 = piece<bf16>(A, y.d_big2);
-    d_big3 = piece<bf16>(A, y.d_big3);
-    d_k = piece<bf16>(A, y.d_k);
-    d_k2 = piece<bf16>(A, y.d_k2);
-    d_v = piece<bf16>(A, y.d_v);
-    d_tmp = piece<bf16>(A, y.d_tmp);
-    xd = piece<bf16>(A, y.xd);
-    d_drop = piece<bf16>(A, y.d_drop);
-    losses = piece<float>(A, y.losses);
-    meta = piece<int32_t>(A, y.meta);
-
-    work_base = piece<char>(y.work, 0);
+    meta = y.acts.ptr<int32_t>(acts_mem.data(), y.meta);
+    work_base = static_cast<char*>(work_mem.data());
     work_bytes = y.work.size();
-    ce_ws = piece<char>(y.work, y.ce);
-    att_ws = piece<char>(y.work, y.att_ws);
-    gn_ws = piece<char>(y.work, y.gn_ws);
-    loss_sum = piece<double>(y.work, y.loss_sum);
-    norm = piece<float>(y.work, y.norm);
+    att_ws = y.work.ptr<char>(work_mem.data(), y.att_ws);
+    gn_ws = y.work.ptr<char>(work_mem.data(), y.gn_ws);
+    loss_sum = y.work.ptr<double>(work_mem.data(), y.loss_sum);
+    norm = y.work.ptr<float>(work_mem.data(), y.norm);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -752,30 +393,13 @@ int CudaModel::Impl::check_batch(const PackedBatch& b) const {
     return longest;
 }
 
-// The batch's metadata into a pinned host slot: the header (dropout seed, grad_scale), tokens, targets
-// (labels shifted by one), positions, cu_seqlens, each segment padded to kMetaAlign rows.
-void CudaModel::Impl::write_metadata(const PackedBatch& b, int32_t* h) const {
-    const int T = b.num_tokens;
-    const int S = b.num_samples;
-    const int64_t Tp = round_up(T, kMetaAlign);
-    std::memcpy(h, &cur_seed, sizeof cur_seed);
-    std::memcpy(h + 2, &cur_grad_scale, sizeof cur_grad_scale);
-    h += kMetaHeader;
-    std::memcpy(h, b.tokens.data(), size_t(T) * sizeof(int32_t));
-    int32_t* targets = h + Tp;
-    for (int t = 0; t < T; ++t) targets[t] = (t + 1 < T) ? b.labels[size_t(t) + 1] : cpu::kIgnoreIndex;
-    std::memcpy(h + 2 * Tp, b.position_ids.data(), size_t(T) * sizeof(int32_t));
-    std::memcpy(h + 3 * Tp, b.cu_seqlens.data(), size_t(S + 1) * sizeof(int32_t));
-}
-
 // Checks the batch, builds its metadata once into a pinned host slot and sends it up in one copy on the
 // upload stream into the next device slot (double-buffered); the compute stream waits for that copy only.
 void CudaModel::Impl::begin_batch(const PackedBatch& b, float grad_scale, uint64_t dropout_seed) {
     const int longest = check_batch(b);
     const int T = b.num_tokens;
     const int S = b.num_samples;
-    const int64_t Tp = round_up(T, kMetaAlign);
-    const int64_t n = kMetaHeader + 3 * Tp + S + 1;
+    const int64_t n = metadata_ints(T, S);
     if (n > y.meta_ints) throw_internal("cuda model: batch metadata exceeds its buffer");
     const uint64_t seq = ++batch_seq;
     host_slot_meta = int(seq % kHostMetaSlots);
@@ -784,7 +408,7 @@ void CudaModel::Impl::begin_batch(const PackedBatch& b, float grad_scale, uint64
     int32_t* h = pinned_meta(host_slot_meta);
     cur_grad_scale = grad_scale;
     cur_seed = dropout_seed;
-    write_metadata(b, h);
+    write_metadata(b, cur_seed, cur_grad_scale, h);
     int32_t* dev = meta + size_t(dev_slot) * size_t(y.meta_ints);
     ev_meta_free[dev_slot].wait_on(upload.get());  // the batch before last used this device slot
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(dev, h, size_t(n) * sizeof(int32_t), cudaMemcpyHostToDevice, upload.get()));
@@ -793,15 +417,7 @@ void CudaModel::Impl::begin_batch(const PackedBatch& b, float grad_scale, uint64
     ev_meta_up[dev_slot].wait_on(stream());
     host_meta_seq[host_slot_meta] = seq;
     cur_batch = &b;
-    step.T = T;
-    step.S = S;
-    step.max_seqlen = longest;
-    step.seed = reinterpret_cast<const uint64_t*>(dev);
-    step.grad_scale = reinterpret_cast<const float*>(dev + 2);
-    step.tokens = dev + kMetaHeader;
-    step.targets = dev + kMetaHeader + Tp;
-    step.positions = dev + kMetaHeader + 2 * Tp;
-    step.cu_seqlens = dev + kMetaHeader + 3 * Tp;
+    dec.step = metadata_step(dev, T, S, longest);
     choose_attention();
 }
 
@@ -819,8 +435,8 @@ void CudaModel::Impl::rebuild_metadata() {
     const PackedBatch& b = *cur_batch;
     check_batch(b);
     int32_t* h = pinned_meta(host_slot_meta);
-    write_metadata(b, h);
-    const int64_t n = kMetaHeader + 3 * round_up(b.num_tokens, kMetaAlign) + b.num_samples + 1;
+    write_metadata(b, cur_seed, cur_grad_scale, h);
+    const int64_t n = metadata_ints(b.num_tokens, b.num_samples);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(meta + size_t(dev_slot) * size_t(y.meta_ints), h, size_t(n) * sizeof(int32_t),
                                       cudaMemcpyHostToDevice, stream()));
     cuda::synchronize();
@@ -829,19 +445,20 @@ void CudaModel::Impl::rebuild_metadata() {
 
 // Auto: cuDNN when available and it supports this shape within the planned buffers, else in-house.
 void CudaModel::Impl::choose_attention() {
-    step.shape = cuda::CudnnAttentionShape{step.S, step.T, d.Hq, d.Hkv, d.D, step.max_seqlen, attn_scale};
+    const Step& step = dec.step;
+    attn_shape = cuda::CudnnAttentionShape{step.S, step.T, d.Hq, d.Hkv, d.D, step.max_seqlen, dec.attn_scale};
     std::string why = "requested";
     if (options.attention != AttentionBackend::Inhouse) {
         bool ok = cudnn_ok;
         why = cudnn_reason;
-        if (ok && !cuda::cudnn_attention_supported(step.shape, &why)) ok = false;
-        if (ok && (cuda::cudnn_attention_workspace_bytes(step.shape) > y.att_ws_bytes ||
-                   cuda::cudnn_attention_stats_bytes(step.shape) > y.stats_bytes)) {
+        if (ok && !cuda::cudnn_attention_supported(attn_shape, &why)) ok = false;
+        if (ok && (cuda::cudnn_attention_workspace_bytes(attn_shape) > y.att_ws_bytes ||
+                   cuda::cudnn_attention_stats_bytes(attn_shape) > y.stats_bytes)) {
             ok = false;
             why = "cuDNN needs more workspace for this shape than was planned";
         }
         if (ok) {
-            step.cudnn = true;
+            attn_cudnn = true;
             backend_name = "cudnn " + cudnn_version;
             return;
         }
@@ -853,7 +470,7 @@ void CudaModel::Impl::choose_attention() {
                           " is not supported by the in-house kernels, and cuDNN is not usable (" + why + ")");
     if (cuda::attention_backward_workspace(step.T, d.Hq, d.D) > y.att_ws_bytes)
         throw_internal("cuda model: in-house attention workspace larger than planned");
-    step.cudnn = false;
+    attn_cudnn = false;
     backend_name = "in-house (" + why + ")";
 }
 
@@ -877,118 +494,24 @@ void CudaModel::Impl::check_attention_at_load(const std::string& where) const {
     }
 }
 
-void CudaModel::Impl::attention_fwd(LayerActs& a) {
-    if (step.cudnn)
-        cuda::cudnn_attention_forward(a.att, a.stats, a.qr, a.kr, a.v, step.cu_seqlens, step.shape, att_ws);
+void CudaModel::Impl::attention_forward(LayerActs<CudaBackend>& a, const Step& step) {
+    if (attn_cudnn)
+        cuda::cudnn_attention_forward(a.att, a.stats, a.qr, a.kr, a.v, step.cu_seqlens, attn_shape, att_ws);
     else
         cuda::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, step.cu_seqlens, step.S, step.T,
-                                d.Hq, d.Hkv, d.D, attn_scale, step.max_seqlen);
+                                d.Hq, d.Hkv, d.D, dec.attn_scale, step.max_seqlen);
 }
 
 // dq [T,Q], dk [T,KV], dv [T,KV] written.
-void CudaModel::Impl::attention_bwd(LayerActs& a, bf16* dq, bf16* dk, bf16* dv, const bf16* dout) {
-    if (step.cudnn)
-        cuda::cudnn_attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, a.stats, step.cu_seqlens,
-                                       step.shape, att_ws);
+void CudaModel::Impl::attention_backward(LayerActs<CudaBackend>& a, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
+                                         const Step& step) {
+    if (attn_cudnn)
+        cuda::cudnn_attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, a.stats, step.cu_seqlens, attn_shape,
+                                       att_ws);
     else
         cuda::attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, static_cast<const float*>(a.stats),
-                                 step.cu_seqlens, step.S, step.T, d.Hq, d.Hkv, d.D, attn_scale, step.max_seqlen,
+                                 step.cu_seqlens, step.S, step.T, d.Hq, d.Hkv, d.D, dec.attn_scale, step.max_seqlen,
                                  att_ws);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Blocks
-// ---------------------------------------------------------------------------------------------------------
-
-// out[T,OUT] = inp[T,IN] W^T + b (+ scaling * drop(inp) A^T B^T) for module m of layer l.
-void CudaModel::Impl::project(int l, int m, bf16* out, const bf16* inp, bool train) {
-    const LayerWeights& w = layers[size_t(l)];
-    const int T = step.T, IN = d.in_of(m), OUT = d.out_of(m);
-    cuda::matmul_forward(out, inp, w.w[m], w.b[m], T, IN, OUT);
-    const int ia = lora_index[size_t(l)][size_t(m)];
-    if (ia < 0) return;
-    const bf16* lin = inp;
-    if (train && lora.dropout > 0) {
-        cuda::dropout_forward(xd, inp, step.seed, l, m, int64_t(T) * IN, lora.dropout);  // xd [T,IN]
-        lin = xd;
-    }
-    cuda::lora_forward(out, acts[size_t(l)].lora_tmp[m], lin, lora_bf16 + y.lora_offset[size_t(ia)],
-                       lora_bf16 + y.lora_offset[size_t(ia) + 1], lora_scaling, T, IN, OUT, d.R);
-}
-
-// dinp[T,IN] += d(out)/d(inp) applied to dout[T,OUT]; LoRA grads += (grad_scale is already inside dout).
-// With dropout the dropped input is recomputed from inp (same hash, same values as forward).
-void CudaModel::Impl::project_backward(int l, int m, bf16* dinp, const bf16* dout, const bf16* inp) {
-    const LayerWeights& w = layers[size_t(l)];
-    const int T = step.T, IN = d.in_of(m), OUT = d.out_of(m);
-    cuda::matmul_backward(dinp, nullptr, nullptr, dout, inp, w.w[m], T, IN, OUT);
-    const int ia = lora_index[size_t(l)][size_t(m)];
-    if (ia < 0) return;
-    const int64_t offA = y.lora_offset[size_t(ia)], offB = y.lora_offset[size_t(ia) + 1];
-    const bf16* tmp = acts[size_t(l)].lora_tmp[m];
-    if (lora.dropout > 0) {
-        const int64_t n = int64_t(T) * IN;
-        cuda::dropout_forward(xd, inp, step.seed, l, m, n, lora.dropout);
-        zero(d_drop, n);
-        cuda::lora_backward(d_drop, lora_grad + offA, lora_grad + offB, d_tmp, dout, xd, tmp, lora_bf16 + offA,
-                            lora_bf16 + offB, lora_scaling, T, IN, OUT, d.R);
-        cuda::dropout_backward(dinp, d_drop, step.seed, l, m, n, lora.dropout);
-    } else {
-        cuda::lora_backward(dinp, lora_grad + offA, lora_grad + offB, d_tmp, dout, inp, tmp, lora_bf16 + offA,
-                            lora_bf16 + offB, lora_scaling, T, IN, OUT, d.R);
-    }
-}
-
-// Recompute: only the LoRA tmp of module m (tmp = drop(inp) @ A^T), without the projection itself
-// (cuda::lora_tmp_forward is lora_forward's first GEMM, so the same values).
-void CudaModel::Impl::lora_tmp_forward(int l, int m, const bf16* inp) {
-    const int ia = lora_index[size_t(l)][size_t(m)];
-    if (ia < 0) return;
-    const int T = step.T, IN = d.in_of(m);
-    const bf16* lin = inp;
-    if (lora.dropout > 0) {
-        cuda::dropout_forward(xd, inp, step.seed, l, m, int64_t(T) * IN, lora.dropout);
-        lin = xd;
-    }
-    cuda::lora_tmp_forward(acts[size_t(l)].lora_tmp[m], lin, lora_bf16 + y.lora_offset[size_t(ia)], T, IN, d.R);
-}
-
-// From a.ln1 (already computed) to a.mid = x + o_proj(attention) and a.ln2 = rmsnorm(mid).
-void CudaModel::Impl::attention_block_forward(int l, bool train) {
-    LayerActs& a = acts[size_t(l)];
-    const LayerWeights& w = layers[size_t(l)];
-    const int T = step.T;
-    project(l, kQ, d.qk_norm ? a.q : a.qr, a.ln1, train);
-    project(l, kK, d.qk_norm ? a.k : a.kr, a.ln1, train);
-    project(l, kV, a.v, a.ln1, train);
-    if (d.qk_norm) {
-        cuda::rmsnorm_forward(a.qr, a.q_rstd, a.q, w.q_norm, T * d.Hq, d.D, d.eps);
-        cuda::rmsnorm_forward(a.kr, a.k_rstd, a.k, w.k_norm, T * d.Hkv, d.D, d.eps);
-    }
-    cuda::rope_forward(a.qr, a.qr, step.positions, rope, T, d.Hq, d.D);
-    cuda::rope_forward(a.kr, a.kr, step.positions, rope, T, d.Hkv, d.D);
-    attention_fwd(a);
-    bf16* o = d_ln;  // [T,C] scratch
-    project(l, kO, o, a.att, train);
-    cuda::residual_rmsnorm_forward(a.mid, a.ln2, a.ln2_rstd, a.x, o, w.ln2, T, d.C, d.eps);
-}
-
-// gate/up from a.ln2; with tail, also act, down and the residual: the next layer's x and ln1 (the last
-// layer: x_final and lnf).
-void CudaModel::Impl::mlp_block_forward(int l, bool train, bool tail) {
-    LayerActs& a = acts[size_t(l)];
-    const int T = step.T;
-    project(l, kGate, a.gate, a.ln2, train);
-    project(l, kUp, a.up, a.ln2, train);
-    if (!tail) return;
-    bf16* act = d_big3;  // [T,F] scratch
-    cuda::swiglu_forward(act, a.gate, a.up, T, d.F);
-    bf16* o = d_ln;  // [T,C] scratch
-    project(l, kDown, o, act, train);
-    const bool last = l + 1 == d.L;
-    LayerActs* next = last ? nullptr : &acts[size_t(l) + 1];
-    cuda::residual_rmsnorm_forward(last ? x_final : next->x, last ? lnf : next->ln1, last ? lnf_rstd : next->ln1_rstd,
-                                   a.mid, o, last ? norm_f : layers[size_t(l) + 1].ln1, T, d.C, d.eps);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1005,7 +528,7 @@ void CudaModel::Impl::offload_input(int l) {
     ev_x_ready.record();
     ev_x_ready.wait_on(copy.get());
     const int tl = tl_begin(copy.get(), "offload", l);
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(host_slot(l), acts[size_t(l)].x, size_t(step.T) * size_t(d.C) * sizeof(bf16),
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(host_slot(l), dec.acts[size_t(l)].x, size_t(dec.step.T) * size_t(d.C) * sizeof(bf16),
                                       cudaMemcpyDeviceToHost, copy.get()));
     tl_end(tl, copy.get());
     ev_offloaded[l % nb].record(copy.get());
@@ -1026,7 +549,7 @@ void CudaModel::Impl::reload_input(int l) {
     const int b = l % nb;
     ev_used[b].wait_on(copy.get());
     const int tl = tl_begin(copy.get(), "reload", l);
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(acts[size_t(l)].x, host_slot(l), size_t(step.T) * size_t(d.C) * sizeof(bf16),
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dec.acts[size_t(l)].x, host_slot(l), size_t(dec.step.T) * size_t(d.C) * sizeof(bf16),
                                       cudaMemcpyHostToDevice, copy.get()));
     tl_end(tl, copy.get());
     ev_reloaded[b].record(copy.get());
@@ -1038,113 +561,10 @@ void CudaModel::Impl::wait_reloaded(int l) {
     ev_reloaded[l % nb].wait_on(stream());
 }
 
-void CudaModel::Impl::forward(bool train) {
-    const int T = step.T;
-    const bool offload = train && nb > 0;  // evaluation never reads the inputs back: no copies
-    LayerActs& a0 = acts[0];
-    cuda::embedding_forward(a0.x, step.tokens, embed, T, d.C, d.V);
-    if (offload) offload_input(0);
-    cuda::rmsnorm_forward(a0.ln1, a0.ln1_rstd, a0.x, layers[0].ln1, T, d.C, d.eps);
-    for (int l = 0; l < d.L; ++l) {
-        rebuild_metadata();
-        const int tl = tl_begin(stream(), "forward", l);
-        attention_block_forward(l, train);  // the last read of layer l's input in forward
-        const bool next = l + 1 < d.L;
-        if (offload && next) wait_offloaded(l + 1);  // the tail writes layer l+1's input into its buffer
-        mlp_block_forward(l, train, true);
-        tl_end(tl, stream());
-        if (offload && next) offload_input(l + 1);
-    }
-}
-
-// Recompute policy: layer l's forward from its stored input, into the shared set (what backward reads):
-// everything but the down projection, whose output backward does not need; its LoRA tmp it does.
-void CudaModel::Impl::recompute_layer(int l) {
-    LayerActs& a = acts[size_t(l)];
-    cuda::rmsnorm_forward(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C, d.eps);
-    attention_block_forward(l, true);
-    mlp_block_forward(l, true, false);
-    if (lora_index[size_t(l)][kDown] >= 0) {
-        bf16* act = d_big3;  // [T,F] scratch (mlp_block_backward recomputes it again: one cheap pass)
-        cuda::swiglu_forward(act, a.gate, a.up, step.T, d.F);
-        lora_tmp_forward(l, kDown, act);
-    }
-}
-
-// d_res: gradient of this layer's output on entry, of mid on exit.
-void CudaModel::Impl::mlp_block_backward(int l) {
-    LayerActs& a = acts[size_t(l)];
-    const LayerWeights& w = layers[size_t(l)];
-    const int T = step.T;
-    bf16* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
-    cuda::swiglu_forward(act, a.gate, a.up, T, d.F);
-    bf16* dact = d_big;
-    zero(dact, int64_t(T) * d.F);
-    project_backward(l, kDown, dact, d_res, act);
-    bf16* dgate = d_big2;
-    bf16* dup = d_big3;
-    cuda::swiglu_backward(dgate, dup, dact, a.gate, a.up, T, d.F);
-    zero(d_ln, int64_t(T) * d.C);
-    project_backward(l, kGate, d_ln, dgate, a.ln2);
-    project_backward(l, kUp, d_ln, dup, a.ln2);
-    cuda::rmsnorm_backward(d_res, nullptr, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
-}
-
-// d_res: gradient of mid on entry, of the layer input x on exit.
-void CudaModel::Impl::attention_block_backward(int l) {
-    LayerActs& a = acts[size_t(l)];
-    const LayerWeights& w = layers[size_t(l)];
-    const int T = step.T;
-    bf16* datt = d_big;
-    zero(datt, int64_t(T) * d.Q);
-    project_backward(l, kO, datt, d_res, a.att);
-    bf16* dq = d_big2;
-    bf16* dk = d_k;
-    attention_bwd(a, dq, dk, d_v, datt);
-    cuda::rope_backward(dq, dq, step.positions, rope, T, d.Hq, d.D);
-    cuda::rope_backward(dk, dk, step.positions, rope, T, d.Hkv, d.D);
-    if (d.qk_norm) {
-        zero(d_big3, int64_t(T) * d.Q);
-        cuda::rmsnorm_backward(d_big3, nullptr, dq, a.q, w.q_norm, a.q_rstd, T * d.Hq, d.D);
-        zero(d_k2, int64_t(T) * d.KV);
-        cuda::rmsnorm_backward(d_k2, nullptr, dk, a.k, w.k_norm, a.k_rstd, T * d.Hkv, d.D);
-        dq = d_big3;
-        dk = d_k2;
-    }
-    zero(d_ln, int64_t(T) * d.C);
-    project_backward(l, kQ, d_ln, dq, a.ln1);
-    project_backward(l, kK, d_ln, dk, a.ln1);
-    project_backward(l, kV, d_ln, d_v, a.ln1);
-    cuda::rmsnorm_backward(d_res, nullptr, d_ln, a.x, w.ln1, a.ln1_rstd, T, d.C);
-}
-
-void CudaModel::Impl::backward() {
-    const int T = step.T;
-    // d_lnf was written by the loss (grad_scale inside); through the final norm into the residual stream.
-    zero(d_res, int64_t(T) * d.C);
-    cuda::rmsnorm_backward(d_res, nullptr, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
-    const bool recompute = options.checkpointing != CheckpointPolicy::Off;
-    for (int l = d.L - 1; l >= 0; --l) {
-        if (nb > 0) {
-            reload_input(l - (nb - 1));  // Smart: layer l-1's input into the other buffer, during layer l
-            wait_reloaded(l);            // SmartSingle: this layer's, just issued: strictly serial
-        }
-        rebuild_metadata();
-        const int tl = tl_begin(stream(), "backward", l);
-        if (recompute && l + 1 < d.L) recompute_layer(l);
-        mlp_block_backward(l);
-        attention_block_backward(l);
-        tl_end(tl, stream());
-        if (nb > 0) ev_used[l % nb].record();  // buffer l % nb free for the reload of layer l - nb
-    }
-}
-
 // Row losses [T] -> their sum (device double) -> the pinned slot. dhidden nullptr: evaluation. The gradient
 // is scaled by the batch's grad_scale, read on the device from the metadata header.
 void CudaModel::Impl::loss(bf16* dhidden) {
-    cuda::lm_head_cross_entropy(dhidden, losses, lnf, head(), step.targets, step.T, d.C, d.V, step.grad_scale, d.K,
-                                ce_ws);
-    cuda::sum(loss_sum, losses, step.T, false);
+    dec.loss(dhidden);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(pinned_loss(), loss_sum, sizeof(double), cudaMemcpyDeviceToHost, stream()));
 }
 
@@ -1173,11 +593,11 @@ double CudaModel::Impl::finish_loss() {
 // One micro-step of training on the current batch, device work only: forward, loss, the step's loss sum,
 // backward. after_loss (may be null) is recorded between loss and backward.
 void CudaModel::Impl::micro_step(cudaEvent_t after_loss) {
-    forward(true);
-    loss(d_lnf);
-    cuda::sum(loss_sum + 1, losses, step.T, true);  // the step's loss sum, on the device
+    dec.forward(true);
+    loss(dec.d_lnf);
+    cuda::sum(loss_sum + 1, dec.losses, dec.step.T, true);  // the step's loss sum, on the device
     if (after_loss) TANDEM_CUDA_CHECK(cudaEventRecord(after_loss, stream()));
-    backward();
+    dec.backward();
 }
 
 // The current batch's micro-step as a CUDA graph: the cached graph of its key is replayed, or captured
@@ -1185,7 +605,7 @@ void CudaModel::Impl::micro_step(cudaEvent_t after_loss) {
 // kernel attributes exist and no library does first-use work inside the capture). A shape never seen
 // returns false: the caller runs it eagerly, and its next occurrence is captured.
 bool CudaModel::Impl::run_graphed() {
-    GraphKey key{step.T, step.S, step.max_seqlen, step.cudnn, -1};
+    GraphKey key{dec.step.T, dec.step.S, dec.step.max_seqlen, attn_cudnn, -1};
     const auto seen = std::find(shapes_seen.begin(), shapes_seen.end(), key);
     if (seen == shapes_seen.end()) {
         if (shapes_seen.size() == kMaxShapesSeen) shapes_seen.erase(shapes_seen.begin());
@@ -1259,9 +679,13 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
     m.cfg = cfg;
     m.lora = lora;
     m.options = options;
-    m.d = make_dims(cfg, lora, options);
-    m.lora_scaling = float(lora.scaling());
-    m.attn_scale = float(1.0 / std::sqrt(double(m.d.D)));
+    m.d = cuda_dims(cfg, lora, options);
+    m.dec.d = m.d;
+    m.dec.dropout = lora.dropout;
+    m.dec.lora_scaling = float(lora.scaling());
+    m.dec.attn_scale = float(1.0 / std::sqrt(double(m.d.D)));
+    m.dec.rt = &m;
+    m.dec.rope = &m.rope;
     m.rope_host = build_rope(cfg, m.d, where);
 
     const auto specs = lora_tensor_specs(cfg, lora);
@@ -1287,12 +711,8 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
         m.backend_name = "in-house (" + m.cudnn_reason + ")";
 
     // Workspace first: it is the staging buffer of the weight upload.
-    m.y = make_layout(m.d, m.rope_host, specs, m.lora_index, options);
-    m.y.work.allocate("workspace (lm_head chunk, attention, grad norm)");
-    m.y.weights.allocate("model weights (bf16)");
-    m.y.lora.allocate("LoRA parameters, gradients and AdamW state");
-    m.y.acts.allocate("activation arena");
-    m.bind();
+    m.y = cuda_plan(m.d, m.rope_host, specs, m.lora_index, options);
+    m.allocate_and_bind();
     m.pinned = PinnedBuffer(kPinnedHeader + size_t(kHostMetaSlots) * size_t(m.y.meta_ints) * sizeof(int32_t),
                             "batch metadata staging");
     m.ev_start = Event::make();
@@ -1311,7 +731,7 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
     m.nb = offload_buffers(options.checkpointing);
     if (m.nb > 0) {
         m.offloaded = offloaded_layers(options.checkpointing, m.d.L);
-        if (m.y.plan.pinned_host > 0) m.x_host = PinnedBuffer(m.y.plan.pinned_host, "offloaded block inputs");
+        if (m.y.bytes.pinned_host > 0) m.x_host = PinnedBuffer(m.y.bytes.pinned_host, "offloaded block inputs");
         m.copy = Stream::make_non_blocking();
         m.ev_x_ready = Event::make(cudaEventDisableTiming);
         for (int b = 0; b < 2; ++b) {
@@ -1321,10 +741,10 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
         }
     }
 
-    m.rope = cuda::rope_table_upload(m.rope_host, piece<char>(m.y.weights, m.y.rope));
+    m.rope = cuda::rope_table_upload(m.rope_host, m.y.weights.ptr<char>(m.weights_mem.data(), m.y.rope));
 
     // LoRA: zero every region (padding included), masters, bf16 copies, AdamW descriptors.
-    TANDEM_CUDA_CHECK(cudaMemsetAsync(piece<char>(m.y.lora, 0), 0, m.y.lora.size(), stream()));
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(m.lora_mem.data(), 0, m.y.lora.size(), stream()));
     m.upload_lora_values();
     std::vector<cuda::AdamWTensor> desc(m.params.size());
     for (size_t i = 0; i < desc.size(); ++i) {
@@ -1387,10 +807,10 @@ void upload_weight(bf16* dst, const SafetensorsSet& set, const std::string& name
 CudaMemoryPlan CudaModel::plan(const ModelConfig& config, const LoraConfig& lora, const CudaModelOptions& options) {
     const std::string where = "memory plan";
     validate(config, lora, options, where);
-    const Dims d = make_dims(config, lora, options);
+    const Dims d = cuda_dims(config, lora, options);
     const cpu::RopeTable rope = build_rope(config, d, where);
     const auto specs = lora_tensor_specs(config, lora);
-    return make_layout(d, rope, specs, lora_index_of(specs, d.L), options).plan;
+    return cuda_plan(d, rope, specs, lora_index_of(specs, d.L), options).bytes;
 }
 
 CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,
@@ -1403,22 +823,23 @@ CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConf
     char* stage = m.work_base;
     const size_t stage_bytes = m.work_bytes;
     const int64_t VC = int64_t(d.V) * d.C;
-    upload_weight(m.embed, ws, "model.embed_tokens.weight", VC, stage, stage_bytes);
-    if (m.lm_head) upload_weight(m.lm_head, ws, "lm_head.weight", VC, stage, stage_bytes);
-    upload_weight(m.norm_f, ws, "model.norm.weight", d.C, stage, stage_bytes);
+    upload_weight(m.weight(m.y.embed), ws, "model.embed_tokens.weight", VC, stage, stage_bytes);
+    if (!d.tied) upload_weight(m.weight(m.y.lm_head), ws, "lm_head.weight", VC, stage, stage_bytes);
+    upload_weight(m.weight(m.y.norm_f), ws, "model.norm.weight", d.C, stage, stage_bytes);
     for (int l = 0; l < d.L; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
-        const LayerWeights& w = m.layers[size_t(l)];
-        upload_weight(w.ln1, ws, p + "input_layernorm.weight", d.C, stage, stage_bytes);
-        upload_weight(w.ln2, ws, p + "post_attention_layernorm.weight", d.C, stage, stage_bytes);
+        const LayerWeightHandles& h = m.y.lw[size_t(l)];
+        upload_weight(m.weight(h.ln1), ws, p + "input_layernorm.weight", d.C, stage, stage_bytes);
+        upload_weight(m.weight(h.ln2), ws, p + "post_attention_layernorm.weight", d.C, stage, stage_bytes);
         for (int k = 0; k < kNumModules; ++k) {
             const std::string base = p + (k < kGate ? "self_attn." : "mlp.") + kModuleNames[k];
-            upload_weight(w.w[k], ws, base + ".weight", int64_t(d.out_of(k)) * d.in_of(k), stage, stage_bytes);
-            if (w.b[k]) upload_weight(w.b[k], ws, base + ".bias", d.out_of(k), stage, stage_bytes);
+            upload_weight(m.weight(h.w[k]), ws, base + ".weight", int64_t(d.out_of(k)) * d.in_of(k), stage,
+                          stage_bytes);
+            if (h.b[k] >= 0) upload_weight(m.weight(h.b[k]), ws, base + ".bias", d.out_of(k), stage, stage_bytes);
         }
         if (d.qk_norm) {
-            upload_weight(w.q_norm, ws, p + "self_attn.q_norm.weight", d.D, stage, stage_bytes);
-            upload_weight(w.k_norm, ws, p + "self_attn.k_norm.weight", d.D, stage, stage_bytes);
+            upload_weight(m.weight(h.q_norm), ws, p + "self_attn.q_norm.weight", d.D, stage, stage_bytes);
+            upload_weight(m.weight(h.k_norm), ws, p + "self_attn.k_norm.weight", d.D, stage, stage_bytes);
         }
     }
     cuda::synchronize();  // before the mapping closes and the staging span becomes the workspace again
@@ -1434,20 +855,20 @@ CudaModel CudaModel::random(const ModelConfig& config, const LoraConfig& lora, u
     SplitMix64 rng(weight_seed);
     auto uniform = [&](bf16* p, int64_t n) { cuda::fill_uniform(p, n, rng.next_u64(), bound); };
     const int64_t VC = int64_t(d.V) * d.C;
-    uniform(m.embed, VC);
-    if (m.lm_head) uniform(m.lm_head, VC);
-    cuda::fill(m.norm_f, 1.0f, d.C);
+    uniform(m.weight(m.y.embed), VC);
+    if (!d.tied) uniform(m.weight(m.y.lm_head), VC);
+    cuda::fill(m.weight(m.y.norm_f), 1.0f, d.C);
     for (int l = 0; l < d.L; ++l) {
-        const LayerWeights& w = m.layers[size_t(l)];
-        cuda::fill(w.ln1, 1.0f, d.C);
-        cuda::fill(w.ln2, 1.0f, d.C);
+        const LayerWeightHandles& h = m.y.lw[size_t(l)];
+        cuda::fill(m.weight(h.ln1), 1.0f, d.C);
+        cuda::fill(m.weight(h.ln2), 1.0f, d.C);
         for (int k = 0; k < kNumModules; ++k) {
-            uniform(w.w[k], int64_t(d.out_of(k)) * d.in_of(k));
-            if (w.b[k]) cuda::fill(w.b[k], 0.0f, d.out_of(k));
+            uniform(m.weight(h.w[k]), int64_t(d.out_of(k)) * d.in_of(k));
+            if (h.b[k] >= 0) cuda::fill(m.weight(h.b[k]), 0.0f, d.out_of(k));
         }
         if (d.qk_norm) {
-            cuda::fill(w.q_norm, 1.0f, d.D);
-            cuda::fill(w.k_norm, 1.0f, d.D);
+            cuda::fill(m.weight(h.q_norm), 1.0f, d.D);
+            cuda::fill(m.weight(h.k_norm), 1.0f, d.D);
         }
     }
     cuda::synchronize();
@@ -1465,7 +886,7 @@ const CudaModelOptions& CudaModel::options() const { return impl_->options; }
 std::string CudaModel::attention_backend_name() const { return impl_->backend_name; }
 std::vector<LoraParam>& CudaModel::lora_params() { return impl_->params; }
 int CudaModel::max_tokens() const { return impl_->d.T; }
-CudaMemoryPlan CudaModel::memory() const { return impl_->y.plan; }
+CudaMemoryPlan CudaModel::memory() const { return impl_->y.bytes; }
 
 // ---------------------------------------------------------------------------------------------------------
 // LoRA state
@@ -1538,10 +959,10 @@ double CudaModel::forward_backward(const PackedBatch& batch, float grad_scale, u
     m.tl_used = 0;
     m.begin_batch(batch, grad_scale, dropout_seed);
     m.ev_start.record();
-    m.forward(true);
-    m.loss(m.d_lnf);
+    m.dec.forward(true);
+    m.loss(m.dec.d_lnf);
     m.ev_mid.record();
-    m.backward();
+    m.dec.backward();
     m.ev_end.record();
     m.end_batch();
     const double loss = m.finish_loss();
@@ -1571,7 +992,7 @@ void CudaModel::forward_backward_async(const PackedBatch& batch, float grad_scal
 double CudaModel::forward_loss(const PackedBatch& batch) {
     Impl& m = *impl_;
     m.begin_batch(batch, 1.0f, 0);
-    m.forward(false);
+    m.dec.forward(false);
     m.loss(nullptr);
     m.end_batch();
     return m.finish_loss();
@@ -1581,15 +1002,15 @@ double CudaModel::forward_loss(const PackedBatch& batch) {
 std::vector<float> CudaModel::logits(const PackedBatch& batch) {
     Impl& m = *impl_;
     m.begin_batch(batch, 1.0f, 0);
-    m.forward(false);
-    const int T = m.step.T, V = m.d.V;
+    m.dec.forward(false);
+    const int T = m.dec.step.T, V = m.d.V;
     std::vector<float> out(size_t(T) * size_t(V));
     const int rows = int(std::min<size_t>(size_t(T), m.work_bytes / (size_t(V) * sizeof(float))));
     if (rows < 1) throw_internal("cuda model: workspace smaller than one row of logits");
     float* scratch = reinterpret_cast<float*>(m.work_base);
     for (int r0 = 0; r0 < T; r0 += rows) {
         const int n = std::min(rows, T - r0);
-        cuda::lm_head_logits(scratch, m.lnf + int64_t(r0) * m.d.C, m.head(), n, m.d.C, V);
+        cuda::lm_head_logits(scratch, m.dec.lnf + int64_t(r0) * m.d.C, m.dec.head, n, m.d.C, V);
         TANDEM_CUDA_CHECK(cudaMemcpyAsync(out.data() + int64_t(r0) * V, scratch, size_t(n) * V * sizeof(float),
                                           cudaMemcpyDeviceToHost, stream()));
     }
@@ -1603,12 +1024,12 @@ std::vector<float> CudaModel::last_logits(const std::vector<int32_t>& ids) {
     Impl& m = *impl_;
     const PackedBatch b = batch_from_sequences({ids});
     m.begin_batch(b, 1.0f, 0);
-    m.forward(false);
+    m.dec.forward(false);
     const int V = m.d.V;
     std::vector<float> out(static_cast<size_t>(V));
     float* scratch = reinterpret_cast<float*>(m.work_base);
     if (m.work_bytes < size_t(V) * sizeof(float)) throw_internal("cuda model: workspace smaller than one row of logits");
-    cuda::lm_head_logits(scratch, m.lnf + int64_t(b.num_tokens - 1) * m.d.C, m.head(), 1, m.d.C, V);
+    cuda::lm_head_logits(scratch, m.dec.lnf + int64_t(b.num_tokens - 1) * m.d.C, m.dec.head, 1, m.d.C, V);
     TANDEM_CUDA_CHECK(
         cudaMemcpyAsync(out.data(), scratch, size_t(V) * sizeof(float), cudaMemcpyDeviceToHost, stream()));
     m.end_batch();

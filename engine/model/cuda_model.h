@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "model/model.h"  // LoraParam, batch_from_sequences
+#include "model/plan.h"   // PlanBytes
 #include "tandem/data.h"
 #include "tandem/lora.h"
 #include "tandem/model_config.h"
@@ -75,17 +76,9 @@ struct TimelineSpan {
     double begin_ms = 0, end_ms = 0;
 };
 
-// Device bytes by purpose; total = what the model will hold at its peak (plus a fixed CUDA context
-// allowance reported separately in context). pinned_host is host memory and not part of total.
-struct CudaMemoryPlan {
-    uint64_t weights = 0;         // bf16 base weights + norms + rope table
-    uint64_t lora_optimizer = 0;  // fp32 masters + grads + 2 moments + bf16 copies + descriptors
-    uint64_t activations = 0;     // the activation arena
-    uint64_t workspace = 0;       // cuBLASLt + attention + lm_head chunk + grad-norm scratch + staging
-    uint64_t context = 0;         // CUDA context / library handles (measured constant, not allocated by us)
-    uint64_t total = 0;           // sum of the above
-    uint64_t pinned_host = 0;     // pinned HOST memory for offloaded block inputs (Smart*), not in total
-};
+// Device bytes by purpose (model/plan.h): total = what the model will hold at its peak (plus a fixed CUDA
+// context allowance reported separately in context). pinned_host is host memory and not part of total.
+using CudaMemoryPlan = PlanBytes;
 
 // Timing of the last forward_backward, from CUDA events (ms), read after the step synchronised. A
 // micro-batch that ran as a CUDA graph has no split: forward_ms holds all of it and backward_ms is 0.

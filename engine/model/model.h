@@ -1,7 +1,7 @@
-// tandem::CpuModel — the decoder family (docs/architecture.md) on the CPU backend (fp32): embedding, L blocks of
-// RMSNorm -> q/k/v (+bias) -> q/k norm -> RoPE -> packed causal GQA attention -> o_proj + residual ->
-// RMSNorm -> SwiGLU MLP + residual, final RMSNorm, lm_head or tied embeddings; LoRA on any of the seven
-// projections. Explicit forward and backward per block (llm.c style, engine/kernels/cpu ops), no autograd.
+// tandem::CpuModel — the decoder family (docs/architecture.md) on the CPU backend (fp32): the blocks of
+// model/decoder.h (embedding, L blocks of RMSNorm -> q/k/v (+bias) -> q/k norm -> RoPE -> packed causal GQA
+// attention -> o_proj + residual -> RMSNorm -> SwiGLU MLP + residual, final RMSNorm, lm_head or tied
+// embeddings; LoRA on any of the seven projections) over engine/kernels/cpu ops: the fp32 reference.
 // Contract shared by the model (engine/model) and the trainer (engine/train):
 //  - Input is a PackedBatch (tandem/data.h). Targets follow data.h: labels are aligned with tokens and the
 //    target of position t is labels[t+1] (the first label of every sample is -100, so a target never
@@ -11,6 +11,8 @@
 //    scaled by grad_scale (the trainer passes 1 / label tokens of the whole optimizer step, so gradient
 //    accumulation is exact).
 //  - Base weights are read-only after load (bf16/f16 converted to fp32).
+//  - Every checkpointing policy (off, recompute, smart, smart-single) runs on the CPU too, with the same
+//    results bit for bit; auto means off here.
 #pragma once
 
 #include <array>
@@ -21,9 +23,11 @@
 #include <vector>
 
 #include "model/lora_table.h"
+#include "model/plan.h"
 #include "tandem/data.h"
 #include "tandem/lora.h"
 #include "tandem/model_config.h"
+#include "tandem/run_config.h"
 
 namespace tandem {
 
@@ -34,7 +38,7 @@ public:
     // initialises them, from a deterministic generator seeded with `seed`. Activations are sized for
     // micro-batches of at most `max_tokens` tokens. Throws Error{InvalidInput|Unsupported} naming the folder.
     static CpuModel load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,
-                         int max_tokens);
+                         int max_tokens, CheckpointPolicy checkpointing = CheckpointPolicy::Off);
 
     CpuModel(CpuModel&&) noexcept;
     CpuModel& operator=(CpuModel&&) noexcept;
@@ -43,6 +47,7 @@ public:
     const ModelConfig& config() const;
     const LoraConfig& lora_config() const;
     const std::filesystem::path& model_dir() const;
+    CheckpointPolicy checkpointing() const;  // as loaded (auto resolved to off)
 
     std::vector<LoraParam>& lora_params();
     const std::vector<LoraParam>& lora_params() const;
@@ -67,14 +72,14 @@ public:
 
     int max_tokens() const;  // the micro-batch size the activations were allocated for
 
-    // Bytes a load(cfg, lora, .., max_tokens) will hold, from the config alone (for the memory estimate):
-    // fp32 weights, LoRA values + grads + AdamW moments, the activation arena.
-    struct MemoryNeeds {
-        uint64_t weights = 0, lora_optimizer = 0, activations = 0;
-    };
-    static MemoryNeeds plan(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens);
+    // Bytes a load(cfg, lora, .., max_tokens, checkpointing) will hold, from the config alone (the memory
+    // estimate): the same planner as load (model/plan.h). activation_bytes() = activations + workspace +
+    // pinned_host (the offloaded block inputs, ordinary RAM here).
+    using MemoryNeeds = PlanBytes;
+    static MemoryNeeds plan(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens,
+                            CheckpointPolicy checkpointing = CheckpointPolicy::Off);
 
-    // Bytes held: base weights, LoRA values + grads, activations (for MemoryStats).
+    // Bytes held: base weights, LoRA values + grads, activations and workspace (for MemoryStats).
     size_t weight_bytes() const;
     size_t lora_bytes() const;
     size_t activation_bytes() const;

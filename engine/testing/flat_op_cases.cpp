@@ -249,6 +249,12 @@ void elementwise_case(Check& c, int64_t n, int offset) {
         poison(pof, size_t(n) * sizeof(float));
         cuda::fill(pof, 0.3f, n);
         c.tensor("fill fp32", get(pof, n), std::vector<float>(size_t(n), 0.3f), kTolExact);
+        poison(po, size_t(n) * sizeof(bf16));
+        cuda::zero(po, n);
+        c.tensor("zero bf16", get(po, n), std::vector<float>(size_t(n), 0.0f), kTolExact);
+        poison(pof, size_t(n) * sizeof(float));
+        cuda::zero(pof, n);
+        c.tensor("zero fp32", get(pof, n), std::vector<float>(size_t(n), 0.0f), kTolExact);
     }
     {
         const auto x = c.rng.f32_values(n, 3.0f);  // not representable in bf16: rounding to nearest even

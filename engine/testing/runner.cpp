@@ -66,6 +66,7 @@ const std::map<std::string_view, std::vector<std::string_view>>& op_case_prefixe
         {"scale", {"elementwise "}},
         {"copy", {"elementwise "}},
         {"fill", {"elementwise "}},
+        {"zero", {"elementwise "}},
         {"sum", {"sum "}},
     };
     return m;

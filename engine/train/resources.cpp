@@ -100,13 +100,15 @@ MemoryEstimate estimate_memory(const RunConfig& in) {
     if (!mc.supported)
         throw Error(ErrorCategory::Unsupported,
                     config.model + ": " + mc.architecture + " is not supported yet: " + mc.unsupported_reason);
-    const CpuModel::MemoryNeeds n = CpuModel::plan(mc, config.lora, config.training.batch_tokens);
+    const CheckpointPolicy policy =
+        config.memory.checkpointing == CheckpointPolicy::Auto ? CheckpointPolicy::Off : config.memory.checkpointing;
+    const CpuModel::MemoryNeeds n = CpuModel::plan(mc, config.lora, config.training.batch_tokens, policy);
     const train::HostMemory host = train::host_memory();
-    e.checkpointing = CheckpointPolicy::Off;  // the CPU backend keeps every activation
+    e.checkpointing = policy;  // auto: off (RAM is what the CPU backend has plenty of)
     e.memory.weights = n.weights;
     e.memory.lora_optimizer = n.lora_optimizer;
-    e.memory.activations = n.activations;
-    e.memory.total = n.weights + n.lora_optimizer + n.activations;
+    e.memory.activations = n.activations + n.workspace + n.pinned_host;  // as CpuModel::activation_bytes()
+    e.memory.total = n.weights + n.lora_optimizer + e.memory.activations;
     e.memory.device_total = host.total;
     e.memory.device_free = host.available;
     const uint64_t budget = uint64_t(double(host.available) * 0.9);

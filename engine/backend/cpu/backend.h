@@ -47,6 +47,7 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, scale)
     TANDEM_FORWARD_OP(cpu, copy)
     TANDEM_FORWARD_OP(cpu, fill)
+    TANDEM_FORWARD_OP(cpu, zero)
     TANDEM_FORWARD_OP(cpu, sum)
 
     // Attention has the CUDA shape: max_seqlen sizes CUDA's grid and its workspace is planned; the CPU kernel

@@ -49,6 +49,7 @@ struct CudaBackend {
     TANDEM_FORWARD_OP(cuda, scale)
     TANDEM_FORWARD_OP(cuda, copy)
     TANDEM_FORWARD_OP(cuda, fill)
+    TANDEM_FORWARD_OP(cuda, zero)
     TANDEM_FORWARD_OP(cuda, sum)
 };
 

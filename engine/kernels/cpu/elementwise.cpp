@@ -1,6 +1,8 @@
 // Elementwise helpers of the CPU backend (see elementwise.h). n = element count.
 #include "kernels/cpu/elementwise.h"
 
+#include <cstring>
+
 #include "core/check.h"
 
 namespace tandem::cpu {
@@ -47,6 +49,11 @@ void sum(double* out, const float* inp, int64_t n, bool accumulate) {
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) s += static_cast<double>(inp[i]);
     *out = accumulate ? *out + s : s;
+}
+
+void zero(float* x, int64_t n) {
+    TANDEM_KCHECK(n >= 0 && (n == 0 || x != nullptr));
+    if (n > 0) std::memset(x, 0, static_cast<size_t>(n) * sizeof(float));
 }
 
 }  // namespace tandem::cpu

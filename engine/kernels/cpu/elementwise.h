@@ -12,6 +12,7 @@ void axpy(float* out, float alpha, const float* inp, int64_t n);  // out[n] += a
 void scale(float* x, float alpha, int64_t n);                     // x[n] *= alpha
 void copy(float* out, const float* inp, int64_t n);               // out[n] = inp (no overlap)
 void fill(float* x, float value, int64_t n);                      // x[n] = value
+void zero(float* x, int64_t n);                                   // x[n] = 0
 // out[0] (+)= sum of inp[n] in double, serially in index order (deterministic); accumulate=false writes.
 void sum(double* out, const float* inp, int64_t n, bool accumulate);
 

@@ -198,6 +198,16 @@ void copy(bf16* out, const bf16* inp, int64_t n) {
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(out, inp, size_t(n) * sizeof(bf16), cudaMemcpyDeviceToDevice, context().stream));
 }
 
+void zero(bf16* x, int64_t n) {
+    TANDEM_KCHECK(x && n >= 0);
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(x, 0, size_t(n) * sizeof(bf16), context().stream));
+}
+
+void zero(float* x, int64_t n) {
+    TANDEM_KCHECK(x && n >= 0);
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(x, 0, size_t(n) * sizeof(float), context().stream));
+}
+
 void fill(bf16* x, float value, int64_t n) {
     TANDEM_KCHECK(x && n >= 0);
     launch_map(Fill<bf16>{x, value}, n, aligned16(x));

@@ -16,6 +16,8 @@ void axpy(bf16* out, float alpha, const bf16* inp, int64_t n); // out += alpha *
 void scale(bf16* x, float alpha, int64_t n);
 void scale(float* x, float alpha, int64_t n);
 void copy(bf16* out, const bf16* inp, int64_t n);
+void zero(bf16* x, int64_t n);   // x[n] = 0 (a memset on the stream, no kernel)
+void zero(float* x, int64_t n);
 void fill(bf16* x, float value, int64_t n);
 void fill(float* x, float value, int64_t n);
 

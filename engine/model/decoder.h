@@ -1,0 +1,455 @@
+// Decoder<B>: the decoder blocks written once over the op table (backend/backend.h), instantiated for the
+// CPU (fp32, the oracle) and CUDA (bf16) backends. Forward, recompute and backward of the dense Llama-family
+// block: RMSNorm -> q/k/v (+bias, + LoRA with dropout) -> q/k norm -> RoPE -> causal GQA attention -> o_proj
+// -> residual + RMSNorm -> gate/up -> SwiGLU -> down -> residual + the next RMSNorm.
+// Dimension legend: plan.h. Decisions a reader must know:
+//  - Residual adds are fused into the next RMSNorm (residual_rmsnorm_forward): the attention block writes mid
+//    and ln2; the MLP block writes the next block's x and ln1 (the last block: x_final and lnf).
+//  - Recomputed in backward instead of kept: the SwiGLU output act (from gate and up) and the LoRA-dropped
+//    inputs (the mask is a pure hash of (seed, layer, module, index), so the recomputed values are the ones
+//    forward used).
+//  - Checkpointing is where the buffers live (plan.h): with a shared set (every policy but Off) backward re-runs
+//    layer l's forward into that set right before layer l's backward; the last layer's set still holds its
+//    forward values and is not re-run. Offloading policies move block inputs through the runtime's hooks
+//    (CUDA: a copy stream and events; CPU: memcpy), at the same points on both backends.
+//  - What differs between backends and is not an op lives in DecoderRuntime: attention dispatch (CUDA picks
+//    cuDNN or the in-house kernels per batch), the offload copies, the per-layer timeline and the metadata
+//    ablation. The calls below are the CUDA launch sequence, op for op.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "model/plan.h"
+#include "tandem/data.h"
+
+namespace tandem {
+
+// The micro-batch being run: sizes, and pointers (device memory on CUDA) to its metadata.
+struct Step {
+    int T = 0, S = 0, max_seqlen = 0;
+    const int32_t* tokens = nullptr;     // [T]
+    const int32_t* targets = nullptr;    // [T] labels shifted by one, -100 on the last row
+    const int32_t* positions = nullptr;  // [T]
+    const int32_t* cu_seqlens = nullptr; // [S+1]
+    const uint64_t* seed = nullptr;      // [1] the LoRA dropout seed
+    const float* grad_scale = nullptr;   // [1] the loss gradient's scale
+};
+
+// A batch's metadata slot (int32): header (dropout seed as uint64 at [0,1], grad_scale at [2]), tokens,
+// targets (labels shifted by one: targets[t] = labels[t+1], -100 on the last row), positions (each padded to
+// kMetaAlign rows), cu_seqlens [S+1]. Built once per micro-batch on the host; on CUDA sent up in one copy.
+inline int64_t metadata_ints(int T, int S) { return kMetaHeader + 3 * round_up(T, kMetaAlign) + S + 1; }
+
+inline void write_metadata(const PackedBatch& b, uint64_t seed, float grad_scale, int32_t* h) {
+    const int T = b.num_tokens;
+    const int S = b.num_samples;
+    const int64_t Tp = round_up(T, kMetaAlign);
+    std::memcpy(h, &seed, sizeof seed);
+    std::memcpy(h + 2, &grad_scale, sizeof grad_scale);
+    h += kMetaHeader;
+    std::memcpy(h, b.tokens.data(), size_t(T) * sizeof(int32_t));
+    int32_t* targets = h + Tp;
+    for (int t = 0; t < T; ++t) targets[t] = (t + 1 < T) ? b.labels[size_t(t) + 1] : int32_t(-100);
+    std::memcpy(h + 2 * Tp, b.position_ids.data(), size_t(T) * sizeof(int32_t));
+    std::memcpy(h + 3 * Tp, b.cu_seqlens.data(), size_t(S + 1) * sizeof(int32_t));
+}
+
+// The Step of a batch whose metadata is at slot (device memory on CUDA).
+inline Step metadata_step(const int32_t* slot, int T, int S, int longest) {
+    const int64_t Tp = round_up(T, kMetaAlign);
+    Step s;
+    s.T = T;
+    s.S = S;
+    s.max_seqlen = longest;
+    s.seed = reinterpret_cast<const uint64_t*>(slot);
+    s.grad_scale = reinterpret_cast<const float*>(slot + 2);
+    s.tokens = slot + kMetaHeader;
+    s.targets = slot + kMetaHeader + Tp;
+    s.positions = slot + kMetaHeader + 2 * Tp;
+    s.cu_seqlens = slot + kMetaHeader + 3 * Tp;
+    return s;
+}
+
+template <class B>
+struct LayerWeights {
+    using Act = typename B::Act;
+    const Act* ln1 = nullptr;  // [C]
+    const Act* ln2 = nullptr;  // [C]
+    const Act* w[kNumModules] = {};  // q [Q,C], k [KV,C], v [KV,C], o [C,Q], gate [F,C], up [F,C], down [C,F]
+    const Act* b[kNumModules] = {};  // [OUT] or nullptr
+    const Act* q_norm = nullptr;     // [D] (qk_norm only)
+    const Act* k_norm = nullptr;     // [D]
+};
+
+// Activations of one layer (pointers into the arena; with a shared set every layer has the same pointers but x).
+template <class B>
+struct LayerActs {
+    using Act = typename B::Act;
+    Act* x = nullptr;           // [T,C] block input (residual stream)
+    Act* ln1 = nullptr;         // [T,C]
+    float* ln1_rstd = nullptr;  // [T]
+    Act* q = nullptr;           // [T,Q] projection before q norm (qk_norm only)
+    Act* k = nullptr;           // [T,KV] (qk_norm only)
+    float* q_rstd = nullptr;    // [T*Hq] (qk_norm only)
+    float* k_rstd = nullptr;    // [T*Hkv] (qk_norm only)
+    Act* qr = nullptr;          // [T,Q] attention input: projection (+ q norm) + RoPE, in place
+    Act* kr = nullptr;          // [T,KV]
+    Act* v = nullptr;           // [T,KV]
+    Act* att = nullptr;         // [T,Q] attention output
+    void* stats = nullptr;      // lse [Hq,T] fp32 (CPU, CUDA in-house) or cuDNN's stats layout
+    Act* mid = nullptr;         // [T,C] residual after attention
+    Act* ln2 = nullptr;         // [T,C]
+    float* ln2_rstd = nullptr;  // [T]
+    Act* gate = nullptr;        // [T,F]
+    Act* up = nullptr;          // [T,F]
+    Act* lora_tmp[kNumModules] = {};  // [T,R] input @ A^T per adapted module
+};
+
+// One adapted projection's LoRA: the values the GEMMs read (CUDA: the bf16 copies) and the fp32 gradients.
+template <class B>
+struct LoraRef {
+    using Act = typename B::Act;
+    const Act* a = nullptr;  // [R,IN]; nullptr: not adapted
+    const Act* b = nullptr;  // [OUT,R]
+    float* grad_a = nullptr;
+    float* grad_b = nullptr;
+};
+
+// What the block code asks of the backend's runtime (see the header comment).
+template <class B>
+class DecoderRuntime {
+public:
+    using Act = typename B::Act;
+    virtual ~DecoderRuntime() = default;
+    virtual void attention_forward(LayerActs<B>& a, const Step& s) = 0;
+    // dq [T,Q], dk [T,KV], dv [T,KV] written.
+    virtual void attention_backward(LayerActs<B>& a, Act* dq, Act* dk, Act* dv, const Act* dout, const Step& s) = 0;
+    // Offloading policies (nb > 0): forward offloads layer l's input after it is written and waits for the
+    // copy of the input that last used a buffer before overwriting it; backward reloads ahead and waits.
+    virtual void offload_input(int l) = 0;
+    virtual void wait_offloaded(int l) = 0;
+    virtual void reload_input(int l) = 0;
+    virtual void wait_reloaded(int l) = 0;
+    virtual void input_used(int l) = 0;  // backward finished reading layer l's input buffer
+    virtual void before_layer() {}       // the metadata ablation (CUDA bench only)
+    virtual int span_begin(const char* /*what*/, int /*layer*/) { return -1; }  // the timeline (CUDA bench)
+    virtual void span_end(int /*span*/) {}
+};
+
+template <class B>
+class Decoder {
+public:
+    using Act = typename B::Act;
+
+    Dims d;
+    double dropout = 0.0;
+    float lora_scaling = 1.0f;
+    float attn_scale = 1.0f;
+    CheckpointPolicy checkpointing = CheckpointPolicy::Off;
+    int nb = 0;  // block-input buffers of an offloading policy (0: none)
+    const typename B::RopeTable* rope = nullptr;
+    DecoderRuntime<B>* rt = nullptr;
+    Step step;
+
+    // Weights.
+    const Act* embed = nullptr;   // [V,C]
+    const Act* head = nullptr;    // [V,C] lm_head, or embed when tied
+    const Act* norm_f = nullptr;  // [C]
+    std::vector<LayerWeights<B>> layers;
+    std::vector<std::array<LoraRef<B>, kNumModules>> lora;  // [L][module]
+
+    // Activations and scratch.
+    std::vector<LayerActs<B>> acts;
+    Act* x_final = nullptr;    // [T,C]
+    Act* lnf = nullptr;        // [T,C]
+    float* lnf_rstd = nullptr; // [T]
+    Act* d_res = nullptr;      // [T,C] gradient of the residual stream
+    Act* d_ln = nullptr;       // [T,C] gradient of a norm output; forward: projection output scratch
+    Act* d_lnf = nullptr;      // [T,C] written by the loss
+    Act* d_big = nullptr;      // [T,BIG] dact / datt
+    Act* d_big2 = nullptr;     // [T,BIG] dgate / dq
+    Act* d_big3 = nullptr;     // [T,BIG] dup / dq after q norm; forward and backward: act scratch
+    Act* d_k = nullptr;        // [T,KV]
+    Act* d_k2 = nullptr;       // [T,KV] dk after k norm (qk_norm only)
+    Act* d_v = nullptr;        // [T,KV]
+    Act* d_tmp = nullptr;      // [T,R]
+    Act* xd = nullptr;         // [T,IN] dropped LoRA input (dropout only)
+    Act* d_drop = nullptr;     // [T,IN] its gradient (dropout only)
+    float* losses = nullptr;   // [T]
+    void* ce_ws = nullptr;     // lm_head chunk workspace
+    double* loss_sum = nullptr;  // [2] this batch's, the step's
+
+    // Points weights, activations and scratch into arenas laid out by `y` (allocated at the given bases).
+    void bind(const ModelPlan& y, void* weights_base, void* acts_base, void* work_base) {
+        checkpointing = y.checkpointing;
+        nb = offload_buffers(checkpointing);
+        const ArenaLayout& W = y.weights;
+        embed = W.ptr<Act>(weights_base, y.embed);
+        const Act* lm_head = W.ptr<Act>(weights_base, y.lm_head);
+        head = lm_head ? lm_head : embed;
+        norm_f = W.ptr<Act>(weights_base, y.norm_f);
+        layers.assign(size_t(d.L), {});
+        for (int l = 0; l < d.L; ++l) {
+            const LayerWeightHandles& h = y.lw[size_t(l)];
+            LayerWeights<B>& w = layers[size_t(l)];
+            w.ln1 = W.ptr<Act>(weights_base, h.ln1);
+            w.ln2 = W.ptr<Act>(weights_base, h.ln2);
+            w.q_norm = W.ptr<Act>(weights_base, h.q_norm);
+            w.k_norm = W.ptr<Act>(weights_base, h.k_norm);
+            for (int m = 0; m < kNumModules; ++m) {
+                w.w[m] = W.ptr<Act>(weights_base, h.w[m]);
+                w.b[m] = W.ptr<Act>(weights_base, h.b[m]);
+            }
+        }
+        const ArenaLayout& A = y.acts;
+        acts.assign(size_t(d.L), {});
+        const bool shared = checkpointing != CheckpointPolicy::Off;
+        for (int l = 0; l < d.L; ++l) {
+            const ActHandles& s = y.sets[shared ? 0 : size_t(l)];
+            LayerActs<B>& a = acts[size_t(l)];
+            const size_t xi = nb > 0 ? size_t(l % nb) : size_t(l);
+            a.x = shared ? A.ptr<Act>(acts_base, y.x_store.at(xi)) : A.ptr<Act>(acts_base, s.x);
+            a.ln1 = A.ptr<Act>(acts_base, s.ln1);
+            a.ln1_rstd = A.ptr<float>(acts_base, s.ln1_rstd);
+            a.q = A.ptr<Act>(acts_base, s.q);
+            a.k = A.ptr<Act>(acts_base, s.k);
+            a.q_rstd = A.ptr<float>(acts_base, s.q_rstd);
+            a.k_rstd = A.ptr<float>(acts_base, s.k_rstd);
+            a.qr = A.ptr<Act>(acts_base, s.qr);
+            a.kr = A.ptr<Act>(acts_base, s.kr);
+            a.v = A.ptr<Act>(acts_base, s.v);
+            a.att = A.ptr<Act>(acts_base, s.att);
+            a.stats = A.ptr<char>(acts_base, s.stats);
+            a.mid = A.ptr<Act>(acts_base, s.mid);
+            a.ln2 = A.ptr<Act>(acts_base, s.ln2);
+            a.ln2_rstd = A.ptr<float>(acts_base, s.ln2_rstd);
+            a.gate = A.ptr<Act>(acts_base, s.gate);
+            a.up = A.ptr<Act>(acts_base, s.up);
+            for (int m = 0; m < kNumModules; ++m) a.lora_tmp[m] = A.ptr<Act>(acts_base, s.tmp[m]);
+        }
+        x_final = A.ptr<Act>(acts_base, y.x_final);
+        lnf = A.ptr<Act>(acts_base, y.lnf);
+        lnf_rstd = A.ptr<float>(acts_base, y.lnf_rstd);
+        d_res = A.ptr<Act>(acts_base, y.d_res);
+        d_ln = A.ptr<Act>(acts_base, y.d_ln);
+        d_lnf = A.ptr<Act>(acts_base, y.d_lnf);
+        d_big = A.ptr<Act>(acts_base, y.d_big);
+        d_big2 = A.ptr<Act>(acts_base, y.d_big2);
+        d_big3 = A.ptr<Act>(acts_base, y.d_big3);
+        d_k = A.ptr<Act>(acts_base, y.d_k);
+        d_k2 = A.ptr<Act>(acts_base, y.d_k2);
+        d_v = A.ptr<Act>(acts_base, y.d_v);
+        d_tmp = A.ptr<Act>(acts_base, y.d_tmp);
+        xd = A.ptr<Act>(acts_base, y.xd);
+        d_drop = A.ptr<Act>(acts_base, y.d_drop);
+        losses = A.ptr<float>(acts_base, y.losses);
+        ce_ws = y.work.ptr<char>(work_base, y.ce);
+        loss_sum = y.work.ptr<double>(work_base, y.loss_sum);
+    }
+
+    // out[T,OUT] = inp[T,IN] W^T + b (+ scaling * drop(inp) A^T B^T) for module m of layer l.
+    void project(int l, int m, Act* out, const Act* inp, bool train) {
+        const LayerWeights<B>& w = layers[size_t(l)];
+        const int T = step.T, IN = d.in_of(m), OUT = d.out_of(m);
+        B::matmul_forward(out, inp, w.w[m], w.b[m], T, IN, OUT);
+        const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
+        if (!r.a) return;
+        const Act* lin = inp;
+        if (train && dropout > 0) {
+            B::dropout_forward(xd, inp, step.seed, l, m, int64_t(T) * IN, dropout);  // xd [T,IN]
+            lin = xd;
+        }
+        B::lora_forward(out, acts[size_t(l)].lora_tmp[m], lin, r.a, r.b, lora_scaling, T, IN, OUT, d.R);
+    }
+
+    // dinp[T,IN] += d(out)/d(inp) applied to dout[T,OUT]; LoRA grads += (grad_scale is already inside dout).
+    // With dropout the dropped input is recomputed from inp (same hash, same values as forward).
+    void project_backward(int l, int m, Act* dinp, const Act* dout, const Act* inp) {
+        const LayerWeights<B>& w = layers[size_t(l)];
+        const int T = step.T, IN = d.in_of(m), OUT = d.out_of(m);
+        B::matmul_backward(dinp, nullptr, nullptr, dout, inp, w.w[m], T, IN, OUT);
+        const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
+        if (!r.a) return;
+        const Act* tmp = acts[size_t(l)].lora_tmp[m];
+        if (dropout > 0) {
+            const int64_t n = int64_t(T) * IN;
+            B::dropout_forward(xd, inp, step.seed, l, m, n, dropout);
+            B::zero(d_drop, n);
+            B::lora_backward(d_drop, r.grad_a, r.grad_b, d_tmp, dout, xd, tmp, r.a, r.b, lora_scaling, T, IN, OUT,
+                             d.R);
+            B::dropout_backward(dinp, d_drop, step.seed, l, m, n, dropout);
+        } else {
+            B::lora_backward(dinp, r.grad_a, r.grad_b, d_tmp, dout, inp, tmp, r.a, r.b, lora_scaling, T, IN, OUT, d.R);
+        }
+    }
+
+    // Recompute: only the LoRA tmp of module m (tmp = drop(inp) @ A^T), without the projection itself
+    // (lora_tmp_forward is lora_forward's first GEMM, so the same values).
+    void lora_tmp_forward(int l, int m, const Act* inp) {
+        const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
+        if (!r.a) return;
+        const int T = step.T, IN = d.in_of(m);
+        const Act* lin = inp;
+        if (dropout > 0) {
+            B::dropout_forward(xd, inp, step.seed, l, m, int64_t(T) * IN, dropout);
+            lin = xd;
+        }
+        B::lora_tmp_forward(acts[size_t(l)].lora_tmp[m], lin, r.a, T, IN, d.R);
+    }
+
+    // From a.ln1 (already computed) to a.mid = x + o_proj(attention) and a.ln2 = rmsnorm(mid).
+    void attention_block_forward(int l, bool train) {
+        LayerActs<B>& a = acts[size_t(l)];
+        const LayerWeights<B>& w = layers[size_t(l)];
+        const int T = step.T;
+        project(l, kQ, d.qk_norm ? a.q : a.qr, a.ln1, train);
+        project(l, kK, d.qk_norm ? a.k : a.kr, a.ln1, train);
+        project(l, kV, a.v, a.ln1, train);
+        if (d.qk_norm) {
+            B::rmsnorm_forward(a.qr, a.q_rstd, a.q, w.q_norm, T * d.Hq, d.D, d.eps);
+            B::rmsnorm_forward(a.kr, a.k_rstd, a.k, w.k_norm, T * d.Hkv, d.D, d.eps);
+        }
+        B::rope_forward(a.qr, a.qr, step.positions, *rope, T, d.Hq, d.D);
+        B::rope_forward(a.kr, a.kr, step.positions, *rope, T, d.Hkv, d.D);
+        rt->attention_forward(a, step);
+        Act* o = d_ln;  // [T,C] scratch
+        project(l, kO, o, a.att, train);
+        B::residual_rmsnorm_forward(a.mid, a.ln2, a.ln2_rstd, a.x, o, w.ln2, T, d.C, d.eps);
+    }
+
+    // gate/up from a.ln2; with tail, also act, down and the residual: the next layer's x and ln1 (the last
+    // layer: x_final and lnf).
+    void mlp_block_forward(int l, bool train, bool tail) {
+        LayerActs<B>& a = acts[size_t(l)];
+        const int T = step.T;
+        project(l, kGate, a.gate, a.ln2, train);
+        project(l, kUp, a.up, a.ln2, train);
+        if (!tail) return;
+        Act* act = d_big3;  // [T,F] scratch
+        B::swiglu_forward(act, a.gate, a.up, T, d.F);
+        Act* o = d_ln;  // [T,C] scratch
+        project(l, kDown, o, act, train);
+        const bool last = l + 1 == d.L;
+        LayerActs<B>* next = last ? nullptr : &acts[size_t(l) + 1];
+        B::residual_rmsnorm_forward(last ? x_final : next->x, last ? lnf : next->ln1,
+                                    last ? lnf_rstd : next->ln1_rstd, a.mid, o,
+                                    last ? norm_f : layers[size_t(l) + 1].ln1, T, d.C, d.eps);
+    }
+
+    // Embedding .. final norm. train: LoRA dropout on, and block inputs offloaded under an offloading policy
+    // (evaluation never reads them back: no copies).
+    void forward(bool train) {
+        const int T = step.T;
+        const bool offload = train && nb > 0;
+        LayerActs<B>& a0 = acts[0];
+        B::embedding_forward(a0.x, step.tokens, embed, T, d.C, d.V);
+        if (offload) rt->offload_input(0);
+        B::rmsnorm_forward(a0.ln1, a0.ln1_rstd, a0.x, layers[0].ln1, T, d.C, d.eps);
+        for (int l = 0; l < d.L; ++l) {
+            rt->before_layer();
+            const int span = rt->span_begin("forward", l);
+            attention_block_forward(l, train);  // the last read of layer l's input in forward
+            const bool next = l + 1 < d.L;
+            if (offload && next) rt->wait_offloaded(l + 1);  // the tail writes layer l+1's input into its buffer
+            mlp_block_forward(l, train, true);
+            rt->span_end(span);
+            if (offload && next) rt->offload_input(l + 1);
+        }
+    }
+
+    // Layer l's forward from its stored input, into the shared set (what backward reads): everything but the
+    // down projection, whose output backward does not need; its LoRA tmp it does.
+    void recompute_layer(int l) {
+        LayerActs<B>& a = acts[size_t(l)];
+        B::rmsnorm_forward(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C, d.eps);
+        attention_block_forward(l, true);
+        mlp_block_forward(l, true, false);
+        if (lora[size_t(l)][kDown].a) {
+            Act* act = d_big3;  // [T,F] scratch (mlp_block_backward recomputes it again: one cheap pass)
+            B::swiglu_forward(act, a.gate, a.up, step.T, d.F);
+            lora_tmp_forward(l, kDown, act);
+        }
+    }
+
+    // d_res: gradient of this layer's output on entry, of mid on exit.
+    void mlp_block_backward(int l) {
+        LayerActs<B>& a = acts[size_t(l)];
+        const LayerWeights<B>& w = layers[size_t(l)];
+        const int T = step.T;
+        Act* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
+        B::swiglu_forward(act, a.gate, a.up, T, d.F);
+        Act* dact = d_big;
+        B::zero(dact, int64_t(T) * d.F);
+        project_backward(l, kDown, dact, d_res, act);
+        Act* dgate = d_big2;
+        Act* dup = d_big3;
+        B::swiglu_backward(dgate, dup, dact, a.gate, a.up, T, d.F);
+        B::zero(d_ln, int64_t(T) * d.C);
+        project_backward(l, kGate, d_ln, dgate, a.ln2);
+        project_backward(l, kUp, d_ln, dup, a.ln2);
+        B::rmsnorm_backward(d_res, nullptr, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
+    }
+
+    // d_res: gradient of mid on entry, of the layer input x on exit.
+    void attention_block_backward(int l) {
+        LayerActs<B>& a = acts[size_t(l)];
+        const LayerWeights<B>& w = layers[size_t(l)];
+        const int T = step.T;
+        Act* datt = d_big;
+        B::zero(datt, int64_t(T) * d.Q);
+        project_backward(l, kO, datt, d_res, a.att);
+        Act* dq = d_big2;
+        Act* dk = d_k;
+        rt->attention_backward(a, dq, dk, d_v, datt, step);
+        B::rope_backward(dq, dq, step.positions, *rope, T, d.Hq, d.D);
+        B::rope_backward(dk, dk, step.positions, *rope, T, d.Hkv, d.D);
+        if (d.qk_norm) {
+            B::zero(d_big3, int64_t(T) * d.Q);
+            B::rmsnorm_backward(d_big3, nullptr, dq, a.q, w.q_norm, a.q_rstd, T * d.Hq, d.D);
+            B::zero(d_k2, int64_t(T) * d.KV);
+            B::rmsnorm_backward(d_k2, nullptr, dk, a.k, w.k_norm, a.k_rstd, T * d.Hkv, d.D);
+            dq = d_big3;
+            dk = d_k2;
+        }
+        B::zero(d_ln, int64_t(T) * d.C);
+        project_backward(l, kQ, d_ln, dq, a.ln1);
+        project_backward(l, kK, d_ln, dk, a.ln1);
+        project_backward(l, kV, d_ln, d_v, a.ln1);
+        B::rmsnorm_backward(d_res, nullptr, d_ln, a.x, w.ln1, a.ln1_rstd, T, d.C);
+    }
+
+    // From d_lnf (written by the loss, grad_scale inside) through every layer; LoRA grads accumulate.
+    void backward() {
+        const int T = step.T;
+        B::zero(d_res, int64_t(T) * d.C);
+        B::rmsnorm_backward(d_res, nullptr, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
+        const bool recompute = checkpointing != CheckpointPolicy::Off;
+        for (int l = d.L - 1; l >= 0; --l) {
+            if (nb > 0) {
+                rt->reload_input(l - (nb - 1));  // Smart: layer l-1's input into the other buffer, during layer l
+                rt->wait_reloaded(l);            // SmartSingle: this layer's, just issued: strictly serial
+            }
+            rt->before_layer();
+            const int span = rt->span_begin("backward", l);
+            if (recompute && l + 1 < d.L) recompute_layer(l);
+            mlp_block_backward(l);
+            attention_block_backward(l);
+            rt->span_end(span);
+            if (nb > 0) rt->input_used(l);  // buffer l % nb free for the reload of layer l - nb
+        }
+    }
+
+    // Row losses [T] and their sum into loss_sum[0]; dhidden (d_lnf, or nullptr for evaluation) scaled by
+    // the batch's grad_scale.
+    void loss(Act* dhidden) {
+        B::lm_head_cross_entropy(dhidden, losses, lnf, head, step.targets, step.T, d.C, d.V, step.grad_scale, d.K,
+                                 ce_ws);
+        B::sum(loss_sum, losses, step.T, false);
+    }
+};
+
+}  // namespace tandem

@@ -1,0 +1,200 @@
+// The decoder's memory plan (see plan.h): one function lays out the arenas for every backend and policy.
+#include "model/plan.h"
+
+#include <algorithm>
+
+#include "tandem/error.h"
+
+namespace tandem {
+
+void validate_model(const ModelConfig& cfg, const LoraConfig& lora, const std::string& where) {
+    if (!cfg.supported)
+        throw_unsupported(where + ": " + cfg.architecture + " is not supported yet: " + cfg.unsupported_reason);
+    if (cfg.hidden_act != "silu")
+        throw_unsupported(where + ": hidden_act '" + cfg.hidden_act + "' (only silu is implemented)");
+    validate_lora_config(lora);
+    const int64_t dims[] = {cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_attention_heads,
+                            cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size, cfg.max_position_embeddings};
+    for (int64_t v : dims)
+        if (v <= 0 || v > (int64_t(1) << 30)) throw_invalid(where + ": a model dimension is zero, negative or absurd");
+    if (cfg.num_attention_heads % cfg.num_key_value_heads != 0)
+        throw_invalid(where + ": num_attention_heads must be a multiple of num_key_value_heads");
+    if (cfg.head_dim % 2 != 0) throw_invalid(where + ": head_dim must be even (RoPE)");
+}
+
+Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, int max_seqlen, int ce_chunk_rows) {
+    Dims d;
+    d.C = int(cfg.hidden_size);
+    d.Hq = int(cfg.num_attention_heads);
+    d.Hkv = int(cfg.num_key_value_heads);
+    d.D = int(cfg.head_dim);
+    d.Q = d.Hq * d.D;
+    d.KV = d.Hkv * d.D;
+    d.F = int(cfg.intermediate_size);
+    d.V = int(cfg.vocab_size);
+    d.L = int(cfg.num_hidden_layers);
+    d.R = lora.r;
+    d.T = max_tokens;
+    d.max_seqlen = max_seqlen > 0 ? std::min(max_seqlen, max_tokens) : max_tokens;
+    d.K = std::max(1, std::min(ce_chunk_rows, d.T));
+    d.rope_positions = int(std::min<int64_t>(cfg.max_position_embeddings, d.T));
+    d.eps = float(cfg.rms_norm_eps);
+    d.qk_norm = cfg.qk_norm;
+    d.tied = cfg.tie_word_embeddings;
+    d.dropout = lora.dropout > 0;
+    for (int m = 0; m < kNumModules; ++m)
+        d.bias[m] = (m <= kV && cfg.attention_bias) || (m == kO && cfg.o_proj_bias) || (m >= kGate && cfg.mlp_bias);
+    return d;
+}
+
+int offload_buffers(CheckpointPolicy p) {
+    return p == CheckpointPolicy::Smart ? 2 : p == CheckpointPolicy::SmartSingle ? 1 : 0;
+}
+
+int offloaded_layers(CheckpointPolicy p, int L) {
+    const int nb = offload_buffers(p);
+    return nb == 0 ? 0 : std::max(L - nb, 0);
+}
+
+ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs,
+               const std::vector<std::array<int, kNumModules>>& lora_index, CheckpointPolicy policy,
+               const PlanTraits& tr) {
+    if (policy == CheckpointPolicy::Auto) throw_internal("make_plan: checkpointing 'auto' must be resolved first");
+    ModelPlan y;
+    y.checkpointing = policy;
+    const size_t T = size_t(d.T);
+    auto act = [&](size_t n) { return n * tr.act_bytes; };
+    auto f32 = [](size_t n) { return n * sizeof(float); };
+
+    // Weights, in file order (act_bytes per element; the RoPE table where the backend keeps it here).
+    y.embed = y.weights.reserve(act(size_t(d.V) * d.C), "embed_tokens");
+    if (!d.tied) y.lm_head = y.weights.reserve(act(size_t(d.V) * d.C), "lm_head");
+    y.norm_f = y.weights.reserve(act(d.C), "norm");
+    if (tr.rope_table_bytes > 0) y.rope = y.weights.reserve(tr.rope_table_bytes, "rope table");
+    y.lw.resize(size_t(d.L));
+    for (int l = 0; l < d.L; ++l) {
+        const std::string p = "layer " + std::to_string(l) + " ";
+        LayerWeightHandles& h = y.lw[size_t(l)];
+        h.ln1 = y.weights.reserve(act(d.C), p + "input_layernorm");
+        h.ln2 = y.weights.reserve(act(d.C), p + "post_attention_layernorm");
+        for (int m = 0; m < kNumModules; ++m) {
+            h.w[m] = y.weights.reserve(act(size_t(d.out_of(m)) * d.in_of(m)), p + kModuleNames[m]);
+            if (d.bias[m]) h.b[m] = y.weights.reserve(act(d.out_of(m)), p + kModuleNames[m] + " bias");
+        }
+        if (d.qk_norm) {
+            h.q_norm = y.weights.reserve(act(d.D), p + "q_norm");
+            h.k_norm = y.weights.reserve(act(d.D), p + "k_norm");
+        }
+    }
+
+    // LoRA + AdamW. With lora_regions (CUDA) one arena of five padded regions and the descriptors; else the
+    // backend holds each tensor's value, grad and two moments itself (fp32, unpadded) and only the bytes count.
+    for (const auto& s : specs) {
+        const int64_t n = s.shape.at(0) * s.shape.at(1);
+        y.lora_offset.push_back(tr.lora_regions ? y.lora_padded : y.lora_total);
+        y.lora_numel.push_back(n);
+        y.lora_padded += tr.lora_regions ? round_up(n, kLoraAlign) : n;
+        y.lora_total += n;
+    }
+    if (tr.lora_regions) {
+        const size_t P = size_t(y.lora_padded);
+        y.lora_value = y.lora.reserve(f32(P), "lora values");
+        y.lora_grad = y.lora.reserve(f32(P), "lora grads");
+        y.lora_m = y.lora.reserve(f32(P), "lora exp_avg");
+        y.lora_v = y.lora.reserve(f32(P), "lora exp_avg_sq");
+        y.lora_bf16 = y.lora.reserve(P * 2, "lora bf16 copies");
+        y.lora_desc = y.lora.reserve(specs.size() * tr.adamw_descriptor_bytes, "adamw descriptors");
+    }
+
+    // Activations.
+    y.stats_bytes = tr.attention_stats_bytes;
+    auto make_set = [&](const std::string& p, bool with_x, const std::array<bool, kNumModules>& adapted) {
+        ArenaLayout& a = y.acts;
+        ActHandles s;
+        if (with_x) s.x = a.reserve(act(T * d.C), p + "x");
+        s.ln1 = a.reserve(act(T * d.C), p + "ln1");
+        s.ln1_rstd = a.reserve(f32(T), p + "ln1 rstd");
+        if (d.qk_norm) {
+            s.q = a.reserve(act(T * d.Q), p + "q");
+            s.k = a.reserve(act(T * d.KV), p + "k");
+            s.q_rstd = a.reserve(f32(T * d.Hq), p + "q rstd");
+            s.k_rstd = a.reserve(f32(T * d.Hkv), p + "k rstd");
+        }
+        s.qr = a.reserve(act(T * d.Q), p + "q rope");
+        s.kr = a.reserve(act(T * d.KV), p + "k rope");
+        s.v = a.reserve(act(T * d.KV), p + "v");
+        s.att = a.reserve(act(T * d.Q), p + "attention out");
+        s.stats = a.reserve(y.stats_bytes, p + "attention stats");
+        s.mid = a.reserve(act(T * d.C), p + "mid");
+        s.ln2 = a.reserve(act(T * d.C), p + "ln2");
+        s.ln2_rstd = a.reserve(f32(T), p + "ln2 rstd");
+        s.gate = a.reserve(act(T * d.F), p + "gate");
+        s.up = a.reserve(act(T * d.F), p + "up");
+        for (int m = 0; m < kNumModules; ++m)
+            if (adapted[size_t(m)]) s.tmp[m] = a.reserve(act(T * d.R), p + "lora " + kModuleNames[m]);
+        return s;
+    };
+    std::array<bool, kNumModules> any_adapted{};
+    for (int l = 0; l < d.L; ++l)
+        for (int m = 0; m < kNumModules; ++m) any_adapted[size_t(m)] |= lora_index[size_t(l)][size_t(m)] >= 0;
+    const bool any_lora = !specs.empty();
+    if (policy == CheckpointPolicy::Off) {
+        for (int l = 0; l < d.L; ++l) {
+            std::array<bool, kNumModules> adapted{};
+            for (int m = 0; m < kNumModules; ++m) adapted[size_t(m)] = lora_index[size_t(l)][size_t(m)] >= 0;
+            y.sets.push_back(make_set("layer " + std::to_string(l) + " ", true, adapted));
+        }
+    } else if (policy == CheckpointPolicy::Recompute) {
+        for (int l = 0; l < d.L; ++l)
+            y.x_store.push_back(y.acts.reserve(act(T * d.C), "layer " + std::to_string(l) + " x"));
+        y.sets.push_back(make_set("recompute ", false, any_adapted));
+    } else {
+        const int nbuf = std::min(offload_buffers(policy), d.L);
+        for (int b = 0; b < nbuf; ++b)
+            y.x_store.push_back(y.acts.reserve(act(T * d.C), std::string("block input ") + char('A' + b)));
+        y.sets.push_back(make_set("recompute ", false, any_adapted));
+    }
+    y.x_final = y.acts.reserve(act(T * d.C), "x final");
+    y.lnf = y.acts.reserve(act(T * d.C), "final norm");
+    y.lnf_rstd = y.acts.reserve(f32(T), "final norm rstd");
+    y.d_res = y.acts.reserve(act(T * d.C), "d residual");
+    y.d_ln = y.acts.reserve(act(T * d.C), "d ln");
+    y.d_lnf = y.acts.reserve(act(T * d.C), "d final norm");
+    y.d_big = y.acts.reserve(act(T * size_t(d.big())), "d big");
+    y.d_big2 = y.acts.reserve(act(T * size_t(d.big())), "d big2");
+    y.d_big3 = y.acts.reserve(act(T * size_t(d.big())), "d big3");
+    y.d_k = y.acts.reserve(act(T * d.KV), "d k");
+    if (d.qk_norm) y.d_k2 = y.acts.reserve(act(T * d.KV), "d k2");
+    y.d_v = y.acts.reserve(act(T * d.KV), "d v");
+    if (any_lora) y.d_tmp = y.acts.reserve(act(T * d.R), "d lora tmp");
+    if (any_lora && d.dropout) {
+        y.xd = y.acts.reserve(act(T * size_t(d.in_max())), "lora dropped input");
+        y.d_drop = y.acts.reserve(act(T * size_t(d.in_max())), "d lora dropped input");
+    }
+    y.losses = y.acts.reserve(f32(T), "row losses");
+    // Header (seed, grad_scale), tokens, targets, positions (each padded to kMetaAlign rows), cu_seqlens (at
+    // most T+1); a slot is a multiple of kMetaAlign ints, so every slot's header is 256-byte aligned.
+    y.meta_ints = round_up(kMetaHeader + 3 * round_up(d.T, kMetaAlign) + d.T + 1, kMetaAlign);
+    y.meta = y.acts.reserve(size_t(tr.metadata_slots) * size_t(y.meta_ints) * sizeof(int32_t),
+                            tr.metadata_slots == 2 ? "batch metadata (two slots)" : "batch metadata");
+
+    // Workspace. Piece 0 starts the arena, so the whole arena is one scratch span (load staging, logits).
+    y.ce = y.work.reserve(tr.ce_workspace, "lm_head chunk");
+    y.att_ws_bytes = tr.attention_workspace;
+    y.att_ws = y.work.reserve(y.att_ws_bytes, "attention workspace");
+    if (any_lora && tr.grad_norm_workspace > 0) y.gn_ws = y.work.reserve(tr.grad_norm_workspace, "grad norm scratch");
+    y.loss_sum = y.work.reserve(2 * sizeof(double), "loss sum (batch, step)");
+    y.norm = y.work.reserve(sizeof(float), "grad norm");
+
+    PlanBytes& b = y.bytes;
+    b.weights = y.weights.size();
+    b.lora_optimizer = tr.lora_regions ? y.lora.size() : uint64_t(y.lora_total) * 4 * sizeof(float);
+    b.activations = y.acts.size();
+    b.workspace = y.work.size() + tr.library_workspace;
+    b.context = tr.context;
+    b.total = b.weights + b.lora_optimizer + b.activations + b.workspace + b.context;
+    b.pinned_host = uint64_t(offloaded_layers(policy, d.L)) * act(T * d.C);  // one slot per offloaded layer
+    return y;
+}
+
+}  // namespace tandem

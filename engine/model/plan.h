@@ -1,0 +1,150 @@
+// The memory plan of the decoder, for every backend: the model's dimensions (Dims), and make_plan, which lays
+// out the four arenas (base weights, LoRA state, activations, workspace) as named pieces for a checkpointing
+// policy. plan() of a model reports the sizes; load() allocates each arena once and carves it by the same
+// offsets, so the plan is the allocation byte for byte (tests/fixtures/plans holds the CUDA plans' golden
+// bytes).
+// T = max_tokens (rows of every activation buffer), C = hidden, Q = Hq*D, KV = Hkv*D, F = intermediate,
+// V = vocab, L = layers, R = LoRA rank, D = head_dim, BIG = max(Q,F), IN = max(C,Q,F), K = lm_head chunk rows,
+// P = LoRA elements (each tensor padded to kLoraAlign on CUDA).
+// Decisions a reader must know:
+//  - The activation set of a layer is the CUDA block's (model/decoder.h): the residual adds are fused into
+//    the next norm, RoPE runs in place, the SwiGLU output and the LoRA-dropped inputs are recomputed in
+//    backward instead of kept. Both backends run that block, so both have this set; they differ in element
+//    size (PlanTraits::act_bytes) and in what their runtime adds (PlanTraits).
+//  - Checkpointing is where the sets live: Off keeps one set per layer; Recompute one shared set plus every
+//    layer's input; Smart / SmartSingle one shared set plus 2 / 1 block-input buffers (layer l's input in
+//    buffer l % nb; the inputs of layers 0 .. L-nb-1 go to host memory, pinned_host bytes).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/layout.h"
+#include "model/lora_table.h"
+#include "tandem/lora.h"
+#include "tandem/model_config.h"
+#include "tandem/run_config.h"
+
+namespace tandem {
+
+// LoRA tensors start at multiples of this many elements in every device LoRA region (256-byte aligned fp32).
+inline constexpr int64_t kLoraAlign = 64;
+// Rows of the batch metadata segments are padded to this (256-byte aligned int32 segments).
+inline constexpr int64_t kMetaAlign = 64;
+// The metadata starts with this many int32 of per-batch scalars the kernels read (on CUDA from device
+// memory, so a CUDA graph replays with each batch's values): [0,1] the dropout seed (uint64), [2] grad_scale.
+inline constexpr int64_t kMetaHeader = kMetaAlign;
+
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+struct Dims {
+    int C = 0, Q = 0, KV = 0, F = 0, V = 0, L = 0, Hq = 0, Hkv = 0, D = 0, R = 0;
+    int T = 0;               // max_tokens: rows of every activation buffer
+    int max_seqlen = 0;      // longest sample the attention buffers are sized for
+    int K = 0;               // lm_head chunk rows
+    int rope_positions = 0;  // rows of the RoPE table: min(max_position_embeddings, max_tokens)
+    float eps = 1e-6f;
+    bool qk_norm = false, tied = false, dropout = false;
+    bool bias[kNumModules] = {};
+
+    int big() const { return std::max(Q, F); }
+    int in_max() const { return std::max({C, Q, F}); }
+    int in_of(int m) const { return m == kO ? Q : (m == kDown ? F : C); }
+    int out_of(int m) const {
+        switch (m) {
+        case kQ: return Q;
+        case kK: case kV: return KV;
+        case kGate: case kUp: return F;
+        default: return C;
+        }
+    }
+};
+
+// The checks every backend makes before planning (Error{Unsupported|InvalidInput} prefixed with `where`):
+// a supported family, silu, sane dimensions, heads divisible, an even head_dim, a valid LoRA config.
+void validate_model(const ModelConfig& cfg, const LoraConfig& lora, const std::string& where);
+
+// max_seqlen 0: max_tokens. ce_chunk_rows: the lm_head chunk (rows), at most max_tokens.
+Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, int max_seqlen, int ce_chunk_rows);
+
+// Device buffers holding block inputs under Smart (2) / SmartSingle (1); 0: not an offloading policy.
+int offload_buffers(CheckpointPolicy p);
+// Layers whose input goes to host memory: 0 .. L-nb-1 (the last nb stay in their buffers).
+int offloaded_layers(CheckpointPolicy p, int L);
+
+// What a backend adds to the plan beyond the block's buffers.
+struct PlanTraits {
+    size_t act_bytes = 4;               // activations and base weights: 4 (CPU, fp32) or 2 (CUDA, bf16)
+    size_t attention_stats_bytes = 0;   // attention statistics of one layer (lse [Hq,T] or cuDNN's layout)
+    size_t attention_workspace = 0;
+    size_t ce_workspace = 0;            // the lm_head chunk
+    size_t grad_norm_workspace = 0;     // 0: none
+    size_t rope_table_bytes = 0;        // 0: the table is not in the weights arena (CPU)
+    bool lora_regions = false;          // CUDA: padded LoRA regions + bf16 copies + AdamW descriptors
+    size_t adamw_descriptor_bytes = 0;  // per LoRA tensor (lora_regions)
+    int metadata_slots = 1;             // batch metadata slots in the activation arena
+    uint64_t library_workspace = 0;     // bytes the backend's libraries hold beside the arenas (cuBLASLt)
+    uint64_t context = 0;               // the CUDA context allowance (an estimate, not allocated by us)
+};
+
+// Bytes by purpose. total = weights + lora_optimizer + activations + workspace + context; pinned_host is host
+// memory for offloaded block inputs and not in total.
+struct PlanBytes {
+    uint64_t weights = 0;         // base weights + norms (+ the RoPE table on CUDA)
+    uint64_t lora_optimizer = 0;  // fp32 values + grads + 2 AdamW moments (+ bf16 copies and descriptors on CUDA)
+    uint64_t activations = 0;     // the activation arena
+    uint64_t workspace = 0;       // the workspace arena (+ library workspace)
+    uint64_t context = 0;
+    uint64_t total = 0;
+    uint64_t pinned_host = 0;
+};
+
+struct LayerWeightHandles {
+    int ln1 = -1, ln2 = -1, q_norm = -1, k_norm = -1;
+    int w[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
+    int b[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
+};
+
+// One layer's activation pieces (-1: not present in this configuration).
+struct ActHandles {
+    int x = -1, ln1 = -1, ln1_rstd = -1;
+    int q = -1, k = -1, q_rstd = -1, k_rstd = -1;  // qk_norm only
+    int qr = -1, kr = -1, v = -1, att = -1, stats = -1;
+    int mid = -1, ln2 = -1, ln2_rstd = -1, gate = -1, up = -1;
+    int tmp[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
+};
+
+struct ModelPlan {
+    ArenaLayout weights, lora, acts, work;
+    // weights
+    int embed = -1, lm_head = -1, norm_f = -1, rope = -1;
+    std::vector<LayerWeightHandles> lw;
+    // LoRA (lora_regions): five regions with the same per-tensor element offsets, plus the AdamW descriptors
+    int lora_value = -1, lora_grad = -1, lora_m = -1, lora_v = -1, lora_bf16 = -1, lora_desc = -1;
+    std::vector<int64_t> lora_offset, lora_numel;
+    int64_t lora_padded = 0, lora_total = 0;
+    // activations: L sets (Off) or one shared set plus L block inputs (Recompute) or plus min(nb, L)
+    // block-input buffers (Smart: nb = 2, SmartSingle: nb = 1; x_store[l % nb] is layer l's input)
+    CheckpointPolicy checkpointing = CheckpointPolicy::Off;
+    std::vector<ActHandles> sets;
+    std::vector<int> x_store;
+    size_t stats_bytes = 0;
+    int x_final = -1, lnf = -1, lnf_rstd = -1;
+    int d_res = -1, d_ln = -1, d_lnf = -1, d_big = -1, d_big2 = -1, d_big3 = -1, d_k = -1, d_k2 = -1, d_v = -1;
+    int d_tmp = -1, xd = -1, d_drop = -1, losses = -1, meta = -1;
+    int64_t meta_ints = 0;  // int32 of one metadata slot
+    // workspace
+    int ce = -1, att_ws = -1, gn_ws = -1, loss_sum = -1, norm = -1;
+    size_t att_ws_bytes = 0;
+    PlanBytes bytes;
+};
+
+// The plan of a model with these dimensions, LoRA tensors (lora_tensor_specs order) and policy (not Auto).
+ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs,
+               const std::vector<std::array<int, kNumModules>>& lora_index, CheckpointPolicy policy,
+               const PlanTraits& traits);
+
+}  // namespace tandem
