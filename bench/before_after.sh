@@ -76,6 +76,10 @@ for stage in $stages; do
       note "plans: DIFFER"; diff <(python3 -m json.tool "$out/plans-old.json") <(python3 -m json.tool "$out/plans-new.json") | head -40
       status=1
     fi
+    golden=$root/tests/fixtures/plans/cuda_plans.json
+    if [ -f "$golden" ]; then
+      if cmp -s "$out/plans-new.json" "$golden"; then note "plans: new = golden ($golden)"; else note "plans: new != golden"; status=1; fi
+    fi
     ;;
   glue-small|glue-large)
     what=${stage#glue-}
