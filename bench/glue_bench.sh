@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 5's measurements: the three glue-code optimizations, each on and off in the same run, on one GPU.
+# The glue-code measurements: the three glue-code optimizations, each on and off in the same run, on one GPU,
+# and the checkpointing policies.
 #   bench/glue_bench.sh TANDEM_CLI OUTDIR [stage...]
 # Stages (default: all, in order; each writes OUTDIR/<name>.json + .log + .rc):
 #   meta      metadata built once per batch vs --rebuild-metadata-per-layer, Qwen3-0.6B (28 layers) and
@@ -8,8 +9,9 @@
 #   small     checkpointing off / recompute / smart-single / smart on Qwen3-0.6B and Llama-3.2-1B, 8x2048
 #   large     the same four on Llama-3.1-8B at 2x2048 and at 1x16384 tokens
 #   long      Llama-3.1-8B at 1x32768 tokens: recompute, smart, and HF PEFT + gradient checkpointing
+#   selective Llama-3.1-8B at 2x2048 and 1x16384 with checkpointing selective (compare with 'large' and 'hf')
 #   timeline  per-layer CUDA events of one micro-batch (8B, 1x16384, smart and smart-single)
-#   hf        HF PEFT + gradient checkpointing on the same shapes (bench/hf_peft_baseline.py)
+#   hf        HF PEFT + gradient checkpointing on the same shapes (bench/hf_peft_baseline.py); hf8b: only the 8B rows
 # Then bench/glue_table.py OUTDIR writes OUTDIR/table.md. Environment: PYTHON, WARMUP (2), STEPS (8),
 # RUN_TIMEOUT (seconds per run, 240).
 set -uo pipefail
@@ -59,6 +61,12 @@ for stage in $stages; do
       tandem "ckpt-llama-3.1-8b-2x2048-$ck" llama-3.1-8b 4096 2048 "$ck"
       tandem "ckpt-llama-3.1-8b-1x16384-$ck" llama-3.1-8b 16384 16384 "$ck"
     done ;;
+  selective)
+    tandem "ckpt-llama-3.1-8b-2x2048-selective" llama-3.1-8b 4096 2048 selective
+    tandem "ckpt-llama-3.1-8b-1x16384-selective" llama-3.1-8b 16384 16384 selective ;;
+  hf8b)
+    hf hf-llama-3.1-8b-2x2048 llama-3.1-8b 2 2048
+    hf hf-llama-3.1-8b-1x16384 llama-3.1-8b 1 16384 ;;
   long)
     for ck in recompute smart; do tandem "ckpt-llama-3.1-8b-1x32768-$ck" llama-3.1-8b 32768 32768 "$ck"; done
     hf hf-llama-3.1-8b-1x32768 llama-3.1-8b 1 32768 ;;

@@ -208,8 +208,8 @@ private slots:
         QVERIFY(rel <= 1e-5);
     }
 
-    // Checkpointing changes where activations live, never what is computed: off, recompute, smart and
-    // smart-single give the same losses and LoRA gradients bit for bit (two accumulated micro-batches with
+    // Checkpointing changes where activations live, never what is computed: off, recompute, smart,
+    // smart-single and selective give the same losses and LoRA gradients bit for bit (two accumulated micro-batches with
     // dropout; babyllama has 5 layers, so smart offloads 3 block inputs and smart-single 4; the 2-layer
     // fixtures cover q/k norm and biases).
     void checkpointing_policies_agree_data() {
@@ -255,7 +255,8 @@ private slots:
             return r;
         };
         const Run off = run(CheckpointPolicy::Off);
-        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle}) {
+        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle,
+                                   CheckpointPolicy::Selective}) {
             const Run r = run(p);
             QCOMPARE(r.l1, off.l1);
             QCOMPARE(r.l2, off.l2);
@@ -268,10 +269,13 @@ private slots:
                                         .arg(QString::fromStdString(
                                             CpuModel::load(dir, lora, 5, 64).lora_params()[i].spec.name))));
         }
-        // The plan: off keeps a set per layer, the others one shared set (less activation memory).
+        // The plan: off keeps a set per layer, recompute one shared set; selective keeps the attention
+        // sub-block's outputs per layer and shares the rest: in between.
         const auto plan_off = CpuModel::plan(cfg, lora, 64, CheckpointPolicy::Off);
         const auto plan_rc = CpuModel::plan(cfg, lora, 64, CheckpointPolicy::Recompute);
-        QVERIFY(plan_rc.activations < plan_off.activations);
+        const auto plan_sel = CpuModel::plan(cfg, lora, 64, CheckpointPolicy::Selective);
+        QVERIFY(plan_rc.activations < plan_sel.activations);
+        QVERIFY(plan_sel.activations < plan_off.activations);
     }
 
     // Same dropout seed -> bitwise the same gradients; another seed -> different; p = 0 ignores the seed.

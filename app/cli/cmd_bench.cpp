@@ -1,5 +1,5 @@
 // `tandem-cli bench --config NAME [--batch-tokens 16384] [--seq-len 2048] [--steps 20] [--warmup 3]
-// [--checkpointing off|recompute|smart|smart-single] [--attention auto|cudnn|inhouse] [--rank 16]
+// [--checkpointing off|selective|recompute|smart|smart-single] [--attention auto|cudnn|inhouse] [--rank 16]
 // [--cuda-graphs on|off] [--json FILE]`, or `tandem-cli bench --plans FILE` — LoRA training throughput of the CUDA backend on an architecture preset
 // (tandem/arch_presets.h) with random weights: tokens/s, the forward / backward / optimizer split, MFU, and
 // peak VRAM against the memory plan. --plans writes the memory plans of all presets and policies (the golden
@@ -311,8 +311,8 @@ Run add_bench_command(CLI::App& app) {
     sub->add_option("--seq-len", o->seq_len, "tokens per sample")->capture_default_str();
     sub->add_option("--steps", o->steps, "timed steps")->capture_default_str();
     sub->add_option("--warmup", o->warmup, "untimed steps first")->capture_default_str();
-    sub->add_option("--checkpointing", o->checkpointing, "off|recompute|smart|smart-single")
-        ->check(CLI::IsMember({"off", "recompute", "smart", "smart-single"}))
+    sub->add_option("--checkpointing", o->checkpointing, "off|selective|recompute|smart|smart-single")
+        ->check(CLI::IsMember({"off", "selective", "recompute", "smart", "smart-single"}))
         ->capture_default_str();
     sub->add_option("--attention", o->attention, "auto|cudnn|inhouse")
         ->check(CLI::IsMember({"auto", "cudnn", "inhouse"}))

@@ -98,7 +98,8 @@ Run add_train_command(CLI::App& app) {
     sub->add_option("--seed", o->seed, "run seed");
     sub->add_option("--device", o->device, "cpu|cuda|auto");
     sub->add_option("--checkpointing", o->checkpointing,
-                    "off (keep every activation) | recompute (keep block inputs, recompute in backward) | smart "
+                    "off (keep every activation) | selective (keep block inputs and attention outputs, recompute "
+                    "norms and the MLP in backward) | recompute (keep block inputs, recompute in backward) | smart "
                     "(block inputs in pinned host memory, double-buffered reload) | smart-single | auto (the fastest "
                     "that fits the GPU)");
     sub->add_option("--checkpoint-every", o->checkpoint_every, "checkpoint every N steps (0: only on stop)");
@@ -148,7 +149,7 @@ Run add_train_command(CLI::App& app) {
         if (o->seed) c.seed = *o->seed;
         if (!o->checkpointing.empty()) {
             const auto p = parse_checkpoint_policy(o->checkpointing);
-            if (!p) throw_invalid("--checkpointing " + o->checkpointing + ": expected off, recompute, smart, smart-single or auto");
+            if (!p) throw_invalid("--checkpointing " + o->checkpointing + ": expected off, selective, recompute, smart, smart-single or auto");
             c.memory.checkpointing = *p;
         }
         if (!o->device.empty()) {

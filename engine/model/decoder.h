@@ -8,9 +8,9 @@
 //  - Recomputed in backward instead of kept: the SwiGLU output act (from gate and up) and the LoRA-dropped
 //    inputs (the mask is a pure hash of (seed, layer, module, index), so the recomputed values are the ones
 //    forward used).
-//  - Checkpointing is where the buffers live (plan.h): with a shared set (every policy but Off) backward re-runs
-//    layer l's forward into that set right before layer l's backward; the last layer's set still holds its
-//    forward values and is not re-run. Offloading policies move block inputs through the runtime's hooks
+//  - Checkpointing is where the buffers live (plan.h): buffers the policy drops share one piece for all
+//    layers, and backward re-runs as much of layer l's forward as produces them right before layer l's
+//    backward (recompute_layer); the last layer's shared pieces still hold its forward values: not re-run. Offloading policies move block inputs through the runtime's hooks
 //    (CUDA: a copy stream and events; CPU: memcpy), at the same points on both backends.
 //  - What differs between backends and is not an op lives in DecoderRuntime: attention dispatch (CUDA picks
 //    cuDNN or the in-house kernels per batch), the offload copies, the per-layer timeline and the metadata
@@ -151,6 +151,8 @@ public:
     float attn_scale = 1.0f;
     CheckpointPolicy checkpointing = CheckpointPolicy::Off;
     int nb = 0;  // block-input buffers of an offloading policy (0: none)
+    bool recomputes = false;                       // the policy drops buffers: backward recomputes them
+    std::array<bool, kBufCount> dropped{};         // per buffer (plan.h)
     const typename B::RopeTable* rope = nullptr;
     DecoderRuntime<B>* rt = nullptr;
     Step step;
@@ -187,6 +189,8 @@ public:
     void bind(const ModelPlan& y, void* weights_base, void* acts_base, void* work_base) {
         checkpointing = y.checkpointing;
         nb = offload_buffers(checkpointing);
+        recomputes = y.recomputes;
+        for (int b = 0; b < kBufCount; ++b) dropped[size_t(b)] = y.residency[size_t(b)] == Residency::Dropped;
         const ArenaLayout& W = y.weights;
         embed = W.ptr<Act>(weights_base, y.embed);
         const Act* lm_head = W.ptr<Act>(weights_base, y.lm_head);
@@ -207,12 +211,10 @@ public:
         }
         const ArenaLayout& A = y.acts;
         acts.assign(size_t(d.L), {});
-        const bool shared = checkpointing != CheckpointPolicy::Off;
         for (int l = 0; l < d.L; ++l) {
-            const ActHandles& s = y.sets[shared ? 0 : size_t(l)];
+            const ActHandles& s = y.sets[size_t(l)];
             LayerActs<B>& a = acts[size_t(l)];
-            const size_t xi = nb > 0 ? size_t(l % nb) : size_t(l);
-            a.x = shared ? A.ptr<Act>(acts_base, y.x_store.at(xi)) : A.ptr<Act>(acts_base, s.x);
+            a.x = A.ptr<Act>(acts_base, s.x);
             a.ln1 = A.ptr<Act>(acts_base, s.ln1);
             a.ln1_rstd = A.ptr<float>(acts_base, s.ln1_rstd);
             a.q = A.ptr<Act>(acts_base, s.q);
@@ -361,14 +363,28 @@ public:
         }
     }
 
-    // Layer l's forward from its stored input, into the shared set (what backward reads): everything but the
-    // down projection, whose output backward does not need; its LoRA tmp it does.
+    // Layer l's forward again, only as far as the policy dropped buffers (into the shared set; kept buffers
+    // are not produced again): the attention sub-block from x when any of its outputs was dropped (else only
+    // the post-attention norm from the kept mid, when dropped), the MLP's gate/up when dropped, and the down
+    // projection's LoRA tmp (its output backward does not need). Recompute and smart drop everything but the
+    // block input: the whole forward of the layer but the down projection.
+    bool dropped_any(std::initializer_list<Buf> bufs) const {
+        for (Buf b : bufs)
+            if (dropped[size_t(b)]) return true;
+        return false;
+    }
     void recompute_layer(int l) {
         LayerActs<B>& a = acts[size_t(l)];
-        B::rmsnorm_forward(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C, d.eps);
-        attention_block_forward(l, true);
-        mlp_block_forward(l, true, false);
-        if (lora[size_t(l)][kDown].a) {
+        const bool attention = dropped_any({Buf::Q, Buf::K, Buf::QRstd, Buf::KRstd, Buf::Qr, Buf::Kr, Buf::V,
+                                            Buf::Att, Buf::Stats, Buf::Mid, Buf::TmpAttn});
+        if (attention || dropped_any({Buf::Ln1, Buf::Ln1Rstd}))
+            B::rmsnorm_forward(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C, d.eps);
+        if (attention)
+            attention_block_forward(l, true);
+        else if (dropped_any({Buf::Ln2, Buf::Ln2Rstd}))
+            B::rmsnorm_forward(a.ln2, a.ln2_rstd, a.mid, layers[size_t(l)].ln2, step.T, d.C, d.eps);
+        if (dropped_any({Buf::Gate, Buf::Up, Buf::TmpMlp})) mlp_block_forward(l, true, false);
+        if (lora[size_t(l)][kDown].a && dropped[size_t(Buf::TmpMlp)]) {
             Act* act = d_big3;  // [T,F] scratch (mlp_block_backward recomputes it again: one cheap pass)
             B::swiglu_forward(act, a.gate, a.up, step.T, d.F);
             lora_tmp_forward(l, kDown, act);
@@ -427,7 +443,6 @@ public:
         const int T = step.T;
         B::zero(d_res, int64_t(T) * d.C);
         B::rmsnorm_backward(d_res, nullptr, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
-        const bool recompute = checkpointing != CheckpointPolicy::Off;
         for (int l = d.L - 1; l >= 0; --l) {
             if (nb > 0) {
                 rt->reload_input(l - (nb - 1));  // Smart: layer l-1's input into the other buffer, during layer l
@@ -435,7 +450,7 @@ public:
             }
             rt->before_layer();
             const int span = rt->span_begin("backward", l);
-            if (recompute && l + 1 < d.L) recompute_layer(l);
+            if (recomputes && l + 1 < d.L) recompute_layer(l);
             mlp_block_backward(l);
             attention_block_backward(l);
             rt->span_end(span);

@@ -47,6 +47,48 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     return d;
 }
 
+const std::array<BufferDecl, kBufCount>& buffer_decls() {
+    static const std::array<BufferDecl, kBufCount> decls = {{
+        {Buf::X, "x", Cost::None, false},
+        {Buf::Ln1, "ln1", Cost::Cheap, false},
+        {Buf::Ln1Rstd, "ln1 rstd", Cost::Cheap, false},
+        {Buf::Q, "q", Cost::Gemm, false},
+        {Buf::K, "k", Cost::Gemm, false},
+        {Buf::QRstd, "q rstd", Cost::Gemm, false},  // produced with the q/k chain (a norm of a GEMM output)
+        {Buf::KRstd, "k rstd", Cost::Gemm, false},
+        {Buf::Qr, "q rope", Cost::Gemm, false},
+        {Buf::Kr, "k rope", Cost::Gemm, false},
+        {Buf::V, "v", Cost::Gemm, false},
+        {Buf::Att, "attention out", Cost::Attention, false},
+        {Buf::Stats, "attention stats", Cost::Attention, false},
+        {Buf::Mid, "mid", Cost::Gemm, false},  // x + o_proj(att)
+        {Buf::Ln2, "ln2", Cost::Cheap, false},
+        {Buf::Ln2Rstd, "ln2 rstd", Cost::Cheap, false},
+        {Buf::Gate, "gate", Cost::Gemm, true},
+        {Buf::Up, "up", Cost::Gemm, true},
+        {Buf::TmpAttn, "lora tmp (attention)", Cost::Gemm, false},
+        {Buf::TmpMlp, "lora tmp (mlp)", Cost::Gemm, true},
+    }};
+    return decls;
+}
+
+const BufferDecl& buffer_decl(Buf b) { return buffer_decls().at(size_t(b)); }
+
+Residency checkpoint_residency(CheckpointPolicy p, Buf b) {
+    const BufferDecl& decl = buffer_decl(b);
+    switch (p) {
+    case CheckpointPolicy::Off: return Residency::Kept;
+    case CheckpointPolicy::Recompute: return b == Buf::X ? Residency::Kept : Residency::Dropped;
+    case CheckpointPolicy::Smart:
+    case CheckpointPolicy::SmartSingle: return b == Buf::X ? Residency::Offloaded : Residency::Dropped;
+    case CheckpointPolicy::Selective:
+        if (b == Buf::X) return Residency::Kept;
+        return decl.mlp || decl.cost == Cost::Cheap ? Residency::Dropped : Residency::Kept;
+    case CheckpointPolicy::Auto: break;
+    }
+    throw_internal("checkpoint_residency: policy 'auto' must be resolved first");
+}
+
 int offload_buffers(CheckpointPolicy p) {
     return p == CheckpointPolicy::Smart ? 2 : p == CheckpointPolicy::SmartSingle ? 1 : 0;
 }
@@ -106,53 +148,90 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs,
         y.lora_desc = y.lora.reserve(specs.size() * tr.adamw_descriptor_bytes, "adamw descriptors");
     }
 
-    // Activations.
+    // Activations. The policy's residency of each buffer (validated), then the pieces: block inputs, each
+    // layer's kept buffers, the shared set of the dropped ones. Off keeps a whole set per layer (x first).
     y.stats_bytes = tr.attention_stats_bytes;
-    auto make_set = [&](const std::string& p, bool with_x, const std::array<bool, kNumModules>& adapted) {
+    for (const BufferDecl& decl : buffer_decls()) {
+        const Residency r = checkpoint_residency(policy, decl.id);
+        y.residency[size_t(decl.id)] = r;
+        const std::string what = "checkpointing '" + std::string(checkpoint_policy_name(policy)) + "': buffer " +
+                                 decl.name;
+        if (decl.id == Buf::X && r == Residency::Dropped) throw_internal(what + " dropped, and nothing recomputes it");
+        if (decl.id != Buf::X && r == Residency::Offloaded) throw_internal(what + " offloaded (only block inputs are)");
+        if (r == Residency::Offloaded && offload_buffers(policy) == 0)
+            throw_internal(what + " offloaded by a policy without offload buffers");
+        y.recomputes |= r == Residency::Dropped;
+    }
+    auto res = [&](Buf b) { return y.residency[size_t(b)]; };
+    // Reserves the buffers of one set whose residency is `which` (the block input only if with_x).
+    auto make_set = [&](const std::string& p, bool with_x, Residency which,
+                        const std::array<bool, kNumModules>& adapted) {
         ArenaLayout& a = y.acts;
         ActHandles s;
+        auto want = [&](Buf b) { return res(b) == which; };
         if (with_x) s.x = a.reserve(act(T * d.C), p + "x");
-        s.ln1 = a.reserve(act(T * d.C), p + "ln1");
-        s.ln1_rstd = a.reserve(f32(T), p + "ln1 rstd");
+        if (want(Buf::Ln1)) s.ln1 = a.reserve(act(T * d.C), p + "ln1");
+        if (want(Buf::Ln1Rstd)) s.ln1_rstd = a.reserve(f32(T), p + "ln1 rstd");
         if (d.qk_norm) {
-            s.q = a.reserve(act(T * d.Q), p + "q");
-            s.k = a.reserve(act(T * d.KV), p + "k");
-            s.q_rstd = a.reserve(f32(T * d.Hq), p + "q rstd");
-            s.k_rstd = a.reserve(f32(T * d.Hkv), p + "k rstd");
+            if (want(Buf::Q)) s.q = a.reserve(act(T * d.Q), p + "q");
+            if (want(Buf::K)) s.k = a.reserve(act(T * d.KV), p + "k");
+            if (want(Buf::QRstd)) s.q_rstd = a.reserve(f32(T * d.Hq), p + "q rstd");
+            if (want(Buf::KRstd)) s.k_rstd = a.reserve(f32(T * d.Hkv), p + "k rstd");
         }
-        s.qr = a.reserve(act(T * d.Q), p + "q rope");
-        s.kr = a.reserve(act(T * d.KV), p + "k rope");
-        s.v = a.reserve(act(T * d.KV), p + "v");
-        s.att = a.reserve(act(T * d.Q), p + "attention out");
-        s.stats = a.reserve(y.stats_bytes, p + "attention stats");
-        s.mid = a.reserve(act(T * d.C), p + "mid");
-        s.ln2 = a.reserve(act(T * d.C), p + "ln2");
-        s.ln2_rstd = a.reserve(f32(T), p + "ln2 rstd");
-        s.gate = a.reserve(act(T * d.F), p + "gate");
-        s.up = a.reserve(act(T * d.F), p + "up");
+        if (want(Buf::Qr)) s.qr = a.reserve(act(T * d.Q), p + "q rope");
+        if (want(Buf::Kr)) s.kr = a.reserve(act(T * d.KV), p + "k rope");
+        if (want(Buf::V)) s.v = a.reserve(act(T * d.KV), p + "v");
+        if (want(Buf::Att)) s.att = a.reserve(act(T * d.Q), p + "attention out");
+        if (want(Buf::Stats)) s.stats = a.reserve(y.stats_bytes, p + "attention stats");
+        if (want(Buf::Mid)) s.mid = a.reserve(act(T * d.C), p + "mid");
+        if (want(Buf::Ln2)) s.ln2 = a.reserve(act(T * d.C), p + "ln2");
+        if (want(Buf::Ln2Rstd)) s.ln2_rstd = a.reserve(f32(T), p + "ln2 rstd");
+        if (want(Buf::Gate)) s.gate = a.reserve(act(T * d.F), p + "gate");
+        if (want(Buf::Up)) s.up = a.reserve(act(T * d.F), p + "up");
         for (int m = 0; m < kNumModules; ++m)
-            if (adapted[size_t(m)]) s.tmp[m] = a.reserve(act(T * d.R), p + "lora " + kModuleNames[m]);
+            if (adapted[size_t(m)] && want(m <= kO ? Buf::TmpAttn : Buf::TmpMlp))
+                s.tmp[m] = a.reserve(act(T * d.R), p + "lora " + kModuleNames[m]);
         return s;
     };
+    // Takes over the pieces src has (a layer's view = its kept pieces + the shared dropped ones).
+    auto merge = [](ActHandles& dst, const ActHandles& src) {
+        auto take = [](int& a, int b) { if (b >= 0) a = b; };
+        take(dst.x, src.x), take(dst.ln1, src.ln1), take(dst.ln1_rstd, src.ln1_rstd), take(dst.q, src.q);
+        take(dst.k, src.k), take(dst.q_rstd, src.q_rstd), take(dst.k_rstd, src.k_rstd), take(dst.qr, src.qr);
+        take(dst.kr, src.kr), take(dst.v, src.v), take(dst.att, src.att), take(dst.stats, src.stats);
+        take(dst.mid, src.mid), take(dst.ln2, src.ln2), take(dst.ln2_rstd, src.ln2_rstd), take(dst.gate, src.gate);
+        take(dst.up, src.up);
+        for (int m = 0; m < kNumModules; ++m) take(dst.tmp[m], src.tmp[m]);
+    };
+    std::vector<std::array<bool, kNumModules>> adapted(size_t(d.L));
     std::array<bool, kNumModules> any_adapted{};
     for (int l = 0; l < d.L; ++l)
-        for (int m = 0; m < kNumModules; ++m) any_adapted[size_t(m)] |= lora_index[size_t(l)][size_t(m)] >= 0;
-    const bool any_lora = !specs.empty();
-    if (policy == CheckpointPolicy::Off) {
-        for (int l = 0; l < d.L; ++l) {
-            std::array<bool, kNumModules> adapted{};
-            for (int m = 0; m < kNumModules; ++m) adapted[size_t(m)] = lora_index[size_t(l)][size_t(m)] >= 0;
-            y.sets.push_back(make_set("layer " + std::to_string(l) + " ", true, adapted));
+        for (int m = 0; m < kNumModules; ++m) {
+            adapted[size_t(l)][size_t(m)] = lora_index[size_t(l)][size_t(m)] >= 0;
+            any_adapted[size_t(m)] |= adapted[size_t(l)][size_t(m)];
         }
-    } else if (policy == CheckpointPolicy::Recompute) {
+    const bool any_lora = !specs.empty();
+    if (!y.recomputes && res(Buf::X) == Residency::Kept) {
         for (int l = 0; l < d.L; ++l)
-            y.x_store.push_back(y.acts.reserve(act(T * d.C), "layer " + std::to_string(l) + " x"));
-        y.sets.push_back(make_set("recompute ", false, any_adapted));
+            y.sets.push_back(make_set("layer " + std::to_string(l) + " ", true, Residency::Kept, adapted[size_t(l)]));
     } else {
-        const int nbuf = std::min(offload_buffers(policy), d.L);
-        for (int b = 0; b < nbuf; ++b)
-            y.x_store.push_back(y.acts.reserve(act(T * d.C), std::string("block input ") + char('A' + b)));
-        y.sets.push_back(make_set("recompute ", false, any_adapted));
+        if (res(Buf::X) == Residency::Kept) {
+            for (int l = 0; l < d.L; ++l)
+                y.x_store.push_back(y.acts.reserve(act(T * d.C), "layer " + std::to_string(l) + " x"));
+        } else {
+            const int nbuf = std::min(offload_buffers(policy), d.L);
+            for (int b = 0; b < nbuf; ++b)
+                y.x_store.push_back(y.acts.reserve(act(T * d.C), std::string("block input ") + char('A' + b)));
+        }
+        const int nb = offload_buffers(policy);
+        y.sets.resize(size_t(d.L));
+        for (int l = 0; l < d.L; ++l) {
+            y.sets[size_t(l)].x = y.x_store.at(nb > 0 ? size_t(l % nb) : size_t(l));
+            merge(y.sets[size_t(l)],
+                  make_set("layer " + std::to_string(l) + " ", false, Residency::Kept, adapted[size_t(l)]));
+        }
+        const ActHandles shared = make_set("recompute ", false, Residency::Dropped, any_adapted);
+        for (auto& s : y.sets) merge(s, shared);
     }
     y.x_final = y.acts.reserve(act(T * d.C), "x final");
     y.lnf = y.acts.reserve(act(T * d.C), "final norm");

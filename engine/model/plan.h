@@ -70,6 +70,41 @@ void validate_model(const ModelConfig& cfg, const LoraConfig& lora, const std::s
 // max_seqlen 0: max_tokens. ce_chunk_rows: the lm_head chunk (rows), at most max_tokens.
 Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, int max_seqlen, int ce_chunk_rows);
 
+// The buffers a layer's forward produces and its backward reads, with what producing one again costs.
+// A checkpointing policy is data: it maps each buffer to a residency (checkpoint_residency), and make_plan
+// turns that into the layout: Kept buffers get a piece per layer, Dropped ones one piece shared by every
+// layer (backward recomputes them right before the layer's backward), Offloaded (the block input only) a few
+// rotating device buffers plus host memory.
+enum class Buf : uint8_t {
+    X,                          // block input (residual stream)
+    Ln1, Ln1Rstd,               // input norm
+    Q, K, QRstd, KRstd,         // projections before the q/k norm and its statistics (qk_norm only)
+    Qr, Kr, V,                  // attention inputs (after norm and RoPE)
+    Att, Stats,                 // attention output and its softmax statistics
+    Mid, Ln2, Ln2Rstd,          // residual after attention, post-attention norm
+    Gate, Up,                   // MLP projections
+    TmpAttn, TmpMlp,            // LoRA x A^T of the attention / MLP projections
+    Count
+};
+inline constexpr int kBufCount = int(Buf::Count);
+enum class Cost : uint8_t { None, Cheap, Gemm, Attention };  // None: the block input (not recomputable)
+enum class Residency : uint8_t { Kept, Dropped, Offloaded };
+struct BufferDecl {
+    Buf id;
+    const char* name;
+    Cost cost;
+    bool mlp;  // produced by the MLP sub-block (from ln2), else by the attention sub-block (from x)
+};
+const std::array<BufferDecl, kBufCount>& buffer_decls();
+const BufferDecl& buffer_decl(Buf b);
+
+// The policies as data (not Auto): off keeps everything; recompute keeps the block input and drops the
+// rest; smart / smart-single offload the block input and drop the rest; selective keeps the block input
+// and the attention sub-block's GEMM and attention outputs (the expensive part to redo, small next to the
+// MLP's [T,F] buffers) and drops the norms and the MLP sub-block's buffers (recomputed: two norms and the
+// gate/up GEMMs).
+Residency checkpoint_residency(CheckpointPolicy p, Buf b);
+
 // Device buffers holding block inputs under Smart (2) / SmartSingle (1); 0: not an offloading policy.
 int offload_buffers(CheckpointPolicy p);
 // Layers whose input goes to host memory: 0 .. L-nb-1 (the last nb stay in their buffers).
@@ -129,8 +164,10 @@ struct ModelPlan {
     // activations: L sets (Off) or one shared set plus L block inputs (Recompute) or plus min(nb, L)
     // block-input buffers (Smart: nb = 2, SmartSingle: nb = 1; x_store[l % nb] is layer l's input)
     CheckpointPolicy checkpointing = CheckpointPolicy::Off;
-    std::vector<ActHandles> sets;
-    std::vector<int> x_store;
+    std::array<Residency, kBufCount> residency{};  // of every buffer (the same for every layer)
+    bool recomputes = false;                       // some buffer is dropped: backward recomputes
+    std::vector<ActHandles> sets;                  // [L]: each layer's pieces (kept: its own; dropped: shared)
+    std::vector<int> x_store;                      // Recompute / Selective: [L]; Smart*: the nb buffers
     size_t stats_bytes = 0;
     int x_final = -1, lnf = -1, lnf_rstd = -1;
     int d_res = -1, d_ln = -1, d_lnf = -1, d_big = -1, d_big2 = -1, d_big3 = -1, d_k = -1, d_k2 = -1, d_v = -1;
@@ -143,6 +180,8 @@ struct ModelPlan {
 };
 
 // The plan of a model with these dimensions, LoRA tensors (lora_tensor_specs order) and policy (not Auto).
+// An inconsistent policy (a block input dropped: nothing can recompute it; anything but the block input
+// offloaded) is refused with Error{Internal} naming the policy and the buffer.
 ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs,
                const std::vector<std::array<int, kNumModules>>& lora_index, CheckpointPolicy policy,
                const PlanTraits& traits);

@@ -618,8 +618,9 @@ void host_syncs_case(Check& c) {
     fs::remove_all(root, ec);
 }
 
-// Off, Recompute, Smart and SmartSingle run the same kernels on the same values in the same order (Smart*
-// only move the block inputs between device and pinned host memory), so with the deterministic in-house
+// Off, Recompute, Smart, SmartSingle and Selective run the same kernels on the same values (Smart* only move
+// the block inputs between device and pinned host memory; the recomputing policies produce dropped buffers
+// again with the same calls), so with the deterministic in-house
 // attention the loss and every LoRA gradient must be equal BIT FOR BIT to Off's. Two steps per policy
 // (zero_grads between), so events and buffers reused across steps are covered too.
 void checkpointing_agree_case(Check& c, StepReference& ref) {
@@ -678,7 +679,8 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
                      (differ ? " (first " + first + ", max|diff| " + g3(max_abs) + ")" : "") + problems);
     };
     compare("off step 2", off[1]);
-    for (auto policy : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle}) {
+    for (auto policy : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle,
+                        CheckpointPolicy::Selective}) {
         const std::vector<Result> got = run(policy);
         for (size_t k = 0; k < got.size(); ++k) compare(policy_name(policy) + " step " + std::to_string(k + 1), got[k]);
     }
@@ -694,7 +696,7 @@ void add_step_cases(std::vector<Case>& cs) {
     for (auto variant : {qwen3_variant(), llama_variant()}) {
         auto ref = std::make_shared<StepReference>(variant);
         for (auto ckpt : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
-                          CheckpointPolicy::SmartSingle})
+                          CheckpointPolicy::SmartSingle, CheckpointPolicy::Selective})
             for (auto at : {AttentionBackend::Inhouse, AttentionBackend::Auto})
                 add("step " + variant.name + " checkpointing=" + policy_name(ckpt) + " attention=" + attention_name(at),
                     [=](Check& c) { step_case(c, *ref, ckpt, at); });
@@ -730,7 +732,7 @@ void add_step_cases(std::vector<Case>& cs) {
                 [=](Check& c) { cuda_graphs_case(c, *r, p, at); });
         };
         for (auto p : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
-                       CheckpointPolicy::SmartSingle})
+                       CheckpointPolicy::SmartSingle, CheckpointPolicy::Selective})
             add_graphs(ref, p, AttentionBackend::Inhouse);
         for (auto p : {CheckpointPolicy::Off, CheckpointPolicy::Smart}) add_graphs(ref0, p, AttentionBackend::Inhouse);
         add_graphs(ref, CheckpointPolicy::Smart, AttentionBackend::Auto);

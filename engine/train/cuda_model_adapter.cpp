@@ -1,6 +1,6 @@
 // The CUDA backend behind the trainer: CudaModelAdapter (the only code that touches CudaModel) and the
 // device memory plan of a run (see backends.h).
-// Decisions: Auto checkpointing takes the first of Off, Recompute, Smart, SmartSingle whose plan fits in 95%
+// Decisions: Auto checkpointing takes the first of Off, Selective, Recompute, Smart, SmartSingle whose plan fits in 95%
 // of the free device memory (the rest is headroom for the driver and fragmentation) and whose pinned host
 // memory fits in half of the available RAM; otherwise the run is refused before loading, with the numbers and
 // what to change.
@@ -134,12 +134,13 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
     const bool is_auto = config.memory.checkpointing == CheckpointPolicy::Auto;
     CudaMemoryPlan chosen;
     if (is_auto) {
-        // The fastest policy that fits: off, then recompute, then smart (block inputs in pinned host memory,
-        // double-buffered reload: as fast as recompute when the copies hide), then smart-single (one device
-        // buffer less: the fallback when the second reload buffer does not fit).
+        // The fastest policy that fits: off, then selective (recomputes only norms and the MLP's gate/up),
+        // then recompute, then smart (block inputs in pinned host memory, double-buffered reload: as fast as
+        // recompute when the copies hide), then smart-single (one device buffer less: the fallback when the
+        // second reload buffer does not fit).
         const CudaMemoryPlan off = plan_for(CheckpointPolicy::Off);
-        const CheckpointPolicy order[] = {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
-                                          CheckpointPolicy::SmartSingle};
+        const CheckpointPolicy order[] = {CheckpointPolicy::Off, CheckpointPolicy::Selective, CheckpointPolicy::Recompute,
+                                          CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle};
         config.memory.checkpointing = CheckpointPolicy::SmartSingle;
         for (CheckpointPolicy p : order) {
             chosen = p == CheckpointPolicy::Off ? off : plan_for(p);

@@ -99,6 +99,7 @@ std::string_view checkpoint_policy_name(CheckpointPolicy p) noexcept {
         case CheckpointPolicy::Recompute: return "recompute";
         case CheckpointPolicy::Smart: return "smart";
         case CheckpointPolicy::SmartSingle: return "smart-single";
+        case CheckpointPolicy::Selective: return "selective";
         case CheckpointPolicy::Auto: return "auto";
     }
     return "?";
@@ -108,6 +109,7 @@ std::optional<CheckpointPolicy> parse_checkpoint_policy(std::string_view n) noex
     if (n == "recompute") return CheckpointPolicy::Recompute;
     if (n == "smart") return CheckpointPolicy::Smart;
     if (n == "smart-single") return CheckpointPolicy::SmartSingle;
+    if (n == "selective") return CheckpointPolicy::Selective;
     if (n == "auto") return CheckpointPolicy::Auto;
     return std::nullopt;
 }
@@ -262,7 +264,7 @@ RunConfig parse_run_config(const nlohmann::json& j) {
             const auto v = parse_checkpoint_policy(s);
             if (!v)
                 throw_invalid("memory.checkpointing: '" + s +
-                              "' is unknown; use off, recompute, smart, smart-single or auto");
+                              "' is unknown; use off, recompute, selective, smart, smart-single or auto");
             c.memory.checkpointing = *v;
         }
     }

@@ -23,12 +23,12 @@ namespace tandem {
 inline constexpr int kRunConfigSchemaVersion = 1;
 
 enum class LrSchedule { Constant, Linear, Cosine };
-enum class CheckpointPolicy { Off, Recompute, Smart, SmartSingle, Auto };
+enum class CheckpointPolicy { Off, Recompute, Smart, SmartSingle, Selective, Auto };
 enum class DeviceChoice { Cpu, Cuda, Auto };
 
 std::string_view lr_schedule_name(LrSchedule s) noexcept;           // "constant", "linear", "cosine"
 std::optional<LrSchedule> parse_lr_schedule(std::string_view name) noexcept;
-// "off", "recompute", "smart", "smart-single", "auto"
+// "off", "recompute", "smart", "smart-single", "selective", "auto"
 std::string_view checkpoint_policy_name(CheckpointPolicy p) noexcept;
 std::optional<CheckpointPolicy> parse_checkpoint_policy(std::string_view name) noexcept;
 std::string_view device_choice_name(DeviceChoice d) noexcept;          // "cpu", "cuda", "auto"
