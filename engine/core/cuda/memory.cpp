@@ -99,20 +99,4 @@ void DeviceBuffer::reset() noexcept {
     n_ = 0;
 }
 
-int Arena::reserve(size_t bytes, std::string name) {
-    constexpr size_t kAlign = 256;
-    if (buf_.data()) throw_internal("Arena::reserve after allocate (" + name + ")");
-    offsets_.push_back(total_);
-    names_.push_back(std::move(name));
-    total_ += (bytes + kAlign - 1) / kAlign * kAlign;
-    return int(offsets_.size()) - 1;
-}
-
-void Arena::allocate(const char* what) {
-    if (buf_.data()) return;
-    buf_ = DeviceBuffer(std::max<size_t>(total_, 256), what);
-}
-
-void Arena::release() noexcept { buf_.reset(); }
-
 }  // namespace tandem::cuda

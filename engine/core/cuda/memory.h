@@ -1,5 +1,5 @@
-// Device memory of the CUDA backend: owning buffers and the one-allocation arena the model carves into
-// named buffers (docs/architecture.md, the memory plan). Every byte the engine takes from the device goes through
+// Device memory of the CUDA backend: counted allocation and owning buffers (an arena is one DeviceBuffer of
+// an ArenaLayout's size, core/layout.h). Every byte the engine takes from the device goes through
 // device_alloc, which counts it (live bytes and the high-water mark, for MemoryStats and for checking
 // Trainer::plan() against reality) and turns cudaErrorMemoryAllocation into Error{OutOfMemory} naming what
 // was being allocated and how much was free.
@@ -44,26 +44,6 @@ public:
 private:
     void* p_ = nullptr;
     size_t n_ = 0;
-};
-
-// An arena: first a layout pass that records named pieces (reserve), then one allocation (allocate), then
-// the pieces' pointers (ptr). Pieces are 256-byte aligned. The layout alone gives the exact size, which is
-// what Trainer::plan() uses before anything is allocated.
-class Arena {
-public:
-    // Records a piece of `bytes` and returns its handle (an index).
-    int reserve(size_t bytes, std::string name);
-    size_t size() const { return total_; }  // bytes the layout needs
-    void allocate(const char* what);         // one device_alloc of size()
-    void release() noexcept;
-    template <class T> T* ptr(int handle) const { return reinterpret_cast<T*>(static_cast<char*>(buf_.data()) + offsets_.at(handle)); }
-    bool allocated() const { return buf_.data() != nullptr; }
-
-private:
-    std::vector<size_t> offsets_;
-    std::vector<std::string> names_;
-    size_t total_ = 0;
-    DeviceBuffer buf_;
 };
 
 }  // namespace tandem::cuda
