@@ -282,26 +282,8 @@ CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConf
     const SafetensorsSet& ws = md.weights;
     char* stage = m.work_base;
     const size_t stage_bytes = m.work_bytes;
-    const int64_t VC = int64_t(d.V) * d.C;
-    upload_weight(m.weight(m.y.embed), ws, "model.embed_tokens.weight", VC, stage, stage_bytes);
-    if (!d.tied) upload_weight(m.weight(m.y.lm_head), ws, "lm_head.weight", VC, stage, stage_bytes);
-    upload_weight(m.weight(m.y.norm_f), ws, "model.norm.weight", d.C, stage, stage_bytes);
-    for (int l = 0; l < d.L; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".";
-        const LayerWeightHandles& h = m.y.lw[size_t(l)];
-        upload_weight(m.weight(h.ln1), ws, p + "input_layernorm.weight", d.C, stage, stage_bytes);
-        upload_weight(m.weight(h.ln2), ws, p + "post_attention_layernorm.weight", d.C, stage, stage_bytes);
-        for (int k = 0; k < kNumModules; ++k) {
-            const std::string base = p + (k < kGate ? "self_attn." : "mlp.") + kModuleNames[k];
-            upload_weight(m.weight(h.w[k]), ws, base + ".weight", int64_t(d.out_of(k)) * d.in_of(k), stage,
-                          stage_bytes);
-            if (h.b[k] >= 0) upload_weight(m.weight(h.b[k]), ws, base + ".bias", d.out_of(k), stage, stage_bytes);
-        }
-        if (d.qk_norm) {
-            upload_weight(m.weight(h.q_norm), ws, p + "self_attn.q_norm.weight", d.D, stage, stage_bytes);
-            upload_weight(m.weight(h.k_norm), ws, p + "self_attn.k_norm.weight", d.D, stage, stage_bytes);
-        }
-    }
+    for (const WeightEntry& e : weight_entries(m.y, d))
+        upload_weight(m.weight(e.handle), ws, e.name, e.numel, stage, stage_bytes);
     cuda::synchronize();  // before the mapping closes and the staging span becomes the workspace again
     return CudaModel(std::move(impl));
 }
@@ -314,22 +296,11 @@ CudaModel CudaModel::random(const ModelConfig& config, const LoraConfig& lora, u
     const float bound = 0.02f * std::sqrt(3.0f);  // uniform with std 0.02
     SplitMix64 rng(weight_seed);
     auto uniform = [&](bf16* p, int64_t n) { cuda::fill_uniform(p, n, rng.next_u64(), bound); };
-    const int64_t VC = int64_t(d.V) * d.C;
-    uniform(m.weight(m.y.embed), VC);
-    if (!d.tied) uniform(m.weight(m.y.lm_head), VC);
-    cuda::fill(m.weight(m.y.norm_f), 1.0f, d.C);
-    for (int l = 0; l < d.L; ++l) {
-        const LayerWeightHandles& h = m.y.lw[size_t(l)];
-        cuda::fill(m.weight(h.ln1), 1.0f, d.C);
-        cuda::fill(m.weight(h.ln2), 1.0f, d.C);
-        for (int k = 0; k < kNumModules; ++k) {
-            uniform(m.weight(h.w[k]), int64_t(d.out_of(k)) * d.in_of(k));
-            if (h.b[k] >= 0) cuda::fill(m.weight(h.b[k]), 0.0f, d.out_of(k));
-        }
-        if (d.qk_norm) {
-            cuda::fill(m.weight(h.q_norm), 1.0f, d.D);
-            cuda::fill(m.weight(h.k_norm), 1.0f, d.D);
-        }
+    for (const WeightEntry& e : weight_entries(m.y, d)) {
+        if (e.kind == WeightKind::Matrix)
+            uniform(m.weight(e.handle), e.numel);  // one draw of the weight seed per matrix, in file order
+        else
+            cuda::fill(m.weight(e.handle), e.kind == WeightKind::Norm ? 1.0f : 0.0f, e.numel);
     }
     cuda::synchronize();
     return CudaModel(std::move(impl));

@@ -162,25 +162,7 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
                           " elements, the config implies " + std::to_string(numel));
         std::memcpy(m.y.weights.ptr<float>(m.weights_mem.data(), handle), v.data(), v.size() * sizeof(float));
     };
-    const int64_t VC = int64_t(d.V) * d.C;
-    put(m.y.embed, "model.embed_tokens.weight", VC);
-    if (!d.tied) put(m.y.lm_head, "lm_head.weight", VC);
-    put(m.y.norm_f, "model.norm.weight", d.C);
-    for (int l = 0; l < d.L; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".";
-        const LayerWeightHandles& h = m.y.lw[size_t(l)];
-        put(h.ln1, p + "input_layernorm.weight", d.C);
-        put(h.ln2, p + "post_attention_layernorm.weight", d.C);
-        for (int k = 0; k < kNumModules; ++k) {
-            const std::string base = p + (k < kGate ? "self_attn." : "mlp.") + kModuleNames[k];
-            put(h.w[k], base + ".weight", int64_t(d.out_of(k)) * d.in_of(k));
-            if (h.b[k] >= 0) put(h.b[k], base + ".bias", d.out_of(k));
-        }
-        if (d.qk_norm) {
-            put(h.q_norm, p + "self_attn.q_norm.weight", d.D);
-            put(h.k_norm, p + "self_attn.k_norm.weight", d.D);
-        }
-    }
+    for (const WeightEntry& e : weight_entries(m.y, d)) put(e.handle, e.name, e.numel);
     return CpuModel(std::move(impl));
 }
 

@@ -276,4 +276,28 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs,
     return y;
 }
 
+std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
+    std::vector<WeightEntry> out;
+    const int64_t VC = int64_t(d.V) * d.C;
+    out.push_back({y.embed, "model.embed_tokens.weight", VC, WeightKind::Matrix});
+    if (!d.tied) out.push_back({y.lm_head, "lm_head.weight", VC, WeightKind::Matrix});
+    out.push_back({y.norm_f, "model.norm.weight", d.C, WeightKind::Norm});
+    for (int l = 0; l < d.L; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        const LayerWeightHandles& h = y.lw[size_t(l)];
+        out.push_back({h.ln1, p + "input_layernorm.weight", d.C, WeightKind::Norm});
+        out.push_back({h.ln2, p + "post_attention_layernorm.weight", d.C, WeightKind::Norm});
+        for (int k = 0; k < kNumModules; ++k) {
+            const std::string base = p + (k < kGate ? "self_attn." : "mlp.") + kModuleNames[k];
+            out.push_back({h.w[k], base + ".weight", int64_t(d.out_of(k)) * d.in_of(k), WeightKind::Matrix});
+            if (h.b[k] >= 0) out.push_back({h.b[k], base + ".bias", d.out_of(k), WeightKind::Bias});
+        }
+        if (d.qk_norm) {
+            out.push_back({h.q_norm, p + "self_attn.q_norm.weight", d.D, WeightKind::Norm});
+            out.push_back({h.k_norm, p + "self_attn.k_norm.weight", d.D, WeightKind::Norm});
+        }
+    }
+    return out;
+}
+
 }  // namespace tandem

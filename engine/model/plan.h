@@ -179,6 +179,18 @@ struct ModelPlan {
     PlanBytes bytes;
 };
 
+// Every base weight of a plan in file order: its piece, its checkpoint tensor name, its element count and what
+// kind of tensor it is (random models: matrices uniform, norms 1, biases 0). Both loads walk this list.
+enum class WeightKind : uint8_t { Matrix, Norm, Bias };
+struct WeightEntry {
+    int handle = -1;
+    std::string name;  // "model.layers.3.self_attn.q_proj.weight"
+    int64_t numel = 0;
+    WeightKind kind = WeightKind::Matrix;
+};
+struct ModelPlan;
+std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);
+
 // The plan of a model with these dimensions, LoRA tensors (lora_tensor_specs order) and policy (not Auto).
 // An inconsistent policy (a block input dropped: nothing can recompute it; anything but the block input
 // offloaded) is refused with Error{Internal} naming the policy and the buffer.
