@@ -75,7 +75,9 @@ Run add_eval_command(CLI::App& app) {
     sub->add_option("--device", o->device, "cpu, cuda or auto (auto = cpu for now)")
         ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
     return [o]() -> int {
-        if (o->device == "cuda") throw_unsupported("the CUDA backend is not built yet; use --device cpu");
+        if (o->device == "cuda")
+            throw_unsupported("eval runs on the CPU for now (CUDA evaluation comes with the inference engine); "
+                              "use --device cpu");
         EvalRequest req;
         req.model_dir = o->model;
         req.adapter_dir = o->adapter;

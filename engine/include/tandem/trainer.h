@@ -120,8 +120,9 @@ struct TrainerOptions {
 class Trainer {
 public:
     // Validates the config, loads the model and the data, resolves the config. Throws Error{InvalidInput}
-    // for bad settings/files, Error{Unsupported} for --device cuda (not built yet), and for a resume whose
-    // config or data do not match the run's.
+    // for bad settings/files and for a resume whose config or data do not match the run's, Error{Unsupported}
+    // for device cuda without a usable GPU (or a build without CUDA), Error{OutOfMemory} for a run the memory
+    // plan says cannot fit.
     static Trainer prepare(RunConfig config, TrainerOptions options = {});
 
     Trainer(Trainer&&) noexcept;
