@@ -1,8 +1,12 @@
 // tandem-cli end to end: every subcommand on real assets, and the bad-input suite through the real binary —
 // each bad input must exit with code 2 (invalid input) or 4 (unsupported), name the offending file (or
-// stdin line) on stderr, and never die from a signal.
+// stdin line) on stderr, and never die from a signal. `train` on the demo model: the resume hint printed
+// after Ctrl-C works as printed, and a diverging run exits 2 saying what to change.
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <signal.h>
 
 #include <cstring>
 #include <fstream>
@@ -319,6 +323,80 @@ private slots:
                                      "[{\"role\": \"user\", \"content\": \"hi\"}]\n");
         QCOMPARE(ok.exit_code, 0);
         QVERIFY(ok.out.contains("### Instruction:"));
+    }
+
+    // Ctrl-C during `train` prints "resume with: tandem-cli train --out RUN --resume"; that command, as printed
+    // (no --model, no --dataset), reads RUN/config.json and finishes the run.
+    void train_resume_hint_works_as_printed() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        QCOMPARE(run_cli({"demo", "--out", qs(root / "demo")}).exit_code, 0);
+        const QStringList args = {"train", "--model", qs(root / "demo"), "--dataset",
+                                  qs(source_dir() / "datasets/demo_alpaca.jsonl"), "--out", qs(root / "run"),
+                                  "--max-steps", "100", "--batch-tokens", "2048", "--max-seq-len", "512",
+                                  "--device", "cpu", "--lora-r", "4"};
+        QProcess p;
+        p.start(QString(TANDEM_CLI_PATH), args);
+        QVERIFY(p.waitForStarted());
+        QByteArray err;
+        QTRY_VERIFY_WITH_TIMEOUT((err += p.readAllStandardError()).contains("step 1/100"), 60000);
+        ::kill(static_cast<pid_t>(p.processId()), SIGINT);  // what Ctrl-C sends
+        QVERIFY(p.waitForFinished(120000));
+        err += p.readAllStandardError();
+        QVERIFY2(p.exitCode() == 130, err.right(600).constData());  // cancelled
+        const QRegularExpression hint(R"(resume with: tandem-cli (train --out (\S+) --resume))");
+        const auto match = hint.match(QString::fromUtf8(err));
+        QVERIFY2(match.hasMatch(), err.right(600).constData());
+        QVERIFY(!fs::exists(root / "run/adapter"));
+        const CliResult resumed = run_cli(match.captured(1).split(' '), {}, 300000);
+        QVERIFY2(resumed.exit_code == 0, resumed.err.right(600).constData());
+        QVERIFY(resumed.err.contains("resumed"));
+        QVERIFY(fs::exists(root / "run/adapter/adapter_model.safetensors"));
+        std::ifstream metrics(root / "run/metrics.jsonl");
+        int lines = 0;
+        for (std::string line; std::getline(metrics, line);) lines += !line.empty();
+        QCOMPARE(lines, 100);
+        // `--out DIR --resume` where DIR holds no run names the folder and what to do.
+        expect_failure({"train", "--out", qs(root / "nothing-here"), "--resume"}, 2, "nothing-here");
+        expect_failure({"train", "--resume"}, 2, "--out");
+    }
+
+    // lr 1e5 turns the demo's loss non-finite within a few steps: the run stops itself after 3 such steps in a
+    // row, exits 2 saying what to change (once), keeps only checkpoints from before, writes no adapter.
+    void train_divergence_exits_2_saying_what_to_change() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        QCOMPARE(run_cli({"demo", "--out", qs(root / "demo")}).exit_code, 0);
+        const CliResult r = run_cli({"train", "--model", qs(root / "demo"), "--dataset",
+                                     qs(source_dir() / "datasets/demo_alpaca.jsonl"), "--out", qs(root / "run"),
+                                     "--max-steps", "40", "--batch-tokens", "256", "--max-seq-len", "128",
+                                     "--device", "cpu", "--lora-r", "4", "--lr", "1e5", "--checkpoint-every", "1"});
+        QVERIFY(!r.crashed);
+        QVERIFY2(r.exit_code == 2, r.err.right(800).constData());
+        const QString err = QString::fromUtf8(r.err);
+        QVERIFY2(err.contains("tandem-cli: invalid input: training diverged at step"), qPrintable(err.right(800)));
+        QVERIFY2(err.contains("Lower the learning rate (it was 100000)") && err.contains("--lr"),
+                 qPrintable(err.right(800)));
+        QCOMPARE(err.count("training diverged"), 1);
+        QVERIFY(r.out.isEmpty());  // no adapter path
+        QVERIFY(!fs::exists(root / "run/adapter"));
+        std::ifstream in(root / "run/metrics.jsonl");
+        std::string line, last;
+        while (std::getline(in, line))
+            if (!line.empty()) last = line;
+        const auto j = nlohmann::json::parse(last);
+        QCOMPARE(j.at("status").get<std::string>(), std::string("diverged"));
+        QVERIFY(j.at("step").get<int64_t>() < 40);
+        // Every checkpoint left is from before the first non-finite step.
+        for (const auto& e : fs::directory_iterator(root / "run/checkpoints")) {
+            const int64_t s = std::stoll(e.path().filename().string().substr(5));
+            QVERIFY2(s <= j.at("step").get<int64_t>() - 4, e.path().c_str());
+        }
+        // The setting is validated like every other.
+        expect_failure({"train", "--model", qs(root / "demo"), "--dataset",
+                        qs(source_dir() / "datasets/demo_alpaca.jsonl"), "--out", qs(root / "run2"),
+                        "--max-nonfinite-steps", "0"},
+                       2, "max_nonfinite_steps");
     }
 
     void bad_datasets() {

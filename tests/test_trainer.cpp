@@ -1,7 +1,8 @@
 // engine/train: the trainer loop with a small exact fake model (a least-squares "model" whose parameters are
 // real PEFT-shaped LoRA tensors): LR schedules vs transformers' formulas, exact gradient accumulation,
 // clipping, bitwise reproducibility, stop + resume == uninterrupted, the run directory and its atomicity,
-// RunConfig JSON and validation, export. The end-to-end SIGKILL test runs tandem-cli train (skipped until
+// non-finite steps (skipped, then a diverged stop that keeps only good checkpoints), RunConfig JSON and
+// validation, export. The end-to-end SIGKILL test runs tandem-cli train (skipped until
 // the CPU model is merged and tandem-cli can train).
 #include <QtTest>
 
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <fstream>
 #include <numbers>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +74,10 @@ public:
     double run(const PackedBatch& b, float scale, uint64_t dropout_seed, bool backward) {
         ++calls;
         if (stop_flag && calls == stop_at_call) stop_flag->store(true);
+        if (backward && nan_backward_calls.count(++backward_calls)) {  // a step gone wrong: NaN loss and gradients
+            for (auto& p : params_) std::fill(p.grad.begin(), p.grad.end(), std::numeric_limits<float>::quiet_NaN());
+            return std::numeric_limits<double>::quiet_NaN();
+        }
         size_t P = 0;
         for (auto& p : params_) P += p.value.size();
         std::vector<double> grad(P, 0.0);
@@ -113,10 +119,14 @@ public:
     size_t weight_bytes() const override { return 1000; }
     size_t lora_bytes() const override { return 2 * 4 * 32; }
     size_t activation_bytes() const override { return 500; }
+    bool runs_ahead() const override { return ahead; }  // true: the trainer collects each step one step late
 
     int64_t calls = 0;
     int64_t stop_at_call = -1;
     std::atomic<bool>* stop_flag = nullptr;
+    int64_t backward_calls = 0;
+    std::set<int64_t> nan_backward_calls;  // 1-based forward_backward calls that return NaN
+    bool ahead = false;
 
 private:
     ModelConfig config_;
@@ -448,6 +458,99 @@ private slots:
                  file_bytes(root / "full/adapter/adapter_config.json"));
     }
 
+    // Non-finite steps: a lone one is skipped (weights unchanged) and the run goes on; max_nonfinite_steps in a
+    // row stop the run as diverged, mark the metrics, remove the checkpoints whose weights gave the bad loss,
+    // keep the last good one, write no adapter and say what to change.
+    void nonfinite_steps_skip_then_diverge() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        RunConfig c = base_config(make_model_dir(root), root / "lone");
+        c.training.grad_accum = 1;  // one forward_backward call per step
+        c.training.eval_every = 0;
+        c.training.max_steps = 10;
+        c.training.checkpoint_every = 1;
+        {
+            auto b = build(c);
+            b.model->nan_backward_calls = {4, 6, 7};  // never 3 in a row
+            RecordingSink sink;
+            std::atomic<bool> no{false};
+            b.trainer.run(sink, no);
+            QVERIFY(!b.trainer.diverged());
+            QVERIFY(!sink.has(RunEventKind::Diverged));
+            QVERIFY(sink.has(RunEventKind::Finished));
+            QCOMPARE(int(sink.steps.size()), 10);
+            QVERIFY(!std::isfinite(sink.steps[3].loss) && std::isfinite(sink.steps[4].loss));
+            QVERIFY(fs::exists(root / "lone/adapter/adapter_config.json"));
+            // No checkpoint holds the weights of a non-finite step.
+            QVERIFY(!fs::exists(root / "lone/checkpoints/step-4") && fs::exists(root / "lone/checkpoints/step-5"));
+            for (const auto& line : read_metrics(root / "lone")) QVERIFY(!line.contains("status"));
+        }
+        c.output_dir = (root / "diverged").string();
+        auto b = build(c);
+        b.model->nan_backward_calls = {6, 7, 8, 9, 10};  // steps 6.. are not finite: diverged at step 8
+        RecordingSink sink;
+        std::atomic<bool> no{false};
+        b.trainer.run(sink, no);
+        QVERIFY(b.trainer.diverged());
+        QVERIFY(!b.trainer.stopped());
+        QCOMPARE(int(sink.steps.size()), 8);  // stopped at once, not at max_steps
+        QVERIFY(!sink.has(RunEventKind::Finished));
+        QCOMPARE(sink.events.back().kind, RunEventKind::Diverged);
+        QCOMPARE(sink.events.back().step, int64_t(8));
+        const std::string msg = b.trainer.diverged_message();
+        QCOMPARE(sink.events.back().message, msg);
+        for (const char* needle :
+             {"diverged at step 8", "3 steps in a row", "Lower the learning rate", "checkpoints/step-4"})
+            QVERIFY2(msg.find(needle) != std::string::npos, msg.c_str());
+        QCOMPARE(std::string(run_event_kind_name(RunEventKind::Diverged)), std::string("diverged"));
+        const auto metrics = read_metrics(root / "diverged");
+        QCOMPARE(metrics.size(), size_t(8));
+        QCOMPARE(metrics.back()["status"].get<std::string>(), std::string("diverged"));
+        QVERIFY(metrics.back()["loss"].is_null());
+        for (size_t i = 0; i + 1 < metrics.size(); ++i) QVERIFY(!metrics[i].contains("status"));
+        // Step 5's weights gave step 6 its NaN: checkpoints 5.. are gone, 1..4 stay; no adapter.
+        QCOMPARE(latest_checkpoint(root / "diverged").value(), root / "diverged/checkpoints/step-4");
+        QVERIFY(!fs::exists(root / "diverged/checkpoints/step-5"));
+        QVERIFY(fs::exists(root / "diverged/checkpoints/step-1"));
+        QVERIFY(!fs::exists(root / "diverged/adapter"));
+        // The kept checkpoint exports (the front ends warn first).
+        QCOMPARE(export_run_adapter(root / "diverged", root / "exp", false), std::string("checkpoints/step-4"));
+
+        // One non-finite step is enough when max_nonfinite_steps is 1; and the setting may change on resume.
+        c.output_dir = (root / "strict").string();
+        c.training.max_nonfinite_steps = 1;
+        auto s = build(c);
+        s.model->nan_backward_calls = {3};
+        RecordingSink ss;
+        s.trainer.run(ss, no);
+        QVERIFY(s.trainer.diverged());
+        QCOMPARE(int(ss.steps.size()), 3);
+        const std::string strict = s.trainer.diverged_message();
+        QVERIFY2(strict.find("in a row") == std::string::npos, strict.c_str());
+        c.training.max_nonfinite_steps = 5;
+        build(c, true);  // resuming with another value is allowed (not a different training)
+
+        // A backend that runs ahead (CUDA): the step queued behind the diverged one runs but is not reported.
+        c.output_dir = (root / "ahead").string();
+        c.training.max_nonfinite_steps = 3;
+        c.training.checkpoint_every = 0;
+        auto a = build(c);
+        a.model->ahead = true;
+        a.model->nan_backward_calls = {6, 7, 8, 9, 10};
+        RecordingSink sa;
+        a.trainer.run(sa, no);
+        QVERIFY(a.trainer.diverged());
+        QCOMPARE(int(sa.steps.size()), 8);
+        QCOMPARE(a.model->queued_steps(), 0);
+        QCOMPARE(a.model->backward_calls, int64_t(9));  // step 9 was queued before step 8 was collected
+        const auto ahead_metrics = read_metrics(root / "ahead");
+        QCOMPARE(ahead_metrics.size(), size_t(8));
+        QCOMPARE(ahead_metrics.back()["status"].get<std::string>(), std::string("diverged"));
+        QVERIFY(!latest_checkpoint(root / "ahead").has_value());
+        QVERIFY2(a.trainer.diverged_message().find("No checkpoint from before the divergence") != std::string::npos,
+                 a.trainer.diverged_message().c_str());
+    }
+
     void run_directory_contents() {
         QTemporaryDir tmp;
         const fs::path root = tmp.path().toStdString();
@@ -608,8 +711,10 @@ private slots:
         c.memory.checkpointing = CheckpointPolicy::Smart;
         c.device = DeviceChoice::Auto;
         c.seed = 123456789012345ULL;
+        c.training.max_nonfinite_steps = 7;
         const json j = c;
         QCOMPARE(j["training"]["betas"], json({0.8, 0.95}));
+        QCOMPARE(j["training"]["max_nonfinite_steps"], json(7));
         QCOMPARE(j["data"]["template"], json("auto"));
         const RunConfig back = j.get<RunConfig>();
         QVERIFY(back == c);
@@ -626,6 +731,7 @@ private slots:
         // Missing keys keep the defaults.
         const RunConfig small = json{{"model", "/m"}, {"output_dir", "/o"}, {"data", {{"dataset", "d.jsonl"}}}}.get<RunConfig>();
         QCOMPARE(small.training.lr, TrainingConfig{}.lr);
+        QCOMPARE(small.training.max_nonfinite_steps, int64_t(3));
         QCOMPARE(small.lora.r, LoraConfig{}.r);
     }
 
@@ -675,6 +781,8 @@ private slots:
         bad([](json& j) { j["training"]["eps"] = 0; }, {"training.eps"});
         bad([](json& j) { j["training"]["eval_every"] = -1; }, {"training.eval_every"});
         bad([](json& j) { j["training"]["checkpoint_every"] = -1; }, {"training.checkpoint_every"});
+        bad([](json& j) { j["training"]["max_nonfinite_steps"] = 0; }, {"training.max_nonfinite_steps"});
+        bad([](json& j) { j["training"]["max_nonfinite_steps"] = "x"; }, {"training.max_nonfinite_steps", "integer"});
         bad([](json& j) { j["memory"]["checkpointing"] = "always"; }, {"memory.checkpointing", "always"});
         bad([](json& j) { j["training"] = 3; }, {"training", "object"});
         // load_run_config names the file.

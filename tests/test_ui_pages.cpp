@@ -1,7 +1,7 @@
 // The Model, Data, Train and Runs pages driven the way a user drives them: buttons clicked, fields edited,
-// list items and table rows selected, and the visible outcome checked (labels, lists, plots, button states,
-// signals). The demo model is written into a temporary folder; datasets come from datasets/; two tiny runs
-// for the Runs page are trained on the CPU (max_steps 2) before that test.
+// list items double-clicked and table rows selected, and the visible outcome checked (labels, lists, plots,
+// button states, signals). The demo model is written into a temporary folder; datasets come from datasets/;
+// tiny runs for the Runs page are trained on the CPU (max_steps 2, and one that diverges at lr 1e5).
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
@@ -35,6 +35,7 @@
 
 #include "tandem/demo_model.h"
 #include "tandem/run_config.h"
+#include "tandem/system_info.h"
 #include "tandem/trainer.h"
 #include "ui/data_page.h"
 #include "ui/length_histogram.h"
@@ -75,6 +76,14 @@ bool hasHighlightedText(QTextBrowser* view) {
                 !it.fragment().text().trimmed().isEmpty())
                 return true;
     return false;
+}
+
+// A user's double click on a list row: press and release, then the double-click event and its release
+// (QTest::mouseDClick alone sends only the double-click event, which item views ignore without a press).
+void doubleClick(QAbstractItemView* view, const QPoint& pos) {
+    QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, pos);
+    QTest::mouseDClick(view->viewport(), Qt::LeftButton, {}, pos);
+    QTest::mouseRelease(view->viewport(), Qt::LeftButton, {}, pos);
 }
 
 // Answers the next modal message box with `button` as soon as it is shown.
@@ -191,9 +200,39 @@ private slots:
         again.show();
         QVERIFY(QTest::qWaitForWindowExposed(&again));
         const QRect r = list->visualItemRect(list->item(0));
-        QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, r.center());
+        doubleClick(list, r.center());
         QTRY_COMPARE_WITH_TIMEOUT(changedAgain.count(), 1, kWaitMs);
         QCOMPARE(again.modelPath(), m_demo);
+    }
+
+    // A double click on a Recent model loads that model, and the list does not reorder under the mouse.
+    void modelPageRecentDoubleClickLoadsThatModel() {
+        const QString other = m_tmp.filePath(QStringLiteral("other-model"));
+        create_demo_model(other.toStdString());
+        QSettings().setValue(QStringLiteral("model/recent"), QStringList{m_demo, other});
+        ModelPage page;
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        auto* list = child<QListWidget>(&page, "recentModels");
+        QCOMPARE(list->count(), 2);
+        QCOMPARE(list->item(1)->data(Qt::UserRole).toString(), other);
+        QCOMPARE(list->item(1)->toolTip(), QDir::toNativeSeparators(other));  // the full path
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        const QPoint second = list->visualItemRect(list->item(1)).center();
+        doubleClick(list, second);
+        QTRY_VERIFY_WITH_TIMEOUT(!changed.isEmpty(), kWaitMs);
+        QCOMPARE(changed.last().at(0).toString(), other);
+        QCOMPARE(page.modelPath(), other);
+        // Loaded and remembered first in the settings, but the rows stay where they were.
+        QCOMPARE(list->itemAt(second)->data(Qt::UserRole).toString(), other);
+        QCOMPARE(list->item(0)->data(Qt::UserRole).toString(), m_demo);
+        QCOMPARE(QSettings().value(QStringLiteral("model/recent")).toStringList().first(), other);
+        // And the other one, the same way.
+        const int before = changed.count();
+        doubleClick(list, list->visualItemRect(list->item(0)).center());
+        QTRY_VERIFY_WITH_TIMEOUT(changed.count() > before, kWaitMs);
+        QCOMPARE(page.modelPath(), m_demo);
+        QCOMPARE(list->item(1)->data(Qt::UserRole).toString(), other);
     }
 
     void modelPageDropFolder() {
@@ -307,6 +346,41 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(packing->text().startsWith("Packing off"), kWaitMs);
     }
 
+    // The case: a double click on the second Recent dataset must load that dataset (not load it on the
+    // first click, move it to the top and let the second click land on the other one).
+    void dataPageRecentDoubleClickLoadsThatItem() {
+        const QString chat = source("datasets/demo_chat.jsonl");
+        QSettings().setValue(QStringLiteral("data/recent"), QStringList{m_alpaca, chat});
+        DataPage page;
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        auto* list = child<QListWidget>(&page, "recentDatasets");
+        QCOMPARE(list->count(), 2);
+        QCOMPARE(list->item(0)->text(), QStringLiteral("demo_alpaca.jsonl"));
+        QCOMPARE(list->item(1)->toolTip(), QDir::toNativeSeparators(chat));  // the full path
+        QSignalSpy changed(&page, &DataPage::datasetChanged);
+        const QPoint second = list->visualItemRect(list->item(1)).center();
+        doubleClick(list, second);
+        QTRY_VERIFY_WITH_TIMEOUT(!changed.isEmpty(), kWaitMs);
+        QCOMPARE(changed.last().at(0).toString(), chat);
+        QCOMPARE(page.datasetPath(), chat);
+        QCOMPARE(list->itemAt(second)->data(Qt::UserRole).toString(), chat);  // not reordered under the mouse
+        QCOMPARE(list->currentItem()->data(Qt::UserRole).toString(), chat);
+        QCOMPARE(QSettings().value(QStringLiteral("data/recent")).toStringList().first(), chat);
+        // Double-clicking the first row now loads the first row's dataset.
+        const int before = changed.count();
+        doubleClick(list, list->visualItemRect(list->item(0)).center());
+        QTRY_VERIFY_WITH_TIMEOUT(changed.count() > before, kWaitMs);
+        QCOMPARE(page.datasetPath(), m_alpaca);
+        QCOMPARE(list->item(1)->data(Qt::UserRole).toString(), chat);
+        // A dataset chosen elsewhere (not in the list) is added at the top.
+        const QString copy = m_tmp.filePath(QStringLiteral("copy.jsonl"));
+        QVERIFY(QFile::copy(m_alpaca, copy));
+        page.selectDataset(copy);
+        QTRY_COMPARE_WITH_TIMEOUT(list->count(), 3, kWaitMs);
+        QCOMPARE(list->item(0)->data(Qt::UserRole).toString(), copy);
+    }
+
     void dataPageWithoutModel() {
         DataPage page;
         QSignalSpy changed(&page, &DataPage::datasetChanged);
@@ -393,6 +467,84 @@ private slots:
         // A hand edit leaves the preset.
         child<QSpinBox>(&page, "rankSpin")->setValue(32);
         QCOMPARE(preset->currentIndex(), 0);
+    }
+
+    // The GUI hides smart-single (a measurement aid; the CLI keeps it) and cuda when no GPU is usable.
+    void trainPageHidesSmartSingleAndUnusableCuda() {
+        TrainPage page;
+        auto* checkpointing = child<QComboBox>(&page, "checkpointingCombo");
+        QStringList policies;
+        for (int i = 0; i < checkpointing->count(); ++i) policies << checkpointing->itemData(i).toString();
+        QCOMPARE(policies, (QStringList{"auto", "off", "selective", "recompute", "smart"}));
+        auto* device = child<QComboBox>(&page, "deviceCombo");
+        const SystemInfo info = system_info();
+        if (info.gpu_usable) {
+            QVERIFY(device->findData(QStringLiteral("cuda")) >= 0);
+        } else {  // the page asks system_info off the GUI thread
+            QTRY_VERIFY_WITH_TIMEOUT(device->findData(QStringLiteral("cuda")) < 0, kWaitMs);
+            QVERIFY(device->toolTip().contains(QString::fromStdString(info.gpu_unavailable_reason)));
+        }
+        page.setGpuAvailable(true, {});
+        QVERIFY(device->findData(QStringLiteral("cuda")) >= 0);
+        device->setCurrentIndex(device->findData(QStringLiteral("cuda")));
+        page.setGpuAvailable(false, QStringLiteral("no NVIDIA driver"));
+        QCOMPARE(device->findData(QStringLiteral("cuda")), -1);
+        QCOMPARE(device->currentData().toString(), QStringLiteral("auto"));
+        QVERIFY(device->toolTip().contains("no NVIDIA driver"));
+        QCOMPARE(page.config().device, DeviceChoice::Auto);
+        // A reopened config naming either shows auto; the other settings come through.
+        RunConfig c = tinyRun(m_tmp.filePath(QStringLiteral("runs/x")), 3);
+        c.device = DeviceChoice::Cuda;
+        c.memory.checkpointing = CheckpointPolicy::SmartSingle;
+        page.setConfig(c);
+        QCOMPARE(device->currentData().toString(), QStringLiteral("auto"));
+        QCOMPARE(checkpointing->currentData().toString(), QStringLiteral("auto"));
+        QCOMPARE(page.config().training.max_steps, int64_t(3));
+    }
+
+    // A runs folder that cannot hold a run folder blocks Train with what to do (not an internal error later).
+    void trainPageUnwritableRunsFolderBlocksTrain() {
+        TrainPage page;
+        selectReady(page);
+        auto* train = child<QPushButton>(&page, "trainButton");
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+        const QString file = m_tmp.filePath(QStringLiteral("a-file"));
+        writeText(file, "not a folder");
+        auto* runs = child<QLineEdit>(&page, "runsFolderEdit");
+        const QString before = runs->text();
+        runs->setText(file + QStringLiteral("/runs"));
+        QVERIFY(!train->isEnabled());
+        const QString blocked = child<QLabel>(&page, "trainBlockedLabel")->text();
+        QVERIFY2(blocked.contains("choose a writable runs folder"), qPrintable(blocked));
+        QVERIFY(runs->property("invalid").toBool());
+        runs->setText(before);
+        QVERIFY(!runs->property("invalid").toBool());
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+    }
+
+    // Reopened settings whose model and dataset are the ones selected through symlinks keep Train available.
+    void trainPageReopenKeepsTheSameFolderThroughASymlink() {
+        const QString link = m_tmp.filePath(QStringLiteral("demo-link"));
+        QVERIFY(QFile::link(m_demo, link));
+        const QString dataLink = m_tmp.filePath(QStringLiteral("alpaca-link.jsonl"));
+        QVERIFY(QFile::link(m_alpaca, dataLink));
+        TrainPage page;
+        page.setModel(link, true);
+        page.setDataset(dataLink, QStringLiteral("auto"), true);
+        auto* train = child<QPushButton>(&page, "trainButton");
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+        RunConfig c = tinyRun(m_tmp.filePath(QStringLiteral("runs/old")), 5);
+        c.model = QFileInfo(m_demo).canonicalFilePath().toStdString();  // config.json holds resolved paths
+        c.data.dataset = QFileInfo(m_alpaca).canonicalFilePath().toStdString();
+        page.setConfig(c);
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+        QCOMPARE(page.config().model, link.toStdString());
+        QCOMPARE(page.config().training.max_steps, int64_t(5));
+        // Another model is not confirmed until the Model page says so.
+        c.model = m_tmp.filePath(QStringLiteral("unknown-arch")).toStdString();
+        page.setConfig(c);
+        QVERIFY(!train->isEnabled());
+        QVERIFY(train->toolTip().contains("Model page"));
     }
 
     void trainPageExplanationsFollowToggles() {
@@ -578,6 +730,36 @@ private slots:
     }
 
     // ----- Runs page ------------------------------------------------------------------------------------
+
+    // A run that diverged is listed as such, is not offered for Resume, and its last good checkpoint exports.
+    void runsPageDivergedRun() {
+        const QString runs = m_tmp.filePath(QStringLiteral("runs-diverged"));
+        const QString dir = runs + "/20240104-000000-diverged";
+        RunConfig c = tinyRun(dir, 40);
+        c.data.max_seq_len = 128;
+        c.lora.alpha = 8;
+        c.training.lr = 1e5;
+        c.training.checkpoint_every = 1;
+        {
+            std::atomic<bool> stop{false};
+            ProgressSink sink;
+            Trainer t = Trainer::prepare(c);
+            t.run(sink, stop);
+            QVERIFY(t.diverged());
+        }
+        QVERIFY(latest_checkpoint(dir.toStdString()).has_value());
+        RunsPage page;
+        page.setRunsFolder(runs);
+        auto* table = child<QTableWidget>(&page, "runsTable");
+        QTRY_COMPARE_WITH_TIMEOUT(table->rowCount(), 1, kWaitMs);
+        QCOMPARE(table->item(0, 3)->text(), QStringLiteral("diverged"));
+        QVERIFY2(table->item(0, 3)->toolTip().contains("Learning rate"), qPrintable(table->item(0, 3)->toolTip()));
+        QCOMPARE(table->item(0, 5)->text(), QStringLiteral("—"));  // the last loss was not finite
+        table->selectRow(0);
+        QVERIFY(!child<QPushButton>(&page, "resumeButton")->isEnabled());
+        QVERIFY(child<QPushButton>(&page, "reopenButton")->isEnabled());
+        QVERIFY(child<QPushButton>(&page, "exportRunButton")->isEnabled());  // the last good checkpoint
+    }
 
     void runsPage() {
         const QString runs = m_tmp.filePath(QStringLiteral("runs-page"));

@@ -1,7 +1,9 @@
 // TrainingSession on its own: tiny CPU runs on the demo model (datasets/demo_alpaca.jsonl). Signals must
 // arrive on the GUI thread with sane values; Stop must end the run with a checkpoint and Resume must finish
-// it; bad inputs must become `failed` with the engine's category and a message naming the file; destroying
-// a running session must neither crash nor hang, and must leave a resumable run folder.
+// it; a run whose loss turns non-finite must end with `diverged` (not `finished`); bad inputs must become
+// `failed` with the engine's category and a message naming the file (an unwritable runs folder: an I/O
+// failure saying what to do); destroying a running session must neither crash nor hang, and must leave a
+// resumable run folder.
 #include <QElapsedTimer>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -143,6 +145,49 @@ private slots:
         QCOMPARE(stepSpy.count(), 40 - done);
         QCOMPARE(stepSpy.at(0).at(0).value<tandem::StepMetrics>().step, int64_t(done + 1));
         QVERIFY(fs::exists(fs::path(config.output_dir) / "adapter" / "adapter_model.safetensors"));
+    }
+
+    void divergedRunEndsWithDiverged() {
+        TrainingSession session;
+        QSignalSpy finished(&session, &TrainingSession::finished);
+        QSignalSpy failed(&session, &TrainingSession::failed);
+        QSignalSpy diverged(&session, &TrainingSession::diverged);
+        auto config = tiny("diverged", 40);
+        config.training.lr = 1e5;
+        QVERIFY(session.start(config, false));
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count() + failed.count() + diverged.count(), 1, 60000);
+        QCOMPARE(diverged.count(), 1);
+        QVERIFY(!session.isRunning());
+        const QString message = diverged.at(0).at(0).toString();
+        QVERIFY2(message.startsWith("training diverged at step") && message.contains("Lower the learning rate"),
+                 qPrintable(message));
+        QVERIFY(!fs::exists(fs::path(config.output_dir) / "adapter"));
+        // A new run can start right away.
+        QVERIFY(session.start(tiny("after-diverged", 1), false));
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+    }
+
+    void unwritableRunsFolderFailsSayingWhatToDo() {
+        TrainingSession session;
+        QSignalSpy started(&session, &TrainingSession::started);
+        QSignalSpy failed(&session, &TrainingSession::failed);
+        const fs::path file = fs::path(m_tmp.path().toStdString()) / "a-file";
+        tandem::test::write_file(file, "not a folder");
+        auto config = tiny("unused", 4);
+        config.output_dir = (file / "runs" / "run").string();
+        QVERIFY(session.start(config, false));
+        QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 30000);
+        QCOMPARE(started.count(), 0);  // nothing was loaded
+        const RunFailure f = failed.at(0).at(0).value<RunFailure>();
+        QCOMPARE(f.category, tandem::ErrorCategory::Io);
+        QVERIFY2(f.message.contains("Choose a writable runs folder") && f.message.contains("a-file"),
+                 qPrintable(f.message));
+        // A run that fails before writing anything leaves no empty run folder behind.
+        auto bad = tiny("left-behind", 4);
+        bad.data.dataset = (fs::path(m_tmp.path().toStdString()) / "no_such_file.jsonl").string();
+        QVERIFY(session.start(bad, false));
+        QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 2, 30000);
+        QVERIFY(!fs::exists(bad.output_dir));
     }
 
     void missingDatasetFails() {

@@ -3,7 +3,11 @@
 // overwrite question), and load the exported adapter back in the engine. Bad inputs (unsupported model
 // folder, broken dataset, a memory plan that cannot fit) must show the right message and block Train.
 // Also: the plots keep bounded memory over 100k steps and replot only while visible; closing the window
-// during a run asks, stops cleanly and keeps a resumable run folder.
+// during a run asks, stops cleanly and keeps a resumable run folder. From a new user's report: Runs ->
+// Reopen settings loads the run's model and dataset (symlinked paths count as the same) so Train works, also
+// with other data; a diverged run says so on the Monitor, the status bar and the Runs page, and Export warns
+// first; a start into an unwritable runs folder clears the plots (no squashed strips) and says to choose a
+// writable runs folder; a long one-line error wraps instead of widening the window.
 #include <QAction>
 #include <QApplication>
 #include <QCheckBox>
@@ -22,12 +26,14 @@
 #include <QSpinBox>
 #include <QStackedWidget>
 #include <QStandardPaths>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 
@@ -460,6 +466,211 @@ private slots:
         QVERIFY(box);
         QVERIFY2(box->text().contains("config.json"), qPrintable(box->text()));
         box->close();
+    }
+
+    // Runs -> Reopen settings on a fresh window: the run's model and dataset are selected on their pages, so
+    // Train becomes available; other data can be chosen and a new run started. A model already selected
+    // through a symlink to the run's folder counts as the same one.
+    void reopenSettingsLoadsModelAndDatasetThenOtherData() {
+        const QString link = path("demo-link");
+        QVERIFY(QFile::link(QString::fromStdString(m_model.string()), link));
+        tandem::RunConfig first = tinyConfig("reopen-source", 2);
+        first.model = link.toStdString();  // the engine stores the resolved folder in config.json
+        {
+            tandem::Trainer t = tandem::Trainer::prepare(first);
+            std::atomic<bool> stop{false};
+            tandem::ProgressSink sink;
+            t.run(sink, stop);
+        }
+        MainWindow w;
+        w.show();
+        auto reopen = [&] {
+            w.showPage(MainWindow::RunsPageIndex);
+            auto* table = child<QTableWidget>(w.runsPage(), "runsTable");
+            QTRY_VERIFY_WITH_TIMEOUT(table->rowCount() > 0, 30000);
+            int row = -1;
+            QTRY_VERIFY_WITH_TIMEOUT(
+                [&] {
+                    for (int r = 0; r < table->rowCount(); ++r)
+                        if (table->item(r, 0)->text() == "reopen-source") row = r;
+                    return row >= 0;
+                }(),
+                30000);
+            table->selectRow(row);
+            QTest::mouseClick(child<QPushButton>(w.runsPage(), "reopenButton"), Qt::LeftButton);
+            QCOMPARE(w.currentPage(), int(MainWindow::TrainPageIndex));
+        };
+        reopen();
+        auto* button = child<QPushButton>(w.trainPage(), "trainButton");
+        QTRY_VERIFY2_WITH_TIMEOUT(button->isEnabled(), qPrintable(button->toolTip()), 60000);
+        QCOMPARE(QFileInfo(w.modelPage()->modelPath()).canonicalFilePath(),
+                 QFileInfo(QString::fromStdString(m_model.string())).canonicalFilePath());
+        QCOMPARE(w.dataPage()->datasetPath(), QFileInfo(dataset()).canonicalFilePath());
+        QCOMPARE(child<QSpinBox>(w.trainPage(), "maxStepsSpin")->value(), 2);
+
+        // Other data, then Train: a new run with the reopened settings and the new dataset.
+        const QString chat =
+            QString::fromStdString((tandem::test::source_dir() / "datasets" / "demo_chat.jsonl").string());
+        QSignalSpy data(w.dataPage(), &DataPage::datasetChanged);
+        w.dataPage()->selectDataset(chat);
+        QTRY_VERIFY_WITH_TIMEOUT(!data.isEmpty() && data.last().at(0).toString() == chat && data.last().at(2).toBool(),
+                                 60000);
+        QTRY_VERIFY2_WITH_TIMEOUT(button->isEnabled(), qPrintable(button->toolTip()), 60000);
+        QSignalSpy finished(w.session(), &TrainingSession::finished);
+        QSignalSpy failed(w.session(), &TrainingSession::failed);
+        QTest::mouseClick(button, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count() + failed.count(), 1, 60000);
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.at(0).at(0).value<RunFailure>().message));
+        const tandem::RunConfig second = w.session()->config();
+        QCOMPARE(QString::fromStdString(second.data.dataset), chat);
+        QCOMPARE(second.training.max_steps, int64_t(2));
+        QVERIFY(second.output_dir != first.output_dir);
+
+        // The Model page holds the model through the symlink: reopening keeps it (no re-inspection needed).
+        QSignalSpy model(w.modelPage(), &ModelPage::modelChanged);
+        w.modelPage()->selectModel(link);
+        QTRY_VERIFY_WITH_TIMEOUT(!model.isEmpty(), 60000);
+        reopen();
+        QCOMPARE(w.modelPage()->modelPath(), link);
+        QTRY_VERIFY2_WITH_TIMEOUT(button->isEnabled(), qPrintable(button->toolTip()), 60000);
+        QCOMPARE(w.trainPage()->config().model, link.toStdString());
+        QCOMPARE(w.dataPage()->datasetPath(), QFileInfo(dataset()).canonicalFilePath());  // the run's data again
+    }
+
+    // lr 1e5 makes the demo's loss non-finite after a few steps: the run stops itself and is called diverged on
+    // the Monitor, in the status bar and on the Runs page; Resume is not offered; Export warns before it
+    // exports the last good checkpoint.
+    void divergedRunIsMarkedAndExportWarns() {
+        MainWindow w;
+        w.show();
+        tandem::RunConfig c = tinyConfig("diverged", 40);
+        c.training.lr = 1e5;
+        c.training.checkpoint_every = 1;
+        TrainingSession* session = w.session();
+        QSignalSpy finished(session, &TrainingSession::finished);
+        QSignalSpy failed(session, &TrainingSession::failed);
+        QSignalSpy diverged(session, &TrainingSession::diverged);
+        w.startRun(c);
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count() + failed.count() + diverged.count(), 1, 60000);
+        QCOMPARE(diverged.count(), 1);
+        MonitorPage* monitor = w.monitorPage();
+        QCOMPARE(monitor->state(), MonitorPage::State::Diverged);
+        const QString status = child<QLabel>(monitor, "statusLabel")->text();
+        QVERIFY2(status.startsWith("Diverged at step") && status.contains("Lower the learning rate") &&
+                     status.contains("Reopen settings"),
+                 qPrintable(status));
+        QCOMPARE(child<QLabel>(&w, "stateLabel")->text(), QString("Diverged"));
+        QVERIFY(child<QPlainTextEdit>(monitor, "logView")->toPlainText().contains("diverged: training diverged"));
+        QVERIFY(!child<QPushButton>(monitor, "resumeButton")->isEnabled());
+        QVERIFY(!fs::exists(fs::path(c.output_dir) / "adapter"));
+
+        // The Runs page (refreshed when the run ended) lists it as diverged.
+        auto* table = child<QTableWidget>(w.runsPage(), "runsTable");
+        QTRY_VERIFY_WITH_TIMEOUT(
+            [&] {
+                for (int r = 0; r < table->rowCount(); ++r)
+                    if (table->item(r, 0)->text() == "diverged") return table->item(r, 3)->text() == "diverged";
+                return false;
+            }(),
+            30000);
+
+        // Export: a warning in the dialog, and a question first; No exports nothing, Yes the last good checkpoint.
+        auto* exportButton = child<QPushButton>(monitor, "exportButton");
+        QVERIFY(exportButton->isEnabled());
+        QTest::mouseClick(exportButton, Qt::LeftButton);
+        auto* dialog = child<ExportDialog>(&w, "exportDialog");
+        QVERIFY(dialog);
+        QVERIFY(child<QLabel>(dialog, "exportWarningLabel")->isVisible());
+        QVERIFY(child<QLabel>(dialog, "exportWarningLabel")->text().contains("diverged"));
+        const QString out = path("diverged-adapter");
+        child<QLineEdit>(dialog, "exportFolderEdit")->setText(out);
+        QSignalSpy exported(dialog, &ExportDialog::exported);
+        answerNextMessageBox(QMessageBox::No);
+        QTest::mouseClick(child<QPushButton>(dialog, "exportButton"), Qt::LeftButton);
+        auto* result = child<QLabel>(dialog, "exportResultLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(result->text().contains("Not exported"), 10000);
+        QVERIFY(!QFileInfo::exists(out + "/adapter_config.json"));
+        answerNextMessageBox(QMessageBox::Yes);
+        QTest::mouseClick(child<QPushButton>(dialog, "exportButton"), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(exported.count(), 1, 30000);
+        const QString source = exported.at(0).at(1).toString();
+        QVERIFY2(source.startsWith("checkpoints/step-"), qPrintable(source));
+        dialog->close();
+        // A finished run's dialog has no warning.
+        tandem::RunConfig ok = tinyConfig("not-diverged", 2);
+        w.startRun(ok);
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+        ExportDialog* plain = w.exportRun(QString::fromStdString(ok.output_dir));
+        QVERIFY(plain && !child<QLabel>(plain, "exportWarningLabel")->isVisible());
+        plain->close();
+    }
+
+    // After a run, a start into a runs folder that cannot be written: the Monitor's plots are cleared at once
+    // and keep their layout (no thin strips), and the failure says to choose a writable runs folder (an I/O
+    // failure, not an internal error).
+    void unwritableRunsFolderStartClearsPlotsAndSaysWhatToDo() {
+        MainWindow w;
+        w.resize(1280, 820);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        TrainingSession* session = w.session();
+        QSignalSpy finished(session, &TrainingSession::finished);
+        QSignalSpy failed(session, &TrainingSession::failed);
+        w.startRun(tinyConfig("before-unwritable", 3));
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+        MonitorPage* monitor = w.monitorPage();
+        QCOMPARE(monitor->lossPlot()->pointCount("train"), 3);
+
+        const QString file = path("i-am-a-file");
+        tandem::test::write_file(file.toStdString(), "x");
+        tandem::RunConfig c = tinyConfig("x", 3);
+        c.output_dir = (file + "/runs/x").toStdString();
+        w.startRun(c);
+        QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 30000);
+        const RunFailure f = failed.at(0).at(0).value<RunFailure>();
+        QCOMPARE(f.category, tandem::ErrorCategory::Io);
+        QVERIFY2(f.message.contains("Choose a writable runs folder"), qPrintable(f.message));
+        const QString status = child<QLabel>(monitor, "statusLabel")->text();
+        QVERIFY2(status.startsWith("Failed") && status.contains("writable runs folder"), qPrintable(status));
+        QVERIFY(!child<QLabel>(&w, "stateLabel")->text().contains("internal"));
+        const std::pair<LivePlot*, const char*> plots[] = {{monitor->lossPlot(), "train"},
+                                                           {monitor->throughputPlot(), "tokens_per_s"},
+                                                           {monitor->memoryPlot(), "weights"},
+                                                           {monitor->lrPlot(), "lr"}};
+        for (const auto& [plot, series] : plots) {
+            QCOMPARE(plot->pointCount(series), 0);
+            QTRY_VERIFY_WITH_TIMEOUT(!plot->isDirty(), 5000);  // replotted since
+            plot->replot();
+            const QString size = QString("%1: axis rect %2 of %3 px")
+                                     .arg(plot->objectName())
+                                     .arg(plot->axisRect()->width())
+                                     .arg(plot->width());
+            QVERIFY2(plot->axisRect()->width() > plot->width() / 2, qPrintable(size));
+            QVERIFY(plot->legend->itemCount() > 0);
+            QCOMPARE(plot->xAxis->range().upper, 1.0);  // not the last run's 3 steps
+        }
+    }
+
+    // A long one-line error (here: the Data page's, for a model folder without a tokenizer) wraps in its label
+    // instead of widening the window.
+    void longErrorWrapsInsteadOfWideningTheWindow() {
+        MainWindow w;
+        w.resize(1280, 820);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QString deep = path("models");
+        for (int i = 0; i < 6; ++i) deep += "/a-rather-long-folder-name-for-a-model-" + QString::number(i);
+        tandem::test::write_file((deep + "/config.json").toStdString(), "{}");
+        QSignalSpy data(w.dataPage(), &DataPage::datasetChanged);
+        w.dataPage()->selectDataset(dataset());
+        QTRY_VERIFY_WITH_TIMEOUT(!data.isEmpty(), 30000);
+        w.dataPage()->setModel(deep);
+        w.showPage(MainWindow::DataPageIndex);
+        auto* info = child<QLabel>(w.dataPage(), "sampleInfoLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(info->text().contains("tokenizer could not be loaded"), 30000);
+        QVERIFY(info->fontMetrics().horizontalAdvance(info->text()) > 1280);  // one line would not fit
+        QTRY_VERIFY_WITH_TIMEOUT(info->height() > 2 * info->fontMetrics().height(), 5000);  // several lines
+        QCOMPARE(w.width(), 1280);
     }
 
     void plotsKeepBoundedMemoryOver100kSteps() {

@@ -31,6 +31,8 @@ namespace {
 // The trained-token highlight: a light amber with black text, readable on light and dark palettes.
 const QString kTrainedStyle = QStringLiteral("background-color:#ffd966; color:#000000;");
 
+QString fileNameOf(const QString& path) { return QFileInfo(path).fileName(); }
+
 QString droppedFile(const QMimeData* mime) {
     if (!mime->hasUrls() || mime->urls().isEmpty() || !mime->urls().first().isLocalFile()) return {};
     const QFileInfo info(mime->urls().first().toLocalFile());
@@ -52,7 +54,7 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     m_pathLabel = new QLabel(tr("No dataset selected. Choose a file or drop one here."));
     m_pathLabel->setObjectName(QStringLiteral("datasetPathLabel"));
     m_pathLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_pathLabel->setWordWrap(true);
+    wrapMessage(m_pathLabel);
 
     m_formatCombo = new QComboBox;
     m_formatCombo->setObjectName(QStringLiteral("formatCombo"));
@@ -81,15 +83,14 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
 
     m_recentList = new QListWidget;
     m_recentList->setObjectName(QStringLiteral("recentDatasets"));
-    m_recentList->setToolTip(tr("Datasets you used before: click one to select it"));
-    connect(m_recentList, &QListWidget::itemClicked, this, [this](QListWidgetItem* item) {
-        if (item->data(Qt::UserRole).toString() != m_path) selectDataset(item->data(Qt::UserRole).toString());
-    });
+    m_recentList->setToolTip(tr("Datasets you used before: double-click one (or press Enter) to select it"));
+    // Activation only (a double click or Enter): loading on the first click of a double click would act
+    // before the second click lands. The list is never reordered under the mouse (recent_list.h).
     connect(m_recentList, &QListWidget::itemActivated, this,
             [this](QListWidgetItem* item) { selectDataset(item->data(Qt::UserRole).toString()); });
     m_records = new QLabel;
     m_records->setObjectName(QStringLiteral("recordCountLabel"));
-    m_records->setWordWrap(true);
+    wrapMessage(m_records);
     m_records->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_invalidList = new QListWidget;
     m_invalidList->setObjectName(QStringLiteral("invalidList"));
@@ -114,6 +115,7 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     connect(m_sampleSpin, &QSpinBox::valueChanged, this, [this](int v) { showPreview(v - 1); });
     m_sampleInfo = new QLabel;
     m_sampleInfo->setObjectName(QStringLiteral("sampleInfoLabel"));
+    wrapMessage(m_sampleInfo);  // it shows tokenizer and template errors, which can be long
     m_preview = new QTextBrowser;
     m_preview->setObjectName(QStringLiteral("previewView"));
     m_preview->setToolTip(
@@ -131,10 +133,10 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     m_histogram = new LengthHistogram;
     m_lengthStats = new QLabel;
     m_lengthStats->setObjectName(QStringLiteral("lengthStatsLabel"));
-    m_lengthStats->setWordWrap(true);
+    wrapMessage(m_lengthStats);
     m_packingLabel = new QLabel;
     m_packingLabel->setObjectName(QStringLiteral("packingLabel"));
-    m_packingLabel->setWordWrap(true);
+    wrapMessage(m_packingLabel);
     m_packingLabel->setToolTip(
         tr("Real tokens / (micro-batches x batch tokens) at the Train page's settings: the "
            "share of compute spent on data rather than padding"));
@@ -180,6 +182,17 @@ void DataPage::browse() {
     selectDataset(file);
 }
 
+void DataPage::selectDatasetWithFormat(const QString& path, const QString& format) {
+    const int index =
+        m_formatCombo->findData(format == QLatin1String("completion") ? QStringLiteral("prompt_completion") : format);
+    {
+        const QSignalBlocker block(m_formatCombo);  // one read below, not one for the format and one for the file
+        m_formatCombo->setCurrentIndex(index < 0 ? 0 : index);
+    }
+    m_format = m_formatCombo->currentData().toString();
+    selectDataset(path);
+}
+
 void DataPage::selectDataset(const QString& path) {
     m_path = QDir::cleanPath(QFileInfo(path).absoluteFilePath());
     m_pathLabel->setText(m_path);
@@ -219,8 +232,10 @@ void DataPage::startRead() {
         [this, generation](const DatasetRead& result) {
             if (generation != m_readGeneration) return;
             m_read = result;
-            if (m_read.dataset) m_recent.add(m_read.path);
-            reloadRecent();
+            if (m_read.dataset) {
+                m_recent.add(m_read.path);
+                markRecent(m_recentList, m_read.path, fileNameOf);
+            }
             showRead();
             emitChanged();
             startTokenize();
@@ -388,14 +403,7 @@ void DataPage::showPreview(int sample) {
                   Tone::Neutral);
 }
 
-void DataPage::reloadRecent() {
-    m_recentList->clear();
-    for (const QString& path : m_recent.paths()) {
-        auto* item = new QListWidgetItem(QFileInfo(path).fileName(), m_recentList);
-        item->setData(Qt::UserRole, path);
-        item->setToolTip(path);
-    }
-}
+void DataPage::reloadRecent() { fillRecentList(m_recentList, m_recent.paths(), fileNameOf); }
 
 void DataPage::emitChanged() {
     m_lastEmittedValid = datasetValid();

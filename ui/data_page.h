@@ -44,6 +44,8 @@ public:
 
 public slots:
     void selectDataset(const QString& path);
+    // The same with the format forced (a reopened run's "auto" or format name), read once.
+    void selectDatasetWithFormat(const QString& path, const QString& format);
     void setModel(const QString& folder);
     void setLimits(int maxSeqLen, int batchTokens, bool packing);
     void browse();

@@ -23,6 +23,8 @@
 
 #include "tandem/error.h"
 #include "tandem/trainer.h"
+#include "ui/run_scan.h"
+#include "ui/status_text.h"
 
 namespace tandem::ui {
 
@@ -35,6 +37,7 @@ ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(par
     runLabel->setObjectName(QStringLiteral("exportRunLabel"));
     runLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     runLabel->setToolTip(tr("The run whose adapter is exported"));
+    runLabel->setWordWrap(true);  // in a form layout (status_text.h)
 
     m_folder = new QLineEdit(this);
     m_folder->setObjectName(QStringLiteral("exportFolderEdit"));
@@ -73,7 +76,18 @@ ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(par
 
     m_result = new QLabel(this);
     m_result->setObjectName(QStringLiteral("exportResultLabel"));
-    m_result->setWordWrap(true);
+    wrapMessage(m_result);
+
+    // A small read of the run folder (config.json, the checkpoint list, the end of metrics.jsonl).
+    m_diverged = readRunEntry(runDir).status == RunStatus::Diverged;
+    m_warning = new QLabel(this);
+    m_warning->setObjectName(QStringLiteral("exportWarningLabel"));
+    setStatusText(m_warning,
+                  tr("This run diverged: its loss stopped being finite. What is exported is its last good "
+                     "checkpoint, from before that; test the adapter before you use it."),
+                  Tone::Bad);
+    wrapMessage(m_warning);
+    m_warning->setVisible(m_diverged);
     m_result->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
     m_exportButton = new QPushButton(QIcon(QStringLiteral(":/icons/export.svg")), tr("Export"), this);
@@ -90,6 +104,7 @@ ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(par
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(form);
     layout->addWidget(format);
+    layout->addWidget(m_warning);
     layout->addWidget(m_progress);
     layout->addWidget(m_result);
     layout->addStretch(1);
@@ -122,6 +137,18 @@ void ExportDialog::startExport() {
     if (QFileInfo(target).exists() && !QFileInfo(target).isDir()) {
         showError(tr("%1 is a file, not a folder.").arg(QDir::toNativeSeparators(target)));
         return;
+    }
+    if (m_diverged) {
+        QMessageBox box(QMessageBox::Warning, tr("Export a diverged run?"),
+                        tr("This run diverged (its loss stopped being finite), so it has no final adapter. Export "
+                           "its last good checkpoint anyway?"),
+                        QMessageBox::Yes | QMessageBox::No, this);
+        box.setObjectName(QStringLiteral("divergedExportQuestion"));
+        box.setDefaultButton(QMessageBox::No);
+        if (box.exec() != QMessageBox::Yes) {
+            m_result->setText(tr("Not exported: the run diverged."));
+            return;
+        }
     }
     bool overwrite = false;
     if (holdsAdapter(target)) {

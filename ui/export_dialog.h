@@ -6,6 +6,8 @@
 //  - A folder that already holds an adapter (adapter_config.json or adapter_model.safetensors) is only
 //    overwritten after the user confirms in a QMessageBox::question; no other file is touched.
 //  - The chosen folder's parent is remembered in QSettings "export/lastFolder".
+//  - A diverged run (run_scan.h) is exported only after a warning: a line in the dialog from the start, and
+//    a QMessageBox::question on Export whose default is No.
 #pragma once
 
 #include <QDialog>
@@ -64,6 +66,8 @@ private:
     QPushButton* m_exportButton = nullptr;
     QProgressBar* m_progress = nullptr;
     QLabel* m_result = nullptr;
+    QLabel* m_warning = nullptr;  // shown for a diverged run
+    bool m_diverged = false;
     QDialogButtonBox* m_buttons = nullptr;
     QFutureWatcher<Outcome> m_watcher;
     QString m_target;

@@ -1,5 +1,8 @@
 // LivePlot: one QCPGraph per series; axes rescale to the data on every refresh, with a margin so the
 // curves do not touch the frame. The timer only runs while there is something to draw.
+// The legend is never left empty: an empty QCPLegend reports a maximum width of its margins, which caps the
+// layout column it shares with the axis rect and squeezes the plot into a thin strip. Without any data (a
+// run starting) the legend keeps its entries and the axes show a neutral range.
 #include "ui/live_plot.h"
 
 #include <QEvent>
@@ -129,12 +132,17 @@ void LivePlot::updateGraphs() {
         any = any || !keys.isEmpty();
         if (s.graph->valueAxis() == yAxis2 && !keys.isEmpty()) anyRight = true;
     }
+    if (!any) {  // cleared: same layout, no axes of an earlier run
+        xAxis->setRange(0, 1);
+        for (QCPAxis* axis : {yAxis, yAxis2})
+            axis->setRange(axis->scaleType() == QCPAxis::stLogarithmic ? QCPRange(0.1, 10) : QCPRange(0, 1));
+        return;
+    }
     // Series without points (no reserved memory on the CPU) stay out of the legend; the order is the
     // order the graphs were added in.
     legend->clearItems();
     for (int i = 0; i < graphCount(); ++i)
         if (graph(i)->visible() && graph(i)->dataCount() > 0) graph(i)->addToLegend();
-    if (!any) return;
     rescaleAxes(/*onlyVisiblePlottables=*/true);
     // A little headroom; a flat series gets a visible range.
     for (QCPAxis* axis : {yAxis, yAxis2}) {

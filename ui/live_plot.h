@@ -6,6 +6,8 @@
 //    length; pointCount() tells tests how many points a series holds.
 //  - Series live on the left or the right value axis (two units in one plot: steps/s and tokens/s).
 //  - Colours follow the widget's palette (Theme::plotColors), re-applied on a palette change.
+//  - clearData() keeps the layout: without data the legend keeps its entries (an empty legend would squeeze
+//    the plot into a strip) and the axes show a neutral 0..1 instead of the last run's ranges.
 #pragma once
 
 #include <QString>

@@ -28,6 +28,7 @@
 #include "ui/export_dialog.h"
 #include "ui/model_page.h"
 #include "ui/monitor_page.h"
+#include "ui/recent_list.h"
 #include "ui/runs_page.h"
 #include "ui/train_page.h"
 #include "ui/training_session.h"
@@ -96,10 +97,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(m_train, &TrainPage::limitsChanged, m_data, &DataPage::setLimits);
     connect(m_train, &TrainPage::trainRequested, this, &MainWindow::startRun);
     connect(m_train, &TrainPage::runsFolderChanged, m_runs, &RunsPage::setRunsFolder);
-    connect(m_runs, &RunsPage::reopenConfig, this, [this](const tandem::RunConfig& config) {
-        m_train->setConfig(config);
-        showPage(TrainPageIndex);
-    });
+    connect(m_runs, &RunsPage::reopenConfig, this, &MainWindow::reopenSettings);
     connect(m_runs, &RunsPage::resumeRequested, this, &MainWindow::resumeRunDir);
     connect(m_runs, &RunsPage::exportRequested, this, [this](const QString& dir) { exportRun(dir); });
     connect(m_monitor, &MonitorPage::stopRequested, this, &MainWindow::stopRun);
@@ -121,6 +119,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     });
     connect(m_session, &TrainingSession::finished, this, [this](bool stopped) {
         setStateText(stopped ? tr("Stopped") : tr("Finished"));
+        onRunEnded();
+    });
+    connect(m_session, &TrainingSession::diverged, this, [this](const QString& message) {
+        setStateText(tr("Diverged"));
+        statusBar()->showMessage(message, 15000);
         onRunEnded();
     });
     connect(m_session, &TrainingSession::failed, this, [this](const RunFailure& f) {
@@ -219,6 +222,17 @@ void MainWindow::selectDemo(const QString& dataset) {
     m_model->selectDemo();
     if (!dataset.isEmpty()) m_data->selectDataset(dataset);
     showPage(dataset.isEmpty() ? ModelPageIndex : TrainPageIndex);
+}
+
+void MainWindow::reopenSettings(const tandem::RunConfig& config) {
+    m_train->setConfig(config);
+    const QString model = QString::fromStdString(config.model);
+    if (!model.isEmpty() && !samePath(m_model->modelPath(), model)) m_model->selectModel(model);
+    const QString dataset = QString::fromStdString(config.data.dataset);
+    const QString format = QString::fromStdString(config.data.format);
+    if (!dataset.isEmpty() && (!samePath(m_data->datasetPath(), dataset) || m_data->format() != format))
+        m_data->selectDatasetWithFormat(dataset, format);
+    showPage(TrainPageIndex);
 }
 
 void MainWindow::openModelFolder() {

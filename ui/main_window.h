@@ -5,6 +5,9 @@
 //  - The window wires the pages together as the contract says (model -> data/train, data -> train, train's
 //    limits -> data, Train -> session + Monitor, Runs reopen/resume/export) and owns every engine action:
 //    pages only emit signals.
+//  - Reopen settings (reopenSettings) fills the Train page and selects the run's model and dataset on the
+//    Model and Data pages, unless they hold the same folder and file already (canonical paths), so Train
+//    becomes available as soon as those pages have checked them; other data may be chosen after that.
 //  - Closing during a run asks; on yes it requests a stop and closes when the session reports the end, so
 //    the checkpoint is written and the run folder stays resumable. The window never blocks waiting.
 //  - Geometry and dock/toolbar state are saved to QSettings "window/geometry" and "window/state".
@@ -64,6 +67,7 @@ public slots:
     void stopRun();
     void resumeRun();                            // the run the Monitor shows
     void resumeRunDir(const QString& runDir);    // a run from the Runs page
+    void reopenSettings(const tandem::RunConfig& config);  // a run's settings, model and dataset, for a new run
     ExportDialog* exportRun(const QString& runDir = {});
     void showAbout();
 

@@ -38,7 +38,7 @@ QLabel* valueLabel(const char* name) {
     auto* label = new QLabel(QStringLiteral("—"));
     label->setObjectName(QString::fromLatin1(name));
     label->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    label->setWordWrap(true);
+    label->setWordWrap(true);  // in the form layout (status_text.h)
     return label;
 }
 
@@ -57,7 +57,7 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
     m_pathLabel = new QLabel(tr("No model selected. Choose a folder, drop one here, or use the demo model."));
     m_pathLabel->setObjectName(QStringLiteral("modelPathLabel"));
     m_pathLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_pathLabel->setWordWrap(true);
+    wrapMessage(m_pathLabel);
     connect(m_browse, &QPushButton::clicked, this, &ModelPage::browse);
     connect(m_demo, &QPushButton::clicked, this, &ModelPage::selectDemo);
 
@@ -68,22 +68,20 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
 
     m_recentList = new QListWidget;
     m_recentList->setObjectName(QStringLiteral("recentModels"));
-    m_recentList->setToolTip(tr("Model folders you used before: click one to select it"));
+    m_recentList->setToolTip(tr("Model folders you used before: double-click one (or press Enter) to select it"));
     m_hfList = new QListWidget;
     m_hfList->setObjectName(QStringLiteral("hfCacheModels"));
     m_hfList->setToolTip(
-        tr("Models downloaded with Hugging Face tools (huggingface-cli, transformers): click one to "
-           "select it"));
+        tr("Models downloaded with Hugging Face tools (huggingface-cli, transformers): double-click one (or "
+           "press Enter) to select it"));
     m_hfLabel = new QLabel(tr("Hugging Face cache"));
-    m_hfLabel->setWordWrap(true);
-    // A click selects another model; Enter or a double click also re-inspects the current one (after a fix).
-    for (QListWidget* list : {m_recentList, m_hfList}) {
-        connect(list, &QListWidget::itemClicked, this, [this](QListWidgetItem* item) {
-            if (item->data(Qt::UserRole).toString() != m_path) selectModel(item->data(Qt::UserRole).toString());
-        });
+    wrapMessage(m_hfLabel);
+    // Activation (a double click or Enter) selects the item's model, or re-inspects the current one (after a
+    // fix). A single click only highlights: loading on the first click of a double click would act before the
+    // second click lands.
+    for (QListWidget* list : {m_recentList, m_hfList})
         connect(list, &QListWidget::itemActivated, this,
                 [this](QListWidgetItem* item) { selectModel(item->data(Qt::UserRole).toString()); });
-    }
 
     auto* lists = new QWidget;
     auto* listsLayout = new QVBoxLayout(lists);
@@ -179,8 +177,10 @@ void ModelPage::showInspection(const ModelInspection& r) {
                                                   : tr("none (a built-in template is used: chatml, alpaca or llama3)"));
         // A folder that inspects is worth remembering even when it is not trainable yet; the built-in demo
         // has its own button.
-        if (r.folder != demoFolder()) m_recent.add(r.folder);
-        reloadRecent();
+        if (r.folder != demoFolder()) {
+            m_recent.add(r.folder);
+            markRecent(m_recentList, r.folder, modelDisplayName);
+        }
     } else {
         for (QLabel* l : {m_architecture, m_layers, m_hiddenSize, m_parameters, m_dtype, m_tokenizer, m_chatTemplate})
             l->setText(QStringLiteral("—"));
@@ -197,14 +197,7 @@ void ModelPage::showInspection(const ModelInspection& r) {
     emit modelChanged(r.folder, r.supported);
 }
 
-void ModelPage::reloadRecent() {
-    m_recentList->clear();
-    for (const QString& path : m_recent.paths()) {
-        auto* item = new QListWidgetItem(modelDisplayName(path), m_recentList);
-        item->setData(Qt::UserRole, path);
-        item->setToolTip(path);
-    }
-}
+void ModelPage::reloadRecent() { fillRecentList(m_recentList, m_recent.paths(), modelDisplayName); }
 
 void ModelPage::rescanHfCache() {
     const QString dir = hfHubCacheDir();
@@ -216,7 +209,7 @@ void ModelPage::rescanHfCache() {
             for (const HfCacheModel& m : models) {
                 auto* item = new QListWidgetItem(m.repoId, m_hfList);
                 item->setData(Qt::UserRole, m.snapshot);
-                item->setToolTip(m.snapshot);
+                item->setToolTip(QDir::toNativeSeparators(m.snapshot));
             }
             m_hfLabel->setText(models.isEmpty() ? tr("Hugging Face cache: no models in %1").arg(dir)
                                                 : tr("Hugging Face cache (%1)").arg(dir));

@@ -24,6 +24,7 @@
 #include "tandem/run_config.h"
 #include "ui/live_plot.h"
 #include "ui/loss_plot.h"
+#include "ui/status_text.h"
 #include "ui/training_session.h"
 
 namespace tandem::ui {
@@ -49,7 +50,7 @@ MonitorPage::MonitorPage(QWidget* parent) : QWidget(parent) {
     m_status = new QLabel(tr("No run yet: choose a model and a dataset, then press Train."), this);
     m_status->setObjectName(QStringLiteral("statusLabel"));
     m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_status->setWordWrap(true);
+    wrapMessage(m_status);  // a long error grows the label downwards, never the window
     QFont bold = m_status->font();
     bold.setBold(true);
     m_status->setFont(bold);
@@ -204,12 +205,20 @@ void MonitorPage::attach(TrainingSession* session) {
     connect(session, &TrainingSession::event, this, &MonitorPage::addEvent);
     connect(session, &TrainingSession::failed, this, &MonitorPage::showFailed);
     connect(session, &TrainingSession::finished, this, &MonitorPage::showFinished);
+    connect(session, &TrainingSession::diverged, this, &MonitorPage::showDiverged);
     if (session->isRunning()) showStarting(session->runDir());
+}
+
+void MonitorPage::clearPlots() {
+    for (LivePlot* plot : {static_cast<LivePlot*>(m_loss), m_throughput, m_memory, m_lr}) plot->clearData();
+    m_rateWindow.clear();
+    m_planTotalMiB = 0;
 }
 
 void MonitorPage::showStarting(const QString& runDir) {
     m_runDir = runDir;
     m_lastStep = 0;
+    clearPlots();
     m_progress->setRange(0, 1);
     m_progress->setValue(0);
     m_eta->clear();
@@ -220,8 +229,7 @@ void MonitorPage::showStarting(const QString& runDir) {
 void MonitorPage::showStarted(const RunInfo& info) {
     const Plan& p = info.plan;
     if (!info.runDir.isEmpty()) m_runDir = info.runDir;
-    for (LivePlot* plot : {static_cast<LivePlot*>(m_loss), m_throughput, m_memory, m_lr}) plot->clearData();
-    m_rateWindow.clear();
+    clearPlots();
     const bool cpu = p.config.device == DeviceChoice::Cpu;
     m_memory->setTitle(cpu ? tr("Host memory (MiB)") : tr("GPU memory (MiB)"));
     m_planTotalMiB = p.memory.total / kMiB;
@@ -310,11 +318,20 @@ void MonitorPage::showFinished(bool stopped) {
     }
 }
 
+void MonitorPage::showDiverged(const QString& message) {
+    m_eta->clear();
+    QString text = message;
+    if (text.startsWith(QLatin1String("training diverged"))) text.replace(0, 17, tr("Diverged"));
+    text += tr(" To try again: Runs page, Reopen settings, then a lower Learning rate on the Train page.");
+    setState(State::Diverged, text);
+}
+
 void MonitorPage::setState(State state, const QString& text) {
     m_state = state;
     m_status->setText(text);
     QPalette pal = palette();
-    if (state == State::Failed) pal.setColor(QPalette::WindowText, QColor(0xd0, 0x3a, 0x3a));
+    if (state == State::Failed || state == State::Diverged)
+        pal.setColor(QPalette::WindowText, QColor(0xd0, 0x3a, 0x3a));
     m_status->setPalette(pal);
     updateButtons();
 }

@@ -4,9 +4,11 @@
 //  - The page only shows and asks: Stop, Resume and Export are signals (stopRequested, resumeRequested,
 //    exportRequested); the main window owns the TrainingSession and acts on them. attach() connects the
 //    session's signals to the show* slots, which tests may also call directly.
-//  - Every start clears the plots; a resumed run's earlier steps come in RunInfo::history.
+//  - Every start clears the plots at once (showStarting), keeping their layout, so a start that fails shows
+//    no data or axes of the run before; a resumed run's earlier steps come in RunInfo::history.
 //  - Resume is offered after a stop or a failure when the run folder has a complete checkpoint; Export after
-//    a finished run or whenever a checkpoint exists (checked on the filesystem, a directory listing).
+//    a finished run or whenever a checkpoint exists (checked on the filesystem, a directory listing). A
+//    diverged run (showDiverged) is not resumable (it would diverge again): the status says what to change.
 //  - The throughput plot shows rates over the last kRateWindow steps (their tokens and step times summed):
 //    a backend that runs ahead (CUDA) has its steps timed when they are collected, one step late except
 //    around eval/checkpoint steps, so single step times swing; a window evens that out. The ETA uses the
@@ -40,7 +42,7 @@ class MonitorPage : public QWidget {
     Q_DISABLE_COPY_MOVE(MonitorPage)
 
 public:
-    enum class State { Idle, Starting, Running, Stopping, Stopped, Finished, Failed };
+    enum class State { Idle, Starting, Running, Stopping, Stopped, Finished, Failed, Diverged };
     static constexpr int kMaxLogLines = 5000;
     static constexpr int kRateWindow = 8;
 
@@ -62,6 +64,7 @@ public slots:
     void showStopping();  // a stop was requested (Stop button, Ctrl+., closing the window)
     void showFailed(const tandem::ui::RunFailure& failure);
     void showFinished(bool stopped);
+    void showDiverged(const QString& message);  // the run stopped itself: its loss was not finite
 
 signals:
     void stopRequested();
@@ -72,6 +75,7 @@ private:
     void setState(State state, const QString& text);
     void updateButtons();
     void plotStep(const tandem::StepMetrics& m);
+    void clearPlots();
     void appendLog(const QString& line);
     bool hasCheckpoint() const;
     bool hasAdapter() const;

@@ -1,12 +1,21 @@
 // The "recent" lists of the Model and Data pages, kept in QSettings under one key each ("model/recent",
-// "data/recent"). Most recent first, no duplicates, at most kMaxEntries; paths that no longer exist are
-// dropped when the list is read, so a deleted model never lingers in the list.
+// "data/recent"). Most recent first, no duplicates (two spellings of one folder or file, e.g. through a
+// symlink, are one entry), at most kMaxEntries; paths that no longer exist are dropped when the list is read,
+// so a deleted model never lingers in the list.
+// Decisions a reader must know:
+//  - The widget shows the settings' order when it is filled (fillRecentList), and after that never reorders
+//    itself: selecting an entry again only marks it current (markRecent), so the rows under the mouse stay
+//    put during a double click. Only a path not yet shown is inserted, at the top. Tooltips hold full paths.
+//  - samePath compares canonical paths (symlinks resolved) when both exist, else cleaned absolute paths.
 #pragma once
 
 #include <QString>
 #include <QStringList>
 
+#include <functional>
 #include <utility>
+
+class QListWidget;
 
 namespace tandem::ui {
 
@@ -17,10 +26,24 @@ public:
     explicit RecentList(QString settingsKey) : m_key(std::move(settingsKey)) {}
 
     QStringList paths() const;      // existing paths, most recent first
-    void add(const QString& path);  // moves `path` to the front
+    void add(const QString& path);  // moves `path` (and any other spelling of it) to the front
 
 private:
     QString m_key;
 };
+
+// The same file or folder: canonical paths when both exist, else the cleaned absolute paths.
+bool samePath(const QString& a, const QString& b);
+
+// Item text for a path (the model's or the dataset's display name); the full path goes to the tooltip and
+// to Qt::UserRole.
+using RecentLabel = std::function<QString(const QString& path)>;
+
+// Replaces the items of `list` with `paths`, in that order.
+void fillRecentList(QListWidget* list, const QStringList& paths, const RecentLabel& label);
+
+// `path` was just selected: its item becomes the current one where it is; a path not in the list is inserted
+// at the top (and the list trimmed to RecentList::kMaxEntries).
+void markRecent(QListWidget* list, const QString& path, const RecentLabel& label);
 
 }  // namespace tandem::ui

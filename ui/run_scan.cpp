@@ -45,6 +45,8 @@ QString runStatusName(RunStatus status) {
             return QStringLiteral("failed");
         case RunStatus::Empty:
             return QStringLiteral("empty");
+        case RunStatus::Diverged:
+            return QStringLiteral("diverged");
     }
     return {};
 }
@@ -72,16 +74,28 @@ RunEntry readRunEntry(const QString& runDir) {
     }
     e.hasCheckpoint = checkpoint.has_value();
     const QByteArray line = lastLine(dir.filePath(QStringLiteral("metrics.jsonl")));
+    bool diverged = false;
     if (!line.isEmpty()) {
         const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr, false);
         if (j.is_object()) {
             if (j.contains("step") && j["step"].is_number()) e.steps = j["step"].get<int64_t>();
             if (j.contains("loss") && j["loss"].is_number()) e.finalLoss = j["loss"].get<double>();
+            diverged = j.value("status", std::string()) == "diverged";
         }
     }
     if (e.hasAdapter) {
         e.status = RunStatus::Finished;
         e.statusDetail = QStringLiteral("adapter written");
+    } else if (diverged) {
+        e.status = RunStatus::Diverged;
+        e.statusDetail =
+            QStringLiteral(
+                "the loss was not finite for several steps in a row and the run stopped; "
+                "reopen its settings with a lower Learning rate and train again") +
+            (e.hasCheckpoint
+                 ? QStringLiteral(" (the last good checkpoint is ") +
+                       QDir(e.dir).relativeFilePath(QString::fromStdString(checkpoint->string())) + QStringLiteral(")")
+                 : QString());
     } else if (e.hasCheckpoint) {
         e.status = RunStatus::Stopped;
         e.statusDetail = QStringLiteral("stopped or interrupted; resumable from ") +

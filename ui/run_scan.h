@@ -3,8 +3,10 @@
 // file), so the page calls them on a worker thread.
 // Decisions a reader must know:
 //  - Status follows the run directory layout the trainer writes (trainer.h): finished = adapter/ exists;
-//    stopped = a complete checkpoint but no adapter (resumable); failed = steps in metrics.jsonl but
-//    nothing to resume from; empty = no step was ever completed.
+//    diverged = no adapter and the last metrics line says "status": "diverged" (the trainer stopped it:
+//    the loss was not finite; any checkpoint left is the last good one); stopped = a complete checkpoint but
+//    no adapter (resumable); failed = steps in metrics.jsonl but nothing to resume from; empty = no step
+//    was ever completed.
 //  - For the table only the last line of metrics.jsonl is read (seeking from the end), never the whole file.
 #pragma once
 
@@ -18,8 +20,8 @@
 
 namespace tandem::ui {
 
-enum class RunStatus { Finished, Stopped, Failed, Empty };
-QString runStatusName(RunStatus status);  // "finished", "stopped", "failed", "empty"
+enum class RunStatus { Finished, Stopped, Failed, Empty, Diverged };
+QString runStatusName(RunStatus status);  // "finished", "stopped", "failed", "empty", "diverged"
 
 struct RunEntry {
     QString dir;    // absolute path of the run folder

@@ -70,6 +70,7 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
     m_folderLabel = new QLabel;
     m_folderLabel->setObjectName(QStringLiteral("runsFolderLabel"));
     m_folderLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    wrapMessage(m_folderLabel);
     m_refresh = button(tr("Refresh"), "refreshButton", tr("Read the runs folder again"));
     auto* top = new QHBoxLayout;
     top->addWidget(m_folderLabel, 1);
@@ -115,7 +116,7 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
     connect(m_delete, &QPushButton::clicked, this, &RunsPage::deleteSelected);
     m_status = new QLabel;
     m_status->setObjectName(QStringLiteral("runsStatusLabel"));
-    m_status->setWordWrap(true);
+    wrapMessage(m_status);
     auto* buttons = new QHBoxLayout;
     buttons->addWidget(m_status, 1);
     for (QPushButton* b : {m_reopen, m_resume, m_export, m_delete}) buttons->addWidget(b);
@@ -218,7 +219,7 @@ void RunsPage::onSelectionChanged() {
     const QStringList dirs = selectedRunDirs();
     const RunEntry* one = dirs.size() == 1 ? entry(dirs.first()) : nullptr;
     m_reopen->setEnabled(one && one->configError.isEmpty());
-    m_resume->setEnabled(one && one->hasCheckpoint && !one->hasAdapter);
+    m_resume->setEnabled(one && one->hasCheckpoint && !one->hasAdapter && one->status != RunStatus::Diverged);
     m_export->setEnabled(one && (one->hasAdapter || one->hasCheckpoint));
     m_delete->setEnabled(!dirs.isEmpty());
     loadCurves(dirs);

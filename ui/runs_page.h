@@ -6,6 +6,8 @@
 //    after a newer refresh or selection is dropped. A refresh keeps the selected runs selected.
 //  - The page does not know which run the session is training: the main window refreshes it when a run
 //    ends, and the delete confirmation names what will be removed.
+//  - A diverged run is not offered for Resume (with the same settings it diverges again); Reopen settings
+//    is the way on, and Export warns first (ExportDialog).
 #pragma once
 
 #include <QString>

@@ -1,5 +1,10 @@
 // One look for status lines across the pages: neutral, good (green) or bad (red) text on a QLabel. The two
 // colours are mid-tones readable on both the light and the dark palette, so they follow no theme switch.
+// Message labels in box layouts wrap (wrapMessage): a long one-line error must grow the label downwards,
+// never widen the window. Word wrap alone is not enough, since a wrapped QLabel still asks for its longest
+// word as minimum width (a path, a hash); the minimum width is therefore set explicitly to a small value.
+// Not for labels in a QFormLayout: it sizes a wrapped label's row for the label's minimum width, so a small
+// one makes a tall, mostly empty row; those labels only get word wrap.
 #pragma once
 
 #include <QLabel>
@@ -8,6 +13,13 @@
 namespace tandem::ui {
 
 enum class Tone { Neutral, Good, Bad };
+
+inline constexpr int kMessageMinWidth = 120;
+
+inline void wrapMessage(QLabel* label) {
+    label->setWordWrap(true);
+    label->setMinimumWidth(kMessageMinWidth);
+}
 
 inline void setStatusText(QLabel* label, const QString& text, Tone tone) {
     label->setText(text);

@@ -32,9 +32,11 @@
 
 #include "tandem/error.h"
 #include "tandem/lora.h"
+#include "tandem/system_info.h"
 #include "ui/field_validation.h"
 #include "ui/hf_cache.h"
 #include "ui/model_inspection.h"
+#include "ui/recent_list.h"
 #include "ui/run_async.h"
 #include "ui/status_text.h"
 
@@ -53,6 +55,10 @@ const QStringList kPresetOrder = {QStringLiteral("quick_test"), QStringLiteral("
 
 QString checkpointingExplanation(const QString& policy) {
     if (policy == QLatin1String("off")) return QObject::tr("Off: keep every activation. Fastest, most GPU memory.");
+    if (policy == QLatin1String("selective"))
+        return QObject::tr(
+            "Selective: keep each block's input and its attention results, recompute the norms and the MLP "
+            "projections in the backward pass (between off and recompute in speed and memory).");
     if (policy == QLatin1String("recompute"))
         return QObject::tr(
             "Recompute: keep only each block's input and recompute the block in the backward pass "
@@ -66,8 +72,8 @@ QString checkpointingExplanation(const QString& policy) {
             "Smart, single buffer: as smart with one reload buffer (less pinned host memory, less "
             "overlap).");
     return QObject::tr(
-        "Auto: the fastest policy that fits the GPU (off, then recompute, smart, smart-single). "
-        "No effect on the CPU.");
+        "Auto: the fastest policy that fits the GPU (off, then selective, then recompute, then smart, with a "
+        "single reload buffer as the last resort). Off on the CPU.");
 }
 
 QString packingExplanation(bool packing) {
@@ -88,6 +94,28 @@ QString presetDisplayName(const QString& baseName) {
 
 QString engineName(std::string_view name) {
     return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+}
+
+// Empty when a new run folder can be made in `folder`: the nearest existing folder on its path is a
+// writable folder (a few stat calls, cheap enough for every settings change). Else why not.
+QString runsFolderProblem(const QString& folder) {
+    if (folder.isEmpty()) return QObject::tr("Choose a runs folder.");
+    QFileInfo info(QDir::cleanPath(QFileInfo(folder).absoluteFilePath()));
+    while (!info.exists()) {
+        const QString parent = info.absolutePath();
+        if (parent == info.absoluteFilePath()) break;  // the root
+        info = QFileInfo(parent);
+    }
+    if (info.exists() && info.isDir() && info.isWritable()) return {};
+    return QObject::tr("The runs folder %1 cannot hold new runs (%2 is not a writable folder): choose a writable "
+                       "runs folder.")
+        .arg(QDir::toNativeSeparators(folder), QDir::toNativeSeparators(info.absoluteFilePath()));
+}
+
+// Selects the item whose data is `name`, or auto (the first item) when the combo does not offer it.
+void selectOrAuto(QComboBox* combo, std::string_view name) {
+    const int index = combo->findData(engineName(name));
+    combo->setCurrentIndex(index < 0 ? 0 : index);
 }
 
 }  // namespace
@@ -130,7 +158,7 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
 
     m_blockedLabel = new QLabel;
     m_blockedLabel->setObjectName(QStringLiteral("trainBlockedLabel"));
-    m_blockedLabel->setWordWrap(true);
+    wrapMessage(m_blockedLabel);
     m_trainButton = new QPushButton(tr("Train"));
     m_trainButton->setObjectName(QStringLiteral("trainButton"));
     m_trainButton->setDefault(true);
@@ -189,6 +217,14 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
         if (!path.isEmpty()) applyPreset(path);
     });
     onFieldsChanged();
+    // Whether a GPU is usable: system_info creates the CUDA context, so it is asked off the GUI thread.
+    runAsync(
+        this,
+        [] {
+            const SystemInfo info = system_info();
+            return std::pair<bool, QString>(info.gpu_usable, QString::fromStdString(info.gpu_unavailable_reason));
+        },
+        [this](const std::pair<bool, QString>& gpu) { setGpuAvailable(gpu.first, gpu.second); });
     // The main window connects limitsChanged after construction: tell the Data page once the loop runs.
     QTimer::singleShot(0, this, [this] {
         emit limitsChanged(m_maxSeqLen->value(), m_batchTokens->value(), m_packing->isChecked());
@@ -328,10 +364,11 @@ QWidget* TrainPage::buildMemoryBox() {
     m_packingHelp->setWordWrap(true);
     m_checkpointing = new QComboBox;
     m_checkpointing->setObjectName(QStringLiteral("checkpointingCombo"));
-    for (CheckpointPolicy p : {CheckpointPolicy::Auto, CheckpointPolicy::Off, CheckpointPolicy::Recompute,
-                               CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle})
+    // Not smart-single: it exists to measure what double buffering brings (tandem-cli --checkpointing).
+    for (CheckpointPolicy p : {CheckpointPolicy::Auto, CheckpointPolicy::Off, CheckpointPolicy::Selective,
+                               CheckpointPolicy::Recompute, CheckpointPolicy::Smart})
         m_checkpointing->addItem(engineName(checkpoint_policy_name(p)), engineName(checkpoint_policy_name(p)));
-    m_checkpointing->setToolTip(tr("Smart checkpointing: how activations are kept for the backward pass (GPU only)"));
+    m_checkpointing->setToolTip(tr("Checkpointing: how activations are kept for the backward pass (auto means off on the CPU)"));
     m_checkpointingHelp = new QLabel;
     m_checkpointingHelp->setObjectName(QStringLiteral("checkpointingHelp"));
     m_checkpointingHelp->setWordWrap(true);
@@ -343,7 +380,7 @@ QWidget* TrainPage::buildMemoryBox() {
     m_memoryBar->setToolTip(tr("Estimated peak memory of the run against the GPU's memory (host memory on the CPU)"));
     m_memoryLabel = new QLabel(tr("Choose a model to estimate memory."));
     m_memoryLabel->setObjectName(QStringLiteral("memoryLabel"));
-    m_memoryLabel->setWordWrap(true);
+    m_memoryLabel->setWordWrap(true);  // in the form layout (status_text.h)
     m_memoryLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     connect(m_device, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
     connect(m_packing, &QCheckBox::toggled, this, &TrainPage::onFieldEdited);
@@ -412,10 +449,9 @@ void TrainPage::fillFields(const RunConfig& c) {
     m_gradAccum->setValue(c.training.grad_accum);
     m_maxSeqLen->setValue(c.data.max_seq_len);
     m_seed->setValue(static_cast<int>(std::min<uint64_t>(c.seed, static_cast<uint64_t>(m_seed->maximum()))));
-    m_device->setCurrentIndex(m_device->findData(engineName(device_choice_name(c.device))));
+    selectOrAuto(m_device, device_choice_name(c.device));
     m_packing->setChecked(c.data.packing);
-    m_checkpointing->setCurrentIndex(
-        m_checkpointing->findData(engineName(checkpoint_policy_name(c.memory.checkpointing))));
+    selectOrAuto(m_checkpointing, checkpoint_policy_name(c.memory.checkpointing));
     m_filling = false;
 }
 
@@ -464,13 +500,13 @@ void TrainPage::setConfig(const RunConfig& c) {
     m_base = c;
     m_base.output_dir.clear();
     const QString model = QString::fromStdString(c.model);
-    if (model != m_model) {
+    if (!samePath(model, m_model)) {
         m_model = model;
         m_modelSupported = false;
         m_modelConfirmed = false;
     }
     const QString dataset = QString::fromStdString(c.data.dataset);
-    if (dataset != m_dataset || QString::fromStdString(c.data.format) != m_format) {
+    if (!samePath(dataset, m_dataset) || QString::fromStdString(c.data.format) != m_format) {
         m_dataset = dataset;
         m_format = QString::fromStdString(c.data.format);
         m_datasetValid = false;
@@ -504,6 +540,31 @@ void TrainPage::setDataset(const QString& path, const QString& format, bool vali
 void TrainPage::setRunning(bool running) {
     m_running = running;
     updateTrainButton();
+}
+
+void TrainPage::setGpuAvailable(bool usable, const QString& reason) {
+    const QString cuda = engineName(device_choice_name(DeviceChoice::Cuda));
+    const int index = m_device->findData(cuda);
+    const QString tip =
+        tr("auto: the GPU when one is usable, else the CPU; cuda: require the GPU; cpu: the CPU reference "
+           "backend (slow, for small models)");
+    if (usable) {
+        if (index < 0) {
+            const QSignalBlocker block(m_device);
+            m_device->insertItem(1, cuda, cuda);
+        }
+        m_device->setToolTip(tip);
+        return;
+    }
+    m_device->setToolTip(tip + tr(". cuda is not offered: %1").arg(reason.isEmpty() ? tr("no usable GPU") : reason));
+    if (index < 0) return;
+    const bool wasCurrent = m_device->currentIndex() == index;
+    {
+        const QSignalBlocker block(m_device);  // not a user's edit: the preset stays
+        m_device->removeItem(index);
+        if (wasCurrent) m_device->setCurrentIndex(0);  // auto: the CPU here
+    }
+    if (wasCurrent) onFieldsChanged();
 }
 
 void TrainPage::onFieldsChanged() {
@@ -557,7 +618,10 @@ void TrainPage::validateFields() {
     } catch (const std::exception& e) {
         m_fieldError = QString::fromUtf8(e.what());
         markFields(m_fieldError);
+        return;
     }
+    const QString runsFolderIssue = runsFolderProblem(runsFolder());
+    if (!runsFolderIssue.isEmpty()) markFieldInvalid(m_runsFolderEdit, runsFolderIssue);
 }
 
 // validate_run_config names the field first ("training.lr: ...", "lora: r = ..."); map it to the widgets.
@@ -684,6 +748,7 @@ void TrainPage::showEstimate(const MemoryEstimate& e, const QString& error) {
 
 void TrainPage::updateTrainButton() {
     QString reason;
+    const QString runsFolderIssue = runsFolderProblem(runsFolder());
     if (m_running)
         reason = tr("A run is in progress.");
     else if (m_model.isEmpty())
@@ -700,6 +765,8 @@ void TrainPage::updateTrainButton() {
         reason = tr("The dataset has problems (the Data page shows them).");
     else if (!m_fieldError.isEmpty())
         reason = m_fieldError;
+    else if (!runsFolderIssue.isEmpty())
+        reason = runsFolderIssue;
     else if (m_estimatePending)
         reason = tr("Estimating memory…");
     else if (!m_estimateFits)

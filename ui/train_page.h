@@ -8,9 +8,15 @@
 //  - Fields are checked with the engine's validate_run_config on every change (cheap, GUI thread); its
 //    message names the field, which is then marked. estimate_memory runs on a worker thread, debounced
 //    (kEstimateDelayMs) and only for the latest settings.
-//  - The model and dataset come from the Model and Data pages (setModel / setDataset). setConfig keeps a
-//    reopened run's paths but treats them as unchecked until those pages confirm them, so the main window
-//    must also select them there.
+//  - The model and dataset come from the Model and Data pages (setModel / setDataset). setConfig keeps the
+//    current model or dataset when the reopened run's is the same folder or file (canonical paths: a symlink
+//    counts as the same); a different one is unchecked until its page confirms it, so the main window
+//    selects the run's model and dataset on those pages (MainWindow::reopenSettings).
+//  - Train also waits for a runs folder that can hold a new run folder (the nearest existing folder on its
+//    path must be a writable folder): otherwise it says "choose a writable runs folder".
+//  - Choices the GUI does not offer: checkpointing smart-single (a measurement aid; tandem-cli has it) and
+//    device cuda when no GPU is usable (system_info, asked once off the GUI thread; setGpuAvailable). A
+//    reopened config that names one of them shows auto instead.
 #pragma once
 
 #include <QHash>
@@ -57,6 +63,8 @@ public slots:
     void setDataset(const QString& path, const QString& format, bool valid);
     void setRunning(bool running);
     void applyPreset(const QString& resourcePath);
+    // Whether the cuda device can be chosen (called with system_info's answer; tests call it directly).
+    void setGpuAvailable(bool usable, const QString& reason);
 
 signals:
     void trainRequested(const tandem::RunConfig& config);

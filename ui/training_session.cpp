@@ -1,8 +1,10 @@
 // TrainingSession and its worker. The worker is a QObject moved to the session's thread; its run() slot is
 // the only code that touches the Trainer. It keeps its outcome in members that the session reads after
-// QThread::finished (the thread has ended, so no lock is needed).
+// QThread::finished (the thread has ended, so no lock is needed). Filesystem errors (a runs folder that
+// cannot be written) become I/O failures that say what to do, not internal errors.
 #include "ui/training_session.h"
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 #include <QThread>
@@ -57,6 +59,21 @@ std::vector<tandem::StepMetrics> readHistory(const std::filesystem::path& runDir
     return out;
 }
 
+QString writableRunsFolderHint() {
+    return QCoreApplication::translate("tandem::ui::TrainingSession",
+                                       "Choose a writable runs folder (Train page, Runs folder).");
+}
+
+// Creates a new run's folder (and the runs folder above it). Empty when it exists now, else why not.
+QString createRunFolder(const std::filesystem::path& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (!ec && std::filesystem::is_directory(dir, ec)) return {};
+    return QCoreApplication::translate("tandem::ui::TrainingSession", "Cannot create the run folder %1 (%2). %3")
+        .arg(QString::fromStdString(dir.string()), QString::fromStdString(ec ? ec.message() : "not a folder"),
+             writableRunsFolderHint());
+}
+
 // The step of the latest complete checkpoint (checkpoints/step-N), 0 when there is none.
 int64_t checkpointStep(const std::filesystem::path& runDir) {
     const auto dir = tandem::latest_checkpoint(runDir);
@@ -81,6 +98,8 @@ public:
     // Read by the session after the thread finished.
     bool ok = false;
     bool stopped = false;
+    bool diverged = false;
+    QString divergedMessage;
     RunFailure failure;
 
 signals:
@@ -90,6 +109,18 @@ signals:
 
 public slots:
     void run() {
+        const std::filesystem::path runDir = m_config.output_dir;
+        bool created = false;
+        if (!m_resume && !runDir.empty()) {
+            const bool existed = std::filesystem::exists(runDir);
+            const QString why = createRunFolder(runDir);
+            if (!why.isEmpty()) {
+                failure = {tandem::ErrorCategory::Io, why};
+                QThread::currentThread()->quit();
+                return;
+            }
+            created = !existed;
+        }
         try {
             tandem::Trainer trainer = tandem::Trainer::prepare(m_config, tandem::TrainerOptions{.resume = m_resume});
             RunInfo info;
@@ -105,15 +136,29 @@ public slots:
             Sink sink(*this);
             trainer.run(sink, *m_stop);
             stopped = trainer.stopped();
+            diverged = trainer.diverged();
+            divergedMessage = QString::fromStdString(trainer.diverged_message());
             ok = true;
         } catch (const tandem::Error& e) {
             failure = {e.category(), QString::fromStdString(e.what())};
         } catch (const std::bad_alloc&) {
             failure = {tandem::ErrorCategory::OutOfMemory, tr("out of host memory")};
+        } catch (const std::filesystem::filesystem_error& e) {
+            // Writing the run folder failed (permissions, a full disk): say where to go, not "internal".
+            std::error_code ec;
+            const std::string dir = std::filesystem::absolute(runDir, ec).string();
+            const bool inRun = !dir.empty() && std::filesystem::absolute(e.path1(), ec).string().rfind(dir, 0) == 0;
+            failure = {tandem::ErrorCategory::Io,
+                       QString::fromStdString(e.what()) +
+                           (inRun ? QStringLiteral(". ") + writableRunsFolderHint() : QString())};
         } catch (const std::exception& e) {
             failure = {tandem::ErrorCategory::Internal, QString::fromStdString(e.what())};
         } catch (...) {
             failure = {tandem::ErrorCategory::Internal, tr("unknown error")};
+        }
+        if (!ok && created) {  // nothing was written into the new folder: do not leave it behind
+            std::error_code ec;
+            if (std::filesystem::is_empty(runDir, ec)) std::filesystem::remove(runDir, ec);
         }
         QThread::currentThread()->quit();
     }
@@ -175,13 +220,16 @@ void TrainingSession::onThreadFinished() {
     m_thread->wait();  // finished was emitted: this returns at once
     const bool ok = m_worker->ok;
     const bool stopped = m_worker->stopped;
+    const bool wasDiverged = m_worker->diverged;
+    const QString divergedMessage = m_worker->divergedMessage;
     const RunFailure failure = m_worker->failure;
     delete m_worker;
     delete m_thread;
     m_worker = nullptr;
     m_thread = nullptr;
     emit runningChanged(false);
-    if (ok) emit finished(stopped);
+    if (ok && wasDiverged) emit diverged(divergedMessage);
+    else if (ok) emit finished(stopped);
     else emit failed(failure);
 }
 

@@ -3,8 +3,11 @@
 // Trainer::prepare, plan and run; a ProgressSink on that thread emits the metrics as queued signals.
 // Decisions a reader must know:
 //  - Exactly one terminal signal per start(): finished(stopped) when run() returned (stopped = a stop
-//    request ended it, a checkpoint was written), or failed(failure) when anything threw. Both are emitted
+//    request ended it, a checkpoint was written), diverged(message) when run() stopped itself because the
+//    loss stopped being finite (tandem/trainer.h), or failed(failure) when anything threw. Each is emitted
 //    after the thread has ended and isRunning() is false, so a slot may start() the next run at once.
+//  - A new run's folder is created before anything is loaded: a runs folder that cannot hold it fails at
+//    once with "choose a writable runs folder" (an I/O failure, not an internal error).
 //  - requestStop() only sets an atomic flag: the engine drops the partial step and checkpoints the last
 //    completed one. A stop during prepare() (loading) takes effect when the first step begins.
 //  - Destroying a running session requests a stop and joins the thread (it waits for the current step):
@@ -52,6 +55,7 @@ signals:
     void event(const tandem::RunEvent& event);
     void failed(const tandem::ui::RunFailure& failure);
     void finished(bool stopped);
+    void diverged(const QString& message);  // the engine's Diverged message: what happened, what to change
 
 private:
     void onThreadFinished();

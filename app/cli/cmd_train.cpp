@@ -1,12 +1,15 @@
 // `tandem-cli train --config run.json [flags]` — one LoRA fine-tuning run. Every setting of the run config
 // also exists as a flag; flags override the file. Progress goes to stderr (one \r-updated line on a TTY,
 // a line per step otherwise); stdout gets the adapter path at the end. SIGINT asks the trainer to stop:
-// it checkpoints the last completed step and the command exits 130; `--resume` continues from there.
+// it checkpoints the last completed step and the command exits 130; `--resume` continues from there, and
+// `--out RUN --resume` without --config, --model and --dataset reads the settings from RUN/config.json.
+// A run that diverges (non-finite loss for --max-nonfinite-steps steps in a row) exits 2 with what to change.
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -48,7 +51,8 @@ public:
         line_open_ = tty_;
     }
     void on_event(const RunEvent& e) override {
-        if (e.kind == RunEventKind::Eval) return;  // shown on the step line
+        if (e.kind == RunEventKind::Eval) return;      // shown on the step line
+        if (e.kind == RunEventKind::Diverged) return;  // the command's error message says it
         if (line_open_) std::fprintf(stderr, "\n");
         line_open_ = false;
         std::fprintf(stderr, "%s: %s\n", std::string(run_event_kind_name(e.kind)).c_str(), e.message.c_str());
@@ -67,7 +71,7 @@ Run add_train_command(CLI::App& app) {
         std::string checkpointing;
         std::optional<int> lora_r, grad_accum, batch_tokens, max_seq_len;
         std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm;
-        std::optional<int64_t> epochs, max_steps, checkpoint_every, eval_every, warmup_steps;
+        std::optional<int64_t> epochs, max_steps, checkpoint_every, eval_every, warmup_steps, max_nonfinite_steps;
         std::optional<uint64_t> seed;
         bool resume = false;
     };
@@ -104,10 +108,23 @@ Run add_train_command(CLI::App& app) {
                     "that fits the GPU)");
     sub->add_option("--checkpoint-every", o->checkpoint_every, "checkpoint every N steps (0: only on stop)");
     sub->add_option("--eval-every", o->eval_every, "evaluate every N steps (0: at the end)");
-    sub->add_flag("--resume", o->resume, "continue the run in --out from its latest checkpoint");
+    sub->add_option("--max-nonfinite-steps", o->max_nonfinite_steps,
+                    "stop the run as diverged after N steps in a row with a non-finite loss (default 3)");
+    sub->add_flag(
+        "--resume", o->resume,
+        "continue the run in --out from its latest checkpoint (alone: with the settings in --out/config.json)");
     return [o]() {
         RunConfig c;
         if (!o->config.empty()) c = load_run_config(o->config, /*validate=*/false);
+        if (o->resume && o->config.empty() && o->model.empty() && o->dataset.empty()) {
+            // `train --out RUN --resume` (the hint printed after Ctrl-C): the run's own resolved settings.
+            if (o->out.empty()) throw_invalid("--resume: give the run folder to continue with --out RUN");
+            const std::filesystem::path stored = std::filesystem::path(o->out) / "config.json";
+            if (!std::filesystem::exists(stored))
+                throw_invalid(o->out + ": there is no run to resume here (no config.json); start it with --model and "
+                                       "--dataset, without --resume");
+            c = load_run_config(stored, /*validate=*/false);
+        }
         if (!o->model.empty()) c.model = o->model;
         if (!o->init_adapter.empty()) c.init_adapter = o->init_adapter;
         if (!o->dataset.empty()) c.data.dataset = o->dataset;
@@ -159,6 +176,7 @@ Run add_train_command(CLI::App& app) {
         }
         if (o->checkpoint_every) c.training.checkpoint_every = *o->checkpoint_every;
         if (o->eval_every) c.training.eval_every = *o->eval_every;
+        if (o->max_nonfinite_steps) c.training.max_nonfinite_steps = *o->max_nonfinite_steps;
 
         Trainer trainer = Trainer::prepare(c, TrainerOptions{.resume = o->resume});
         const Plan plan = trainer.plan();
@@ -186,6 +204,8 @@ Run add_train_command(CLI::App& app) {
             throw;
         }
         sigaction(SIGINT, &old, nullptr);
+        if (trainer.diverged())
+            throw_invalid(trainer.diverged_message() + " Here: a lower --lr, and a new --out.");
         if (trainer.stopped()) {
             std::fprintf(stderr, "stopped; resume with: tandem-cli train --out %s --resume (same settings)\n",
                          plan.config.output_dir.c_str());

@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QLineEdit>
 #include <QPixmap>
 #include <QPushButton>
 #include <QTimer>
@@ -61,6 +62,7 @@ void ScreenshotTour::startRun() {
     auto* session = m_window.session();
     connect(session, &tandem::ui::TrainingSession::stepCompleted, this, [this] { ++m_steps; });
     connect(session, &tandem::ui::TrainingSession::finished, this, [this] { m_ended = true; });
+    connect(session, &tandem::ui::TrainingSession::diverged, this, [this] { m_ended = true; });
     connect(session, &tandem::ui::TrainingSession::failed, this, [this](const tandem::ui::RunFailure& f) {
         std::fprintf(stderr, "tandem: screenshot run failed: %s\n", qPrintable(f.message));
         m_ended = true;
@@ -92,13 +94,56 @@ void ScreenshotTour::startRun() {
                                 QTimer::singleShot(500, this, [this, about] {
                                     grabWindow(about, QStringLiteral("08-about"));
                                     about->close();
-                                    finish(0);
+                                    divergedRun();
                                 });
                             });
                         });
                     });
                 });
             });
+        });
+    });
+}
+
+// Learning rate 1e5: the loss turns non-finite within a few steps and the run stops itself as diverged.
+void ScreenshotTour::divergedRun() {
+    tandem::RunConfig c = m_window.session()->config();
+    c.output_dir = m_window.trainPage()->config().output_dir;  // a new folder
+    c.training.lr = 1e5;
+    c.training.checkpoint_every = 1;
+    m_ended = false;
+    m_window.startRun(c);
+    waitFor(QStringLiteral("the diverged run to end"), [this] { return m_ended; }, 300000, [this] {
+        shoot(MainWindow::MonitorPageIndex, QStringLiteral("09-monitor-diverged"), [this] {
+            selectFirstRun();
+            shoot(MainWindow::RunsPageIndex, QStringLiteral("10-runs-diverged"), [this] {
+                tandem::ui::ExportDialog* dialog = m_window.exportRun();
+                QTimer::singleShot(500, this, [this, dialog] {
+                    if (dialog) {
+                        grabWindow(dialog, QStringLiteral("11-export-diverged"));
+                        dialog->close();
+                    }
+                    unwritableRunsFolder();
+                });
+            });
+        });
+    });
+}
+
+// A runs folder below a file: the Train page says what to do; a start into it fails at once.
+void ScreenshotTour::unwritableRunsFolder() {
+    auto* edit = m_window.trainPage()->findChild<QLineEdit*>(QStringLiteral("runsFolderEdit"));
+    const QString before = edit ? edit->text() : QString();
+    const QString bad = QDir(m_dir).filePath(QStringLiteral("01-model.png/runs"));
+    if (edit) edit->setText(bad);
+    shoot(MainWindow::TrainPageIndex, QStringLiteral("12-train-unwritable-runs-folder"), [this, edit, before, bad] {
+        if (edit) edit->setText(before);
+        tandem::RunConfig c = m_window.session()->config();
+        c.output_dir = QDir(bad).filePath(QStringLiteral("run")).toStdString();
+        m_ended = false;
+        m_window.startRun(c);
+        waitFor(QStringLiteral("the failed start"), [this] { return m_ended; }, 60000, [this] {
+            shoot(MainWindow::MonitorPageIndex, QStringLiteral("13-monitor-failed-start"), [this] { finish(0); });
         });
     });
 }

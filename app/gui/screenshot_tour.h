@@ -4,6 +4,9 @@
 // Decisions a reader must know:
 //  - It acts like a user: demo model and dataset selected, settings made tiny (150 steps, batch 512 tokens,
 //    CPU, eval every 10 steps), Train pressed through the Train page's own button.
+//  - After the pages of that run it shows what goes wrong: a run at learning rate 1e5 that diverges
+//    (Monitor, Runs, the Export dialog's warning), a runs folder that is not a folder (the Train page's
+//    reason), and a start into it (the Monitor after a failed start: cleared plots, the message).
 //  - Every wait has a deadline; on a deadline the tour takes the screenshots it can and quits with a
 //    non-zero exit code, naming what it waited for.
 #pragma once
@@ -30,6 +33,8 @@ private:
     void shoot(int page, const QString& name, std::function<void()> next);
     void grabWindow(QWidget* widget, const QString& name);
     void startRun();
+    void divergedRun();
+    void unwritableRunsFolder();
     void selectFirstRun();
     void finish(int exitCode);
 

@@ -168,6 +168,9 @@ void validate_run_config(const RunConfig& c) {
     if (t.eval_every < 0) throw_invalid("training.eval_every: must not be negative, got " + std::to_string(t.eval_every));
     if (t.checkpoint_every < 0)
         throw_invalid("training.checkpoint_every: must not be negative, got " + std::to_string(t.checkpoint_every));
+    if (t.max_nonfinite_steps < 1)
+        throw_invalid("training.max_nonfinite_steps: must be >= 1 (the non-finite steps in a row that stop the "
+                      "run), got " + std::to_string(t.max_nonfinite_steps));
 }
 
 void to_json(nlohmann::json& j, const RunConfig& c) {
@@ -187,7 +190,8 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
                       {"batch_tokens", c.training.batch_tokens}, {"grad_accum", c.training.grad_accum},
                       {"max_grad_norm", c.training.max_grad_norm}, {"weight_decay", c.training.weight_decay},
                       {"betas", {c.training.beta1, c.training.beta2}}, {"eps", c.training.eps},
-                      {"eval_every", c.training.eval_every}, {"checkpoint_every", c.training.checkpoint_every}}},
+                      {"eval_every", c.training.eval_every}, {"checkpoint_every", c.training.checkpoint_every},
+                      {"max_nonfinite_steps", c.training.max_nonfinite_steps}}},
         {"memory", {{"checkpointing", std::string(checkpoint_policy_name(c.memory.checkpointing))}}},
         {"device", std::string(device_choice_name(c.device))},
         {"seed", c.seed},
@@ -226,7 +230,7 @@ RunConfig parse_run_config(const nlohmann::json& j) {
         const json& t = j.at("training");
         check_keys(t, "training", {"lr", "schedule", "warmup_steps", "warmup_ratio", "epochs", "max_steps", "batch_tokens",
                                    "grad_accum", "max_grad_norm", "weight_decay", "betas", "eps", "eval_every",
-                                   "checkpoint_every"});
+                                   "checkpoint_every", "max_nonfinite_steps"});
         TrainingConfig& x = c.training;
         read_number(t, "training", "lr", x.lr);
         if (t.contains("schedule")) {
@@ -254,6 +258,7 @@ RunConfig parse_run_config(const nlohmann::json& j) {
         read_number(t, "training", "eps", x.eps);
         read_int(t, "training", "eval_every", x.eval_every);
         read_int(t, "training", "checkpoint_every", x.checkpoint_every);
+        read_int(t, "training", "max_nonfinite_steps", x.max_nonfinite_steps);
     }
     if (j.contains("memory")) {
         const json& m = j.at("memory");

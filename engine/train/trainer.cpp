@@ -6,6 +6,9 @@
 //  - grad_scale = 1 / label tokens of the whole step, computed before the micro-batches run.
 //  - Checkpoint = LoRA values + AdamW moments + state.json. Nothing else is needed to continue bitwise:
 //    the schedule, the data order and the dropout seeds are pure functions of (seed, step, position).
+//  - Divergence is judged on collected steps: a streak of non-finite steps that reaches
+//    max_nonfinite_steps ends the run at once (a step already queued behind it runs but is not reported),
+//    and the checkpoints whose weights produced the first non-finite step (steps >= the last finite one) go.
 #include "tandem/trainer.h"
 
 #include <fcntl.h>
@@ -43,6 +46,7 @@ std::string_view run_event_kind_name(RunEventKind kind) noexcept {
         case RunEventKind::Finished: return "finished";
         case RunEventKind::Stopped: return "stopped";
         case RunEventKind::Resumed: return "resumed";
+        case RunEventKind::Diverged: return "diverged";
     }
     return "?";
 }
@@ -108,6 +112,7 @@ json comparable(json j) {
     if (j.contains("training")) {
         j["training"].erase("checkpoint_every");
         j["training"].erase("eval_every");
+        j["training"].erase("max_nonfinite_steps");  // when to give up, not what is trained (older runs lack it)
     }
     return j;
 }
@@ -170,6 +175,8 @@ struct Trainer::Impl {
     int64_t batch_pos = 0;  // next micro-batch index within the epoch
     bool resume_loaded = false;
     bool stopped = false;
+    bool diverged = false;
+    std::string diverged_message;
 
     std::vector<PackedBatch> epoch_batches;
     int64_t epoch_batches_of = -1;
@@ -295,12 +302,50 @@ struct Trainer::Impl {
         write_file_atomic(p, kept);
     }
 
+    // Ends a diverged run: removes the checkpoints of steps >= last_finite (their weights give a non-finite
+    // loss at the next step) and reports what happened and what to change.
+    void finish_diverged(ProgressSink& sink, int64_t diverged_at, int64_t streak, int64_t last_finite) {
+        std::error_code ec;
+        int64_t kept = -1;
+        std::vector<int64_t> removed;
+        for (const auto& e : fs::directory_iterator(out / "checkpoints", ec)) {
+            const int64_t s = step_of_dir_name(e.path().filename().string());
+            if (s < 0) continue;
+            if (s >= last_finite) {
+                fs::remove_all(e.path());
+                removed.push_back(s);
+            } else if (fs::is_regular_file(e.path() / kStateName)) {
+                kept = std::max(kept, s);
+            }
+        }
+        fsync_dir(out / "checkpoints");
+        std::ostringstream lr;
+        lr << config.training.lr;
+        const std::string from = std::to_string(diverged_at - streak + 1), to = std::to_string(diverged_at);
+        std::string msg =
+            "training diverged at step " + to + ": the loss or the gradient norm was not finite" +
+            (streak == 1 ? std::string("")
+                         : " for " + std::to_string(streak) + " steps in a row (steps " + from + " to " + to + ")") +
+            ", so the run was stopped and no adapter was written. Lower the learning rate (it was " + lr.str() +
+            ") and start a new run.";
+        if (!removed.empty())
+            msg += " Checkpoints from step " + std::to_string(*std::min_element(removed.begin(), removed.end())) +
+                   " on were removed: their weights give a non-finite loss.";
+        msg += kept >= 0 ? " The last good checkpoint is checkpoints/step-" + std::to_string(kept) + "."
+                         : " No checkpoint from before the divergence is left.";
+        diverged = true;
+        diverged_message = msg;
+        sink.on_event({RunEventKind::Diverged, msg, diverged_at});
+    }
+
     void run(ProgressSink& sink, const std::atomic<bool>& stop);
 };
 
 void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
     using clock = std::chrono::steady_clock;
     stopped = false;
+    diverged = false;
+    diverged_message.clear();
     fs::create_directories(out / "checkpoints");
     if (!fs::exists(out / "config.json")) {
         json j = config;
@@ -339,6 +384,9 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
     };
     std::optional<Pending> pending;
     auto last_collect = run_start;
+    int64_t nonfinite = 0;            // collected steps in a row whose loss or gradient norm is not finite
+    int64_t last_finite = step;       // the latest step with a finite loss and gradient norm (or where this run began)
+    int64_t diverged_at = 0;          // the step that made the streak reach max_nonfinite_steps
     auto collect = [&] {
         Pending p = std::move(*pending);
         pending.reset();
@@ -346,10 +394,21 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
         StepMetrics& m = p.m;
         m.loss = m.label_tokens > 0 ? r.loss_sum / static_cast<double>(m.label_tokens) : 0.0;
         m.grad_norm = r.grad_norm;
-        if (!std::isfinite(r.grad_norm))
+        const bool finite = std::isfinite(m.loss) && std::isfinite(m.grad_norm);
+        if (finite) {
+            nonfinite = 0;
+            last_finite = m.step;
+        } else {
+            ++nonfinite;
             sink.on_event({RunEventKind::Warning,
-                           "step " + std::to_string(m.step) + ": the gradient norm is not finite; update skipped",
+                           "step " + std::to_string(m.step) +
+                               (std::isfinite(r.grad_norm) ? ": the loss is not finite"
+                                                           : ": the gradient norm is not finite; update skipped") +
+                               " (" + std::to_string(nonfinite) + " of " + std::to_string(tc.max_nonfinite_steps) +
+                               " non-finite steps in a row that stop the run)",
                            m.step});
+            if (nonfinite >= tc.max_nonfinite_steps && diverged_at == 0) diverged_at = m.step;
+        }
         const auto t1 = clock::now();
         m.step_time_s = std::chrono::duration<double>(t1 - last_collect).count();
         m.tokens_per_s = m.step_time_s > 0 ? static_cast<double>(m.tokens) / m.step_time_s : 0;
@@ -368,11 +427,12 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
                      {"label_tokens", m.label_tokens}, {"step_time_s", m.step_time_s},
                      {"tokens_per_s", m.tokens_per_s}};
         line["eval_loss"] = std::isfinite(m.eval_loss) ? json(m.eval_loss) : json(nullptr);
+        if (diverged_at == m.step) line["status"] = "diverged";
         metrics << line.dump() << "\n";
         metrics.flush();
         if (!metrics) throw_io((out / "metrics.jsonl").string() + ": write failed");
         sink.on_step(m);
-        if (p.checkpoint) write_checkpoint(sink);
+        if (p.checkpoint && finite) write_checkpoint(sink);  // never the weights of a non-finite step
         last_collect = clock::now();  // evaluation and checkpoints are not step time
     };
 
@@ -396,6 +456,10 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
             if (stop.load()) {
                 // Drop the partial step; save the last completed one.
                 if (pending) collect();
+                if (diverged_at > 0) {
+                    finish_diverged(sink, diverged_at, nonfinite, last_finite);
+                    return;
+                }
                 write_checkpoint(sink);
                 stopped = true;
                 sink.on_event({RunEventKind::Stopped,
@@ -416,6 +480,10 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
         ++step;
         batch_pos += count;
         if (pending) collect();  // the previous step, while this one runs
+        if (diverged_at > 0) {
+            (void)model->collect_step();  // the step just queued: let it finish, report nothing
+            break;
+        }
 
         Pending p;
         StepMetrics& m = p.m;
@@ -429,6 +497,11 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
         p.checkpoint = tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0;
         pending = std::move(p);
         if (!model->runs_ahead() || pending->eval || pending->checkpoint || step == total_steps) collect();
+        if (diverged_at > 0) break;
+    }
+    if (diverged_at > 0) {
+        finish_diverged(sink, diverged_at, nonfinite, last_finite);
+        return;
     }
     if (pending) collect();
 
@@ -467,6 +540,8 @@ Plan Trainer::plan() const {
 
 void Trainer::run(ProgressSink& sink, const std::atomic<bool>& stop) { impl_->run(sink, stop); }
 bool Trainer::stopped() const { return impl_->stopped; }
+bool Trainer::diverged() const { return impl_->diverged; }
+std::string Trainer::diverged_message() const { return impl_->diverged_message; }
 fs::path Trainer::adapter_dir() const { return impl_->out / "adapter"; }
 
 namespace train {

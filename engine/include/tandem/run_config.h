@@ -6,6 +6,8 @@
 //  - validate_run_config() names the field in every message ("training.lr: ..."); from_json validates.
 //  - max_steps > 0 wins over epochs. warmup_steps > 0 wins over warmup_ratio (HF's rule).
 //  - memory.checkpointing is stored and validated; it only changes anything on CUDA.
+//  - training.max_nonfinite_steps: a run whose loss or gradient norm is not finite for that many steps in a
+//    row stops as diverged (tandem/trainer.h says what is kept); a single bad step is skipped and reported.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +63,7 @@ struct TrainingConfig {
     double eps = 1e-8;
     int64_t eval_every = 0;         // 0 = only at the end (when there is validation data)
     int64_t checkpoint_every = 0;   // 0 = only when stopped
+    int64_t max_nonfinite_steps = 3;  // consecutive non-finite steps that stop the run as diverged; >= 1
     bool operator==(const TrainingConfig&) const = default;
 };
 
@@ -92,8 +95,8 @@ void validate_run_config(const RunConfig& config);
 // JSON keys: schema_version, model, init_adapter, data{dataset, validation, validation_fraction, format, max_seq_len,
 // packing, template}, lora{...}, training{lr, schedule, warmup_steps, warmup_ratio, epochs, max_steps,
 // batch_tokens, grad_accum, max_grad_norm, weight_decay, betas [b1, b2], eps, eval_every,
-// checkpoint_every}, memory{checkpointing}, device, seed, output_dir. Missing keys keep the defaults.
-// from_json throws Error{InvalidInput} naming unknown keys and wrong types, then validates.
+// checkpoint_every, max_nonfinite_steps}, memory{checkpointing}, device, seed, output_dir. Missing keys keep the
+// defaults. from_json throws Error{InvalidInput} naming unknown keys and wrong types, then validates.
 void to_json(nlohmann::json& j, const RunConfig& config);
 void from_json(const nlohmann::json& j, RunConfig& config);
 

@@ -11,6 +11,12 @@
 //    optimizer.safetensors, state.json written last), adapter/ (PEFT) at the end. Every file is written
 //    atomically; a checkpoint folder is built as checkpoints/.step-N.tmp and renamed when complete.
 //    Resume continues from the latest complete checkpoint, bit-identically to an uninterrupted run.
+//  - Divergence: a step whose loss or gradient norm is not finite leaves the LoRA weights unchanged and is
+//    reported as a Warning. After training.max_nonfinite_steps such steps in a row the run stops as
+//    diverged: that step's metrics line carries "status": "diverged", a Diverged event says what happened
+//    and what to change, run() returns normally and diverged() is true. No adapter is written, and the
+//    checkpoints from the last finite step on are removed (their weights give the non-finite loss), so the
+//    latest checkpoint left, if any, is the last good one.
 // Plain structs, no Qt.
 #pragma once
 
@@ -56,7 +62,7 @@ struct StepMetrics {
     MemoryStats memory;
 };
 
-enum class RunEventKind { Started, Info, Warning, CheckpointSaved, Eval, Finished, Stopped, Resumed };
+enum class RunEventKind { Started, Info, Warning, CheckpointSaved, Eval, Finished, Stopped, Resumed, Diverged };
 std::string_view run_event_kind_name(RunEventKind kind) noexcept;  // "started", "checkpoint_saved", ...
 
 struct RunEvent {
@@ -133,6 +139,8 @@ public:
     // Trains to the end (or until stop). Writes the run directory. Throws tandem::Error on failures.
     void run(ProgressSink& sink, const std::atomic<bool>& stop);
     bool stopped() const;  // the last run() ended because of a stop request
+    bool diverged() const;  // the last run() stopped itself: non-finite steps in a row (see above)
+    std::string diverged_message() const;  // the Diverged event's message ("" when not diverged)
     std::filesystem::path adapter_dir() const;  // output_dir/adapter
 
     struct Impl;
