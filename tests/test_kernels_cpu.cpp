@@ -193,17 +193,19 @@ struct RefAttn {
     vecd out, lse;  // [T,Hq,D], [Hq,T]
 };
 
+// window > 0: query t sees keys t-window+1..t of its sample only (transformers' sliding-window mask).
 RefAttn ref_attention(const vecd& q, const vecd& k, const vecd& v, const veci& cu, int T, int Hq, int Hkv, int D,
-                      double scale) {
+                      double scale, int window = 0) {
     RefAttn r{vecd(static_cast<size_t>(T) * Hq * D, 0.0), vecd(static_cast<size_t>(Hq) * T, 0.0)};
     const int G = Hq / Hkv;
     for (size_t s = 0; s + 1 < cu.size(); s++)
         for (int h = 0; h < Hq; h++)
             for (int t = cu[s]; t < cu[s + 1]; t++) {
                 const int g = h / G;
+                const int b = window > 0 ? std::max(cu[s], t - window + 1) : cu[s];
                 vecd sc;
                 double m = -INFINITY;
-                for (int j = cu[s]; j <= t; j++) {
+                for (int j = b; j <= t; j++) {
                     double d = 0;
                     for (int c = 0; c < D; c++) d += q[(t * Hq + h) * D + c] * k[(j * Hkv + g) * D + c];
                     sc.push_back(scale * d);
@@ -211,8 +213,8 @@ RefAttn ref_attention(const vecd& q, const vecd& k, const vecd& v, const veci& c
                 }
                 double l = 0;
                 for (double x : sc) l += std::exp(x - m);
-                for (int j = cu[s]; j <= t; j++) {
-                    const double p = std::exp(sc[j - cu[s]] - m) / l;
+                for (int j = b; j <= t; j++) {
+                    const double p = std::exp(sc[j - b] - m) / l;
                     for (int c = 0; c < D; c++) r.out[(t * Hq + h) * D + c] += p * v[(j * Hkv + g) * D + c];
                 }
                 r.lse[h * T + t] = m + std::log(l);
@@ -221,7 +223,7 @@ RefAttn ref_attention(const vecd& q, const vecd& k, const vecd& v, const veci& c
 }
 
 void ref_attention_backward(vecd& dq, vecd& dk, vecd& dv, const vecd& dout, const vecd& q, const vecd& k, const vecd& v,
-                            const veci& cu, int T, int Hq, int Hkv, int D, double scale) {
+                            const veci& cu, int T, int Hq, int Hkv, int D, double scale, int window = 0) {
     dq.assign(q.size(), 0.0);
     dk.assign(k.size(), 0.0);
     dv.assign(v.size(), 0.0);
@@ -229,7 +231,7 @@ void ref_attention_backward(vecd& dq, vecd& dk, vecd& dv, const vecd& dout, cons
     for (size_t s = 0; s + 1 < cu.size(); s++)
         for (int h = 0; h < Hq; h++)
             for (int t = cu[s]; t < cu[s + 1]; t++) {
-                const int g = h / G, b = cu[s], L = t - b + 1;
+                const int g = h / G, b = window > 0 ? std::max(cu[s], t - window + 1) : cu[s], L = t - b + 1;
                 vecd p(L), dp(L);
                 double m = -INFINITY;
                 for (int j = b; j <= t; j++) {
@@ -619,12 +621,17 @@ private slots:
         QTest::addColumn<int>("Hq");
         QTest::addColumn<int>("Hkv");
         QTest::addColumn<int>("D");
-        QTest::newRow("S=1 T=1") << "0,1" << 1 << 1 << 4;
-        QTest::newRow("S=1 T=9 MHA") << "0,9" << 3 << 3 << 5;
-        QTest::newRow("fixture layout 5,1,7 GQA") << "0,5,6,13" << 4 << 2 << 16;
-        QTest::newRow("length-1 samples, MQA") << "0,1,2,6,7" << 6 << 1 << 7;
-        QTest::newRow("empty sample inside") << "0,3,3,8" << 2 << 2 << 3;
-        QTest::newRow("long") << "0,40,41,97" << 4 << 2 << 32;
+        QTest::addColumn<int>("window");
+        QTest::newRow("S=1 T=1") << "0,1" << 1 << 1 << 4 << 0;
+        QTest::newRow("S=1 T=9 MHA") << "0,9" << 3 << 3 << 5 << 0;
+        QTest::newRow("fixture layout 5,1,7 GQA") << "0,5,6,13" << 4 << 2 << 16 << 0;
+        QTest::newRow("length-1 samples, MQA") << "0,1,2,6,7" << 6 << 1 << 7 << 0;
+        QTest::newRow("empty sample inside") << "0,3,3,8" << 2 << 2 << 3 << 0;
+        QTest::newRow("long") << "0,40,41,97" << 4 << 2 << 32 << 0;
+        QTest::newRow("window 3, packed") << "0,9,10,13" << 4 << 2 << 8 << 3;
+        QTest::newRow("window 1 (itself only)") << "0,6,13" << 2 << 1 << 4 << 1;
+        QTest::newRow("window wider than the samples") << "0,5,6,13" << 4 << 2 << 16 << 50;
+        QTest::newRow("window 16, long") << "0,40,41,97" << 4 << 2 << 32 << 16;
     }
 
     void attention() {
@@ -632,6 +639,7 @@ private slots:
         QFETCH(int, Hq);
         QFETCH(int, Hkv);
         QFETCH(int, D);
+        QFETCH(int, window);
         veci cus;
         for (const QString& part : cu.split(',')) cus.push_back(part.toInt());
         const int S = static_cast<int>(cus.size()) - 1, T = cus.back();
@@ -639,22 +647,23 @@ private slots:
         const vecf q = rnd(T * Hq * D, 41, -2, 2), k = rnd(T * Hkv * D, 42, -2, 2), v = rnd(T * Hkv * D, 43),
                    dy = rnd(T * Hq * D, 44);
         vecf out(q.size()), lse(Hq * T);
-        attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cus.data(), S, T, Hq, Hkv, D, scale);
-        const RefAttn ref = ref_attention(to_d(q), to_d(k), to_d(v), cus, T, Hq, Hkv, D, scale);
+        attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cus.data(), S, T, Hq, Hkv, D, scale,
+                          window);
+        const RefAttn ref = ref_attention(to_d(q), to_d(k), to_d(v), cus, T, Hq, Hkv, D, scale, window);
         CHECK_CLOSE(out, ref.out, kTol, "attention_forward out");
         CHECK_CLOSE(lse, ref.lse, kTol, "attention_forward lse");
 
         vecf dq(q.size(), 9.0f), dk(k.size(), 9.0f), dv(v.size(), 9.0f);  // written, whatever was there
         attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(), out.data(),
-                           lse.data(), cus.data(), S, T, Hq, Hkv, D, scale);
+                           lse.data(), cus.data(), S, T, Hq, Hkv, D, scale, window);
         vecd rq, rk, rv;
-        ref_attention_backward(rq, rk, rv, to_d(dy), to_d(q), to_d(k), to_d(v), cus, T, Hq, Hkv, D, scale);
+        ref_attention_backward(rq, rk, rv, to_d(dy), to_d(q), to_d(k), to_d(v), cus, T, Hq, Hkv, D, scale, window);
         CHECK_CLOSE(dq, rq, kTol, "attention_backward dq");
         CHECK_CLOSE(dk, rk, kTol, "attention_backward dk");
         CHECK_CLOSE(dv, rv, kTol, "attention_backward dv");
         if (T <= 13) {
             auto loss = [&](const vecd& qv, const vecd& kv, const vecd& vv) {
-                return dotd(to_d(dy), ref_attention(qv, kv, vv, cus, T, Hq, Hkv, D, scale).out);
+                return dotd(to_d(dy), ref_attention(qv, kv, vv, cus, T, Hq, Hkv, D, scale, window).out);
             };
             check_fd([&](const vecd& x) { return loss(x, to_d(k), to_d(v)); }, to_d(q), rq, "attention dq");
             check_fd([&](const vecd& x) { return loss(to_d(q), x, to_d(v)); }, to_d(k), rk, "attention dk");

@@ -803,9 +803,8 @@ private slots:
         }
     }
 
-    // The trainer keeps samples within the model's sliding window (not implemented by the kernels yet), as it
-    // keeps them within max_position_embeddings, and says so.
-    void max_seq_len_capped_at_sliding_window() {
+    // A sliding window is implemented by the attention kernels: max_seq_len is not capped by it.
+    void max_seq_len_not_capped_by_sliding_window() {
         QTemporaryDir tmp;
         const fs::path dir = fs::path(tmp.path().toStdString()) / "model";
         const json j = {{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}, {"hidden_size", 4},
@@ -819,15 +818,9 @@ private slots:
         c.device = DeviceChoice::Cpu;
         c.data.max_seq_len = 48;
         std::vector<std::string> notes;
-        train::resolve_limits_and_device(c, notes);
-        QCOMPARE(c.data.max_seq_len, 16);
-        QVERIFY(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
-            return n.find("sliding attention window") != std::string::npos;
-        }));
-        c.data.max_seq_len = 12;  // within the window: untouched, nothing said
-        notes.clear();
-        train::resolve_limits_and_device(c, notes);
-        QCOMPARE(c.data.max_seq_len, 12);
+        const ModelConfig mc = train::resolve_limits_and_device(c, notes);
+        QCOMPARE(mc.sliding_window, int64_t(16));
+        QCOMPARE(c.data.max_seq_len, 48);
         QVERIFY(notes.empty());
     }
 

@@ -40,8 +40,8 @@ namespace tandem {
     X(dropout_backward, (x, cx, seed, n, n, n64, p))                                \
     X(rope_forward, (x, cx, ci, rope, n, n, n))                                     \
     X(rope_backward, (x, cx, ci, rope, n, n, n))                                    \
-    X(attention_forward, (x, f, cx, cx, cx, ci, n, n, n, n, n, s, n))               \
-    X(attention_backward, (x, x, x, cx, cx, cx, cx, cx, cf, ci, n, n, n, n, n, s, n, ws)) \
+    X(attention_forward, (x, f, cx, cx, cx, ci, n, n, n, n, n, s, n, n))            \
+    X(attention_backward, (x, x, x, cx, cx, cx, cx, cx, cf, ci, n, n, n, n, n, s, n, ws, n)) \
     X(swiglu_forward, (x, cx, cx, n, n))                                            \
     X(swiglu_backward, (x, x, cx, cx, cx, n, n))                                    \
     X(lm_head_cross_entropy, (x, f, cx, cx, ci, n, n, n, scale, n, ws))             \

@@ -391,9 +391,8 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
             "pre-quantized checkpoint (quant_method '" + method +
             "') is not supported; use the original bf16/fp16 model (Tandem quantizes itself for QLoRA)";
     }
-    // sliding_window does not make a model unsupported: it changes nothing for sequences up to the window
-    // (4096 for Mistral v0.1). Until the attention kernels implement it, the trainer caps max_seq_len at the
-    // window and the models refuse longer samples (check_packed_batch).
+    // sliding_window: both attention paths implement it (kernels/*/attention*: key j is visible from query t
+    // when t - window < j <= t, as transformers' sliding-window mask); cuDNN is skipped for such batches.
 
     // Catch sizes whose product is absurd even though each field is in range (before expected_tensors
     // would build millions of names for a hostile expert count).

@@ -77,7 +77,7 @@ void CudaModel::Impl::download_lora(const float* region, std::vector<float> Lora
 // check_packed_batch (model.h) plus what the device buffers need: the longest sample within max_seqlen,
 // positions inside the RoPE table (sized min(max positions, token budget)). Returns the longest sample.
 int CudaModel::Impl::check_batch(const PackedBatch& b) const {
-    const int longest = check_packed_batch(b, d.T, d.V, cfg.max_position_embeddings, cfg.sliding_window);
+    const int longest = check_packed_batch(b, d.T, d.V, cfg.max_position_embeddings);
     if (longest > d.max_seqlen)
         throw_invalid("model: a sample of " + std::to_string(longest) + " tokens exceeds the max_seqlen of " +
                       std::to_string(d.max_seqlen) + " the model was loaded for");
@@ -144,9 +144,12 @@ void CudaModel::Impl::choose_attention() {
     const Step& step = dec.step;
     attn_shape = cuda::CudnnAttentionShape{step.S, step.T, d.Hq, d.Hkv, d.D, step.max_seqlen, dec.attn_scale};
     std::string why = "requested";
+    // A sliding window that cuts into this batch's samples: the in-house kernels (cuDNN's graph here has no
+    // left bound).
+    const bool windowed = d.window > 0 && step.max_seqlen > d.window;
     if (options.attention != AttentionBackend::Inhouse) {
-        bool ok = cudnn_ok;
-        why = cudnn_reason;
+        bool ok = cudnn_ok && !windowed;
+        why = windowed ? std::string("a sliding window shorter than the batch's longest sample") : cudnn_reason;
         if (ok && !cuda::cudnn_attention_supported(attn_shape, &why)) ok = false;
         if (ok && (cuda::cudnn_attention_workspace_bytes(attn_shape) > y.att_ws_bytes ||
                    cuda::cudnn_attention_stats_bytes(attn_shape) > y.stats_bytes)) {
@@ -195,7 +198,7 @@ void CudaModel::Impl::attention_forward(LayerActs<CudaBackend>& a, const Step& s
         cuda::cudnn_attention_forward(a.att, a.stats, a.qr, a.kr, a.v, step.cu_seqlens, attn_shape, att_ws);
     else
         cuda::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, step.cu_seqlens, step.S, step.T,
-                                d.Hq, d.Hkv, d.D, dec.attn_scale, step.max_seqlen);
+                                d.Hq, d.Hkv, d.D, dec.attn_scale, step.max_seqlen, d.window);
 }
 
 // dq [T,Q], dk [T,KV], dv [T,KV] written.
@@ -207,7 +210,7 @@ void CudaModel::Impl::attention_backward(LayerActs<CudaBackend>& a, bf16* dq, bf
     else
         cuda::attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, static_cast<const float*>(a.stats),
                                  step.cu_seqlens, step.S, step.T, d.Hq, d.Hkv, d.D, dec.attn_scale, step.max_seqlen,
-                                 att_ws);
+                                 att_ws, d.window);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
     }
 
     void begin_batch(const PackedBatch& b, float grad_scale, uint64_t seed) {
-        const int longest = check_packed_batch(b, d.T, d.V, rope.max_pos, cfg.sliding_window);
+        const int longest = check_packed_batch(b, d.T, d.V, rope.max_pos);
         write_metadata(b, seed, grad_scale, meta);
         dec.step = metadata_step(meta, b.num_tokens, b.num_samples, longest);
         bind_lora();
@@ -87,13 +87,13 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
     // DecoderRuntime: everything synchronous.
     void attention_forward(LayerActs<CpuBackend>& a, const Step& s) override {
         CpuBackend::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, s.cu_seqlens, s.S, s.T,
-                                      d.Hq, d.Hkv, d.D, dec.attn_scale, s.max_seqlen);
+                                      d.Hq, d.Hkv, d.D, dec.attn_scale, s.max_seqlen, d.window);
     }
     void attention_backward(LayerActs<CpuBackend>& a, float* dq, float* dk, float* dv, const float* dout,
                             const Step& s) override {
         CpuBackend::attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, static_cast<const float*>(a.stats),
                                        s.cu_seqlens, s.S, s.T, d.Hq, d.Hkv, d.D, dec.attn_scale, s.max_seqlen,
-                                       nullptr);
+                                       nullptr, d.window);
     }
     void offload_input(int l) override {
         if (l < offloaded) std::memcpy(host_slot(l), dec.acts[size_t(l)].x, size_t(dec.step.T) * d.C * sizeof(float));
@@ -253,8 +253,7 @@ size_t CpuModel::activation_bytes() const {
     return impl_->y.bytes.activations + impl_->y.bytes.workspace + impl_->x_host.size() * sizeof(float);
 }
 
-int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions,
-                       int64_t sliding_window) {
+int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions) {
     const int T = b.num_tokens;
     if (T <= 0) throw_invalid("model: the batch holds no tokens");
     if (T > max_tokens)
@@ -270,11 +269,6 @@ int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t 
         if (len < 0) throw_invalid("model: inconsistent PackedBatch (cu_seqlens decreases)");
         longest = std::max(longest, len);
     }
-    if (sliding_window > 0 && longest > sliding_window)
-        throw_unsupported("model: a sample of " + std::to_string(longest) + " tokens is longer than the model's " +
-                          "sliding attention window of " + std::to_string(sliding_window) +
-                          " tokens, which Tandem does not implement yet (it would attend over the whole sample); "
-                          "use samples of at most " + std::to_string(sliding_window) + " tokens (max_seq_len)");
     for (int t = 0; t < T; ++t) {
         if (b.tokens[size_t(t)] < 0 || b.tokens[size_t(t)] >= vocab)
             throw_invalid("model: token id " + std::to_string(b.tokens[size_t(t)]) + " at position " +

@@ -94,11 +94,7 @@ private:
 // The batch checks of every backend, on the host before any compute: 1..max_tokens tokens, consistent
 // arrays and cu_seqlens, token ids and labels inside the vocabulary, positions below max_positions.
 // Throws Error{InvalidInput} naming the position and the value; returns the longest sample's length.
-// sliding_window > 0 (the model's config.json): a sample longer than the window is refused with
-// Error{Unsupported}, because the attention kernels do not implement the window yet and would attend over
-// the whole sample, which is not the model's function (the trainer caps max_seq_len at the window).
-int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions,
-                       int64_t sliding_window = 0);
+int check_packed_batch(const PackedBatch& b, int max_tokens, int vocab, int64_t max_positions);
 
 // A PackedBatch of whole sequences (no padding): every token after the first of each sequence is a target.
 // Used by `tandem-cli eval`, generation and tests.

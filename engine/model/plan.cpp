@@ -38,6 +38,7 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     d.max_seqlen = max_seqlen > 0 ? std::min(max_seqlen, max_tokens) : max_tokens;
     d.K = std::max(1, std::min(ce_chunk_rows, d.T));
     d.rope_positions = int(std::min<int64_t>(cfg.max_position_embeddings, d.T));
+    d.window = int(std::min<int64_t>(cfg.sliding_window, int64_t(1) << 30));
     d.eps = float(cfg.rms_norm_eps);
     d.qk_norm = cfg.qk_norm;
     d.tied = cfg.tie_word_embeddings;

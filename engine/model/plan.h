@@ -46,6 +46,7 @@ struct Dims {
     int max_seqlen = 0;      // longest sample the attention buffers are sized for
     int K = 0;               // lm_head chunk rows
     int rope_positions = 0;  // rows of the RoPE table: min(max_position_embeddings, max_tokens)
+    int window = 0;          // sliding attention window (0: full causal attention)
     float eps = 1e-6f;
     bool qk_norm = false, tied = false, dropout = false;
     bool bias[kNumModules] = {};

@@ -386,12 +386,14 @@ void lm_head_logits_case(Check& c, int N, int C, int V) {
 struct AttnShape {
     std::vector<int> lengths;
     int Hq, Hkv, D;
+    int window = 0;  // sliding window (0: full causal)
 };
 
 std::string attn_label(const AttnShape& s) {
     std::string l =
         "D=" + std::to_string(s.D) + " Hq=" + std::to_string(s.Hq) + " Hkv=" + std::to_string(s.Hkv) + " lengths=";
     for (size_t i = 0; i < s.lengths.size(); ++i) l += (i ? "," : "") + std::to_string(s.lengths[i]);
+    if (s.window > 0) l += " window=" + std::to_string(s.window);
     return l;
 }
 
@@ -424,12 +426,12 @@ AttnData attention_data(Check& c, const AttnShape& s) {
     a.out.resize(static_cast<size_t>(nq));
     a.lse.resize(size_t(int64_t(s.Hq) * a.T));
     cpu::attention_forward(a.out.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), a.cu.data(), a.S, a.T, s.Hq,
-                           s.Hkv, s.D, a.scale);
+                           s.Hkv, s.D, a.scale, s.window);
     a.dq.resize(static_cast<size_t>(nq));
     a.dk.resize(static_cast<size_t>(nkv));
     a.dv.resize(static_cast<size_t>(nkv));
     cpu::attention_backward(a.dq.data(), a.dk.data(), a.dv.data(), a.dout.data(), a.q.data(), a.k.data(), a.v.data(),
-                            a.out.data(), a.lse.data(), a.cu.data(), a.S, a.T, s.Hq, s.Hkv, s.D, a.scale);
+                            a.out.data(), a.lse.data(), a.cu.data(), a.S, a.T, s.Hq, s.Hkv, s.D, a.scale, s.window);
     return a;
 }
 
@@ -445,7 +447,7 @@ void attention_case(Check& c, const AttnShape& s) {
     const auto d_out = poisoned<bf16>(nq);
     const auto d_lse = poisoned<float>(int64_t(s.Hq) * a.T);
     cuda::attention_forward(d_out.p(), d_lse.p(), d_q.p(), d_k.p(), d_v.p(), d_cu.p(), a.S, a.T, s.Hq, s.Hkv, s.D,
-                            a.scale, a.max_seqlen);
+                            a.scale, a.max_seqlen, s.window);
     c.tensor("out", get(d_out), a.out, kTolBf16);
     c.tensor("lse", get(d_lse), a.lse, kTolBf16);
 
@@ -455,7 +457,7 @@ void attention_case(Check& c, const AttnShape& s) {
     const auto d_dv = poisoned<bf16>(nkv);
     const Dev<char> ws(int64_t(cuda::attention_backward_workspace(a.T, s.Hq, s.D)));
     cuda::attention_backward(d_dq.p(), d_dk.p(), d_dv.p(), d_dout.p(), d_q.p(), d_k.p(), d_v.p(), d_out.p(), d_lse.p(),
-                             d_cu.p(), a.S, a.T, s.Hq, s.Hkv, s.D, a.scale, a.max_seqlen, ws.p());
+                             d_cu.p(), a.S, a.T, s.Hq, s.Hkv, s.D, a.scale, a.max_seqlen, ws.p(), s.window);
     c.tensor("dq", get(d_dq), a.dq, kTolBf16);
     c.tensor("dk", get(d_dk), a.dk, kTolBf16);
     c.tensor("dv", get(d_dv), a.dv, kTolBf16);
@@ -587,6 +589,13 @@ void add_op_cases(std::vector<Case>& cs) {
     };
     for (const auto& s : attn) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
     for (const auto& s : attn) add("cudnn_attention " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s); });
+    // Sliding windows (in-house kernels only): narrower than a key tile, across several tiles, and wider than
+    // some samples (no effect there).
+    const std::vector<AttnShape> windowed = {
+        {{1, 17, 64, 130}, 8, 2, 64, 16}, {{300, 5, 129}, 4, 2, 128, 50}, {{257, 1, 40}, 4, 4, 128, 100},
+        {{200, 70}, 6, 1, 64, 64},
+    };
+    for (const auto& s : windowed) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
 }
 
 }  // namespace tandem::testing

@@ -29,14 +29,7 @@ ModelConfig resolve_limits_and_device(RunConfig& config, std::vector<std::string
                         std::to_string(mc.max_position_embeddings));
         config.data.max_seq_len = static_cast<int32_t>(mc.max_position_embeddings);
     }
-    if (mc.sliding_window > 0 && config.data.max_seq_len > mc.sliding_window) {
-        notes.push_back("data.max_seq_len " + std::to_string(config.data.max_seq_len) +
-                        " is above the model's sliding attention window; using " +
-                        std::to_string(mc.sliding_window) +
-                        " (windowed attention is not implemented yet: longer samples would train with full "
-                        "attention)");
-        config.data.max_seq_len = static_cast<int32_t>(mc.sliding_window);
-    }
+
     std::string no_cuda;
     if (config.device == DeviceChoice::Auto) {
         config.device = cuda_usable(&no_cuda) ? DeviceChoice::Cuda : DeviceChoice::Cpu;

@@ -24,7 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-VARIANTS = ("llama", "qwen2", "qwen3", "mistral")
+VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window")
 OPS_SEED = 1234
 PROBLEMS = []  # checks that failed; reported at the end (exit 2) instead of aborting the run
 
@@ -369,6 +369,9 @@ SPECS = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", 303, dict(tie_word_embeddings=False, head_dim=32), 1000000.0, None,
               True),
     "mistral": ("MistralConfig", "MistralForCausalLM", 404, dict(tie_word_embeddings=False), 10000.0, None, False),
+    # Mistral with a sliding window shorter than two of the sequences (SEQ_LENS 9 and 17): the window's mask
+    "mistral-window": ("MistralConfig", "MistralForCausalLM", 505, dict(tie_word_embeddings=False, sliding_window=8),
+                       10000.0, None, False),
 }
 WEIGHT_STD = 0.02          # every Linear / embedding weight, like HF init ...
 QK_STD = 0.125             # ... except q_proj / k_proj: attention scores O(1) so causal mask and RoPE matter

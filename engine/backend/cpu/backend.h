@@ -51,17 +51,17 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, sum)
 
     // Attention has the CUDA shape: max_seqlen sizes CUDA's grid and its workspace is planned; the CPU kernel
-    // walks each sample whole and keeps its own [Hq,T] scratch.
+    // walks each sample whole and keeps its own [Hq,T] scratch. window: the sliding window (0: none).
     static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                                   const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale,
-                                  int /*max_seqlen*/) {
-        cpu::attention_forward(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale);
+                                  int /*max_seqlen*/, int window) {
+        cpu::attention_forward(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, window);
     }
     static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                                    const float* v, const float* out, const float* lse, const int32_t* cu_seqlens,
                                    int S, int T, int Hq, int Hkv, int D, float scale, int /*max_seqlen*/,
-                                   void* /*workspace*/) {
-        cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, S, T, Hq, Hkv, D, scale);
+                                   void* /*workspace*/, int window) {
+        cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, S, T, Hq, Hkv, D, scale, window);
     }
 };
 

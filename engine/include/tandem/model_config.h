@@ -51,8 +51,8 @@ struct ModelConfig {
     bool mlp_bias = false;             // gate/up/down biases (Llama's mlp_bias)
     bool qk_norm = false;              // per-head RMSNorm on q and k (Qwen3)
     std::string hidden_act = "silu";
-    int64_t sliding_window = 0;        // 0 = full causal attention. Mistral v0.1: 4096. Not implemented yet:
-                                       // the trainer caps max_seq_len at it, the models refuse longer samples
+    int64_t sliding_window = 0;        // 0 = full causal attention. Mistral v0.1: 4096 (each token attends to
+                                       // the last sliding_window tokens of its sample, itself included)
     std::vector<int64_t> bos_token_ids;
     std::vector<int64_t> eos_token_ids;
     std::string torch_dtype;           // as written ("bfloat16", "float32", ...) or empty

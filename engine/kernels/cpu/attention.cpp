@@ -47,6 +47,18 @@ inline int sample_end(const int32_t* cu_seqlens, int S, int t) {
     return *std::upper_bound(cu_seqlens, cu_seqlens + S + 1, t);
 }
 
+// The first key token t attends to: its sample's start, or t-W+1 with a sliding window W.
+inline int first_key(const int32_t* cu_seqlens, int S, int t, int window) {
+    const int b = sample_start(cu_seqlens, S, t);
+    return window > 0 ? std::max(b, t - window + 1) : b;
+}
+
+// One past the last query token that attends to key token j: its sample's end, or j+W with a window W.
+inline int last_query_end(const int32_t* cu_seqlens, int S, int j, int window) {
+    const int e = sample_end(cu_seqlens, S, j);
+    return window > 0 ? std::min(e, j + window) : e;
+}
+
 // The simd reduction splits the sum into vector lanes: a fixed order chosen at compile time, independent of
 // the thread count, and ~8x faster than one serial accumulator.
 inline float dot(const float* a, const float* b, int D) {
@@ -59,13 +71,14 @@ inline float dot(const float* a, const float* b, int D) {
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale) {
+                       const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale, int window) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(lse);
     TANDEM_KCHECK_PTR(q);
     TANDEM_KCHECK_PTR(k);
     TANDEM_KCHECK_PTR(v);
     check_args(cu_seqlens, S, T, Hq, Hkv, D);
+    TANDEM_KCHECK(window >= 0);
     const int G = Hq / Hkv;
     const int64_t rows = static_cast<int64_t>(Hq) * T;
     const size_t qs = static_cast<size_t>(Hq) * D, ks = static_cast<size_t>(Hkv) * D;  // token strides
@@ -77,7 +90,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
         for (int64_t row = 0; row < rows; row++) {
             const int h = static_cast<int>(row / T), t = static_cast<int>(row % T);
             const int g = h / G;
-            const int b = sample_start(cu_seqlens, S, t);
+            const int b = first_key(cu_seqlens, S, t, window);
             const float* qt = q + t * qs + static_cast<size_t>(h) * D;  // [D]
             float m = -INFINITY;
             for (int j = b; j <= t; j++) {
@@ -107,7 +120,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int32_t* cu_seqlens, int S, int T,
-                        int Hq, int Hkv, int D, float scale) {
+                        int Hq, int Hkv, int D, float scale, int window) {
     TANDEM_KCHECK_PTR(dq);
     TANDEM_KCHECK_PTR(dk);
     TANDEM_KCHECK_PTR(dv);
@@ -118,6 +131,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(lse);
     check_args(cu_seqlens, S, T, Hq, Hkv, D);
+    TANDEM_KCHECK(window >= 0);
     const int G = Hq / Hkv;
     const size_t qs = static_cast<size_t>(Hq) * D, ks = static_cast<size_t>(Hkv) * D;  // token strides
     std::vector<float> delta(static_cast<size_t>(Hq) * T);  // [Hq,T] dout . out of each query row
@@ -131,7 +145,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
         for (int64_t row = 0; row < qrows; row++) {
             const int h = static_cast<int>(row / T), t = static_cast<int>(row % T);
             const int g = h / G;
-            const int b = sample_start(cu_seqlens, S, t);
+            const int b = first_key(cu_seqlens, S, t, window);
             const float* qt = q + t * qs + static_cast<size_t>(h) * D;       // [D]
             const float* dot_ = dout + t * qs + static_cast<size_t>(h) * D;  // [D]
             const float Dt = dot(dot_, out + t * qs + static_cast<size_t>(h) * D, D);
@@ -158,7 +172,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 #pragma omp for schedule(dynamic, 16)
         for (int64_t row = 0; row < krows; row++) {
             const int g = static_cast<int>(row / T), j = static_cast<int>(row % T);
-            const int e = sample_end(cu_seqlens, S, j);
+            const int e = last_query_end(cu_seqlens, S, j, window);
             const float* kj = k + j * ks + static_cast<size_t>(g) * D;  // [D]
             const float* vj = v + j * ks + static_cast<size_t>(g) * D;  // [D]
             std::fill(acc_k.begin(), acc_k.end(), 0.0f);

@@ -265,7 +265,8 @@ template <class C>
 __global__ void __launch_bounds__(C::NT)
     attention_forward_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ q,
                              const bf16* __restrict__ k, const bf16* __restrict__ v,
-                             const int32_t* __restrict__ cu_seqlens, int T, int Hq, int Hkv, int D, float scale) {
+                             const int32_t* __restrict__ cu_seqlens, int T, int Hq, int Hkv, int D, float scale,
+                             int window) {
     constexpr int DP = C::DP, DS = C::DS, BM = C::BM, BN = C::BN, RM = C::RM, NT = C::NT, NSL = C::NSL;
     constexpr int LDK = C::LDK, LDV = C::LDV;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -287,8 +288,10 @@ __global__ void __launch_bounds__(C::NT)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wr0 = warp * RM * 16;  // the warp's first row in the tile
 
+    // With a sliding window the tile's first row sees keys from m0 - window + 1 on: earlier key tiles are skipped.
+    const int jstart = window > 0 ? max(0, m0 - window + 1 - start) / BN : 0;
     load_tile<BM, DP, NT>(sQ, LDK, q + static_cast<size_t>(h) * D, qs, m0, end, 0, D);
-    load_tile<BN, DP, NT>(sK, LDK, kg, ks, start, end, 0, D);
+    load_tile<BN, DP, NT>(sK, LDK, kg, ks, start + jstart * BN, end, 0, D);
     cp_async_commit();
 
     const float sl2 = scale * kLog2e;
@@ -298,7 +301,7 @@ __global__ void __launch_bounds__(C::NT)
     for (int r = 0; r < RM; r++) mx[r][0] = mx[r][1] = -INFINITY, sum[r][0] = sum[r][1] = 0.0f;
 
     const int nkt = (min(m0 + BM, end) - 1 - start) / BN + 1;  // key tiles up to the diagonal
-    for (int j = 0; j < nkt; j++) {
+    for (int j = jstart; j < nkt; j++) {
         const int kv0 = start + j * BN;
         cp_async_wait<0>();
         __syncthreads();  // K tile j is visible; every warp is done with V tile j-1
@@ -307,7 +310,8 @@ __global__ void __launch_bounds__(C::NT)
 
         float s[RM][BN / 8][4] = {};
         mma_nt<RM, BN, DP>(s, sQ + wr0 * LDK, LDK, sK, LDK, D);
-        if (kv0 + BN - 1 > m0 + wr0) {  // the tile reaches past the warp's first row: causal mask
+        // The tile reaches past the warp's first row (causal mask), or a window may hide some of its keys.
+        if (kv0 + BN - 1 > m0 + wr0 || window > 0) {
 #pragma unroll
             for (int r = 0; r < RM; r++)
 #pragma unroll
@@ -316,7 +320,7 @@ __global__ void __launch_bounds__(C::NT)
                     for (int e = 0; e < 4; e++) {
                         const int row = m0 + wr0 + r * 16 + lane / 4 + (e / 2) * 8;
                         const int key = kv0 + n * 8 + (lane % 4) * 2 + e % 2;
-                        if (key > row) s[r][n][e] = -INFINITY;
+                        if (key > row || (window > 0 && key <= row - window)) s[r][n][e] = -INFINITY;
                     }
         }
         // Online softmax. A row whose keys are all masked so far keeps max -inf; it then uses 0 as the
@@ -414,7 +418,7 @@ __global__ void __launch_bounds__(C::NT)
                                    const bf16* __restrict__ q, const bf16* __restrict__ k,
                                    const bf16* __restrict__ v, const float* __restrict__ lse,
                                    const float* __restrict__ delta, const int32_t* __restrict__ cu_seqlens, int T,
-                                   int Hq, int Hkv, int D, float scale) {
+                                   int Hq, int Hkv, int D, float scale, int window) {
     constexpr int DP = C::DP, DS = C::DS, BN = C::BN, BM = C::BM, RM = C::RM, NT = C::NT, NSL = C::NSL;
     constexpr int LDK = C::LDK;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -433,7 +437,9 @@ __global__ void __launch_bounds__(C::NT)
     const size_t qs = static_cast<size_t>(Hq) * D, ks = static_cast<size_t>(Hkv) * D;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wr0 = warp * RM * 16;
-    const int nqt = (end - n0 + BM - 1) / BM;  // query tiles from the key tile to the sample end
+    // Query tiles from the key tile to the sample end (with a window: to the last query that sees the tile).
+    const int q_end = window > 0 ? min(end, n0 + BN - 1 + window) : end;
+    const int nqt = (q_end - n0 + BM - 1) / BM;
     const int niter = G * nqt;                 // (query head, query tile) pairs, head-major
 
     auto load_stage = [&](int it, int st) {
@@ -481,7 +487,9 @@ __global__ void __launch_bounds__(C::NT)
                     const int qi = n * 8 + (lane % 4) * 2 + e % 2;
                     const int t = m0 + qi;
                     const float p =
-                        t >= key && t < end ? exp2_approx(fmaf(s[r][n][e], sl2, -sL[qi] * kLog2e)) : 0.0f;
+                        t >= key && t < end && (window <= 0 || t - key < window)
+                            ? exp2_approx(fmaf(s[r][n][e], sl2, -sL[qi] * kLog2e))
+                            : 0.0f;
                     s[r][n][e] = p;
                     dp[r][n][e] = p * (dp[r][n][e] - sD[qi]);  // dS^T
                 }
@@ -520,7 +528,7 @@ __global__ void __launch_bounds__(C::NT)
                                  const bf16* __restrict__ k, const bf16* __restrict__ v,
                                  const float* __restrict__ lse, const float* __restrict__ delta,
                                  const int32_t* __restrict__ cu_seqlens, int T, int Hq, int Hkv, int D,
-                                 float scale) {
+                                 float scale, int window) {
     constexpr int DP = C::DP, DS = C::DS, BM = C::BM, BN = C::BN, RM = C::RM, NT = C::NT, NSL = C::NSL;
     constexpr int LDK = C::LDK;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -549,7 +557,8 @@ __global__ void __launch_bounds__(C::NT)
     };
     load_tile<BM, DP, NT>(sQ, LDK, q + static_cast<size_t>(h) * D, qs, m0, end, 0, D);
     load_tile<BM, DP, NT>(sdO, LDK, dout + static_cast<size_t>(h) * D, qs, m0, end, 0, D);
-    load_stage(0, 0);
+    const int jstart = window > 0 ? max(0, m0 - window + 1 - start) / BN : 0;  // key tiles before the window
+    load_stage(jstart, jstart & 1);
     cp_async_commit();
 
     // lse (in log2 units) and delta of the thread's rows.
@@ -567,7 +576,7 @@ __global__ void __launch_bounds__(C::NT)
     const float sl2 = scale * kLog2e;
     float dqa[RM][DS / 8][4] = {};
     const int nkt = (min(m0 + BM, end) - 1 - start) / BN + 1;
-    for (int j = 0; j < nkt; j++) {
+    for (int j = jstart; j < nkt; j++) {
         const int st = j & 1;
         if (j + 1 < nkt) {
             load_stage(j + 1, st ^ 1);
@@ -593,7 +602,9 @@ __global__ void __launch_bounds__(C::NT)
                     const int row = m0 + wr0 + r * 16 + lane / 4 + (e / 2) * 8;
                     const int key = kv0 + n * 8 + (lane % 4) * 2 + e % 2;
                     const float p =
-                        key <= row && row < end ? exp2_approx(fmaf(s[r][n][e], sl2, -lr[r][e / 2])) : 0.0f;
+                        key <= row && row < end && (window <= 0 || row - key < window)
+                            ? exp2_approx(fmaf(s[r][n][e], sl2, -lr[r][e / 2]))
+                            : 0.0f;
                     dp[r][n][e] = p * (dp[r][n][e] - dr[r][e / 2]);  // dS
                 }
         uint32_t a[RM][BN / 16][4];
@@ -655,19 +666,19 @@ dim3 tile_grid(int max_seqlen, int rows_per_tile, int slices, int heads, int S) 
 
 template <class C>
 void forward_launch(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens,
-                    int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen) {
+                    int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen, int window) {
     auto kernel = attention_forward_kernel<C>;
     static const bool once = allow_smem(reinterpret_cast<const void*>(kernel), C::smem);
     (void)once;
     kernel<<<tile_grid(max_seqlen, C::BM, C::NSL, Hq, S), C::NT, C::smem, context().stream>>>(
-        out, lse, q, k, v, cu_seqlens, T, Hq, Hkv, D, scale);
+        out, lse, q, k, v, cu_seqlens, T, Hq, Hkv, D, scale, window);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
 template <class Ckv, class Cq>
 void backward_launch(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                      const float* lse, const float* delta, const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv,
-                     int D, float scale, int max_seqlen) {
+                     int D, float scale, int max_seqlen, int window) {
     auto kv_kernel = attention_backward_dkdv_kernel<Ckv>;
     auto q_kernel = attention_backward_dq_kernel<Cq>;
     static const bool once = allow_smem(reinterpret_cast<const void*>(kv_kernel), Ckv::smem) &&
@@ -675,10 +686,10 @@ void backward_launch(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16*
     (void)once;
     cudaStream_t stream = context().stream;
     kv_kernel<<<tile_grid(max_seqlen, Ckv::BN, Ckv::NSL, Hkv, S), Ckv::NT, Ckv::smem, stream>>>(
-        dk, dv, dout, q, k, v, lse, delta, cu_seqlens, T, Hq, Hkv, D, scale);
+        dk, dv, dout, q, k, v, lse, delta, cu_seqlens, T, Hq, Hkv, D, scale, window);
     TANDEM_CUDA_LAUNCH_CHECK();
     q_kernel<<<tile_grid(max_seqlen, Cq::BM, Cq::NSL, Hq, S), Cq::NT, Cq::smem, stream>>>(
-        dq, dout, q, k, v, lse, delta, cu_seqlens, T, Hq, Hkv, D, scale);
+        dq, dout, q, k, v, lse, delta, cu_seqlens, T, Hq, Hkv, D, scale, window);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
@@ -697,20 +708,21 @@ void check_args(const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D,
 bool attention_supported(int D) { return D > 0 && D % 16 == 0 && D <= 256; }
 
 void attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens,
-                       int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen) {
+                       int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen, int window) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(lse);
     TANDEM_KCHECK_PTR(q);
     TANDEM_KCHECK_PTR(k);
     TANDEM_KCHECK_PTR(v);
     check_args(cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen);
+    TANDEM_KCHECK(window >= 0);
     TANDEM_KCHECK(aligned16(out) && aligned16(q) && aligned16(k) && aligned16(v));
     if (D <= 64)
-        forward_launch<Fwd64>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen);
+        forward_launch<Fwd64>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen, window);
     else if (D <= 128)
-        forward_launch<Fwd128>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen);
+        forward_launch<Fwd128>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen, window);
     else
-        forward_launch<Fwd256>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen);
+        forward_launch<Fwd256>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen, window);
 }
 
 size_t attention_backward_workspace(int T, int Hq, int /*D*/) {
@@ -719,7 +731,7 @@ size_t attention_backward_workspace(int T, int Hq, int /*D*/) {
 
 void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                         const bf16* out, const float* lse, const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv,
-                        int D, float scale, int max_seqlen, void* workspace) {
+                        int D, float scale, int max_seqlen, void* workspace, int window) {
     TANDEM_KCHECK_PTR(dq);
     TANDEM_KCHECK_PTR(dk);
     TANDEM_KCHECK_PTR(dv);
@@ -731,6 +743,7 @@ void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
     TANDEM_KCHECK_PTR(lse);
     TANDEM_KCHECK_PTR(workspace);
     check_args(cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen);
+    TANDEM_KCHECK(window >= 0);
     TANDEM_KCHECK(aligned16(dq) && aligned16(dk) && aligned16(dv) && aligned16(dout) && aligned16(q) &&
                   aligned16(k) && aligned16(v) && aligned16(out) && aligned16(workspace));
     float* delta = static_cast<float*>(workspace);  // [Hq, T]
@@ -741,13 +754,13 @@ void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
     TANDEM_CUDA_LAUNCH_CHECK();
     if (D <= 64)
         backward_launch<Dkv64, Dq64>(dq, dk, dv, dout, q, k, v, lse, delta, cu_seqlens, S, T, Hq, Hkv, D, scale,
-                                     max_seqlen);
+                                     max_seqlen, window);
     else if (D <= 128)
         backward_launch<Dkv128, Dq128>(dq, dk, dv, dout, q, k, v, lse, delta, cu_seqlens, S, T, Hq, Hkv, D, scale,
-                                       max_seqlen);
+                                       max_seqlen, window);
     else
         backward_launch<Dkv256, Dq256>(dq, dk, dv, dout, q, k, v, lse, delta, cu_seqlens, S, T, Hq, Hkv, D, scale,
-                                       max_seqlen);
+                                       max_seqlen, window);
 }
 
 }  // namespace tandem::cuda
