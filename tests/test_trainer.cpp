@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <numbers>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -74,6 +76,7 @@ public:
     double run(const PackedBatch& b, float scale, uint64_t dropout_seed, bool backward) {
         ++calls;
         if (stop_flag && calls == stop_at_call) stop_flag->store(true);
+        if (backward && delay.count() > 0) std::this_thread::sleep_for(delay);  // a step that takes wall time
         if (backward && nan_backward_calls.count(++backward_calls)) {  // a step gone wrong: NaN loss and gradients
             for (auto& p : params_) std::fill(p.grad.begin(), p.grad.end(), std::numeric_limits<float>::quiet_NaN());
             return std::numeric_limits<double>::quiet_NaN();
@@ -127,6 +130,7 @@ public:
     int64_t backward_calls = 0;
     std::set<int64_t> nan_backward_calls;  // 1-based forward_backward calls that return NaN
     bool ahead = false;
+    std::chrono::microseconds delay{0};  // slept in every forward_backward
 
 private:
     ModelConfig config_;
@@ -660,10 +664,20 @@ private slots:
         other.lora.r = 4;
         expect_error([&] { build(other, true); }, ErrorCategory::InvalidInput, {"lora.r"});
         expect_error([&] { build(c, true, default_lengths(), 1); }, ErrorCategory::InvalidInput, {"data changed"});
-        // checkpoint_every may change.
+        // checkpoint_every may change, and so may the timed checkpoints (checkpoint_minutes, keep_checkpoints).
         other = c;
         other.training.checkpoint_every = 5;
         build(other, true);
+        other.training.checkpoint_minutes = 0.5;
+        other.training.keep_checkpoints = 7;
+        build(other, true);
+        {  // a run written before these fields existed still resumes
+            json old = read_json_file(root / "run" / "config.json");
+            old["training"].erase("checkpoint_minutes");
+            old["training"].erase("keep_checkpoints");
+            write_file(root / "run" / "config.json", old.dump(2));
+            build(c, true);
+        }
         // Nothing to resume.
         RunConfig none = c;
         none.output_dir = (root / "empty").string();
@@ -699,6 +713,88 @@ private slots:
         expect_error([&] { export_run_adapter(root / "nothing", root / "exp2", false); }, ErrorCategory::Io, {});
     }
 
+    // training.checkpoint_minutes: a checkpoint after the step during which that much wall time passed since
+    // the last one; afterwards only the newest keep_checkpoints rolling ones stay (checkpoint_every's stay too).
+    void timed_checkpoints_keep_the_newest() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        const fs::path model = make_model_dir(root);
+        auto checkpoint_steps = [](const fs::path& out) {
+            std::set<int64_t> steps;
+            for (const auto& e : fs::directory_iterator(out / "checkpoints")) {
+                const std::string name = e.path().filename().string();
+                if (name.rfind("step-", 0) == 0 && fs::is_regular_file(e.path() / "state.json"))
+                    steps.insert(std::stoll(name.substr(5)));
+            }
+            return steps;
+        };
+        auto saved_events = [](const RecordingSink& sink) {
+            std::vector<int64_t> v;
+            for (const auto& e : sink.events)
+                if (e.kind == RunEventKind::CheckpointSaved) v.push_back(e.step);
+            return v;
+        };
+        std::atomic<bool> no{false};
+        for (const bool ahead : {false, true}) {  // a synchronous backend (CPU) and one that runs ahead (CUDA)
+            const std::string tag = ahead ? "ahead" : "sync";
+            RunConfig c = base_config(model, root / ("timed-" + tag));
+            c.training.checkpoint_every = 0;
+            c.training.checkpoint_minutes = 1e-6;  // 60 us: every step here takes longer (delay below)
+            c.training.keep_checkpoints = 2;
+            auto b = build(c);
+            b.model->ahead = ahead;
+            b.model->delay = std::chrono::milliseconds(1);
+            RecordingSink sink;
+            b.trainer.run(sink, no);
+            const int64_t T = b.trainer.plan().total_steps;
+            QVERIFY(T >= 4);
+            std::vector<int64_t> every(T);
+            for (int64_t i = 0; i < T; ++i) every[i] = i + 1;
+            QCOMPARE(saved_events(sink), every);  // a checkpoint after every step
+            QCOMPARE(checkpoint_steps(c.output_dir), (std::set<int64_t>{T - 1, T}));
+            QVERIFY(!any_tmp_under(c.output_dir));
+            QCOMPARE(b.model->queued_steps(), 0);
+            // The newest checkpoint holds the final weights (it was written when its step was collected).
+            const SafetensorsFile lora(fs::path(c.output_dir) / ("checkpoints/step-" + std::to_string(T)) /
+                                       "lora.safetensors");
+            for (const auto& [name, values] : b.model->lora_tensors()) {
+                const std::vector<float> stored = tensor_to_f32(lora.at(name));
+                QVERIFY2(stored == values, name.c_str());
+            }
+            QCOMPARE(load_run_config(fs::path(c.output_dir) / "config.json").training.keep_checkpoints, int64_t(2));
+        }
+        {  // with checkpoint_every: its checkpoints are never pruned; the rolling ones keep the newest N
+            RunConfig c = base_config(model, root / "mixed");
+            c.training.checkpoint_every = 4;
+            c.training.checkpoint_minutes = 1e-6;
+            c.training.keep_checkpoints = 1;
+            auto b = build(c);
+            b.model->delay = std::chrono::milliseconds(1);
+            RecordingSink sink;
+            b.trainer.run(sink, no);
+            const int64_t T = b.trainer.plan().total_steps;
+            std::set<int64_t> expected;
+            for (int64_t s = 4; s <= T; s += 4) expected.insert(s);
+            int64_t last_rolling = T;
+            while (last_rolling % 4 == 0) --last_rolling;
+            expected.insert(last_rolling);
+            QCOMPARE(checkpoint_steps(c.output_dir), expected);
+        }
+        {  // the default (10 minutes) writes nothing in a short run; 0 turns the timed checkpoints off
+            for (const double minutes : {10.0, 0.0}) {
+                RunConfig c = base_config(model, root / ("off-" + std::to_string(int(minutes))));
+                c.training.checkpoint_every = 0;
+                c.training.checkpoint_minutes = minutes;
+                auto b = build(c);
+                b.model->delay = std::chrono::milliseconds(1);
+                RecordingSink sink;
+                b.trainer.run(sink, no);
+                QVERIFY(saved_events(sink).empty());
+                QVERIFY(!latest_checkpoint(c.output_dir).has_value());
+            }
+        }
+    }
+
     void run_config_json_round_trip() {
         RunConfig c = base_config("/m", "/o");
         c.data.validation = "/v.jsonl";
@@ -712,8 +808,12 @@ private slots:
         c.device = DeviceChoice::Auto;
         c.seed = 123456789012345ULL;
         c.training.max_nonfinite_steps = 7;
+        c.training.checkpoint_minutes = 2.5;
+        c.training.keep_checkpoints = 5;
         const json j = c;
         QCOMPARE(j["training"]["betas"], json({0.8, 0.95}));
+        QCOMPARE(j["training"]["checkpoint_minutes"], json(2.5));
+        QCOMPARE(j["training"]["keep_checkpoints"], json(5));
         QCOMPARE(j["training"]["max_nonfinite_steps"], json(7));
         QCOMPARE(j["data"]["template"], json("auto"));
         const RunConfig back = j.get<RunConfig>();
@@ -732,6 +832,8 @@ private slots:
         const RunConfig small = json{{"model", "/m"}, {"output_dir", "/o"}, {"data", {{"dataset", "d.jsonl"}}}}.get<RunConfig>();
         QCOMPARE(small.training.lr, TrainingConfig{}.lr);
         QCOMPARE(small.training.max_nonfinite_steps, int64_t(3));
+        QCOMPARE(small.training.checkpoint_minutes, 10.0);
+        QCOMPARE(small.training.keep_checkpoints, int64_t(3));
         QCOMPARE(small.lora.r, LoraConfig{}.r);
     }
 
@@ -782,6 +884,10 @@ private slots:
         bad([](json& j) { j["training"]["eval_every"] = -1; }, {"training.eval_every"});
         bad([](json& j) { j["training"]["checkpoint_every"] = -1; }, {"training.checkpoint_every"});
         bad([](json& j) { j["training"]["max_nonfinite_steps"] = 0; }, {"training.max_nonfinite_steps"});
+        bad([](json& j) { j["training"]["checkpoint_minutes"] = -1; }, {"training.checkpoint_minutes", ">= 0"});
+        bad([](json& j) { j["training"]["checkpoint_minutes"] = "often"; }, {"training.checkpoint_minutes", "number"});
+        bad([](json& j) { j["training"]["keep_checkpoints"] = 0; }, {"training.keep_checkpoints", ">= 1"});
+        bad([](json& j) { j["training"]["keep_checkpoints"] = 1.5; }, {"training.keep_checkpoints", "integer"});
         bad([](json& j) { j["training"]["max_nonfinite_steps"] = "x"; }, {"training.max_nonfinite_steps", "integer"});
         bad([](json& j) { j["memory"]["checkpointing"] = "always"; }, {"memory.checkpointing", "always"});
         bad([](json& j) { j["training"] = 3; }, {"training", "object"});

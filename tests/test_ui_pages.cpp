@@ -648,6 +648,9 @@ private slots:
         child<QCheckBox>(&page, "packingCheck")->setChecked(false);
         auto* ckpt = child<QComboBox>(&page, "checkpointingCombo");
         ckpt->setCurrentIndex(ckpt->findText(QStringLiteral("recompute")));
+        auto* minutes = child<QDoubleSpinBox>(&page, "checkpointMinutesSpin");
+        QCOMPARE(minutes->value(), 10.0);  // the default: a crash loses at most 10 minutes
+        minutes->setValue(2.5);
 
         RunConfig c = page.config();
         QCOMPARE(c.model, m_demo.toStdString());
@@ -670,6 +673,10 @@ private slots:
         QCOMPARE(c.seed, uint64_t(7));
         QCOMPARE(c.device, DeviceChoice::Cpu);
         QCOMPARE(c.memory.checkpointing, CheckpointPolicy::Recompute);
+        QCOMPARE(c.training.checkpoint_minutes, 2.5);
+        minutes->setValue(0);  // off
+        QCOMPARE(page.config().training.checkpoint_minutes, 0.0);
+        minutes->setValue(2.5);
         // output_dir: a new folder under the runs folder, named after the time and the model.
         const QString out = QString::fromStdString(c.output_dir);
         QVERIFY2(out.startsWith(m_tmp.filePath(QStringLiteral("runs")) + "/") && out.endsWith("-demo-model"),
@@ -680,6 +687,7 @@ private slots:
         c.training.warmup_ratio = 0.1;
         c.training.eval_every = 5;
         c.training.checkpoint_every = 3;
+        c.training.keep_checkpoints = 5;
         c.data.validation_fraction = 0.2;
 
         // Into a page whose fields all differ, and back.
@@ -687,11 +695,21 @@ private slots:
         selectReady(other);
         other.setConfig(c);
         QCOMPARE(child<QSpinBox>(&other, "rankSpin")->value(), 4);
+        QCOMPARE(child<QDoubleSpinBox>(&other, "checkpointMinutesSpin")->value(), 2.5);
         QVERIFY(!child<QCheckBox>(&other, "target_k_proj")->isChecked());
         RunConfig back = other.config();
         back.output_dir.clear();
         c.output_dir.clear();
         QVERIFY(back == c);
+
+        // A value the box shows rounded (2 decimals) survives the trip exactly until the box is changed.
+        c.training.checkpoint_minutes = 1e-6;
+        other.setConfig(c);
+        back = other.config();
+        back.output_dir.clear();
+        QVERIFY(back == c);
+        child<QDoubleSpinBox>(&other, "checkpointMinutesSpin")->setValue(15);
+        QCOMPARE(other.config().training.checkpoint_minutes, 15.0);
     }
 
     void trainPageMemoryEstimate() {

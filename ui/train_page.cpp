@@ -24,6 +24,7 @@
 #include <QStandardPaths>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -52,6 +53,13 @@ namespace {
 // Preset files in the order they are offered; others found under :/presets follow alphabetically.
 const QStringList kPresetOrder = {QStringLiteral("quick_test"), QStringLiteral("balanced"),
                                   QStringLiteral("max_quality")};
+
+constexpr int kCheckpointMinutesDecimals = 2;
+
+// What a QDoubleSpinBox shows after setValue(v): clamped to its range, rounded to its decimals.
+double spinShown(const QDoubleSpinBox* spin, double v) {
+    return QString::number(std::clamp(v, spin->minimum(), spin->maximum()), 'f', spin->decimals()).toDouble();
+}
 
 QString checkpointingExplanation(const QString& policy) {
     if (policy == QLatin1String("off")) return QObject::tr("Off: keep every activation. Fastest, most GPU memory.");
@@ -372,6 +380,15 @@ QWidget* TrainPage::buildMemoryBox() {
     m_checkpointingHelp = new QLabel;
     m_checkpointingHelp->setObjectName(QStringLiteral("checkpointingHelp"));
     m_checkpointingHelp->setWordWrap(true);
+    m_checkpointMinutes = new QDoubleSpinBox;
+    m_checkpointMinutes->setObjectName(QStringLiteral("checkpointMinutesSpin"));
+    m_checkpointMinutes->setRange(0, 100'000);
+    m_checkpointMinutes->setDecimals(kCheckpointMinutesDecimals);
+    m_checkpointMinutes->setSingleStep(5);
+    m_checkpointMinutes->setSpecialValueText(tr("off (only when stopped)"));
+    m_checkpointMinutes->setToolTip(
+        tr("Save a checkpoint after the step during which this many minutes passed since the last one, so a "
+           "crash or power cut loses at most that much; the newest few are kept. Off: only when stopped"));
     m_memoryBar = new QProgressBar;
     m_memoryBar->setObjectName(QStringLiteral("memoryBar"));
     m_memoryBar->setRange(0, 1000);
@@ -385,10 +402,12 @@ QWidget* TrainPage::buildMemoryBox() {
     connect(m_device, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
     connect(m_packing, &QCheckBox::toggled, this, &TrainPage::onFieldEdited);
     connect(m_checkpointing, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
+    connect(m_checkpointMinutes, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
     form->addRow(tr("Device"), m_device);
     form->addRow(m_packing, m_packingHelp);
     form->addRow(tr("Checkpointing"), m_checkpointing);
     form->addRow(QString(), m_checkpointingHelp);
+    form->addRow(tr("Checkpoint every (minutes)"), m_checkpointMinutes);
     form->addRow(tr("Memory"), m_memoryBar);
     form->addRow(QString(), m_memoryLabel);
     return box;
@@ -452,6 +471,7 @@ void TrainPage::fillFields(const RunConfig& c) {
     selectOrAuto(m_device, device_choice_name(c.device));
     m_packing->setChecked(c.data.packing);
     selectOrAuto(m_checkpointing, checkpoint_policy_name(c.memory.checkpointing));
+    m_checkpointMinutes->setValue(c.training.checkpoint_minutes);
     m_filling = false;
 }
 
@@ -483,6 +503,9 @@ RunConfig TrainPage::config() const {
     c.device = parse_device_choice(m_device->currentData().toString().toStdString()).value_or(DeviceChoice::Auto);
     c.memory.checkpointing = parse_checkpoint_policy(m_checkpointing->currentData().toString().toStdString())
                                  .value_or(CheckpointPolicy::Auto);
+    // The box rounds to its decimals: a reopened value it shows rounded stays exact until the box changes.
+    if (m_checkpointMinutes->value() != spinShown(m_checkpointMinutes, m_base.training.checkpoint_minutes))
+        c.training.checkpoint_minutes = m_checkpointMinutes->value();
     c.output_dir.clear();
     if (!runsFolder().isEmpty()) {
         QString name = modelDisplayName(m_model);
@@ -642,6 +665,7 @@ void TrainPage::markFields(const QString& message) {
         {"training.max_steps", {m_maxSteps}},
         {"training.batch_tokens", {m_batchTokens}},
         {"training.grad_accum", {m_gradAccum}},
+        {"training.checkpoint_minutes", {m_checkpointMinutes}},
         {"data.max_seq_len", {m_maxSeqLen}},
         {"output_dir", {m_runsFolderEdit}},
     };
@@ -658,7 +682,8 @@ void TrainPage::markFields(const QString& message) {
 void TrainPage::clearMarks() {
     for (QWidget* w :
          std::initializer_list<QWidget*>{m_rank, m_alpha, m_dropout, m_targetsBox, m_lr, m_warmup, m_epochs, m_maxSteps,
-                                         m_batchTokens, m_gradAccum, m_maxSeqLen, m_runsFolderEdit})
+                                         m_batchTokens, m_gradAccum, m_maxSeqLen, m_checkpointMinutes,
+                                         m_runsFolderEdit})
         clearFieldInvalid(w);
 }
 

@@ -5,6 +5,8 @@
 //  - config() is the single source of truth: the widgets' values laid over m_base, a RunConfig holding the
 //    settings without a widget (warmup_ratio, betas, eval/checkpoint intervals, ...), so a config reopened
 //    from a run round-trips unchanged. Presets are partial RunConfig JSON merged over config().
+//  - "Checkpoint every (minutes)" maps to training.checkpoint_minutes (0: off). The box shows 2 decimals; a
+//    reopened value it cannot show exactly is kept as it was until the box is changed.
 //  - Fields are checked with the engine's validate_run_config on every change (cheap, GUI thread); its
 //    message names the field, which is then marked. estimate_memory runs on a worker thread, debounced
 //    (kEstimateDelayMs) and only for the latest settings.
@@ -130,6 +132,7 @@ private:
     QLabel* m_packingHelp = nullptr;
     QComboBox* m_checkpointing = nullptr;
     QLabel* m_checkpointingHelp = nullptr;
+    QDoubleSpinBox* m_checkpointMinutes = nullptr;  // training.checkpoint_minutes
     QProgressBar* m_memoryBar = nullptr;
     QLabel* m_memoryLabel = nullptr;
     QLabel* m_blockedLabel = nullptr;

@@ -70,8 +70,9 @@ Run add_train_command(CLI::App& app) {
         std::string config, model, init_adapter, dataset, out, targets, packing, device, validation, schedule;
         std::string checkpointing;
         std::optional<int> lora_r, grad_accum, batch_tokens, max_seq_len;
-        std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm;
-        std::optional<int64_t> epochs, max_steps, checkpoint_every, eval_every, warmup_steps, max_nonfinite_steps;
+        std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm, checkpoint_minutes;
+        std::optional<int64_t> epochs, max_steps, checkpoint_every, eval_every, warmup_steps, max_nonfinite_steps,
+            keep_checkpoints;
         std::optional<uint64_t> seed;
         bool resume = false;
     };
@@ -107,6 +108,11 @@ Run add_train_command(CLI::App& app) {
                     "(block inputs in pinned host memory, double-buffered reload) | smart-single | auto (the fastest "
                     "that fits the GPU)");
     sub->add_option("--checkpoint-every", o->checkpoint_every, "checkpoint every N steps (0: only on stop)");
+    sub->add_option("--checkpoint-minutes", o->checkpoint_minutes,
+                    "also checkpoint after the step during which M minutes passed since the last checkpoint "
+                    "(default 10; 0: off)");
+    sub->add_option("--keep-checkpoints", o->keep_checkpoints,
+                    "timed checkpoints keep only the newest N (default 3; --checkpoint-every's are kept)");
     sub->add_option("--eval-every", o->eval_every, "evaluate every N steps (0: at the end)");
     sub->add_option("--max-nonfinite-steps", o->max_nonfinite_steps,
                     "stop the run as diverged after N steps in a row with a non-finite loss (default 3)");
@@ -175,6 +181,8 @@ Run add_train_command(CLI::App& app) {
             c.device = *d;
         }
         if (o->checkpoint_every) c.training.checkpoint_every = *o->checkpoint_every;
+        if (o->checkpoint_minutes) c.training.checkpoint_minutes = *o->checkpoint_minutes;
+        if (o->keep_checkpoints) c.training.keep_checkpoints = *o->keep_checkpoints;
         if (o->eval_every) c.training.eval_every = *o->eval_every;
         if (o->max_nonfinite_steps) c.training.max_nonfinite_steps = *o->max_nonfinite_steps;
 

@@ -168,6 +168,11 @@ void validate_run_config(const RunConfig& c) {
     if (t.eval_every < 0) throw_invalid("training.eval_every: must not be negative, got " + std::to_string(t.eval_every));
     if (t.checkpoint_every < 0)
         throw_invalid("training.checkpoint_every: must not be negative, got " + std::to_string(t.checkpoint_every));
+    if (!(std::isfinite(t.checkpoint_minutes) && t.checkpoint_minutes >= 0))
+        throw_invalid("training.checkpoint_minutes: " + num(t.checkpoint_minutes) +
+                      " must be >= 0 (0 turns timed checkpoints off)");
+    if (t.keep_checkpoints < 1)
+        throw_invalid("training.keep_checkpoints: must be >= 1, got " + std::to_string(t.keep_checkpoints));
     if (t.max_nonfinite_steps < 1)
         throw_invalid("training.max_nonfinite_steps: must be >= 1 (the non-finite steps in a row that stop the "
                       "run), got " + std::to_string(t.max_nonfinite_steps));
@@ -191,6 +196,8 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
                       {"max_grad_norm", c.training.max_grad_norm}, {"weight_decay", c.training.weight_decay},
                       {"betas", {c.training.beta1, c.training.beta2}}, {"eps", c.training.eps},
                       {"eval_every", c.training.eval_every}, {"checkpoint_every", c.training.checkpoint_every},
+                      {"checkpoint_minutes", c.training.checkpoint_minutes},
+                      {"keep_checkpoints", c.training.keep_checkpoints},
                       {"max_nonfinite_steps", c.training.max_nonfinite_steps}}},
         {"memory", {{"checkpointing", std::string(checkpoint_policy_name(c.memory.checkpointing))}}},
         {"device", std::string(device_choice_name(c.device))},
@@ -230,7 +237,7 @@ RunConfig parse_run_config(const nlohmann::json& j) {
         const json& t = j.at("training");
         check_keys(t, "training", {"lr", "schedule", "warmup_steps", "warmup_ratio", "epochs", "max_steps", "batch_tokens",
                                    "grad_accum", "max_grad_norm", "weight_decay", "betas", "eps", "eval_every",
-                                   "checkpoint_every", "max_nonfinite_steps"});
+                                   "checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "max_nonfinite_steps"});
         TrainingConfig& x = c.training;
         read_number(t, "training", "lr", x.lr);
         if (t.contains("schedule")) {
@@ -258,6 +265,8 @@ RunConfig parse_run_config(const nlohmann::json& j) {
         read_number(t, "training", "eps", x.eps);
         read_int(t, "training", "eval_every", x.eval_every);
         read_int(t, "training", "checkpoint_every", x.checkpoint_every);
+        read_number(t, "training", "checkpoint_minutes", x.checkpoint_minutes);
+        read_int(t, "training", "keep_checkpoints", x.keep_checkpoints);
         read_int(t, "training", "max_nonfinite_steps", x.max_nonfinite_steps);
     }
     if (j.contains("memory")) {

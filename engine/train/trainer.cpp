@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -111,6 +112,8 @@ json comparable(json j) {
     j.erase("output_dir");
     if (j.contains("training")) {
         j["training"].erase("checkpoint_every");
+        j["training"].erase("checkpoint_minutes");  // when to save, not what is trained (older runs lack them)
+        j["training"].erase("keep_checkpoints");
         j["training"].erase("eval_every");
         j["training"].erase("max_nonfinite_steps");  // when to give up, not what is trained (older runs lack it)
     }
@@ -175,6 +178,7 @@ struct Trainer::Impl {
     int64_t batch_pos = 0;  // next micro-batch index within the epoch
     bool resume_loaded = false;
     bool stopped = false;
+    std::chrono::steady_clock::time_point last_checkpoint_time;  // run start or the latest checkpoint written
     bool diverged = false;
     std::string diverged_message;
 
@@ -255,7 +259,32 @@ struct Trainer::Impl {
         if (fs::exists(final_dir)) fs::remove_all(final_dir);       // an incomplete leftover
         fs::rename(tmp, final_dir);
         fsync_dir(out / "checkpoints");
+        last_checkpoint_time = std::chrono::steady_clock::now();
         sink.on_event({RunEventKind::CheckpointSaved, final_dir.string(), step});
+    }
+
+    // After a timed checkpoint (training.checkpoint_minutes): keeps the newest keep_checkpoints complete
+    // checkpoints among the rolling ones, i.e. those checkpoint_every did not ask for (steps that are not a
+    // multiple of it; every one when it is 0). The checkpoint of the current step and incomplete .tmp folders
+    // are never touched.
+    void prune_checkpoints() {
+        const int64_t every = config.training.checkpoint_every;
+        const auto keep = static_cast<size_t>(std::max<int64_t>(1, config.training.keep_checkpoints));
+        std::error_code ec;
+        std::vector<int64_t> rolling;
+        for (const auto& e : fs::directory_iterator(out / "checkpoints", ec)) {
+            const int64_t s = step_of_dir_name(e.path().filename().string());
+            if (s < 0 || s == step || !fs::is_regular_file(e.path() / kStateName, ec)) continue;
+            if (every > 0 && s % every == 0) continue;  // asked for by checkpoint_every: kept
+            rolling.push_back(s);
+        }
+        // The current step's checkpoint counts as the newest one kept (when it is a rolling one).
+        const bool current_rolling = !(every > 0 && step % every == 0);
+        const size_t keep_others = current_rolling ? keep - 1 : keep;
+        if (rolling.size() <= keep_others) return;
+        std::sort(rolling.begin(), rolling.end(), std::greater<>());
+        for (size_t i = keep_others; i < rolling.size(); ++i) fs::remove_all(checkpoint_dir(rolling[i]), ec);
+        fsync_dir(out / "checkpoints");
     }
 
     // Restores the latest complete checkpoint (called by make_trainer when resuming).
@@ -373,6 +402,7 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
     const TrainingConfig& tc = config.training;
     const auto run_start = clock::now();
     const int64_t first_step = step;
+    last_checkpoint_time = run_start;
 
     // Steps are queued on the model and, on a backend that runs ahead of the host (CUDA), collected one step
     // later (TrainableModel's step protocol): the metrics of step n are read while step n+1 runs, so the
@@ -380,7 +410,7 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
     // once (those read the updated weights); a synchronous backend (CPU) collects every step at once.
     struct Pending {
         StepMetrics m;
-        bool eval = false, checkpoint = false;
+        bool eval = false, checkpoint = false, timed = false;  // timed: checkpoint_minutes asked for it
     };
     std::optional<Pending> pending;
     auto last_collect = run_start;
@@ -432,7 +462,10 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
         metrics.flush();
         if (!metrics) throw_io((out / "metrics.jsonl").string() + ": write failed");
         sink.on_step(m);
-        if (p.checkpoint && finite) write_checkpoint(sink);  // never the weights of a non-finite step
+        if (p.checkpoint && finite) {  // never the weights of a non-finite step
+            write_checkpoint(sink);
+            if (p.timed) prune_checkpoints();
+        }
         last_collect = clock::now();  // evaluation and checkpoints are not step time
     };
 
@@ -494,7 +527,11 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
         m.tokens = tokens;
         m.label_tokens = labels;
         p.eval = !eval_batches.empty() && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == total_steps);
-        p.checkpoint = tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0;
+        // Timed checkpoints: after the step during which checkpoint_minutes of wall time passed since the
+        // last checkpoint (or the run start). Decided when the step is queued, so that it is collected at once.
+        p.timed = tc.checkpoint_minutes > 0 &&
+                  std::chrono::duration<double>(clock::now() - last_checkpoint_time).count() >= tc.checkpoint_minutes * 60.0;
+        p.checkpoint = (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) || p.timed;
         pending = std::move(p);
         if (!model->runs_ahead() || pending->eval || pending->checkpoint || step == total_steps) collect();
         if (diverged_at > 0) break;

@@ -8,6 +8,10 @@
 //  - memory.checkpointing is stored and validated; it only changes anything on CUDA.
 //  - training.max_nonfinite_steps: a run whose loss or gradient norm is not finite for that many steps in a
 //    row stops as diverged (tandem/trainer.h says what is kept); a single bad step is skipped and reported.
+//  - training.checkpoint_minutes (default 10, 0 = off): a checkpoint is also written after the step during
+//    which that much wall time passed since the last checkpoint (or the run start), so a crash loses at most
+//    that much. After such a timed checkpoint only the newest training.keep_checkpoints complete checkpoints
+//    are kept. Both, like checkpoint_every, may change on resume.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +67,8 @@ struct TrainingConfig {
     double eps = 1e-8;
     int64_t eval_every = 0;         // 0 = only at the end (when there is validation data)
     int64_t checkpoint_every = 0;   // 0 = only when stopped
+    double checkpoint_minutes = 10;  // also checkpoint once this much wall time passed since the last one; 0 = off
+    int64_t keep_checkpoints = 3;   // timed checkpoints keep only the newest N complete ones; >= 1
     int64_t max_nonfinite_steps = 3;  // consecutive non-finite steps that stop the run as diverged; >= 1
     bool operator==(const TrainingConfig&) const = default;
 };
@@ -95,7 +101,7 @@ void validate_run_config(const RunConfig& config);
 // JSON keys: schema_version, model, init_adapter, data{dataset, validation, validation_fraction, format, max_seq_len,
 // packing, template}, lora{...}, training{lr, schedule, warmup_steps, warmup_ratio, epochs, max_steps,
 // batch_tokens, grad_accum, max_grad_norm, weight_decay, betas [b1, b2], eps, eval_every,
-// checkpoint_every, max_nonfinite_steps}, memory{checkpointing}, device, seed, output_dir. Missing keys keep the
+// checkpoint_every, checkpoint_minutes, keep_checkpoints, max_nonfinite_steps}, memory{checkpointing}, device, seed, output_dir. Missing keys keep the
 // defaults. from_json throws Error{InvalidInput} naming unknown keys and wrong types, then validates.
 void to_json(nlohmann::json& j, const RunConfig& config);
 void from_json(const nlohmann::json& j, RunConfig& config);

@@ -11,6 +11,10 @@
 //    optimizer.safetensors, state.json written last), adapter/ (PEFT) at the end. Every file is written
 //    atomically; a checkpoint folder is built as checkpoints/.step-N.tmp and renamed when complete.
 //    Resume continues from the latest complete checkpoint, bit-identically to an uninterrupted run.
+//  - Checkpoints are written every training.checkpoint_every steps, on stop, and (training.checkpoint_minutes)
+//    after the step during which that much wall time passed since the last checkpoint or the run start. After
+//    a timed checkpoint only the newest training.keep_checkpoints of the rolling checkpoints (those
+//    checkpoint_every did not ask for) are kept; checkpoint_every's own are never removed by this.
 //  - Divergence: a step whose loss or gradient norm is not finite leaves the LoRA weights unchanged and is
 //    reported as a Warning. After training.max_nonfinite_steps such steps in a row the run stops as
 //    diverged: that step's metrics line carries "status": "diverged", a Diverged event says what happened
