@@ -546,6 +546,170 @@ private slots:
         QCOMPARE(read_dataset(file("bom.jsonl", "\xEF\xBB\xBF{\"text\": \"x\"}\n")).records.size(), size_t(1));
     }
 
+    // ----- CSV / TSV ----------------------------------------------------------------------------------------
+
+    void csv_quoted_fields() {
+        // Quoted fields hold the separator, line breaks (LF and CRLF) and doubled quotes; an unquoted field
+        // keeps a stray quote as it is; extra columns are ignored; record lines are where each row starts.
+        const auto p = file("q.csv",
+                            "id,instruction,input,output\n"
+                            "1,\"Add, then print\",\"1, 2\",\"3\"\n"
+                            "2,\"Say \"\"hi\"\"\",,\"line one\nline two\r\nline three\"\n"
+                            "3,Measure,5\" screen,\"\"\"quoted\"\" answer\"\n");
+        const Dataset d = read_dataset(p);
+        QCOMPARE(d.format, DatasetFormat::Alpaca);
+        QCOMPARE(d.records.size(), size_t(3));
+        QCOMPARE(d.total_records, int64_t(3));
+        QCOMPARE(d.records[0].messages[0].content, std::string("Add, then print\n\n1, 2"));
+        QCOMPARE(d.records[0].messages[1].content, std::string("3"));
+        QCOMPARE(d.records[1].messages[0].content, std::string("Say \"hi\""));  // empty input: no "\n\n"
+        QCOMPARE(d.records[1].messages[1].content, std::string("line one\nline two\nline three"));
+        QCOMPARE(d.records[2].messages[0].content, std::string("Measure\n\n5\" screen"));
+        QCOMPARE(d.records[2].messages[1].content, std::string("\"quoted\" answer"));
+        QCOMPARE(d.records[0].location.line, uint32_t(2));
+        QCOMPARE(d.records[1].location.line, uint32_t(3));
+        QCOMPARE(d.records[2].location.line, uint32_t(6));  // row 2 spans lines 3-5
+        QCOMPARE(d.records[2].location.element, int64_t(-1));
+    }
+
+    void csv_tsv() {
+        const auto p = file("pc.tsv",
+                            "prompt\tcompletion\n"
+                            "Capital of France?\tParis, of course\n"
+                            "\"Tab\tinside\"\t\"two\nlines\"\n");
+        const Dataset d = read_dataset(p);
+        QCOMPARE(d.format, DatasetFormat::PromptCompletion);
+        QCOMPARE(d.records.size(), size_t(2));
+        QCOMPARE(d.records[0].prompt, std::string("Capital of France?"));
+        QCOMPARE(d.records[0].completion, std::string("Paris, of course"));  // a comma is data in a TSV
+        QCOMPARE(d.records[1].prompt, std::string("Tab\tinside"));
+        QCOMPARE(d.records[1].completion, std::string("two\nlines"));
+    }
+
+    void csv_bom_crlf() {
+        const auto p = file("bom.csv",
+                            "\xEF\xBB\xBF"
+                            "Instruction , Output\r\n"
+                            "Greet,Hello\r\n"
+                            "\"Two\r\nlines\",\"Yes\"\r\n"
+                            "\r\n");
+        const Dataset d = read_dataset(p);
+        QCOMPARE(d.format, DatasetFormat::Alpaca);  // header names: case and spaces ignored, the BOM skipped
+        QCOMPARE(d.records.size(), size_t(2));
+        QCOMPARE(d.records[0].messages[0].content, std::string("Greet"));
+        QCOMPARE(d.records[0].messages[1].content, std::string("Hello"));  // no '\r' left
+        QCOMPARE(d.records[1].messages[0].content, std::string("Two\nlines"));
+        QCOMPARE(d.records[1].messages[1].content, std::string("Yes"));
+        QCOMPARE(d.records[1].location.line, uint32_t(3));
+    }
+
+    void csv_column_sets() {
+        // alpaca with system; prompt/completion; text; an explicit format picks among several sets.
+        const auto a = read_dataset(file("a.csv", "system,instruction,output\nBe kind.,Greet,Hello\n,Q,A\n"));
+        QCOMPARE(a.format, DatasetFormat::Alpaca);
+        QCOMPARE(a.records[0].messages.size(), size_t(3));
+        QCOMPARE(a.records[0].messages[0].role, std::string("system"));
+        QCOMPARE(a.records[1].messages.size(), size_t(2));  // empty system: none
+        const auto pc = read_dataset(file("pc.csv", "prompt,completion\nHi,Hello\n"));
+        QCOMPARE(pc.format, DatasetFormat::PromptCompletion);
+        QCOMPARE(pc.records[0].prompt, std::string("Hi"));
+        QCOMPARE(pc.records[0].completion, std::string("Hello"));
+        const auto t = read_dataset(file("t.csv", "text,source\n\"Once upon a time,\nthe end.\",web\nSecond,x\n"));
+        QCOMPARE(t.format, DatasetFormat::Text);
+        QCOMPARE(t.records.size(), size_t(2));
+        QCOMPARE(t.records[0].text, std::string("Once upon a time,\nthe end."));
+        // Same priority as the JSON keys: instruction+output wins over text; an explicit format overrides.
+        const std::string both = "text,instruction,output\nT,I,O\n";
+        QCOMPARE(read_dataset(file("both.csv", both)).format, DatasetFormat::Alpaca);
+        ReadOptions o;
+        o.format = DatasetFormat::Text;
+        const auto forced = read_dataset(file("both2.csv", both), o);
+        QCOMPARE(forced.format, DatasetFormat::Text);
+        QCOMPARE(forced.records[0].text, std::string("T"));
+        // A chat column holds a JSON array per cell.
+        const auto c = read_dataset(
+            file("chat.csv",
+                 "messages\n\"[{\"\"role\"\": \"\"user\"\", \"\"content\"\": \"\"U\"\"}, {\"\"role\"\": "
+                 "\"\"assistant\"\", \"\"content\"\": \"\"A, B\"\"}]\"\n"));
+        QCOMPARE(c.format, DatasetFormat::Chat);
+        QCOMPARE(c.records[0].messages.size(), size_t(2));
+        QCOMPARE(c.records[0].messages[1].content, std::string("A, B"));
+        // Empty cells are empty fields: the record is invalid (counted), not the file.
+        const auto e = read_dataset(file("e.csv", "prompt,completion\nHi,Hello\nA,B\nC,D\nE,F\nG,H\nI,J\nK,L\nM,N\n"
+                                                  "O,P\nQ,R\nS,T\nU,\n"));
+        QCOMPARE(e.records.size(), size_t(11));
+        QCOMPARE(e.invalid.count, int64_t(1));
+        QVERIFY(contains(e.invalid.first[0].location, "e.csv:13"));
+    }
+
+    void csv_never_plain_text() {
+        // Before CSV support a .csv was read as one text document, header included.
+        const auto p = file("plain.csv", "text\nhello world\nsecond row\n");
+        const Dataset d = read_dataset(p);
+        QCOMPARE(d.format, DatasetFormat::Text);
+        QCOMPARE(d.records.size(), size_t(2));
+        for (const auto& r : d.records) {
+            QVERIFY(!contains(r.text, "text"));
+            QVERIFY(!contains(r.text, "\n"));
+        }
+        QCOMPARE(d.records[0].text, std::string("hello world"));
+        // Even when asked for text, a .csv without a text column is refused, never read as plain text.
+        ReadOptions o;
+        o.format = DatasetFormat::Text;
+        o.text_split = TextSplit::WholeFile;
+        EXPECT_ERROR(read_dataset(file("nt.csv", "instruction,output\nI,O\n"), o), ErrorCategory::InvalidInput,
+                     "nt.csv:1: the header lacks the columns the text format needs");
+        // Upper-case extension too.
+        QCOMPARE(read_dataset(file("UP.CSV", "text\nx\n")).records[0].text, std::string("x"));
+    }
+
+    void csv_errors() {
+        // A row with another field count: the message names the line.
+        {
+            const auto err = error_of([&] {
+                (void)read_dataset(file("count.csv", "instruction,output\nA,B\nC,D,E\nF,G\n"));
+            });
+            QVERIFY(err.has_value());
+            QCOMPARE(err->category(), ErrorCategory::InvalidInput);
+            QVERIFY2(contains(err->what(), "count.csv:3: this row has 3 fields but the header (line 1) has 2"),
+                     err->what());
+            QVERIFY2(contains(err->what(), "double quotes"), err->what());
+        }
+        EXPECT_ERROR(read_dataset(file("few.tsv", "prompt\tcompletion\nA\tB\n\nC\n")), ErrorCategory::InvalidInput,
+                     "few.tsv:4: this row has 1 field but the header (line 1) has 2");
+        // A quote that is never closed: the line it opens on.
+        EXPECT_ERROR(read_dataset(file("open.csv", "instruction,output\nA,B\nC,\"D\nE,F\nG,H\n")),
+                     ErrorCategory::InvalidInput, "open.csv:3: a quoted field opens on this line");
+        EXPECT_ERROR(read_dataset(file("open2.csv", "instruction,output\r\nA,\"B\r\nmore\",\"never closed\r\n")),
+                     ErrorCategory::InvalidInput, "open2.csv:3: a quoted field opens on this line (in the row that "
+                                                  "starts on line 2)");
+        EXPECT_ERROR(read_dataset(file("open3.csv", "instruction,output\nA,\"B\"x\n")), ErrorCategory::InvalidInput,
+                     "open3.csv:2: unexpected text after the closing quote");
+        // No known column set: the header's columns and the accepted sets.
+        {
+            const auto err =
+                error_of([&] { (void)read_dataset(file("cols.csv", "question,answer\nWhat?,That.\n")); });
+            QVERIFY(err.has_value());
+            QCOMPARE(err->category(), ErrorCategory::InvalidInput);
+            const std::string m = err->what();
+            QVERIFY2(contains(m, "cols.csv:1: no known column set in the header: its columns are \"question\", "
+                                 "\"answer\""),
+                     m.c_str());
+            QVERIFY2(contains(m, "\"instruction\" + \"output\""), m.c_str());
+            QVERIFY2(contains(m, "\"prompt\" + \"completion\""), m.c_str());
+            QVERIFY2(contains(m, "\"text\""), m.c_str());
+        }
+        EXPECT_ERROR(read_dataset(file("semi.csv", "instruction;output\nA;B\n")), ErrorCategory::InvalidInput,
+                     "uses another separator");
+        // A header-only file, and a preference dataset.
+        EXPECT_ERROR(read_dataset(file("hdr.csv", "prompt,completion\r\n")), ErrorCategory::InvalidInput,
+                     "hdr.csv: the CSV file has a header row (columns \"prompt\", \"completion\") but no data rows");
+        EXPECT_ERROR(read_dataset(file("dpo.csv", "prompt,chosen,rejected\nP,C,R\n")), ErrorCategory::Unsupported,
+                     "preference (DPO)");
+        EXPECT_ERROR(read_dataset(file("dup.csv", "text,Text\na,b\n")), ErrorCategory::InvalidInput,
+                     "dup.csv:1: the header names the column \"text\" twice");
+    }
+
     // ----- splits and shuffles ------------------------------------------------------------------------------
 
     void shuffle_and_split() {

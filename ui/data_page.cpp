@@ -48,7 +48,7 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     m_browse = new QPushButton(tr("Choose dataset…"));
     m_browse->setObjectName(QStringLiteral("browseDatasetButton"));
     m_browse->setToolTip(
-        tr("A .jsonl, .json or .txt file: alpaca, chat messages, ShareGPT, prompt/completion or "
+        tr("A .jsonl, .json, .csv, .tsv or .txt file: alpaca, chat messages, ShareGPT, prompt/completion or "
            "plain text (Ctrl+D)"));
     connect(m_browse, &QPushButton::clicked, this, &DataPage::browse);
     m_pathLabel = new QLabel(tr("No dataset selected. Choose a file or drop one here."));
@@ -176,7 +176,7 @@ void DataPage::browse() {
     QSettings settings;
     const QString start = settings.value(QStringLiteral("data/lastFolder"), QDir::homePath()).toString();
     const QString file = QFileDialog::getOpenFileName(this, tr("Choose a dataset"), start,
-                                                      tr("Datasets (*.jsonl *.json *.txt);;All files (*)"));
+                                                      tr("Datasets (*.jsonl *.json *.csv *.tsv *.txt);;All files (*)"));
     if (file.isEmpty()) return;
     settings.setValue(QStringLiteral("data/lastFolder"), QFileInfo(file).absolutePath());
     selectDataset(file);

@@ -1,4 +1,5 @@
-// Dataset readers: JSON arrays, JSON Lines (also inside .json files) and plain text -> normalised Records.
+// Dataset readers: JSON arrays, JSON Lines (also inside .json files), CSV/TSV (RFC 4180, header row) and plain
+// text -> normalised Records.
 // Decisions:
 //  * The file is read once into memory and split into per-record byte ranges by a small scanner (JSON arrays:
 //    top-level elements; JSONL: lines). Each range is parsed on its own, so only one record's JSON DOM exists
@@ -6,8 +7,13 @@
 //    (and the element index for arrays).
 //  * Invalid records are skipped and counted by reason; loading fails when more than max_invalid_fraction of
 //    them are invalid, or when nothing valid is left, quoting the first ones.
+//  * .csv / .tsv files are read by extension only, as RFC 4180 records under a required header row whose column
+//    names pick the format like JSON keys do (never as plain text: the header would become training text).
+//    Malformed files (a row with another field count, an unclosed quote, no known column set) are refused
+//    whole with path:line, not skipped row by row: a mis-quoted row shifts every later field.
 //  * Alpaca and ShareGPT records become `messages` here, so rendering only knows chat, prompt/completion, text.
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <random>
 #include <set>
@@ -453,6 +459,128 @@ std::vector<Chunk> split_json_array(const std::string& text, size_t open, const 
     return chunks;
 }
 
+// ----- CSV / TSV (RFC 4180) -------------------------------------------------------------------------------
+// A row of a delimited file: its fields (quotes removed, "" -> ", CRLF inside quotes -> LF) and the 1-based
+// lines it starts and ends on (a quoted field may hold newlines).
+struct CsvRow {
+    std::vector<std::string> fields;
+    uint32_t line = 0;
+    uint32_t last_line = 0;
+};
+
+// Reads one row at a time. A field is quoted only when its first character is '"'; inside quotes separators,
+// newlines and doubled quotes are data. A '"' inside an unquoted field is kept as it is. Rows end at LF,
+// CRLF or a lone CR; empty lines between rows are skipped. Errors are Error{InvalidInput} naming path:line.
+class CsvScanner {
+   public:
+    CsvScanner(const std::string& text, size_t start, char sep, const std::string& path)
+        : text_(text), i_(start), sep_(sep), path_(path) {}
+
+    bool next(CsvRow& row) {
+        const size_t n = text_.size();
+        // Skip empty lines (a trailing newline at the end of the file, blank lines between rows).
+        while (i_ < n && (text_[i_] == '\n' || text_[i_] == '\r')) eol();
+        if (i_ >= n) return false;
+        row.fields.clear();
+        row.line = line_;
+        for (;;) {
+            std::string field;
+            if (text_[i_] == '"') {
+                quoted(field, row.line);
+            } else {
+                const size_t b = i_;
+                while (i_ < n && text_[i_] != sep_ && text_[i_] != '\n' && text_[i_] != '\r') ++i_;
+                field.assign(text_, b, i_ - b);
+            }
+            row.fields.push_back(std::move(field));
+            if (i_ < n && text_[i_] == sep_) {
+                ++i_;
+                if (i_ >= n || text_[i_] == '\n' || text_[i_] == '\r') {  // "a,b," -> a trailing empty field
+                    row.fields.emplace_back();
+                    break;
+                }
+                continue;
+            }
+            break;
+        }
+        row.last_line = line_;
+        if (i_ < n) eol();
+        return true;
+    }
+
+   private:
+    void eol() {
+        if (text_[i_] == '\r' && i_ + 1 < text_.size() && text_[i_ + 1] == '\n') ++i_;
+        ++i_;
+        ++line_;
+    }
+
+    void quoted(std::string& field, uint32_t row_line) {
+        const size_t n = text_.size();
+        const uint32_t open_line = line_;
+        ++i_;  // the opening quote
+        for (;;) {
+            if (i_ >= n)
+                throw_invalid(path_ + ":" + std::to_string(open_line) +
+                              ": a quoted field opens on this line" +
+                              (row_line != open_line ? " (in the row that starts on line " +
+                                                           std::to_string(row_line) + ")"
+                                                     : std::string()) +
+                              " and its quote is never closed: the rest of the file was read as part of it. Close "
+                              "the quote, and write a quote inside a quoted field as two quotes (\"\")");
+            const char c = text_[i_];
+            if (c == '"') {
+                if (i_ + 1 < n && text_[i_ + 1] == '"') {
+                    field += '"';
+                    i_ += 2;
+                    continue;
+                }
+                ++i_;
+                break;
+            }
+            if (c == '\r' && i_ + 1 < n && text_[i_ + 1] == '\n') {
+                field += '\n';
+                i_ += 2;
+                ++line_;
+                continue;
+            }
+            if (c == '\n') ++line_;
+            field += c;
+            ++i_;
+        }
+        // After the closing quote: optional spaces, then a separator or the end of the row.
+        while (i_ < n && (text_[i_] == ' ' || (text_[i_] == '\t' && sep_ != '\t'))) ++i_;
+        if (i_ < n && text_[i_] != sep_ && text_[i_] != '\n' && text_[i_] != '\r')
+            throw_invalid(path_ + ":" + std::to_string(line_) + ": unexpected text after the closing quote of a "
+                          "field that opens on line " + std::to_string(open_line) +
+                          ": a quote inside a quoted field must be written as two quotes (\"\")");
+    }
+
+    const std::string& text_;
+    size_t i_;
+    uint32_t line_ = 1;
+    char sep_;
+    const std::string& path_;
+};
+
+std::string lower_trimmed(std::string_view s) {
+    while (!s.empty() && is_ws(s.front())) s.remove_prefix(1);
+    while (!s.empty() && is_ws(s.back())) s.remove_suffix(1);
+    std::string r(s);
+    std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return r;
+}
+
+// Columns whose cells hold JSON (an array) rather than text.
+bool json_column(std::string_view name) {
+    return name == "messages" || name == "conversations" || name == "history";
+}
+
+const char* kCsvColumnSets =
+    "\"instruction\" + \"output\" (alpaca; optional \"input\", \"system\"), \"prompt\" + \"completion\" "
+    "(prompt_completion), \"text\" (text), \"messages\" (chat: each cell a JSON array of {role, content}) or "
+    "\"conversations\" (sharegpt: each cell a JSON array of {from, value})";
+
 std::vector<Chunk> split_lines(const std::string& text, size_t start) {
     std::vector<Chunk> chunks;
     uint32_t line = 1;
@@ -646,6 +774,141 @@ struct Reader {
         if (doc_begin != std::string::npos) add_doc(doc_begin, all.size(), doc_line);
     }
 
+    // A .csv / .tsv file: a header row naming the columns, then one record per row. Columns map to the record
+    // formats by the keys the JSON readers use (case and surrounding spaces ignored); other columns are ignored.
+    void read_csv(size_t start, char sep) {
+        const std::string kind = sep == '\t' ? "TSV" : "CSV";
+        const std::string sep_name = sep == '\t' ? "tab" : "comma";
+        CsvScanner scanner(text, start, sep, path_str);
+        CsvRow header;
+        if (!scanner.next(header)) throw_invalid(path_str + ": the file holds no header row");
+        const std::string header_at = path_str + ":" + std::to_string(header.line);
+        std::vector<std::string> names;
+        std::string shown;
+        for (const std::string& f : header.fields) {
+            names.push_back(lower_trimmed(f));
+            shown += (shown.empty() ? "" : ", ") + ("\"" + f + "\"");
+        }
+        for (size_t a = 0; a < names.size(); ++a)
+            for (size_t b = a + 1; b < names.size(); ++b)
+                if (!names[a].empty() && names[a] == names[b])
+                    throw_invalid(header_at + ": the header names the column \"" + names[a] + "\" twice (columns " +
+                                  std::to_string(a + 1) + " and " + std::to_string(b + 1) +
+                                  "); rename or remove one of them");
+        std::vector<std::string> keys;
+        for (const auto& nm : names)
+            if (!nm.empty()) keys.push_back(nm);
+        const auto has = [&](std::string_view k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
+        const std::string expected = ". A " + kind + " dataset needs a header row naming one of these column sets: " +
+                                     kCsvColumnSets;
+        DatasetFormat format = options.format;
+        if (format == DatasetFormat::Auto) {
+            if (has("chosen") && has("rejected"))
+                throw_unsupported(header_at +
+                                  ": this is a preference (DPO) dataset (columns \"chosen\"/\"rejected\"); "
+                                  "supervised fine-tuning needs alpaca, chat, sharegpt, prompt_completion or "
+                                  "text records");
+            format = format_from_keys(keys);
+            if (format == DatasetFormat::Auto) {
+                std::string hint;
+                const std::string& only = header.fields.size() == 1 ? header.fields[0] : std::string();
+                if (sep == ',' && (only.find(';') != std::string::npos || only.find('\t') != std::string::npos))
+                    hint = " The header is one column holding ';' or tabs: this file uses another separator; save "
+                           "it with commas (or as .tsv for tabs).";
+                else if (sep == '\t' && only.find(',') != std::string::npos)
+                    hint = " The header is one column holding commas: save the file as .csv, or separate the "
+                           "columns with tabs.";
+                throw_invalid(header_at + ": no known column set in the header: its columns are " + shown +
+                              expected + "." + hint + " Rename the columns (the first row must be the header).");
+            }
+        } else {
+            bool ok = false;
+            switch (format) {
+                case DatasetFormat::Alpaca:
+                    ok = has("instruction") && has("output");
+                    break;
+                case DatasetFormat::Chat:
+                    ok = has("messages");
+                    break;
+                case DatasetFormat::ShareGpt:
+                    ok = has("conversations");
+                    break;
+                case DatasetFormat::PromptCompletion:
+                    ok = has("prompt") && has("completion");
+                    break;
+                case DatasetFormat::Text:
+                    ok = has("text");
+                    break;
+                case DatasetFormat::Auto:
+                    break;
+            }
+            if (!ok)
+                throw_invalid(header_at + ": the header lacks the columns the " +
+                              std::string(dataset_format_name(format)) + " format needs: its columns are " + shown +
+                              expected + ".");
+        }
+        out.format = format;
+
+        CsvRow row;
+        while (scanner.next(row)) {
+            if (row.fields.size() != names.size()) {
+                std::string msg = path_str + ":" + std::to_string(row.line) + ": this row has " +
+                                  std::to_string(row.fields.size()) + " field" + (row.fields.size() == 1 ? "" : "s") +
+                                  " but the header (line " + std::to_string(header.line) + ") has " +
+                                  std::to_string(names.size()) + " columns";
+                if (row.last_line != row.line)
+                    msg += " (the row runs on to line " + std::to_string(row.last_line) +
+                           " inside quotes: is a quote not closed?)";
+                msg += ". Put every field that holds a " + sep_name +
+                       ", a quote or a line break in double quotes (a quote inside as \"\"), and give every row "
+                       "as many fields as the header";
+                throw_invalid(msg);
+            }
+            ++out.total_records;
+            const Chunk c{0, 0, row.line};
+            json obj = json::object();
+            bool ok = true;
+            for (size_t k = 0; k < names.size() && ok; ++k) {
+                const std::string& nm = names[k];
+                if (nm.empty()) continue;
+                std::string& cell = row.fields[k];
+                size_t bad_off = 0;
+                if (!utf8::is_valid(cell, &bad_off)) {
+                    invalid(c, InvalidReason::InvalidUtf8,
+                            "invalid UTF-8 in column \"" + nm + "\" at byte " + std::to_string(bad_off) +
+                                " of the field (save the file as UTF-8)");
+                    ok = false;
+                } else if (json_column(nm)) {
+                    if (blank(cell)) {
+                        obj[nm] = nullptr;
+                    } else {
+                        json v = json::parse(cell, nullptr, false);
+                        if (v.is_discarded()) {
+                            invalid(c, InvalidReason::WrongType,
+                                    "column \"" + nm + "\" does not hold valid JSON (expected a JSON array)");
+                            ok = false;
+                        } else {
+                            obj[nm] = std::move(v);
+                        }
+                    }
+                } else {
+                    obj[nm] = std::move(cell);
+                }
+            }
+            if (!ok) continue;
+            try {
+                Record r = convert(obj, format);
+                r.location = {0, row.line, -1};
+                out.records.push_back(std::move(r));
+            } catch (const RecordError& e) {
+                invalid(c, e.reason, e.message);
+            }
+        }
+        if (out.total_records == 0)
+            throw_invalid(path_str + ": the " + kind + " file has a header row (columns " + shown +
+                          ") but no data rows");
+    }
+
     void check_counts() {
         std::string first;
         for (size_t k = 0; k < out.invalid.first.size() && k < 5; ++k)
@@ -678,7 +941,7 @@ Dataset read_dataset(const std::filesystem::path& path, const ReadOptions& optio
     if (const void* nul = std::memchr(text.data(), 0, text.size()))
         throw_invalid(p + ": looks like a binary file (NUL byte at offset " +
                       std::to_string(static_cast<const char*>(nul) - text.data()) +
-                      "); expected JSON, JSON Lines or plain text (Parquet/Arrow files must be converted to "
+                      "); expected JSON, JSON Lines, CSV/TSV or plain text (Parquet/Arrow files must be converted to "
                       "JSONL first)");
     size_t start = 0;
     if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) start = 3;  // UTF-8 byte order mark
@@ -692,7 +955,9 @@ Dataset read_dataset(const std::filesystem::path& path, const ReadOptions& optio
     const bool looks_json = text[first] == '[' || text[first] == '{';
 
     Reader reader{path, options, text, out};
-    if (ext == ".txt" || (!json_ext && !looks_json)) {
+    if (ext == ".csv" || ext == ".tsv") {
+        reader.read_csv(start, ext == ".tsv" ? '\t' : ',');  // never read as plain text: the header is no document
+    } else if (ext == ".txt" || (!json_ext && !looks_json)) {
         reader.read_text(start);
     } else if (!looks_json) {
         size_t line, col;

@@ -119,10 +119,17 @@ struct Dataset {
     std::string location(const RecordLocation& loc) const;  // "path:line (element N)"
 };
 
-// Reads a dataset file: .json (an array of records, or JSON Lines), .jsonl, .txt (documents per TextSplit).
+// Reads a dataset file: .json (an array of records, or JSON Lines), .jsonl, .txt (documents per TextSplit),
+// .csv / .tsv (chosen by extension; comma / tab separated, RFC 4180 quoting: quoted fields may hold separators,
+// line breaks and doubled quotes; CRLF or LF rows; a UTF-8 BOM is skipped). A CSV/TSV file needs a header row;
+// its column names (case and surrounding spaces ignored) are the JSON keys: instruction/output (+ input,
+// system) -> Alpaca, prompt/completion, text, messages / conversations (cells holding JSON arrays), chosen by
+// format_from_keys when format is Auto; other columns are ignored. Each row is one record.
 // Throws Error{InvalidInput} naming the file for: empty file, binary file (NUL byte), truncated JSON array,
 // no recognisable format (the message lists the keys seen and the keys each format needs), nothing valid
-// left, or more than max_invalid_fraction invalid records (the message quotes the first ones with file:line).
+// left, or more than max_invalid_fraction invalid records (the message quotes the first ones with file:line);
+// for CSV/TSV also with the line: a row whose field count differs from the header's, a quote that is never
+// closed (the line it opens on), no known column set in the header (its columns and the accepted sets).
 // Error{Io} when the file cannot be read.
 Dataset read_dataset(const std::filesystem::path& path, const ReadOptions& options = {});
 
