@@ -376,7 +376,7 @@ LoraTensors CudaModel::lora_tensors() {
 
 void CudaModel::zero_grads() {
     Impl& m = *impl_;
-    if (m.y.lora_padded > 0) zero(m.lora_grad, m.y.lora_padded);
+    if (m.y.lora_padded > 0) cuda::zero(m.lora_grad, m.y.lora_padded);
     TANDEM_CUDA_CHECK(cudaMemsetAsync(m.loss_sum + 1, 0, sizeof(double), stream()));
 }
 
@@ -488,7 +488,7 @@ void CudaModel::optimizer_step_async(double lr, double beta1, double beta2, doub
     Impl& m = *impl_;
     const int r = int(m.steps_queued % kStepSlots);
     if (m.params.empty()) {
-        zero(m.norm, 1);
+        cuda::zero(m.norm, 1);
     } else {
         const int count = m.lora_count();
         cuda::global_grad_norm(m.norm, m.lora_desc, count, m.y.lora_total, m.gn_ws);

@@ -58,13 +58,7 @@ inline constexpr int kHostMetaSlots = 4;  // pinned metadata slots (batches in f
 inline constexpr size_t kMaxGraphs = 8;      // CUDA graphs kept (least recently used evicted)
 inline constexpr size_t kMaxShapesSeen = 64; // shapes remembered as "ran eagerly once" (oldest forgotten)
 
-
 inline cudaStream_t stream() { return cuda::context().stream; }
-
-template <class X>
-inline void zero(X* p, int64_t n) {
-    TANDEM_CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(n) * sizeof(X), stream()));
-}
 
 // What the host decides per micro-batch that changes the work a micro-step launches: sizes and grids (T,
 // S, max_seqlen: the in-house attention grid is over S x max_seqlen tiles, cuDNN's graph and offsets over

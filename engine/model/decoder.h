@@ -149,7 +149,6 @@ public:
     double dropout = 0.0;
     float lora_scaling = 1.0f;
     float attn_scale = 1.0f;
-    CheckpointPolicy checkpointing = CheckpointPolicy::Off;
     int nb = 0;  // block-input buffers of an offloading policy (0: none)
     bool recomputes = false;                       // the policy drops buffers: backward recomputes them
     std::array<bool, kBufCount> dropped{};         // per buffer (plan.h)
@@ -187,8 +186,7 @@ public:
 
     // Points weights, activations and scratch into arenas laid out by `y` (allocated at the given bases).
     void bind(const ModelPlan& y, void* weights_base, void* acts_base, void* work_base) {
-        checkpointing = y.checkpointing;
-        nb = offload_buffers(checkpointing);
+        nb = offload_buffers(y.checkpointing);
         recomputes = y.recomputes;
         for (int b = 0; b < kBufCount; ++b) dropped[size_t(b)] = y.residency[size_t(b)] == Residency::Dropped;
         const ArenaLayout& W = y.weights;

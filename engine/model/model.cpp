@@ -59,7 +59,7 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
     std::vector<LoraParam> params;
     std::vector<std::array<int, kNumModules>> lora_index;  // [L][module] -> index of lora_A in params, -1 none
     int32_t* meta = nullptr;                               // the batch metadata slot
-    int nb = 0, offloaded = 0;                             // offloading policies (plan.h)
+    int offloaded = 0;                                     // layers whose input goes to x_host (plan.h)
     std::vector<float> x_host;                             // [offloaded, T, C] offloaded block inputs
 
     float* host_slot(int l) { return x_host.data() + size_t(l) * size_t(d.T) * size_t(d.C); }
@@ -149,7 +149,6 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
     m.dec.rt = &m;
     m.dec.bind(m.y, m.weights_mem.data(), m.acts_mem.data(), m.work_mem.data());
     m.meta = m.y.acts.ptr<int32_t>(m.acts_mem.data(), m.y.meta);
-    m.nb = offload_buffers(m.y.checkpointing);
     m.offloaded = offloaded_layers(m.y.checkpointing, d.L);
     m.x_host.assign(size_t(m.offloaded) * size_t(d.T) * size_t(d.C), 0.0f);
 

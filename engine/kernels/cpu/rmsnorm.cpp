@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace tandem::cpu {
 
@@ -32,13 +33,8 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 
 void residual_rmsnorm_forward(float* residual, float* out, float* rstd, const float* a, const float* b,
                               const float* weight, int N, int C, float eps) {
-    TANDEM_KCHECK_PTR(residual);
-    TANDEM_KCHECK_PTR(a);
-    TANDEM_KCHECK_PTR(b);
     TANDEM_KCHECK(N > 0 && C > 0);
-    const int64_t n = static_cast<int64_t>(N) * C;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) residual[i] = a[i] + b[i];
+    add(residual, a, b, static_cast<int64_t>(N) * C);  // checks the pointers; residual may alias a or b
     rmsnorm_forward(out, rstd, residual, weight, N, C, eps);
 }
 
