@@ -4,11 +4,13 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
 #include <functional>
 
 #include <nlohmann/json.hpp>
 
 #include "tandem/error.h"
+#include "tandem/lora.h"
 #include "tandem/model_config.h"
 #include "tandem/model_dir.h"
 #include "tandem/safetensors.h"
@@ -330,10 +332,11 @@ private slots:
                                j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
                            }); },
                      ErrorCategory::Unsupported, {"config.json", "'dynamic'", "llama3"});
+        // longrope needs its factor lists, one per frequency (head_dim / 2).
         expect_error([&] { with([](json& j) {
                                j["rope_scaling"] = {{"rope_type", "longrope"}};
                            }); },
-                     ErrorCategory::Unsupported, {"config.json", "'longrope'"});
+                     ErrorCategory::InvalidInput, {"config.json", "short_factor", "'longrope'"});
         // yarn is only parsed for the not-yet-trainable families.
         expect_error([&] { with([](json& j) {
                                j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
@@ -384,8 +387,63 @@ private slots:
         const auto def = with(kTinyLlama, [](json& j) { j.erase("num_key_value_heads"); });
         QCOMPARE(def.num_key_value_heads, int64_t(4));
         QCOMPARE(def.head_dim, int64_t(4));
-        QCOMPARE(supported_architectures().size(), size_t(4));
-        QCOMPARE(parsed_architectures().size(), size_t(7));
+        QCOMPARE(supported_architectures().size(), size_t(5));
+        QCOMPARE(parsed_architectures().size(), size_t(8));
+    }
+
+    // --- Phi-3 (fused projections, LongRoPE) ---------------------------------------------------------------
+    void phi3() {
+        // microsoft/Phi-3-mini-4k-instruct's shapes: 3,821,079,552 parameters (its model card's count).
+        const auto mini = parse_model_config(json::parse(R"({"architectures": ["Phi3ForCausalLM"],
+            "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
+            "max_position_embeddings": 4096, "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
+            "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": false,
+            "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attention_dropout": 0.0, "hidden_act": "silu"})"),
+                                             "config.json");
+        QVERIFY2(mini.supported, mini.unsupported_reason.c_str());
+        QCOMPARE(mini.parameter_count(), int64_t(3'821'079'552));
+        QCOMPARE(mini.sliding_window, int64_t(2047));
+        const auto t = expected_tensors(mini);
+        auto shape_of = [&](const std::string& n) {
+            for (const auto& e : t)
+                if (e.name == n) return e.shape;
+            return std::vector<int64_t>{};
+        };
+        QCOMPARE(shape_of("model.layers.0.self_attn.qkv_proj.weight"), (std::vector<int64_t>{9216, 3072}));
+        QCOMPARE(shape_of("model.layers.31.mlp.gate_up_proj.weight"), (std::vector<int64_t>{16384, 3072}));
+        QCOMPARE(shape_of("model.layers.0.self_attn.q_proj.weight"), std::vector<int64_t>{});
+        QCOMPARE(lora_targets(mini), (std::vector<std::string>{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}));
+
+        // LongRoPE (Phi-3-mini-128k's form, head_dim 4): factors per frequency, attention factor derived from
+        // max / original positions as transformers does.
+        auto longrope = [](const std::function<void(json&)>& edit) {
+            json j = json::parse(R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 16,
+                "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 50,
+                "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+                "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 8.0]}})");
+            edit(j);
+            return parse_model_config(j, "config.json");
+        };
+        const auto lr = longrope([](json&) {});
+        QVERIFY(lr.rope_scaling.type == RopeScalingType::LongRope);
+        QCOMPARE(lr.rope_scaling.short_factor, (std::vector<double>{1.0, 1.5}));
+        QCOMPARE(lr.rope_scaling.long_factor, (std::vector<double>{2.0, 8.0}));
+        QCOMPARE(lr.rope_scaling.original_max_position_embeddings, int64_t(4096));
+        QVERIFY(std::fabs(lr.rope_scaling.attention_factor - std::sqrt(1 + std::log(32.0) / std::log(4096.0))) <
+                1e-12);
+        QCOMPARE(longrope([](json& j) { j["rope_scaling"]["attention_factor"] = 1.25; })
+                     .rope_scaling.attention_factor,
+                 1.25);
+        expect_error([&] { longrope([](json& j) { j["rope_scaling"]["short_factor"] = {1.0}; }); },
+                     ErrorCategory::InvalidInput, {"config.json", "short_factor has 1 factors", "needs 2"});
+        expect_error([&] { longrope([](json& j) { j["rope_scaling"]["long_factor"] = {1.0, -2.0}; }); },
+                     ErrorCategory::InvalidInput, {"long_factor", "not positive"});
+        // What the block does not do is refused with the reason.
+        const auto partial = longrope([](json& j) { j["partial_rotary_factor"] = 0.75; });
+        QVERIFY(!partial.supported && partial.unsupported_reason.find("partial_rotary_factor") != std::string::npos);
+        const auto drop = longrope([](json& j) { j["resid_pdrop"] = 0.1; });
+        QVERIFY(!drop.supported && drop.unsupported_reason.find("resid_pdrop") != std::string::npos);
     }
 
     // --- bad configs ------------------------------------------------------------------------------------
@@ -491,9 +549,9 @@ private slots:
         edit(
             "unknown rope",
             [](json& j) {
-                j["rope_scaling"] = {{"rope_type", "su"}};
+                j["rope_scaling"] = {{"rope_type", "ntk-by-parts"}};
             },
-            unsupported, "'su'");
+            unsupported, "'ntk-by-parts'");
         QTest::newRow("moe missing experts")
             << QString::fromStdString(dump_with(kQwen3_30B_A3B, [](json& j) { j.erase("num_experts"); })) << invalid
             << QString("'num_experts' is missing");

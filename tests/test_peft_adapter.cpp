@@ -50,6 +50,13 @@ ModelConfig llama() {
 ModelConfig qwen3() {
     return parse_model_config(json::parse(kQwen3Json), "qwen3-test");
 }
+// Phi-3: fused qkv_proj [Q + 2 KV, H] = [64 + 2*32, 64] and gate_up_proj [2 * 96, 64].
+ModelConfig phi3() {
+    return parse_model_config(json::parse(R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 64,
+        "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "vocab_size": 101, "max_position_embeddings": 256})"),
+                              "phi3-test");
+}
 
 const std::string kN = "base_model.model.model.layers.";
 
@@ -156,7 +163,7 @@ private slots:
         QCOMPARE(c.r, 16);
         QCOMPARE(c.alpha, 32.0);
         QCOMPARE(c.dropout, 0.0);
-        QCOMPARE(c.target_modules, lora_known_targets());
+        QCOMPARE(c.target_modules, lora_default_targets());
         QCOMPARE(c.scaling(), 2.0);
         c.use_rslora = true;
         QCOMPARE(c.scaling(), 8.0);  // 32 / sqrt(16)
@@ -166,9 +173,12 @@ private slots:
         c.use_rslora = false;
         QCOMPARE(c.scaling(), 2.0);
         validate_lora_config(LoraConfig{});
-        QCOMPARE(lora_target_parent("q_proj"), std::string("self_attn"));
-        QCOMPARE(lora_target_parent("down_proj"), std::string("mlp"));
-        QCOMPARE(lora_target_parent("lm_head"), std::string());
+        // Known names: the seven of the Llama block, then the fused ones other families store.
+        const auto& known = lora_known_targets();
+        QCOMPARE(std::vector<std::string>(known.begin(), known.begin() + 7), lora_default_targets());
+        QVERIFY(std::find(known.begin(), known.end(), "qkv_proj") != known.end());
+        QVERIFY(std::find(known.begin(), known.end(), "gate_up_proj") != known.end());
+        QVERIFY(std::find(known.begin(), known.end(), "lm_head") == known.end());
     }
 
     void loraConfigValidation() {
@@ -187,9 +197,10 @@ private slots:
         bad([](LoraConfig& c) { c.target_modules.clear(); }, {"target_modules is empty", "q_proj"});
         bad(
             [](LoraConfig& c) {
-                c.target_modules = {"q_proj", "qkv_proj"};
+                c.target_modules = {"q_proj", "attn_proj"};
             },
-            {"unknown target module 'qkv_proj'", "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"});
+            {"unknown target module 'attn_proj'",
+             "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj"});
         bad([](LoraConfig& c) { c.target_modules = {"lm_head"}; }, {"'lm_head'", "valid ones"});
         bad([](LoraConfig& c) { c.target_modules = {"q_proj", "q_proj"}; }, {"'q_proj' is listed twice"});
         bad([](LoraConfig& c) { c.layers_to_transform = {-1}; }, {"negative"});
@@ -263,7 +274,7 @@ private slots:
         QVERIFY(specs[0].is_a && !specs[1].is_a);
         QCOMPARE(specs[0].layer, int64_t(0));
         QCOMPARE(specs[0].module, std::string("q_proj"));
-        QCOMPARE(peft_tensor_name(3, "up_proj", false), kN + "3.mlp.up_proj.lora_B.weight");
+        QCOMPARE(peft_tensor_name(3, "mlp.up_proj", false), kN + "3.mlp.up_proj.lora_B.weight");
 
         c.target_modules = {"v_proj", "down_proj"};
         c.layers_to_transform = {1};
@@ -295,6 +306,58 @@ private slots:
     }
 
     // ---------------------------------------------------------------- writing
+    // A fused projection is one LoRA target (PEFT's names); the seven default names select it whole.
+    void specsPhi3Fused() {
+        const auto m = phi3();
+        LoraConfig c;
+        c.r = 4;
+        const auto specs = lora_tensor_specs(m, c);  // the default seven names
+        QCOMPARE(specs.size(), size_t(2 * 4 * 2));      // 2 layers x 4 projections x (A, B)
+        QCOMPARE(specs[0].name, kN + "0.self_attn.qkv_proj.lora_A.weight");
+        QCOMPARE(specs[0].shape, (std::vector<int64_t>{4, 64}));
+        QCOMPARE(specs[1].shape, (std::vector<int64_t>{128, 4}));
+        QCOMPARE(specs[1].feeds, (std::vector<int>{kQ, kK, kV}));
+        QCOMPARE(specs[1].slot_row, (std::vector<int64_t>{0, 64, 96}));
+        QCOMPARE(specs[4].name, kN + "0.mlp.gate_up_proj.lora_A.weight");
+        QCOMPARE(specs[5].shape, (std::vector<int64_t>{192, 4}));
+        QCOMPARE(specs[5].slot_row, (std::vector<int64_t>{0, 96}));
+        // The slots share lora_A, read their rows of lora_B and draw one dropout mask.
+        const LoraIndex idx = lora_index_of(specs, 2);
+        QCOMPARE(idx[1][kK].a, 8);
+        QCOMPARE(idx[1][kK].b_row, int64_t(64));
+        QCOMPARE(idx[1][kV].drop, int(kQ));
+        QCOMPARE(idx[1][kUp].b_row, int64_t(96));
+        QCOMPARE(idx[1][kDown].drop, int(kDown));
+        // Resolution: parts of a fused projection only all together.
+        c.target_modules = {"q_proj", "v_proj"};
+        expect_error([&] { lora_tensor_specs(m, c); }, ErrorCategory::InvalidInput,
+                     {"fused qkv_proj", "list qkv_proj", "'q_proj'"});
+        c.target_modules = {"qkv_proj", "gate_proj", "up_proj"};
+        QCOMPARE(resolve_lora_targets(m, c).target_modules, (std::vector<std::string>{"qkv_proj", "gate_up_proj"}));
+        c.target_modules = {"q_proj", "k_proj", "v_proj"};
+        QCOMPARE(resolve_lora_targets(m, c).target_modules, (std::vector<std::string>{"qkv_proj"}));
+        c.target_modules = {"gate_up_proj"};
+        expect_error([&] { lora_tensor_specs(llama(), c); }, ErrorCategory::InvalidInput,
+                     {"'gate_up_proj' does not exist in LlamaForCausalLM", "gate_proj, up_proj"});
+
+        // Round trip: the written adapter_config names the fused modules, as PEFT does for Phi-3.
+        QTemporaryDir tmp;
+        LoraConfig d;
+        d.r = 4;
+        const auto t = make_tensors(m, d);
+        const fs::path dir = fs::path(tmp.path().toStdString()) / "phi3";
+        write_peft_adapter(dir, d, m, "microsoft/Phi-3-mini-4k-instruct", t);
+        const json j = read_json_file(dir / kPeftConfigName);
+        QCOMPARE(q(j.at("target_modules").dump()), q(R"(["qkv_proj","o_proj","gate_up_proj","down_proj"])"));
+        const auto back = read_peft_adapter(dir, m);
+        QCOMPARE(back.config.target_modules,
+                 (std::vector<std::string>{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}));
+        QVERIFY(back.tensors == t);
+        // PEFT's "all-linear" on Phi-3 is the four fused/unfused projections.
+        edit_config(dir, [](json& k) { k["target_modules"] = "all-linear"; });
+        QVERIFY(read_peft_adapter(dir, m).tensors == t);
+    }
+
     void roundTripExact() {
         for (const auto& m : {llama(), qwen3()}) {
             QTemporaryDir tmp;
@@ -351,7 +414,7 @@ private slots:
             {"r", 4},
             {"rank_pattern", json::object()},
             {"revision", nullptr},
-            {"target_modules", lora_known_targets()},
+            {"target_modules", lora_default_targets()},
             {"task_type", "CAUSAL_LM"},
             {"use_dora", false},
             {"use_rslora", false},
@@ -538,13 +601,13 @@ private slots:
         QCOMPARE(parse(json::array({"v_proj", "q_proj"})).target_modules, (V{"v_proj", "q_proj"}));
         QCOMPARE(parse(json::array({"self_attn.q_proj", "mlp.down_proj", "c_attn"})).target_modules,
                  (V{"q_proj", "down_proj"}));  // suffix match; names matching nothing are ignored, as in PEFT
-        QCOMPARE(parse("all-linear").target_modules, lora_known_targets());
+        QCOMPARE(parse("all-linear").target_modules, lora_default_targets());
         QCOMPARE(parse("q_proj").target_modules, (V{"q_proj"}));  // a bare name as a string
         QCOMPARE(parse(".*\\.(v_proj|q_proj)").target_modules, (V{"q_proj", "v_proj"}));
         QCOMPARE(parse(".*(q_proj|v_proj)$").target_modules, (V{"q_proj", "v_proj"}));
         QCOMPARE(parse("model.layers.\\d+.self_attn.(q|k|v)_proj").target_modules, (V{"q_proj", "k_proj", "v_proj"}));
         QCOMPARE(parse(".*mlp.*").target_modules, (V{"gate_proj", "up_proj", "down_proj"}));
-        QCOMPARE(parse(".*_proj").target_modules, lora_known_targets());
+        QCOMPARE(parse(".*_proj").target_modules, lora_default_targets());
         QVERIFY(parse(".*_proj").layers_to_transform.empty());
         // a regex that picks layers is a layers_to_transform
         auto c = parse("model\\.layers\\.(0|2)\\.self_attn\\.(q_proj|v_proj)");
@@ -773,7 +836,7 @@ private slots:
         edit_config(w.dir, [](json& j) { j["target_modules"] = {"q_proj", "k_proj", "v_proj", "o_proj"}; });
         with([](TS&) {}, I, {kN + "0.mlp.down_proj.lora_A.weight", "does not adapt", "do not belong together"});
         edit_config(w.dir, [](json& j) {
-            j["target_modules"] = lora_known_targets();
+            j["target_modules"] = lora_default_targets();
             j["layers_to_transform"] = {0};
         });
         with([](TS&) {}, I, {kN + "1.", "does not adapt", "some layers only"});

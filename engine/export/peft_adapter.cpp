@@ -134,7 +134,10 @@ void write_peft_adapter(const fs::path& dir, const LoraConfig& config, const Mod
     }
     write_safetensors(weights_path, out, {{"format", "pt"}});
     try {
-        write_file_atomic(config_path, peft_adapter_config_json(config, base_model_name_or_path).dump(2, ' ', true));
+        // target_modules in the model's own names (Phi-3: qkv_proj, not q_proj), as PEFT matches them.
+        write_file_atomic(config_path, peft_adapter_config_json(resolve_lora_targets(model, config),
+                                                                base_model_name_or_path)
+                                           .dump(2, ' ', true));
     } catch (...) {
         if (!had_weights) fs::remove(weights_path, ec);  // no half adapter left behind
         throw;
@@ -206,6 +209,7 @@ void add_pair(TargetResolution& r, int64_t layer, const std::string& module) {
 
 TargetResolution resolve_list(const ConfigReader& cr, const json& list, const ModelConfig& model) {
     TargetResolution r;
+    const auto modules = lora_modules(model);
     for (const auto& e : list) {
         if (!e.is_string()) cr.bad("target_modules", "expected module names (strings), got " + e.dump());
         const auto entry = e.get<std::string>();
@@ -213,19 +217,19 @@ TargetResolution resolve_list(const ConfigReader& cr, const json& list, const Mo
             if (list_entry_matches(other, entry))
                 cr.unsupported("target_modules includes '" + entry + "': LoRA on " + other +
                                " is not supported; Tandem trains LoRA on the projections " +
-                               join(lora_known_targets()) + " only");
-        for (int64_t l = 0; l < model.num_hidden_layers; ++l)
-            for (const auto& m : lora_known_targets())
-                if (list_entry_matches(lora_module_path(l, m), entry)) add_pair(r, l, m);
+                               join(lora_targets(model)) + " only");
+        for (const LoraModuleRef& m : modules)
+            if (list_entry_matches(m.path, entry)) add_pair(r, m.layer, m.target);
     }
     return r;
 }
 
 TargetResolution resolve_string(const ConfigReader& cr, const std::string& s, const ModelConfig& model) {
     TargetResolution r;
+    const auto modules = lora_modules(model);
+    const auto targets = lora_targets(model);
     if (s == "all-linear") {  // PEFT's shorthand: every linear layer except the output layer
-        for (int64_t l = 0; l < model.num_hidden_layers; ++l)
-            for (const auto& m : lora_known_targets()) add_pair(r, l, m);
+        for (const LoraModuleRef& m : modules) add_pair(r, m.layer, m.target);
         return r;
     }
     std::regex re;
@@ -238,27 +242,26 @@ TargetResolution resolve_string(const ConfigReader& cr, const std::string& s, co
     for (const char* other : kOtherLinear)
         if (std::regex_match(other, re))
             cr.unsupported("target_modules \"" + s + "\" matches " + other + ": LoRA on " + other +
-                           " is not supported; Tandem trains LoRA on the projections " + join(lora_known_targets()) +
-                           " only");
+                           " is not supported; Tandem trains LoRA on the projections " + join(targets) + " only");
     // Canonical module order for a regex: layer by layer, block order.
     std::vector<std::pair<int64_t, std::string>> found;
-    for (int64_t l = 0; l < model.num_hidden_layers; ++l)
-        for (const auto& m : lora_known_targets())
-            if (std::regex_match(lora_module_path(l, m), re)) found.emplace_back(l, m);
-    if (found.empty() && !lora_target_parent(s).empty()) {
+    for (const LoraModuleRef& m : modules)
+        if (std::regex_match(m.path, re)) found.emplace_back(m.layer, m.target);
+    if (found.empty() && std::find(targets.begin(), targets.end(), s) != targets.end()) {
         // A bare name as a string matches nothing under PEFT's fullmatch; other tools mean the module.
-        for (int64_t l = 0; l < model.num_hidden_layers; ++l) add_pair(r, l, s);
+        for (const LoraModuleRef& m : modules)
+            if (m.target == s) add_pair(r, m.layer, s);
         return r;
     }
-    for (const auto& m : lora_known_targets())
+    for (const auto& t : targets)
         for (const auto& [l, fm] : found)
-            if (fm == m) add_pair(r, l, m);
+            if (fm == t) add_pair(r, l, t);
     return r;
 }
 
-std::string describe_layer_modules(const TargetResolution& r, int64_t layer) {
+std::string describe_layer_modules(const TargetResolution& r, const ModelConfig& model, int64_t layer) {
     std::vector<std::string> ms;
-    for (const auto& m : lora_known_targets())
+    for (const auto& m : lora_targets(model))
         if (r.pairs.count({layer, m})) ms.push_back(m);
     return "layer " + std::to_string(layer) + ": " + (ms.empty() ? std::string("none") : join(ms));
 }
@@ -399,7 +402,7 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
     }
     if (res.pairs.empty())
         cr.bad("target_modules",
-               tm.dump() + " matches none of the model's projections (" + join(lora_known_targets()) + ")");
+               tm.dump() + " matches none of the model's projections (" + join(lora_targets(model)) + ")");
 
     // Tandem's LoraConfig is one set of modules on one set of layers: the pairs must be that product.
     std::set<int64_t> used_layers;
@@ -407,7 +410,7 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
     if (res.pairs.size() != used_layers.size() * res.modules.size()) {
         std::vector<std::string> desc;
         for (auto l : used_layers) {
-            desc.push_back(describe_layer_modules(res, l));
+            desc.push_back(describe_layer_modules(res, model, l));
             if (desc.size() == 3) break;
         }
         cr.unsupported("target_modules " + tm.dump() + " adapts different projections in different layers (" +
@@ -464,13 +467,13 @@ bool parse_lora_name(const std::string& name, ParsedName& out) {
     return true;
 }
 
-[[noreturn]] void unexpected_tensor(const std::string& file, const TensorInfo& t) {
+[[noreturn]] void unexpected_tensor(const std::string& file, const TensorInfo& t, const ModelConfig& model) {
     const auto& n = t.name;
     if (n.find("lora_magnitude_vector") != std::string::npos)
         throw_unsupported(file + ": tensor " + n + " is a DoRA magnitude vector; DoRA adapters are not supported");
     if (n.find("lora_embedding_") != std::string::npos)
         throw_unsupported(file + ": tensor " + n + " is LoRA on an embedding; only the projections " +
-                          join(lora_known_targets()) + " are supported");
+                          join(lora_targets(model)) + " are supported");
     if (n.find(".lora_B.") != std::string::npos && n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0)
         throw_unsupported(file + ": tensor " + n + " is a lora_B bias (lora_bias); such adapters are not supported");
     if (n.find("modules_to_save") != std::string::npos || n.find("lm_head") != std::string::npos ||
@@ -516,23 +519,27 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
     std::map<std::string, LoraTensorSpec> specs;
     for (auto& s : lora_tensor_specs(model, out.config)) specs.emplace(s.name, std::move(s));
     std::map<std::string, std::string> source_name;  // canonical name -> name in the file
+    std::map<std::string, std::string> module_target;  // path under a layer ("self_attn.q_proj") -> target
+    for (const LoraModuleRef& m : lora_modules(model))
+        module_target.emplace(m.path.substr(m.path.find('.', std::string("model.layers.").size()) + 1), m.target);
     for (const auto& t : file.tensors()) {
         ParsedName p;
-        if (!parse_lora_name(t.name, p)) unexpected_tensor(fname, t);
-        if (lora_target_parent(p.module).empty() || lora_target_parent(p.module) != p.parent)
-            throw_invalid(fname + ": tensor " + t.name + " is for module '" + p.parent + "." + p.module +
-                          "', which this model does not have; the projections are " + join(lora_known_targets()));
+        if (!parse_lora_name(t.name, p)) unexpected_tensor(fname, t, model);
+        const std::string path = p.parent + "." + p.module;
+        if (!module_target.count(path))
+            throw_invalid(fname + ": tensor " + t.name + " is for module '" + path +
+                          "', which this model does not have; the projections are " + join(lora_targets(model)));
         if (p.layer >= model.num_hidden_layers)
             throw_invalid(fname + ": tensor " + t.name + " is for layer " + std::to_string(p.layer) +
                           " but the model has " + std::to_string(model.num_hidden_layers) +
                           " layers; was this adapter trained for another model?");
-        if (!out.config.targets(p.module) || !out.config.adapts_layer(p.layer))
-            throw_invalid(fname + ": tensor " + t.name + " is for " + lora_module_path(p.layer, p.module) +
+        if (!out.config.targets(module_target.at(path)) || !out.config.adapts_layer(p.layer))
+            throw_invalid(fname + ": tensor " + t.name + " is for " + lora_module_path(p.layer, path) +
                           ", which adapter_config.json does not adapt (target_modules " +
                           join(out.config.target_modules) +
                           (out.config.layers_to_transform.empty() ? std::string() : ", on some layers only") +
                           "); the two files do not belong together");
-        const std::string canon = peft_tensor_name(p.layer, p.module, p.is_a);
+        const std::string canon = peft_tensor_name(p.layer, path, p.is_a);
         const auto& spec = specs.at(canon);
         if (auto [it, fresh] = source_name.emplace(canon, t.name); !fresh)
             throw_invalid(fname + ": tensors " + it->second + " and " + t.name + " are the same LoRA weight");
@@ -553,7 +560,7 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
         if (!out.tensors.count(name)) missing.push_back(name);
     if (!missing.empty()) {
         const auto& first = specs.at(missing.front());
-        const std::string pair = peft_tensor_name(first.layer, first.module, !first.is_a);
+        const std::string pair = peft_tensor_name(first.layer, first.path, !first.is_a);
         throw_invalid(fname + ": tensor " + first.name + " " + shape_to_string(first.shape) + " is missing" +
                       (out.tensors.count(pair) ? " (its pair " + pair + " is there)" : std::string()) +
                       (missing.size() > 1 ? " and " + std::to_string(missing.size() - 1) + " more" : std::string()) +

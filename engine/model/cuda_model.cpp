@@ -60,14 +60,12 @@ Dims cuda_dims(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOp
 
 // The table is built for the positions a micro-batch can hold (a sample never exceeds max_tokens), not for
 // max_position_embeddings: for 128K-context models that is ~64 MB of device memory saved.
-cpu::RopeTable build_rope(const ModelConfig& cfg, const Dims& d, const std::string& where) {
-    cpu::RopeTable t = cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, d.rope_positions);
-    if (t.attention_scaling != 1.0f) throw_unsupported(where + ": rope attention scaling != 1 is not implemented");
-    return t;
+cpu::RopeTable build_rope(const ModelConfig& cfg, const Dims& d) {
+    return cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, d.rope_positions);
 }
 
 ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const std::vector<LoraTensorSpec>& specs,
-               const std::vector<std::array<int, kNumModules>>& lora_index, const CudaModelOptions& o) {
+                    const LoraIndex& lora_index, const CudaModelOptions& o) {
     PlanTraits tr;
     tr.act_bytes = sizeof(bf16);
     tr.attention_stats_bytes = size_t(d.Hq) * size_t(d.T) * sizeof(float);  // in-house lse [Hq,T]
@@ -110,10 +108,12 @@ void CudaModel::Impl::allocate_and_bind() {
     dec.lora.assign(size_t(d.L), {});
     for (int l = 0; l < d.L; ++l)
         for (int m = 0; m < kNumModules; ++m) {
-            const int ia = lora_index[size_t(l)][size_t(m)];
-            if (ia < 0) continue;
-            const int64_t offA = y.lora_offset[size_t(ia)], offB = y.lora_offset[size_t(ia) + 1];
-            dec.lora[size_t(l)][size_t(m)] = {lora_bf16 + offA, lora_bf16 + offB, lora_grad + offA, lora_grad + offB};
+            const LoraSlot& s = lora_index[size_t(l)][size_t(m)];
+            if (s.a < 0) continue;
+            // A fused projection's slot reads its rows of lora_B.
+            const int64_t offA = y.lora_offset[size_t(s.a)], offB = y.lora_offset[size_t(s.a) + 1] + s.b_row * d.R;
+            dec.lora[size_t(l)][size_t(m)] = {lora_bf16 + offA, lora_bf16 + offB, lora_grad + offA, lora_grad + offB,
+                                              s.drop};
         }
     meta = y.acts.ptr<int32_t>(acts_mem.data(), y.meta);
     work_base = static_cast<char*>(work_mem.data());
@@ -146,7 +146,7 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
     m.dec.attn_scale = float(1.0 / std::sqrt(double(m.d.D)));
     m.dec.rt = &m;
     m.dec.rope = &m.rope;
-    m.rope_host = build_rope(cfg, m.d, where);
+    m.rope_host = build_rope(cfg, m.d);
 
     const auto specs = lora_tensor_specs(cfg, lora);
     m.lora_index = lora_index_of(specs, m.d.L);
@@ -268,7 +268,7 @@ CudaMemoryPlan CudaModel::plan(const ModelConfig& config, const LoraConfig& lora
     const std::string where = "memory plan";
     validate(config, lora, options, where);
     const Dims d = cuda_dims(config, lora, options);
-    const cpu::RopeTable rope = build_rope(config, d, where);
+    const cpu::RopeTable rope = build_rope(config, d);
     const auto specs = lora_tensor_specs(config, lora);
     return cuda_plan(d, rope, specs, lora_index_of(specs, d.L), options).bytes;
 }

@@ -106,7 +106,7 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
 
     // LoRA: host mirror + device regions (tensor i at y.lora_offset[i] in each region).
     std::vector<LoraParam> params;
-    std::vector<std::array<int, kNumModules>> lora_index;
+    LoraIndex lora_index;
     float* lora_value = nullptr;  // [P] fp32 masters
     float* lora_grad = nullptr;   // [P]
     float* lora_m = nullptr;      // [P]

@@ -78,6 +78,7 @@ void CudaModel::Impl::download_lora(const float* region, std::vector<float> Lora
 // positions inside the RoPE table (sized min(max positions, token budget)). Returns the longest sample.
 int CudaModel::Impl::check_batch(const PackedBatch& b) const {
     const int longest = check_packed_batch(b, d.T, d.V, cfg.max_position_embeddings);
+    check_rope_range(d, longest);
     if (longest > d.max_seqlen)
         throw_invalid("model: a sample of " + std::to_string(longest) + " tokens exceeds the max_seqlen of " +
                       std::to_string(d.max_seqlen) + " the model was loaded for");

@@ -8,6 +8,9 @@
 //  - Recomputed in backward instead of kept: the SwiGLU output act (from gate and up) and the LoRA-dropped
 //    inputs (the mask is a pure hash of (seed, layer, module, index), so the recomputed values are the ones
 //    forward used).
+//  - The seven projections are slots (arch/arch.h); a family whose checkpoint fuses some (Phi-3 qkv_proj)
+//    has their weights and LoRA B rows at offsets in one piece, and their LoRA shares lora_A (its gradient
+//    accumulates over the slots) and one dropout mask.
 //  - Checkpointing is where the buffers live (plan.h): buffers the policy drops share one piece for all
 //    layers, and backward re-runs as much of layer l's forward as produces them right before layer l's
 //    backward (recompute_layer); the last layer's shared pieces still hold its forward values: not re-run. Offloading policies move block inputs through the runtime's hooks
@@ -117,6 +120,7 @@ struct LoraRef {
     const Act* b = nullptr;  // [OUT,R]
     float* grad_a = nullptr;
     float* grad_b = nullptr;
+    int drop = 0;  // the slot whose dropout key it uses (a fused projection draws one mask for its slots)
 };
 
 // What the block code asks of the backend's runtime (see the header comment).
@@ -203,8 +207,8 @@ public:
             w.q_norm = W.ptr<Act>(weights_base, h.q_norm);
             w.k_norm = W.ptr<Act>(weights_base, h.k_norm);
             for (int m = 0; m < kNumModules; ++m) {
-                w.w[m] = W.ptr<Act>(weights_base, h.w[m]);
-                w.b[m] = W.ptr<Act>(weights_base, h.b[m]);
+                w.w[m] = W.ptr<Act>(weights_base, h.w[m]) + h.w_off[m];  // a fused projection's rows
+                w.b[m] = h.b[m] < 0 ? nullptr : W.ptr<Act>(weights_base, h.b[m]) + h.b_off[m];
             }
         }
         const ArenaLayout& A = y.acts;
@@ -260,7 +264,7 @@ public:
         if (!r.a) return;
         const Act* lin = inp;
         if (train && dropout > 0) {
-            B::dropout_forward(xd, inp, step.seed, l, m, int64_t(T) * IN, dropout);  // xd [T,IN]
+            B::dropout_forward(xd, inp, step.seed, l, r.drop, int64_t(T) * IN, dropout);  // xd [T,IN]
             lin = xd;
         }
         B::lora_forward(out, acts[size_t(l)].lora_tmp[m], lin, r.a, r.b, lora_scaling, T, IN, OUT, d.R);
@@ -277,11 +281,11 @@ public:
         const Act* tmp = acts[size_t(l)].lora_tmp[m];
         if (dropout > 0) {
             const int64_t n = int64_t(T) * IN;
-            B::dropout_forward(xd, inp, step.seed, l, m, n, dropout);
+            B::dropout_forward(xd, inp, step.seed, l, r.drop, n, dropout);
             B::zero(d_drop, n);
             B::lora_backward(d_drop, r.grad_a, r.grad_b, d_tmp, dout, xd, tmp, r.a, r.b, lora_scaling, T, IN, OUT,
                              d.R);
-            B::dropout_backward(dinp, d_drop, step.seed, l, m, n, dropout);
+            B::dropout_backward(dinp, d_drop, step.seed, l, r.drop, n, dropout);
         } else {
             B::lora_backward(dinp, r.grad_a, r.grad_b, d_tmp, dout, inp, tmp, r.a, r.b, lora_scaling, T, IN, OUT, d.R);
         }
@@ -295,7 +299,7 @@ public:
         const int T = step.T, IN = d.in_of(m);
         const Act* lin = inp;
         if (dropout > 0) {
-            B::dropout_forward(xd, inp, step.seed, l, m, int64_t(T) * IN, dropout);
+            B::dropout_forward(xd, inp, step.seed, l, r.drop, int64_t(T) * IN, dropout);
             lin = xd;
         }
         B::lora_tmp_forward(acts[size_t(l)].lora_tmp[m], lin, r.a, T, IN, d.R);

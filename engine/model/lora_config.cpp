@@ -6,24 +6,38 @@
 #include <cmath>
 #include <set>
 
+#include "arch/arch.h"
 #include "tandem/error.h"
 
 namespace tandem {
 
+const std::vector<std::string>& lora_default_targets() {
+    static const std::vector<std::string> names(kModuleNames, kModuleNames + kNumModules);
+    return names;
+}
+
 const std::vector<std::string>& lora_known_targets() {
-    static const std::vector<std::string> names = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                   "gate_proj", "up_proj", "down_proj"};
+    // Derived from the families: the projections of a tiny probe layer of each.
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out = lora_default_targets();
+        ModelConfig probe;
+        probe.hidden_size = probe.intermediate_size = probe.moe_intermediate_size = 8;
+        probe.num_hidden_layers = probe.num_attention_heads = probe.num_key_value_heads = 1;
+        probe.head_dim = 8;
+        probe.vocab_size = 8;
+        probe.num_experts = probe.num_experts_per_tok = 1;
+        for (const Family* f : families()) {
+            probe.architecture = f->architecture;
+            for (const ProjectionSpec& p : f->layer(probe, 0).projections)
+                if (std::find(out.begin(), out.end(), p.target) == out.end()) out.push_back(p.target);
+        }
+        return out;
+    }();
     return names;
 }
 
 bool lora_target_is_attention(std::string_view t) {
-    return t == "q_proj" || t == "k_proj" || t == "v_proj" || t == "o_proj";
-}
-
-std::string lora_target_parent(std::string_view t) {
-    if (lora_target_is_attention(t)) return "self_attn";
-    if (t == "gate_proj" || t == "up_proj" || t == "down_proj") return "mlp";
-    return {};
+    return t == "q_proj" || t == "k_proj" || t == "v_proj" || t == "o_proj" || t == "qkv_proj";
 }
 
 double LoraConfig::scaling() const {
@@ -70,7 +84,7 @@ void validate_lora_config(const LoraConfig& c, const std::string& where) {
         throw_invalid(where + ": target_modules is empty; name at least one of: " + known_list());
     std::set<std::string> seen;
     for (const auto& t : c.target_modules) {
-        if (lora_target_parent(t).empty())
+        if (std::find(lora_known_targets().begin(), lora_known_targets().end(), t) == lora_known_targets().end())
             throw_invalid(where + ": unknown target module '" + t + "'; valid ones are: " + known_list());
         if (!seen.insert(t).second) throw_invalid(where + ": target module '" + t + "' is listed twice");
     }

@@ -1,7 +1,8 @@
-// The LoRA table (see lora_table.h): specs from the model's expected tensors, PEFT names, the module index
-// of both backends, PEFT's initialisation.
+// The LoRA table (see lora_table.h): specs from the model's architecture (arch/), the targets a model
+// offers, PEFT names, the slot index of both backends, PEFT's initialisation.
 #include "model/lora_table.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/random.h"
@@ -9,60 +10,128 @@
 
 namespace tandem {
 
-std::string lora_module_path(int64_t layer, const std::string& module) {
-    return "model.layers." + std::to_string(layer) + "." + lora_target_parent(module) + "." + module;
+std::string lora_module_path(int64_t layer, const std::string& path) {
+    return "model.layers." + std::to_string(layer) + "." + path;
 }
 
-std::string peft_tensor_name(int64_t layer, const std::string& module, bool is_a) {
-    return std::string(kPeftPrefix) + lora_module_path(layer, module) + (is_a ? ".lora_A.weight" : ".lora_B.weight");
+std::string peft_tensor_name(int64_t layer, const std::string& path, bool is_a) {
+    return std::string(kPeftPrefix) + lora_module_path(layer, path) + (is_a ? ".lora_A.weight" : ".lora_B.weight");
 }
 
-std::vector<LoraTensorSpec> lora_tensor_specs(const ModelConfig& model, const LoraConfig& config) {
-    validate_lora_config(config, "LoRA config");
-    for (auto l : config.layers_to_transform)
+std::vector<LoraModuleRef> lora_modules(const ModelConfig& model) {
+    const ArchSpec arch = arch_spec(model);
+    std::vector<LoraModuleRef> out;
+    for (size_t l = 0; l < arch.layers.size(); ++l)
+        for (const ProjectionSpec& p : arch.layers[l].projections)
+            out.push_back({int64_t(l), p.target, lora_module_path(int64_t(l), p.path)});
+    return out;
+}
+
+std::vector<std::string> lora_targets(const ModelConfig& model) { return arch_spec(model).lora_targets(); }
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+}
+
+// The fused projection of `arch` that feeds the slot named `name` ("q_proj" in Phi-3's qkv_proj), or nullptr.
+const ProjectionSpec* fused_holding(const ArchSpec& arch, const std::string& name) {
+    for (const LayerSpec& l : arch.layers)
+        for (const ProjectionSpec& p : l.projections)
+            if (p.feeds.size() > 1)
+                for (int slot : p.feeds)
+                    if (name == kModuleNames[slot]) return &p;
+    return nullptr;
+}
+
+}  // namespace
+
+LoraConfig resolve_lora_targets(const ModelConfig& model, const LoraConfig& config) {
+    const ArchSpec arch = arch_spec(model);
+    const std::vector<std::string> offered = arch.lora_targets();
+    auto offers = [&](const std::string& t) { return std::find(offered.begin(), offered.end(), t) != offered.end(); };
+    LoraConfig out = config;
+    out.target_modules.clear();
+    auto add = [&](const std::string& t) {
+        if (std::find(out.target_modules.begin(), out.target_modules.end(), t) == out.target_modules.end())
+            out.target_modules.push_back(t);
+    };
+    for (const std::string& t : config.target_modules) {
+        if (offers(t)) {
+            add(t);
+            continue;
+        }
+        const ProjectionSpec* fused = fused_holding(arch, t);
+        if (!fused)
+            throw_invalid("LoRA config: target module '" + t + "' does not exist in " + model.architecture +
+                          "; its projections are: " + join(offered));
+        std::vector<std::string> parts;
+        for (int slot : fused->feeds) parts.push_back(kModuleNames[slot]);
+        for (const std::string& part : parts)
+            if (!config.targets(part))
+                throw_invalid("LoRA config: " + model.architecture + " stores " + join(parts) + " as one fused " +
+                              fused->target + ", which LoRA adapts as a whole; list " + fused->target +
+                              " (or all of " + join(parts) + ") instead of only '" + t + "'");
+        add(fused->target);
+    }
+    return out;
+}
+
+std::vector<LoraTensorSpec> lora_tensor_specs(const ModelConfig& model, const LoraConfig& requested) {
+    validate_lora_config(requested, "LoRA config");
+    for (auto l : requested.layers_to_transform)
         if (l >= model.num_hidden_layers)
             throw_invalid("LoRA config: layers_to_transform lists layer " + std::to_string(l) + " but the model has " +
                           std::to_string(model.num_hidden_layers) + " layers (0.." +
                           std::to_string(model.num_hidden_layers - 1) + ")");
-    std::map<std::string, std::vector<int64_t>> base_shapes;
-    for (auto& t : expected_tensors(model)) base_shapes.emplace(std::move(t.name), std::move(t.shape));
-
+    const LoraConfig config = resolve_lora_targets(model, requested);
+    const ArchSpec arch = arch_spec(model);
+    const int64_t r = config.r;
     std::vector<LoraTensorSpec> out;
     for (int64_t l = 0; l < model.num_hidden_layers; ++l) {
         if (!config.adapts_layer(l)) continue;
+        const LayerSpec& layer = arch.layers[size_t(l)];
         for (const auto& m : config.target_modules) {
-            const std::string base = lora_module_path(l, m) + ".weight";
-            auto it = base_shapes.find(base);
-            if (it == base_shapes.end())
-                throw_unsupported("LoRA target '" + m + "': the model (" + model.architecture + ") has no " + base +
-                                  (model.is_moe_layer(l)
-                                       ? " (layer " + std::to_string(l) + " is a mixture-of-experts layer)"
-                                       : std::string()) +
+            const ProjectionSpec* p = nullptr;
+            for (const ProjectionSpec& x : layer.projections)
+                if (x.target == m) p = &x;
+            if (!p)
+                throw_unsupported("LoRA target '" + m + "': layer " + std::to_string(l) + " of the model (" +
+                                  model.architecture + ") has no " + m +
+                                  (model.is_moe_layer(l) ? " (it is a mixture-of-experts layer)" : std::string()) +
                                   "; remove '" + m + "' from target_modules");
-            const auto& s = it->second;  // [out, in]
-            const int64_t out_f = s.at(0), in_f = s.at(1);
-            out.push_back({peft_tensor_name(l, m, true), l, m, true, {int64_t(config.r), in_f}});
-            out.push_back({peft_tensor_name(l, m, false), l, m, false, {out_f, int64_t(config.r)}});
+            std::vector<int64_t> rows;
+            int64_t row = 0;
+            for (int slot : p->feeds) {
+                rows.push_back(row);
+                row += slot == kQ ? model.q_dim()
+                       : slot == kK || slot == kV ? model.kv_dim()
+                       : slot == kGate || slot == kUp ? model.intermediate_size
+                                                      : model.hidden_size;
+            }
+            if (!p->feeds.empty() && row != p->out)
+                throw_internal("LoRA table: the feeds of " + p->path + " cover " + std::to_string(row) + " of " +
+                               std::to_string(p->out) + " rows");
+            out.push_back({peft_tensor_name(l, p->path, true), l, m, p->path, true, {r, p->in}, p->feeds, rows});
+            out.push_back({peft_tensor_name(l, p->path, false), l, m, p->path, false, {p->out, r}, p->feeds, rows});
         }
     }
     return out;
 }
 
-const char* const kModuleNames[kNumModules] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                               "gate_proj", "up_proj", "down_proj"};
-
-std::vector<std::array<int, kNumModules>> lora_index_of(const std::vector<LoraTensorSpec>& specs, int L) {
-    std::vector<std::array<int, kNumModules>> index(static_cast<size_t>(L));
-    for (auto& a : index) a.fill(-1);
+LoraIndex lora_index_of(const std::vector<LoraTensorSpec>& specs, int L) {
+    LoraIndex index(static_cast<size_t>(L));
     for (size_t i = 0; i < specs.size(); ++i) {
         const LoraTensorSpec& s = specs[i];
         if (!s.is_a) continue;
-        int mod = -1;
-        for (int k = 0; k < kNumModules; ++k)
-            if (s.module == kModuleNames[k]) mod = k;
-        if (mod < 0 || s.layer < 0 || s.layer >= L || i + 1 >= specs.size() || specs[i + 1].is_a)
+        if (s.feeds.empty() || s.feeds.size() != s.slot_row.size() || s.layer < 0 || s.layer >= L ||
+            i + 1 >= specs.size() || specs[i + 1].is_a)
             throw_internal("model: unexpected LoRA spec " + s.name);
-        index[size_t(s.layer)][size_t(mod)] = int(i);
+        for (size_t k = 0; k < s.feeds.size(); ++k)
+            index[size_t(s.layer)][size_t(s.feeds[k])] = {int(i), s.slot_row[k], s.feeds[0]};
     }
     return index;
 }

@@ -4,8 +4,10 @@
 // Decisions a reader must know:
 //  - Order: layer by layer, within a layer in config.target_modules order, lora_A then its lora_B. Every
 //    region of LoRA state (values, grads, moments; on CUDA also the bf16 copies) follows this order.
-//  - The module id (LoraModule) is also part of the LoRA dropout key (layer * 16 + module, core/random.h),
-//    so a step's dropout masks stay the same as long as these ids do.
+//  - Targets are the model's projections as its checkpoint names them (arch/arch.h). A fused projection
+//    (Phi-3 qkv_proj) is one lora_A / lora_B pair feeding several block slots: the slots share lora_A and
+//    each reads its rows of lora_B (LoraSlot). The dropout key is (layer, first slot of the projection),
+//    core/random.h: the values of the unfused families' keys (layer * 16 + module) are unchanged.
 #pragma once
 
 #include <array>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/arch.h"
 #include "tandem/lora.h"
 #include "tandem/model_config.h"
 
@@ -26,9 +29,12 @@ inline constexpr const char* kPeftPrefix = "base_model.model.";
 struct LoraTensorSpec {
     std::string name;  // PEFT name, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
     int64_t layer = 0;
-    std::string module;  // "q_proj"
+    std::string module;  // the target: "q_proj", "qkv_proj"
+    std::string path;    // under the layer: "self_attn.qkv_proj"
     bool is_a = true;    // lora_A [r, in] or lora_B [out, r]
     std::vector<int64_t> shape;
+    std::vector<int> feeds;         // the block slots the projection feeds (LoraModule), row order
+    std::vector<int64_t> slot_row;  // the first row of lora_B (and of the weight) of each slot
 };
 
 // Every lora_A/lora_B pair, layer by layer, in the order of config.target_modules within a layer (A then B).
@@ -36,10 +42,18 @@ struct LoraTensorSpec {
 // Error{Unsupported} when a target's base weight does not exist (e.g. mlp targets of an MoE layer).
 std::vector<LoraTensorSpec> lora_tensor_specs(const ModelConfig& model, const LoraConfig& config);
 
-// The module's path in the base model: "model.layers.3.mlp.up_proj".
-std::string lora_module_path(int64_t layer, const std::string& module);
+// The module's path in the base model from its path under the layer: "model.layers.3.mlp.up_proj".
+std::string lora_module_path(int64_t layer, const std::string& path);
 // "base_model.model.model.layers.3.mlp.up_proj.lora_B.weight"
-std::string peft_tensor_name(int64_t layer, const std::string& module, bool is_a);
+std::string peft_tensor_name(int64_t layer, const std::string& path, bool is_a);
+
+// Every LoRA-able module of the model: layer, target name and full path, layer by layer in block order.
+struct LoraModuleRef {
+    int64_t layer = 0;
+    std::string target;  // "q_proj"
+    std::string path;    // "model.layers.0.self_attn.q_proj"
+};
+std::vector<LoraModuleRef> lora_modules(const ModelConfig& model);
 
 // Tensor name -> fp32 data, row-major, numel of the spec's shape.
 using LoraTensors = std::map<std::string, std::vector<float>>;
@@ -53,14 +67,16 @@ struct LoraParam {
     std::vector<float> exp_avg, exp_avg_sq;
 };
 
-// The seven projections of a block, in block order; the index is the module id both backends use for the
-// LoRA lookup, the dropout hash and the weight names.
-enum LoraModule { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kNumModules };
-extern const char* const kModuleNames[kNumModules];  // "q_proj", ..., "down_proj"
-
-// [layer][module] -> index in specs of that projection's lora_A (its lora_B follows), -1 where not adapted.
+// One block slot's LoRA: the spec index of its lora_A (-1: not adapted; its lora_B follows), the row of
+// lora_B its part starts at, and the slot whose dropout key it uses (its projection's first).
+struct LoraSlot {
+    int a = -1;
+    int64_t b_row = 0;
+    int drop = 0;
+};
+using LoraIndex = std::vector<std::array<LoraSlot, kNumModules>>;  // [layer][slot]
 // specs as lora_tensor_specs returns them; Error{Internal} for a spec that breaks that order.
-std::vector<std::array<int, kNumModules>> lora_index_of(const std::vector<LoraTensorSpec>& specs, int L);
+LoraIndex lora_index_of(const std::vector<LoraTensorSpec>& specs, int L);
 
 // LoRA parameters as PEFT initialises them, identical on every backend for the same seed: SplitMix64(seed)
 // drawn in spec order, A uniform(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform with a = sqrt(5)), B zeros;

@@ -34,8 +34,8 @@ Dims cpu_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens) {
     return make_dims(cfg, lora, max_tokens, 0, kCeChunkRows);
 }
 
-ModelPlan cpu_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs,
-                   const std::vector<std::array<int, kNumModules>>& lora_index, CheckpointPolicy policy) {
+ModelPlan cpu_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
+                   CheckpointPolicy policy) {
     PlanTraits tr;
     tr.act_bytes = sizeof(float);
     tr.attention_stats_bytes = size_t(d.Hq) * size_t(d.T) * sizeof(float);  // lse [Hq,T]
@@ -57,7 +57,7 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
     Decoder<CpuBackend> dec;
     std::vector<float> weights_mem, acts_mem, work_mem;  // the plan's arenas (sizes are multiples of 256 bytes)
     std::vector<LoraParam> params;
-    std::vector<std::array<int, kNumModules>> lora_index;  // [L][module] -> index of lora_A in params, -1 none
+    LoraIndex lora_index;                                  // [L][slot] -> lora_A in params (lora_table.h)
     int32_t* meta = nullptr;                               // the batch metadata slot
     int offloaded = 0;                                     // layers whose input goes to x_host (plan.h)
     std::vector<float> x_host;                             // [offloaded, T, C] offloaded block inputs
@@ -69,16 +69,19 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
         dec.lora.assign(size_t(d.L), {});
         for (int l = 0; l < d.L; ++l)
             for (int m = 0; m < kNumModules; ++m) {
-                const int ia = lora_index[size_t(l)][size_t(m)];
-                if (ia < 0) continue;
-                LoraParam& A = params[size_t(ia)];
-                LoraParam& B = params[size_t(ia) + 1];
-                dec.lora[size_t(l)][size_t(m)] = {A.value.data(), B.value.data(), A.grad.data(), B.grad.data()};
+                const LoraSlot& s = lora_index[size_t(l)][size_t(m)];
+                if (s.a < 0) continue;
+                LoraParam& A = params[size_t(s.a)];
+                LoraParam& B = params[size_t(s.a) + 1];
+                const int64_t b_off = s.b_row * d.R;  // this slot's rows of a fused projection's lora_B
+                dec.lora[size_t(l)][size_t(m)] = {A.value.data(), B.value.data() + b_off, A.grad.data(),
+                                                  B.grad.data() + b_off, s.drop};
             }
     }
 
     void begin_batch(const PackedBatch& b, float grad_scale, uint64_t seed) {
         const int longest = check_packed_batch(b, d.T, d.V, rope.max_pos);
+        check_rope_range(d, longest);
         write_metadata(b, seed, grad_scale, meta);
         dec.step = metadata_step(meta, b.num_tokens, b.num_samples, longest);
         bind_lora();
@@ -132,7 +135,6 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
     m.d = cpu_dims(cfg, lora, max_tokens);
     const Dims& d = m.d;
     m.rope = cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, int(cfg.max_position_embeddings));
-    if (m.rope.attention_scaling != 1.0f) throw_unsupported(where + ": rope attention scaling != 1 is not implemented");
     const auto specs = lora_tensor_specs(cfg, lora);
     m.lora_index = lora_index_of(specs, d.L);
     m.params = init_lora_params(specs, seed);

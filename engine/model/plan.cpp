@@ -39,13 +39,38 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     d.K = std::max(1, std::min(ce_chunk_rows, d.T));
     d.rope_positions = int(std::min<int64_t>(cfg.max_position_embeddings, d.T));
     d.window = int(std::min<int64_t>(cfg.sliding_window, int64_t(1) << 30));
+    if (cfg.rope_scaling.type == RopeScalingType::LongRope)
+        d.longrope_max = int(std::min<int64_t>(cfg.rope_scaling.original_max_position_embeddings, int64_t(1) << 30));
     d.eps = float(cfg.rms_norm_eps);
     d.qk_norm = cfg.qk_norm;
     d.tied = cfg.tie_word_embeddings;
     d.dropout = lora.dropout > 0;
+    const ArchSpec arch = arch_spec(cfg);
+    if (!arch.layers.empty()) d.projections = arch.layers[0].projections;
+    int fed[kNumModules] = {};
+    for (const ProjectionSpec& p : d.projections)
+        for (int slot : p.feeds) {
+            fed[slot]++;
+            d.bias[slot] = p.bias;
+        }
     for (int m = 0; m < kNumModules; ++m)
-        d.bias[m] = (m <= kV && cfg.attention_bias) || (m == kO && cfg.o_proj_bias) || (m >= kGate && cfg.mlp_bias);
+        if (fed[m] != 1)
+            throw_unsupported(cfg.architecture + ": the block's " + kModuleNames[m] + " is fed by " +
+                              std::to_string(fed[m]) + " projections (the dense block needs exactly one)");
+    for (size_t l = 1; l < arch.layers.size(); ++l)
+        if (arch.layers[l].projections != d.projections)
+            throw_unsupported(cfg.architecture + ": layer " + std::to_string(l) +
+                              " has other projections than layer 0 (not a dense model)");
     return d;
+}
+
+void check_rope_range(const Dims& d, int longest) {
+    if (d.longrope_max > 0 && longest > d.longrope_max)
+        throw_unsupported("model: a sample of " + std::to_string(longest) +
+                          " tokens is longer than this LongRoPE model's original_max_position_embeddings (" +
+                          std::to_string(d.longrope_max) +
+                          "); Tandem does not switch to the long factors yet: lower the maximum sequence length to " +
+                          std::to_string(d.longrope_max) + " or less");
 }
 
 const std::array<BufferDecl, kBufCount>& buffer_decls() {
@@ -99,9 +124,8 @@ int offloaded_layers(CheckpointPolicy p, int L) {
     return nb == 0 ? 0 : std::max(L - nb, 0);
 }
 
-ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs,
-               const std::vector<std::array<int, kNumModules>>& lora_index, CheckpointPolicy policy,
-               const PlanTraits& tr) {
+ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
+                    CheckpointPolicy policy, const PlanTraits& tr) {
     if (policy == CheckpointPolicy::Auto) throw_internal("make_plan: checkpointing 'auto' must be resolved first");
     ModelPlan y;
     y.checkpointing = policy;
@@ -120,9 +144,17 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs,
         LayerWeightHandles& h = y.lw[size_t(l)];
         h.ln1 = y.weights.reserve(act(d.C), p + "input_layernorm");
         h.ln2 = y.weights.reserve(act(d.C), p + "post_attention_layernorm");
-        for (int m = 0; m < kNumModules; ++m) {
-            h.w[m] = y.weights.reserve(act(size_t(d.out_of(m)) * d.in_of(m)), p + kModuleNames[m]);
-            if (d.bias[m]) h.b[m] = y.weights.reserve(act(d.out_of(m)), p + kModuleNames[m] + " bias");
+        for (const ProjectionSpec& pr : d.projections) {
+            const int w = y.weights.reserve(act(size_t(pr.out) * size_t(pr.in)), p + pr.target);
+            const int b = pr.bias ? y.weights.reserve(act(size_t(pr.out)), p + pr.target + " bias") : -1;
+            int64_t row = 0;  // the slots' rows follow each other in the fused weight
+            for (int slot : pr.feeds) {
+                h.w[slot] = w;
+                h.w_off[slot] = row * pr.in;
+                h.b[slot] = b;
+                h.b_off[slot] = row;
+                row += d.out_of(slot);
+            }
         }
         if (d.qk_norm) {
             h.q_norm = y.weights.reserve(act(d.D), p + "q_norm");
@@ -208,7 +240,7 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs,
     std::array<bool, kNumModules> any_adapted{};
     for (int l = 0; l < d.L; ++l)
         for (int m = 0; m < kNumModules; ++m) {
-            adapted[size_t(l)][size_t(m)] = lora_index[size_t(l)][size_t(m)] >= 0;
+            adapted[size_t(l)][size_t(m)] = lora_index[size_t(l)][size_t(m)].a >= 0;
             any_adapted[size_t(m)] |= adapted[size_t(l)][size_t(m)];
         }
     const bool any_lora = !specs.empty();
@@ -288,10 +320,10 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
         const LayerWeightHandles& h = y.lw[size_t(l)];
         out.push_back({h.ln1, p + "input_layernorm.weight", d.C, WeightKind::Norm});
         out.push_back({h.ln2, p + "post_attention_layernorm.weight", d.C, WeightKind::Norm});
-        for (int k = 0; k < kNumModules; ++k) {
-            const std::string base = p + (k < kGate ? "self_attn." : "mlp.") + kModuleNames[k];
-            out.push_back({h.w[k], base + ".weight", int64_t(d.out_of(k)) * d.in_of(k), WeightKind::Matrix});
-            if (h.b[k] >= 0) out.push_back({h.b[k], base + ".bias", d.out_of(k), WeightKind::Bias});
+        for (const ProjectionSpec& pr : d.projections) {
+            const int slot = pr.feeds.at(0);
+            out.push_back({h.w[slot], p + pr.path + ".weight", pr.out * pr.in, WeightKind::Matrix});
+            if (pr.bias) out.push_back({h.b[slot], p + pr.path + ".bias", pr.out, WeightKind::Bias});
         }
         if (d.qk_norm) {
             out.push_back({h.q_norm, p + "self_attn.q_norm.weight", d.D, WeightKind::Norm});

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/arch.h"
 #include "core/layout.h"
 #include "model/lora_table.h"
 #include "tandem/lora.h"
@@ -47,9 +48,13 @@ struct Dims {
     int K = 0;               // lm_head chunk rows
     int rope_positions = 0;  // rows of the RoPE table: min(max_position_embeddings, max_tokens)
     int window = 0;          // sliding attention window (0: full causal attention)
+    int longrope_max = 0;    // LongRoPE: the longest sample the (short-factor) table serves; 0: any
     float eps = 1e-6f;
     bool qk_norm = false, tied = false, dropout = false;
     bool bias[kNumModules] = {};
+    // The projections of a layer as the checkpoint stores them (arch/arch.h; every layer of a dense model has
+    // the same): one weight piece each; a fused one feeds several slots at row offsets.
+    std::vector<ProjectionSpec> projections;
 
     int big() const { return std::max(Q, F); }
     int in_max() const { return std::max({C, Q, F}); }
@@ -68,7 +73,8 @@ struct Dims {
 // a supported family, silu, sane dimensions, heads divisible, an even head_dim, a valid LoRA config.
 void validate_model(const ModelConfig& cfg, const LoraConfig& lora, const std::string& where);
 
-// max_seqlen 0: max_tokens. ce_chunk_rows: the lm_head chunk (rows), at most max_tokens.
+// max_seqlen 0: max_tokens. ce_chunk_rows: the lm_head chunk (rows), at most max_tokens. Error{Unsupported}
+// for an architecture whose layers are not the dense block's (differing layers, a slot fed twice or never).
 Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, int max_seqlen, int ce_chunk_rows);
 
 // The buffers a layer's forward produces and its backward reads, with what producing one again costs.
@@ -138,10 +144,13 @@ struct PlanBytes {
     uint64_t pinned_host = 0;
 };
 
+// A slot's weight (bias) is element w_off (b_off) of piece w (b): 0 unless its projection is fused.
 struct LayerWeightHandles {
     int ln1 = -1, ln2 = -1, q_norm = -1, k_norm = -1;
     int w[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int b[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
+    int64_t w_off[kNumModules] = {};
+    int64_t b_off[kNumModules] = {};
 };
 
 // One layer's activation pieces (-1: not present in this configuration).
@@ -195,8 +204,10 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);
 // The plan of a model with these dimensions, LoRA tensors (lora_tensor_specs order) and policy (not Auto).
 // An inconsistent policy (a block input dropped: nothing can recompute it; anything but the block input
 // offloaded) is refused with Error{Internal} naming the policy and the buffer.
-ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs,
-               const std::vector<std::array<int, kNumModules>>& lora_index, CheckpointPolicy policy,
-               const PlanTraits& traits);
+ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
+                    CheckpointPolicy policy, const PlanTraits& traits);
+
+// A LongRoPE model's table serves samples up to d.longrope_max tokens (Error{Unsupported} beyond).
+void check_rope_range(const Dims& d, int longest);
 
 }  // namespace tandem

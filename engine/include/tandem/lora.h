@@ -1,8 +1,10 @@
 // tandem::LoraConfig — the LoRA settings of a run: rank, alpha, dropout, rsLoRA, which projections of each
 // decoder layer get an adapter, and optionally which layers.
 // Decisions a reader must know:
-//  - Targets are the seven projection names of the supported (Llama-family) blocks, nothing else: LoRA on
-//    embeddings, lm_head or norms is not supported. Names are kept in the order given.
+//  - Targets are projection names as the model's checkpoint names them (lora_targets(model)): LoRA on
+//    embeddings, lm_head or norms is not supported. Names are kept in the order given. A model that stores
+//    projections fused (Phi-3: qkv_proj, gate_up_proj) also accepts the names of all their parts
+//    (resolve_lora_targets), so the default seven names mean "every projection" for every family.
 //  - Defaults here (r 16, alpha 32, all seven projections) are Tandem's; PEFT's own defaults differ (r 8,
 //    alpha 8). The adapter reader applies PEFT's defaults to keys an adapter_config.json leaves out.
 //  - JSON (for the run config) uses the keys r, alpha, dropout, use_rslora, target_modules,
@@ -16,13 +18,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/model_config.h"
+
 namespace tandem {
 
-// The projection modules LoRA can target, in block order: q_proj, k_proj, v_proj, o_proj (under
-// "self_attn."), gate_proj, up_proj, down_proj (under "mlp.").
+// Every projection name any supported family offers (the seven of the Llama block first, then fused ones
+// such as qkv_proj, gate_up_proj): the names validate_lora_config accepts before a model is known.
 const std::vector<std::string>& lora_known_targets();
-bool lora_target_is_attention(std::string_view target);   // q/k/v/o_proj
-std::string lora_target_parent(std::string_view target);  // "self_attn" or "mlp" ("" when unknown)
+// The default target_modules: the seven projections of the Llama block.
+const std::vector<std::string>& lora_default_targets();
+bool lora_target_is_attention(std::string_view target);   // q/k/v/o_proj, qkv_proj
 
 inline constexpr int kLoraMaxRank = 8192;
 
@@ -31,8 +36,7 @@ struct LoraConfig {
     double alpha = 32;        // lora_alpha
     double dropout = 0.0;     // lora_dropout, applied to the adapter's input while training
     bool use_rslora = false;  // scaling alpha/sqrt(r) instead of alpha/r
-    std::vector<std::string> target_modules = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                               "gate_proj", "up_proj", "down_proj"};
+    std::vector<std::string> target_modules = lora_default_targets();
     std::vector<int64_t> layers_to_transform;  // empty: every layer (PEFT's layers_to_transform: null)
 
     // The factor LoRA's update B·A is multiplied by: alpha / r, or alpha / sqrt(r) with rsLoRA.
@@ -48,6 +52,13 @@ struct LoraConfig {
 // number, dropout outside [0, 1), no targets, an unknown target (the message lists the valid ones), a
 // target or layer listed twice, a negative layer. `where` prefixes the messages (e.g. "run.json: lora").
 void validate_lora_config(const LoraConfig& config, const std::string& where = "lora");
+
+// The LoRA targets `model` offers (its projections as its checkpoint names them), block order.
+std::vector<std::string> lora_targets(const ModelConfig& model);
+// config with target_modules in the model's own names: parts of a fused projection (q_proj, k_proj, v_proj of
+// Phi-3) become the fused one (qkv_proj). Error{InvalidInput} for a name the model does not have, or only some
+// parts of a fused projection, naming what to list instead.
+LoraConfig resolve_lora_targets(const ModelConfig& model, const LoraConfig& config);
 
 // nlohmann ADL hooks. from_json validates and throws Error{InvalidInput} naming the key ("lora.r: ...").
 void to_json(nlohmann::json& j, const LoraConfig& config);

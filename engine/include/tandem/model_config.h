@@ -1,5 +1,6 @@
 // tandem::ModelConfig — a Hugging Face `config.json` of a decoder-only model, parsed and validated.
-// Supported for training: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM.
+// Supported for training: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// Phi3ForCausalLM (one family file each in engine/arch/, which also says what each checkpoint holds).
 // Parsed but reported "not yet supported": Qwen3MoeForCausalLM, MixtralForCausalLM, GptOssForCausalLM.
 // Defaults for absent fields follow each family's transformers config class (e.g. head_dim defaults to 128
 // for Qwen3 but to hidden_size / num_attention_heads for Llama), so a config means here what it means there.
@@ -17,7 +18,7 @@
 namespace tandem {
 
 // Yarn is parsed (gpt-oss uses it) but only accepted for architectures that are not trainable yet.
-enum class RopeScalingType { None, Linear, Llama3, Yarn };
+enum class RopeScalingType { None, Linear, Llama3, LongRope, Yarn };
 
 struct RopeScaling {
     RopeScalingType type = RopeScalingType::None;
@@ -25,7 +26,11 @@ struct RopeScaling {
     // llama3 only
     double low_freq_factor = 1.0;
     double high_freq_factor = 4.0;
-    int64_t original_max_position_embeddings = 8192;  // llama3 and yarn
+    int64_t original_max_position_embeddings = 8192;  // llama3, longrope and yarn
+    // longrope only (Phi-3): per-frequency divisors [head_dim / 2] for sequences up to / beyond
+    // original_max_position_embeddings, and the factor cos and sin are multiplied by
+    std::vector<double> short_factor, long_factor;
+    double attention_factor = 1.0;
     // yarn only
     double beta_fast = 32.0;
     double beta_slow = 1.0;

@@ -107,6 +107,20 @@ RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scalin
             TANDEM_KCHECK(scaling.factor > 0.0 && scaling.high_freq_factor != scaling.low_freq_factor);
             apply_llama3(t.inv_freq, scaling);
             break;
+        case RopeScalingType::LongRope: {
+            // transformers' _compute_longrope_parameters in float32 with the short factors (the table serves
+            // sequences up to original_max_position_embeddings; the models refuse longer samples):
+            //   inv_freq = 1.0 / (ext_factors * base ** (arange(0, dim, 2).float() / dim))
+            TANDEM_KCHECK(int(scaling.short_factor.size()) == head_dim / 2);
+            const float base = static_cast<float>(theta);
+            for (int i = 0; i < head_dim / 2; i++) {
+                const float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+                const float p = static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(expo)));
+                t.inv_freq[size_t(i)] = 1.0f / (static_cast<float>(scaling.short_factor[size_t(i)]) * p);
+            }
+            t.attention_scaling = static_cast<float>(scaling.attention_factor);
+            break;
+        }
         case RopeScalingType::Yarn:
             throw_unsupported("rope: yarn scaling is not supported by the CPU backend");
     }

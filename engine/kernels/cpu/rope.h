@@ -18,14 +18,15 @@ namespace tandem::cpu {
 struct RopeTable {
     int head_dim = 0;                // D
     int max_pos = 0;                 // P
-    float attention_scaling = 1.0f;  // transformers' attention_scaling (1 for none / linear / llama3)
+    float attention_scaling = 1.0f;  // transformers' attention_scaling (1 for none / linear / llama3), in cos/sin
     std::vector<float> inv_freq;     // [D/2]
     std::vector<float> cos;          // [P, D/2]
     std::vector<float> sin;          // [P, D/2]
 };
 
 // Builds the table for positions 0..max_pos-1 once per run. Supports RopeScalingType None, Linear
-// (inv_freq / factor) and Llama3; Yarn throws Error{Unsupported}. head_dim must be even.
+// (inv_freq / factor), Llama3 and LongRope (the short factors; cos and sin times attention_factor); Yarn
+// throws Error{Unsupported}. head_dim must be even.
 RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scaling, int max_pos);
 
 // out[T,H,D] = rotate(inp[T,H,D]) at positions[T] (int32, each in [0, P)). out may equal inp (in place).

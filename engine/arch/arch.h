@@ -1,0 +1,93 @@
+// Architectures as data. Each family (one file in arch/: llama.cpp, mistral.cpp, qwen2.cpp, qwen3.cpp,
+// phi3.cpp, and the parsed-only mixture-of-experts families) says how its config.json reads and what its
+// checkpoint holds; everything else is derived from the ArchSpec it produces: the expected tensors and the
+// parameter count (io/model_config.cpp), the LoRA targets a model offers and their PEFT names
+// (model/lora_table.cpp, export/peft_adapter.cpp), the weight pieces of the memory plan (model/plan.cpp).
+// Decisions a reader must know:
+//  - The trainable block is the dense pre-norm block of model/decoder.h with seven projection slots
+//    (LoraModule). A family maps its checkpoint tensors onto the slots: one projection per slot (Llama), or a
+//    fused projection feeding several slots with its rows in slot order (Phi-3 qkv_proj -> q, k, v;
+//    gate_up_proj -> gate, up). A fused projection is one weight piece; the slots point at row offsets in it.
+//  - A LoRA target is a projection as the checkpoint (and PEFT) names it. On a fused projection one lora_A is
+//    shared by the slots and lora_B's rows split like the weight's, which is exactly PEFT's LoRA on the fused
+//    Linear; its dropout mask is drawn once (the key of its first slot).
+//  - Tensor lists are in file order (HF's state_dict order); names relative to "model.layers.N." in a layer.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "arch/config_fields.h"
+#include "tandem/model_config.h"
+
+namespace tandem {
+
+// The seven projection slots of the dense block, in block order; the index is the module id both backends
+// use for the LoRA lookup, the dropout hash and the plan's piece names.
+enum LoraModule { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kNumModules };
+extern const char* const kModuleNames[kNumModules];  // "q_proj", ..., "down_proj"
+
+// One linear layer of a block as the checkpoint stores it: weight [out, in] (+ bias [out]).
+struct ProjectionSpec {
+    std::string target;      // LoRA target and PEFT module name: "q_proj", or a fused "qkv_proj"
+    std::string path;        // under "model.layers.N.": "self_attn.q_proj"
+    int64_t in = 0, out = 0;
+    bool bias = false;
+    std::vector<int> feeds;  // the block slots its rows feed, in row order (empty: not in the dense block)
+
+    bool operator==(const ProjectionSpec&) const = default;
+};
+
+struct LayerSpec {
+    std::vector<ProjectionSpec> projections;  // the layer's LoRA-able linears, block order
+    std::vector<ExpectedTensor> tensors;      // every tensor of the layer in file order (names relative)
+};
+
+struct ArchSpec {
+    std::string architecture;
+    std::vector<LayerSpec> layers;
+    std::vector<ExpectedTensor> head, tail;  // before the layers (embeddings) and after (final norm, lm_head)
+
+    std::vector<ExpectedTensor> tensors() const;   // full names, file order
+    std::vector<std::string> lora_targets() const; // every projection target of any layer, block order
+};
+
+// A family: how its config.json reads (defaults as in its transformers config class) and what it holds.
+struct Family {
+    const char* architecture;  // "LlamaForCausalLM"
+    const char* model_type;    // "llama"
+    bool trainable;            // false: parsed and listed, refused for training
+    int64_t max_position_embeddings;  // defaults for absent fields
+    double rms_norm_eps;
+    double rope_theta;
+    int64_t head_dim;          // 0 = hidden_size / num_attention_heads
+    bool reads_head_dim;       // the config may set head_dim (Qwen2's cannot)
+    // The family's own fields (biases, windows, experts, ...), after the shared ones are read.
+    void (*parse)(const ConfigFields& r, ModelConfig& c);
+    // Layer l's tensors and projections.
+    LayerSpec (*layer)(const ModelConfig& c, int64_t l);
+};
+
+std::span<const Family* const> families();
+const Family* find_family(std::string_view architecture);  // nullptr when unknown
+
+// The model's architecture as data (Error{Internal} for an architecture no family produces: a ModelConfig
+// only exists for parsed ones).
+ArchSpec arch_spec(const ModelConfig& c);
+
+// Helpers for the family files.
+// The dense Llama-family layer: input norm, q/k/v/o (the config's biases), q/k norms (qk_norm), sinks
+// (attention_sinks), post-attention norm, then the MLP unless `mlp` is false (an MoE layer adds its own).
+LayerSpec dense_layer(const ModelConfig& c, bool mlp = true);
+ProjectionSpec projection(std::string target, std::string path, int64_t in, int64_t out, bool bias,
+                          std::vector<int> feeds);
+// Appends the projection and its weight (+ bias) tensors.
+void add_projection(LayerSpec& l, ProjectionSpec p);
+// The mixture-of-experts fields every MoE family shares (top-k and the range checks), after the family read
+// num_experts and moe_intermediate_size.
+void parse_experts(const ConfigFields& r, ModelConfig& c);
+
+}  // namespace tandem

@@ -1,0 +1,101 @@
+// The family registry and what every family shares: the dense layer, the tensor list, the LoRA targets.
+#include "arch/arch.h"
+
+#include <algorithm>
+
+#include "tandem/error.h"
+
+namespace tandem {
+
+extern const Family kLlamaFamily, kMistralFamily, kQwen2Family, kQwen3Family, kPhi3Family;
+extern const Family kQwen3MoeFamily, kMixtralFamily, kGptOssFamily;
+
+const char* const kModuleNames[kNumModules] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                               "gate_proj", "up_proj", "down_proj"};
+
+std::span<const Family* const> families() {
+    static const Family* const all[] = {&kLlamaFamily,    &kMistralFamily, &kQwen2Family, &kQwen3Family,
+                                        &kPhi3Family,     &kQwen3MoeFamily, &kMixtralFamily, &kGptOssFamily};
+    return all;
+}
+
+const Family* find_family(std::string_view architecture) {
+    for (const Family* f : families())
+        if (architecture == f->architecture) return f;
+    return nullptr;
+}
+
+ProjectionSpec projection(std::string target, std::string path, int64_t in, int64_t out, bool bias,
+                          std::vector<int> feeds) {
+    return {std::move(target), std::move(path), in, out, bias, std::move(feeds)};
+}
+
+void add_projection(LayerSpec& l, ProjectionSpec p) {
+    l.tensors.push_back({p.path + ".weight", {p.out, p.in}});
+    if (p.bias) l.tensors.push_back({p.path + ".bias", {p.out}});
+    l.projections.push_back(std::move(p));
+}
+
+LayerSpec dense_layer(const ModelConfig& c, bool mlp) {
+    const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate_size, D = c.head_dim;
+    LayerSpec l;
+    l.tensors.push_back({"input_layernorm.weight", {H}});
+    add_projection(l, projection("q_proj", "self_attn.q_proj", H, Q, c.attention_bias, {kQ}));
+    add_projection(l, projection("k_proj", "self_attn.k_proj", H, KV, c.attention_bias, {kK}));
+    add_projection(l, projection("v_proj", "self_attn.v_proj", H, KV, c.attention_bias, {kV}));
+    add_projection(l, projection("o_proj", "self_attn.o_proj", Q, H, c.o_proj_bias, {kO}));
+    if (c.qk_norm) {
+        l.tensors.push_back({"self_attn.q_norm.weight", {D}});
+        l.tensors.push_back({"self_attn.k_norm.weight", {D}});
+    }
+    if (c.attention_sinks) l.tensors.push_back({"self_attn.sinks", {c.num_attention_heads}});
+    l.tensors.push_back({"post_attention_layernorm.weight", {H}});
+    if (mlp) {
+        add_projection(l, projection("gate_proj", "mlp.gate_proj", H, I, c.mlp_bias, {kGate}));
+        add_projection(l, projection("up_proj", "mlp.up_proj", H, I, c.mlp_bias, {kUp}));
+        add_projection(l, projection("down_proj", "mlp.down_proj", I, H, c.mlp_bias, {kDown}));
+    }
+    return l;
+}
+
+void parse_experts(const ConfigFields& r, ModelConfig& c) {
+    c.num_experts_per_tok = r.has("num_experts_per_tok") ? r.integer("num_experts_per_tok")
+                                                         : r.integer("experts_per_token");
+    check_range(r, "number of experts", c.num_experts, 1, 4096);
+    check_range(r, "num_experts_per_tok", c.num_experts_per_tok, 1, c.num_experts);
+    check_range(r, "moe_intermediate_size", c.moe_intermediate_size, 1, 1 << 20);
+    check_range(r, "decoder_sparse_step", c.decoder_sparse_step, 1, c.num_hidden_layers);
+}
+
+ArchSpec arch_spec(const ModelConfig& c) {
+    const Family* f = find_family(c.architecture);
+    if (!f) throw_internal("arch_spec: no family for architecture '" + c.architecture + "'");
+    ArchSpec a;
+    a.architecture = c.architecture;
+    a.head.push_back({"model.embed_tokens.weight", {c.vocab_size, c.hidden_size}});
+    a.layers.reserve(size_t(std::max<int64_t>(c.num_hidden_layers, 0)));
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) a.layers.push_back(f->layer(c, l));
+    a.tail.push_back({"model.norm.weight", {c.hidden_size}});
+    if (!c.tie_word_embeddings) a.tail.push_back({"lm_head.weight", {c.vocab_size, c.hidden_size}});
+    return a;
+}
+
+std::vector<ExpectedTensor> ArchSpec::tensors() const {
+    std::vector<ExpectedTensor> out = head;
+    for (size_t l = 0; l < layers.size(); ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        for (const ExpectedTensor& t : layers[l].tensors) out.push_back({p + t.name, t.shape});
+    }
+    out.insert(out.end(), tail.begin(), tail.end());
+    return out;
+}
+
+std::vector<std::string> ArchSpec::lora_targets() const {
+    std::vector<std::string> out;
+    for (const LayerSpec& l : layers)
+        for (const ProjectionSpec& p : l.projections)
+            if (std::find(out.begin(), out.end(), p.target) == out.end()) out.push_back(p.target);
+    return out;
+}
+
+}  // namespace tandem
