@@ -442,6 +442,13 @@ private slots:
         // What the block does not do is refused with the reason.
         const auto partial = longrope([](json& j) { j["partial_rotary_factor"] = 0.75; });
         QVERIFY(!partial.supported && partial.unsupported_reason.find("partial_rotary_factor") != std::string::npos);
+        const auto partial5 = longrope([](json& j) {  // transformers 5: inside rope_parameters
+            j["rope_parameters"] = j["rope_scaling"];
+            j.erase("rope_scaling");
+            j["rope_parameters"]["partial_rotary_factor"] = 0.75;
+        });
+        QVERIFY(!partial5.supported &&
+                partial5.unsupported_reason.find("partial_rotary_factor") != std::string::npos);
         const auto drop = longrope([](json& j) { j["resid_pdrop"] = 0.1; });
         QVERIFY(!drop.supported && drop.unsupported_reason.find("resid_pdrop") != std::string::npos);
     }

@@ -12,7 +12,10 @@ namespace {
 
 void parse(const ConfigFields& r, ModelConfig& c) {
     c.sliding_window = r.integer("sliding_window", 0);
-    const double partial = r.number("partial_rotary_factor", 1.0);
+    // transformers 5 writes it inside rope_parameters, older files at the top level.
+    double partial = r.number("partial_rotary_factor", 1.0);
+    if (r.has("rope_parameters") && r.raw()["rope_parameters"].is_object())
+        partial = ConfigFields(r.raw()["rope_parameters"], r.src()).number("partial_rotary_factor", partial);
     if (partial != 1.0) {
         c.supported = false;
         c.unsupported_reason = "partial rotary embeddings (partial_rotary_factor " + std::to_string(partial) +

@@ -5,7 +5,7 @@ For each tests/fixtures/models/<variant>: the same model, adapter and four seque
 make_fixtures.py's expected.safetensors (fp32, CPU), run the way HF PEFT trains in bf16 on a GPU:
 base weights bf16, PEFT's LoRA weights fp32 (its default upcast), forward under torch.autocast(bf16),
 sdpa attention. Reports, per variant, the error measures Tandem's selftest uses against the fp32
-reference: logits max|d|/max|ref|, the loss, and the worst LoRA gradient max|d|/max|ref| over the 28
+reference: logits max|d|/max|ref|, the loss, and the worst LoRA gradient max|d|/max|ref| over the LoRA
 tensors. Writes JSON (default tests/fixtures/models/bf16_floor.json). Needs CUDA, torch, transformers, peft.
 """
 import argparse
@@ -70,7 +70,7 @@ def main():
     import transformers
     res = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
            "gpu": torch.cuda.get_device_name(0), "variants": {}}
-    for v in ("llama", "qwen2", "qwen3", "mistral"):
+    for v in ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3"):
         res["variants"][v] = run(os.path.join(a.fixtures, v), "cuda")
         print(v, json.dumps(res["variants"][v]))
     out = a.out or os.path.join(a.fixtures, "bf16_floor.json")

@@ -24,7 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window")
+VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3")
 OPS_SEED = 1234
 PROBLEMS = []  # checks that failed; reported at the end (exit 2) instead of aborting the run
 
@@ -372,7 +372,15 @@ SPECS = {
     # Mistral with a sliding window shorter than two of the sequences (SEQ_LENS 9 and 17): the window's mask
     "mistral-window": ("MistralConfig", "MistralForCausalLM", 505, dict(tie_word_embeddings=False, sliding_window=8),
                        10000.0, None, False),
+    # Phi-3: fused qkv_proj / gate_up_proj (LoRA on the fused modules, PEFT's names) and LongRoPE with
+    # max_position_embeddings = 2 x original (attention factor sqrt(1 + ln 2 / ln 128)); every sequence is
+    # shorter than the original 128 positions, so transformers uses the short factors.
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", 606, dict(tie_word_embeddings=False, original_max_position_embeddings=128),
+             10000.0, {"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0],
+                       "long_factor": [1.0, 2.0, 4.0, 8.0, 16.0, 24.0, 32.0, 48.0]}, False),
 }
+# PEFT target_modules per variant (the checkpoint's module names).
+FUSED_TARGETS = {"phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]}
 WEIGHT_STD = 0.02          # every Linear / embedding weight, like HF init ...
 QK_STD = 0.125             # ... except q_proj / k_proj: attention scores O(1) so causal mask and RoPE matter
 BIAS_STD = 0.1             # qwen2 q/k/v biases
@@ -410,7 +418,7 @@ def build_model(variant):
                 p.copy_(rand(g, *p.shape, scale=NORM_STD, shift=NORM_SHIFT))
             elif name.endswith(".bias"):
                 p.copy_(rand(g, *p.shape, scale=BIAS_STD))
-            elif name.endswith(("q_proj.weight", "k_proj.weight")):
+            elif name.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
                 p.copy_(rand(g, *p.shape, scale=QK_STD))
             elif p.dim() == 2:
                 p.copy_(rand(g, *p.shape, scale=WEIGHT_STD))
@@ -423,7 +431,15 @@ def build_model(variant):
     assert tied == bool(extra.get("tie_word_embeddings")), f"{variant}: lm_head tied={tied}"
     # the model's RoPE frequencies are the ones the README documents (catches a silently ignored rope config)
     head_dim = extra.get("head_dim", COMMON["hidden_size"] // COMMON["num_attention_heads"])
-    if scaling:
+    want_scaling = 1.0
+    if scaling and scaling["rope_type"] == "longrope":
+        # _compute_longrope_parameters: inv_freq / short_factor (sequences within the original length), cos and
+        # sin times sqrt(1 + ln(factor) / ln(original)), factor = max positions / original
+        import torch
+        want = inv_freq_default(theta, head_dim) / torch.tensor(scaling["short_factor"], dtype=torch.float32)
+        orig = extra["original_max_position_embeddings"]
+        want_scaling = math.sqrt(1 + math.log(COMMON["max_position_embeddings"] / orig) / math.log(orig))
+    elif scaling:
         want = inv_freq_llama3(theta, head_dim, scaling["factor"], scaling["low_freq_factor"],
                                scaling["high_freq_factor"], scaling["original_max_position_embeddings"])
     else:
@@ -435,8 +451,8 @@ def build_model(variant):
         err = (rot.inv_freq.float() - want).abs().max().item()
         if err > 1e-7:
             problem(f"{variant}: model inv_freq differs from the README formula by {err:.2e}")
-        if float(getattr(rot, "attention_scaling", 1.0)) != 1.0:
-            problem(f"{variant}: rotary attention_scaling {rot.attention_scaling}")
+        if abs(float(getattr(rot, "attention_scaling", 1.0)) - want_scaling) > 1e-6:
+            problem(f"{variant}: rotary attention_scaling {rot.attention_scaling}, expected {want_scaling}")
     return model, seed
 
 
@@ -499,7 +515,8 @@ def make_model(root, variant, log, vers):
     assert os.path.isfile(os.path.join(d, "model.safetensors")), os.listdir(d)
 
     use_rslora = SPECS[variant][6]
-    lcfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=list(TARGETS), bias="none",
+    lcfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=list(FUSED_TARGETS.get(variant, TARGETS)),
+                      bias="none",
                       use_rslora=use_rslora, task_type="CAUSAL_LM")
     torch.manual_seed(seed + 1)
     pm = get_peft_model(model, lcfg).float().eval()
