@@ -92,8 +92,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
     // Contract wiring between the pages.
     connect(m_model, &ModelPage::modelChanged, m_data, [this](const QString& folder, bool) { m_data->setModel(folder); });
+    connect(m_model, &ModelPage::modelShape, m_train, &TrainPage::setModelShape);
     connect(m_model, &ModelPage::modelChanged, m_train, &TrainPage::setModel);
     connect(m_data, &DataPage::datasetChanged, m_train, &TrainPage::setDataset);
+    connect(m_data, &DataPage::renderingChanged, m_train, &TrainPage::setRendering);
+    connect(m_data, &DataPage::checked, m_train, &TrainPage::setDataCheck);
     connect(m_train, &TrainPage::limitsChanged, m_data, &DataPage::setLimits);
     connect(m_train, &TrainPage::trainRequested, this, &MainWindow::startRun);
     connect(m_train, &TrainPage::runsFolderChanged, m_runs, &RunsPage::setRunsFolder);
@@ -226,6 +229,7 @@ void MainWindow::selectDemo(const QString& dataset) {
 
 void MainWindow::reopenSettings(const tandem::RunConfig& config) {
     m_train->setConfig(config);
+    m_data->setRendering(QString::fromStdString(config.data.chat_template), config.data.train_on_all_tokens);
     const QString model = QString::fromStdString(config.model);
     if (!model.isEmpty() && !samePath(m_model->modelPath(), model)) m_model->selectModel(model);
     const QString dataset = QString::fromStdString(config.data.dataset);
