@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDesktopServices>
 #include <QDoubleSpinBox>
 #include <QDir>
 #include <QFile>
@@ -18,6 +19,7 @@
 #include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSlider>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTableWidget>
@@ -111,6 +113,17 @@ public:
 
 private:
     std::atomic<bool>& m_stop;
+};
+
+// Receives the file URLs QDesktopServices would hand to the file manager.
+class UrlCatcher : public QObject {
+    Q_OBJECT
+
+public:
+    QList<QUrl> urls;
+
+public slots:
+    void open(const QUrl& url) { urls.append(url); }
 };
 
 }  // namespace
@@ -841,13 +854,15 @@ private slots:
 
         child<QLineEdit>(&page, "lrEdit")->setText(QStringLiteral("0.05"));
         QCOMPARE(page.warnings().size(), 1);
-        QVERIFY2(page.warnings().first().startsWith("Learning rate 0.05 is very high"), qPrintable(page.warnings().first()));
+        QVERIFY2(page.warnings().first().startsWith("Learning rate 0.05 is very high"),
+                 qPrintable(page.warnings().first()));
         QVERIFY(!warnings->isHidden());
         QVERIFY(warnings->text().contains("Learning rate 0.05"));
         // The model's shape: a rank above the hidden size, a max seq len above the context.
         page.setModelShape(64, 256);
         QCOMPARE(page.warnings().size(), 2);
-        QVERIFY2(page.warnings().at(1).contains("above the model's context (256 tokens)"), qPrintable(page.warnings().at(1)));
+        QVERIFY2(page.warnings().at(1).contains("above the model's context (256 tokens)"),
+                 qPrintable(page.warnings().at(1)));
         child<QSpinBox>(&page, "rankSpin")->setValue(128);
         QCOMPARE(page.warnings().size(), 3);
         QVERIFY(warnings->text().contains("larger than the model's hidden size (64)"));
@@ -915,13 +930,13 @@ private slots:
         combo->setCurrentIndex(combo->findData(QStringLiteral("alpaca")));
         QCOMPARE(rendering.count(), 1);
         QCOMPARE(rendering.last().at(0).toString(), QStringLiteral("alpaca"));
-        QTRY_VERIFY_WITH_TIMEOUT(warning->isHidden() && child<QTextBrowser>(&page, "previewView")
-                                                                ->toPlainText()
-                                                                .contains("### Response:"),
-                                 kWaitMs);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            warning->isHidden() && child<QTextBrowser>(&page, "previewView")->toPlainText().contains("### Response:"),
+            kWaitMs);
         // Train on prompt tokens too: more of the sample is trained.
         auto trained = [&] {
-            const auto m = QRegularExpression(R"((\d+) trained)").match(child<QLabel>(&page, "sampleInfoLabel")->text());
+            const auto m =
+                QRegularExpression(R"((\d+) trained)").match(child<QLabel>(&page, "sampleInfoLabel")->text());
             return m.hasMatch() ? m.captured(1).toInt() : -1;
         };
         const int replies = trained();
@@ -948,7 +963,8 @@ private slots:
                  QStringLiteral("device: cuda: no GPU; choose Device: cpu on the Train page"));
         QCOMPARE(inScreenWords("stopped at step 4; resume with --resume"),
                  QStringLiteral("stopped at step 4; press Resume to continue"));
-        QCOMPARE(inScreenWords("lora: r = 0 must be between 1 and 4096"), QStringLiteral("Rank: 0 must be between 1 and 4096"));
+        QCOMPARE(inScreenWords("lora: r = 0 must be between 1 and 4096"),
+                 QStringLiteral("Rank: 0 must be between 1 and 4096"));
         QCOMPARE(inScreenWords("my_training.lr stays"), QStringLiteral("my_training.lr stays"));  // not a whole key
         QCOMPARE(countOf(1, "record"), QStringLiteral("1 record"));
         QCOMPARE(countOf(2, "record"), QStringLiteral("2 records"));
@@ -1025,6 +1041,96 @@ private slots:
         QVERIFY(!child<QPushButton>(&page, "resumeButton")->isEnabled());
         QVERIFY(child<QPushButton>(&page, "reopenButton")->isEnabled());
         QVERIFY(child<QPushButton>(&page, "exportRunButton")->isEnabled());  // the last good checkpoint
+    }
+
+    // The compare view: hyper-parameter columns, eval curves, x by tokens, smoothing and log scale, the run
+    // summary, Open folder, and runs from another folder.
+    void runsPageCompareColumnsAndFolders() {
+        const QString runs = m_tmp.filePath(QStringLiteral("runs-compare"));
+        const QString other = m_tmp.filePath(QStringLiteral("runs-elsewhere"));
+        const QString withEval = runs + "/20240201-000000-eval", bigger = runs + "/20240202-000000-bigger";
+        const QString elsewhere = other + "/20240203-000000-elsewhere";
+        auto train = [](const RunConfig& c) {
+            std::atomic<bool> stop{false};
+            ProgressSink sink;
+            Trainer::prepare(c).run(sink, stop);
+        };
+        RunConfig e = tinyRun(withEval, 2);
+        e.data.validation_fraction = 0.2;
+        e.training.eval_every = 1;
+        train(e);
+        RunConfig b = tinyRun(bigger, 2);
+        b.training.batch_tokens = 512;
+        b.training.lr = 5e-4;
+        train(b);
+        train(tinyRun(elsewhere, 1));
+
+        QSettings().remove(QStringLiteral("runs/otherFolders"));
+        RunsPage page;
+        page.setRunsFolder(runs);
+        auto* table = child<QTableWidget>(&page, "runsTable");
+        QTRY_COMPARE_WITH_TIMEOUT(table->rowCount(), 2, kWaitMs);
+        auto header = [&](const QString& name) {
+            for (int c = 0; c < table->columnCount(); ++c)
+                if (table->horizontalHeaderItem(c)->text() == name) return c;
+            return -1;
+        };
+        auto rowOf = [&](const QString& dir) {
+            for (int r = 0; r < table->rowCount(); ++r)
+                if (table->item(r, 0)->data(Qt::UserRole).toString() == dir) return r;
+            return -1;
+        };
+        const int rb = rowOf(bigger), re = rowOf(withEval);
+        QCOMPARE(table->item(rb, header("Learning rate"))->text(), QStringLiteral("0.0005"));
+        QCOMPARE(table->item(rb, header("Rank"))->text(), QStringLiteral("4"));
+        QCOMPARE(table->item(rb, header("Batch tokens"))->text(), QStringLiteral("512"));
+        QCOMPARE(table->item(rb, header("Max seq len"))->text(), QStringLiteral("256"));
+        QCOMPARE(table->item(rb, header("Device"))->text(), QStringLiteral("cpu"));
+        QVERIFY(QRegularExpression(R"(^\d+s$)").match(table->item(rb, header("Duration"))->text()).hasMatch());
+
+        auto* plot = child<QCustomPlot>(&page, "runsLossPlot");
+        table->selectAll();
+        QTRY_COMPARE_WITH_TIMEOUT(plot->graphCount(), 3, kWaitMs);  // two training curves, one eval curve
+        int evalGraph = -1;
+        for (int g = 0; g < plot->graphCount(); ++g)
+            if (plot->graph(g)->name().endsWith("(eval)")) evalGraph = g;
+        QVERIFY(evalGraph >= 0);
+        QCOMPARE(plot->graph(evalGraph)->dataCount(), 2);  // eval every step, 2 steps
+        const QString summary = child<QLabel>(&page, "runSummaryLabel")->text();
+        QVERIFY2(summary.contains("best eval loss") && summary.contains("tokens seen"), qPrintable(summary));
+        child<QCheckBox>(&page, "runsEvalCheck")->setChecked(false);
+        QCOMPARE(plot->graphCount(), 2);
+        // By tokens: the last key is the run's tokens, far more than its 2 steps.
+        auto* xAxis = child<QComboBox>(&page, "runsXAxisCombo");
+        xAxis->setCurrentIndex(xAxis->findData(QStringLiteral("tokens")));
+        QVERIFY((plot->graph(0)->data()->constEnd() - 1)->key > 10);
+        QCOMPARE(plot->xAxis->label(), QStringLiteral("tokens seen"));
+        child<QSlider>(&page, "runsSmoothingSlider")->setValue(60);
+        QCOMPARE(plot->graphCount(), 4);  // faint raw + smoothed per run
+        child<QCheckBox>(&page, "runsLogScaleCheck")->setChecked(true);
+        QCOMPARE(plot->yAxis->scaleType(), QCPAxis::stLogarithmic);
+
+        // Open folder hands the run's folder to the file manager.
+        UrlCatcher catcher;
+        QDesktopServices::setUrlHandler(QStringLiteral("file"), &catcher, "open");
+        table->clearSelection();
+        table->selectRow(rowOf(withEval));
+        auto* open = child<QPushButton>(&page, "openRunFolderButton");
+        QVERIFY(open->isEnabled());
+        open->click();
+        QDesktopServices::unsetUrlHandler(QStringLiteral("file"));
+        QCOMPARE(catcher.urls.size(), 1);
+        QCOMPARE(catcher.urls.first().toLocalFile(), withEval);
+        QVERIFY(re >= 0);
+
+        // Runs of another folder are listed too, and remembered.
+        page.setOtherFolders({other});
+        QTRY_COMPARE_WITH_TIMEOUT(table->rowCount(), 3, kWaitMs);
+        QVERIFY(rowOf(elsewhere) >= 0);
+        QCOMPARE(QSettings().value(QStringLiteral("runs/otherFolders")).toStringList(), QStringList{other});
+        QVERIFY(child<QLabel>(&page, "runsFolderLabel")->text().contains(QDir::toNativeSeparators(other)));
+        page.setOtherFolders({});
+        QTRY_COMPARE_WITH_TIMEOUT(table->rowCount(), 2, kWaitMs);
     }
 
     void runsPage() {

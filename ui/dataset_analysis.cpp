@@ -102,21 +102,26 @@ QString templateTokenWarning(const Tokenizer& tokenizer, const TokenizedDataset&
     const std::string& unkToken = tokenizer.config().unk_token;
     if (const auto unkId = unkToken.empty() ? std::nullopt : tokenizer.token_to_id(unkToken))
         unk = std::count(tokens.tokens.begin(), tokens.tokens.end(), *unkId);
-    const double share = tokens.tokens.empty() ? 0 : 100.0 * static_cast<double>(unk) / static_cast<double>(tokens.tokens.size());
-    QString text = modelHasTemplate
-                       ? QStringLiteral("The %1 template writes special tokens this model's tokenizer does not know (%2).")
-                             .arg(builtin, unknown.join(QStringLiteral(", ")))
-                       : QStringLiteral("This model has no chat template, so the built-in %1 template is used, but its "
-                                        "tokenizer does not know that template's special tokens (%2).")
-                             .arg(builtin, unknown.join(QStringLiteral(", ")));
+    const double share =
+        tokens.tokens.empty() ? 0 : 100.0 * static_cast<double>(unk) / static_cast<double>(tokens.tokens.size());
+    QString text =
+        modelHasTemplate
+            ? QStringLiteral("The %1 template writes special tokens this model's tokenizer does not know (%2).")
+                  .arg(builtin, unknown.join(QStringLiteral(", ")))
+            : QStringLiteral(
+                  "This model has no chat template, so the built-in %1 template is used, but its "
+                  "tokenizer does not know that template's special tokens (%2).")
+                  .arg(builtin, unknown.join(QStringLiteral(", ")));
     text += unk > 0 ? QStringLiteral(" %1% of the tokens are unknown (%2): the model cannot learn from them.")
                           .arg(share, 0, 'f', 1)
                           .arg(QString::fromStdString(unkToken))
-                    : QStringLiteral(" They are split into ordinary text pieces (0% unknown tokens), which the model "
-                                     "has to learn as a new format.");
+                    : QStringLiteral(
+                          " They are split into ordinary text pieces (0% unknown tokens), which the model "
+                          "has to learn as a new format.");
     text += modelHasTemplate ? QStringLiteral(" Choose Chat template: model's, or alpaca.")
-                             : QStringLiteral(" Choose Chat template: alpaca (plain-text markers), or a model that has a "
-                                              "chat template.");
+                             : QStringLiteral(
+                                   " Choose Chat template: alpaca (plain-text markers), or a model that has a "
+                                   "chat template.");
     return text;
 }
 

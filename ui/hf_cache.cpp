@@ -67,8 +67,9 @@ QString configRepoId(const QString& folder) {
 
 // Folder names that say nothing about the model on their own.
 bool genericFolderName(const QString& name) {
-    static const QStringList generic = {"hf", "model", "models", "hf_model", "hf-model", "huggingface", "transformers",
-                                        "final", "merged", "output", "weights", "snapshot", "latest", "main"};
+    static const QStringList generic = {"hf",          "model",        "models", "hf_model", "hf-model",
+                                        "huggingface", "transformers", "final",  "merged",   "output",
+                                        "weights",     "snapshot",     "latest", "main"};
     return generic.contains(name.toLower());
 }
 

@@ -59,7 +59,9 @@ QList<Words> screenWords() {
     return words;
 }
 
-bool keyChar(QChar c) { return c.isLetterOrNumber() || c == QLatin1Char('_'); }
+bool keyChar(QChar c) {
+    return c.isLetterOrNumber() || c == QLatin1Char('_');
+}
 
 }  // namespace
 

@@ -492,17 +492,18 @@ QWidget* TrainPage::buildValidationBox() {
     m_validationFile->setObjectName(QStringLiteral("validationFileEdit"));
     m_validationFile->setPlaceholderText(tr("none: hold out a share instead"));
     m_validationFile->setClearButtonEnabled(true);
-    m_validationFile->setToolTip(tr("A second dataset file, in the same format, used only for the eval loss; it wins "
-                                    "over the held-out share"));
+    m_validationFile->setToolTip(
+        tr("A second dataset file, in the same format, used only for the eval loss; it wins "
+           "over the held-out share"));
     auto* validationButton = new QPushButton(tr("Browse…"));
     validationButton->setObjectName(QStringLiteral("validationFileButton"));
     validationButton->setToolTip(tr("Choose the validation file"));
     connect(validationButton, &QPushButton::clicked, this, [this] {
-        const QString start = m_validationFile->text().isEmpty() ? QFileInfo(m_dataset).absolutePath()
-                                                                  : m_validationFile->text();
-        const QString file = QFileDialog::getOpenFileName(
-            this, tr("Choose a validation file"), start,
-            tr("Datasets (*.jsonl *.json *.csv *.tsv *.txt);;All files (*)"));
+        const QString start =
+            m_validationFile->text().isEmpty() ? QFileInfo(m_dataset).absolutePath() : m_validationFile->text();
+        const QString file =
+            QFileDialog::getOpenFileName(this, tr("Choose a validation file"), start,
+                                         tr("Datasets (*.jsonl *.json *.csv *.tsv *.txt);;All files (*)"));
         if (!file.isEmpty()) m_validationFile->setText(file);
     });
     m_evalEvery = new QSpinBox;
@@ -514,12 +515,13 @@ QWidget* TrainPage::buildValidationBox() {
     m_checkpointEvery->setObjectName(QStringLiteral("checkpointEverySpin"));
     m_checkpointEvery->setRange(0, 100'000'000);
     m_checkpointEvery->setSpecialValueText(tr("off"));
-    m_checkpointEvery->setToolTip(tr("Save a checkpoint every this many steps; these are all kept (Off: only the timed "
-                                     "ones and the one at Stop)"));
-    m_checkpointMinutes = decimalBox(
-        "checkpointMinutesSpin", 0, 100'000, kCheckpointMinutesDecimals, 5,
-        tr("Save a checkpoint after the step during which this many minutes passed since the last one, so a "
-           "crash or power cut loses at most that much; the newest few are kept. Off: only when stopped"));
+    m_checkpointEvery->setToolTip(
+        tr("Save a checkpoint every this many steps; these are all kept (Off: only the timed "
+           "ones and the one at Stop)"));
+    m_checkpointMinutes =
+        decimalBox("checkpointMinutesSpin", 0, 100'000, kCheckpointMinutesDecimals, 5,
+                   tr("Save a checkpoint after the step during which this many minutes passed since the last one, so a "
+                      "crash or power cut loses at most that much; the newest few are kept. Off: only when stopped"));
     m_checkpointMinutes->setSpecialValueText(tr("off (only when stopped)"));
     connect(m_validationShare, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
     connect(m_validationFile, &QLineEdit::textChanged, this, &TrainPage::onFieldEdited);
@@ -593,7 +595,8 @@ void TrainPage::fillFields(const RunConfig& c) {
     m_packing->setChecked(c.data.packing);
     selectOrAuto(m_checkpointing, checkpoint_policy_name(c.memory.checkpointing));
     m_checkpointMinutes->setValue(c.training.checkpoint_minutes);
-    m_checkpointEvery->setValue(static_cast<int>(std::min<int64_t>(c.training.checkpoint_every, m_checkpointEvery->maximum())));
+    m_checkpointEvery->setValue(
+        static_cast<int>(std::min<int64_t>(c.training.checkpoint_every, m_checkpointEvery->maximum())));
     m_evalEvery->setValue(static_cast<int>(std::min<int64_t>(c.training.eval_every, m_evalEvery->maximum())));
     m_validationShare->setValue(c.data.validation_fraction * 100.0);
     m_validationFile->setText(QString::fromStdString(c.data.validation));
@@ -757,7 +760,7 @@ void TrainPage::updateWarnings() {
 void TrainPage::onFieldsChanged() {
     if (m_filling) return;
     m_epochs->setEnabled(m_maxSteps->value() == 0);
-    m_warmupRatio->setEnabled(m_warmup->value() == 0);  // warmup steps win (HF's rule)
+    m_warmupRatio->setEnabled(m_warmup->value() == 0);                            // warmup steps win (HF's rule)
     m_validationShare->setEnabled(m_validationFile->text().trimmed().isEmpty());  // a file wins
     const bool fromAdapter = !m_initAdapter->text().trimmed().isEmpty();
     for (QWidget* w : std::initializer_list<QWidget*>{m_rank, m_alpha, m_rslora, m_targetsBox})
@@ -874,12 +877,27 @@ void TrainPage::markFields(const QString& message, const QString& shown) {
 }
 
 void TrainPage::clearMarks() {
-    for (QWidget* w :
-         std::initializer_list<QWidget*>{m_rank, m_alpha, m_dropout, m_targetsBox, m_lr, m_warmup, m_epochs, m_maxSteps,
-                                         m_batchTokens, m_gradAccum, m_maxSeqLen, m_checkpointMinutes,
-                                         m_runsFolderEdit, m_checkpointEvery, m_evalEvery, m_warmupRatio,
-                                         m_weightDecay, m_maxGradNorm, m_validationShare, m_validationFile,
-                                         m_initAdapter})
+    for (QWidget* w : std::initializer_list<QWidget*>{m_rank,
+                                                      m_alpha,
+                                                      m_dropout,
+                                                      m_targetsBox,
+                                                      m_lr,
+                                                      m_warmup,
+                                                      m_epochs,
+                                                      m_maxSteps,
+                                                      m_batchTokens,
+                                                      m_gradAccum,
+                                                      m_maxSeqLen,
+                                                      m_checkpointMinutes,
+                                                      m_runsFolderEdit,
+                                                      m_checkpointEvery,
+                                                      m_evalEvery,
+                                                      m_warmupRatio,
+                                                      m_weightDecay,
+                                                      m_maxGradNorm,
+                                                      m_validationShare,
+                                                      m_validationFile,
+                                                      m_initAdapter})
         clearFieldInvalid(w);
 }
 
