@@ -577,6 +577,10 @@ private slots:
             QCOMPARE(metrics[i]["step"].get<int64_t>(), int64_t(i + 1));
             for (const char* k : {"loss", "lr", "grad_norm", "tokens", "epoch", "eval_loss", "tokens_per_s"})
                 QVERIFY2(metrics[i].contains(k), k);
+            // The memory of each step (the studio's memory plot after a resume), as StepMetrics reported it.
+            QVERIFY(metrics[i].contains("memory"));
+            QCOMPARE(metrics[i]["memory"]["weights"].get<uint64_t>(), sink.steps[i].memory.weights);
+            QCOMPARE(metrics[i]["memory"]["lora_optimizer"].get<uint64_t>(), sink.steps[i].memory.lora_optimizer);
         }
         int checkpoints = 0;
         for (const auto& e : fs::directory_iterator(out / "checkpoints")) {
