@@ -18,6 +18,7 @@
 #include <QStandardPaths>
 #include <QVBoxLayout>
 
+#include "ui/app_paths.h"
 #include "ui/hf_cache.h"
 #include "ui/run_async.h"
 #include "ui/status_text.h"
@@ -156,7 +157,7 @@ void ModelPage::selectModel(const QString& folder) {
 }
 
 QString ModelPage::demoFolder() {
-    return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/demo-model");
+    return studioDataFolder() + QStringLiteral("/demo-model");
 }
 
 void ModelPage::selectDemo() {

@@ -31,7 +31,7 @@ class ModelPage : public QWidget {
 public:
     explicit ModelPage(QWidget* parent = nullptr);
 
-    // Where selectDemo() writes the built-in demo model: AppDataLocation/demo-model.
+    // Where selectDemo() writes the built-in demo model: studioDataFolder()/demo-model (app_paths.h).
     static QString demoFolder();
 
     QString modelPath() const { return m_path; }
@@ -39,7 +39,7 @@ public:
 
 public slots:
     void selectModel(const QString& folder);
-    // Writes the demo model to AppDataLocation/demo-model the first time, then selects it.
+    // Writes the demo model to studioDataFolder()/demo-model (app_paths.h) the first time, then selects it.
     void selectDemo();
     void browse();
     void rescanHfCache();

@@ -26,6 +26,7 @@
 
 #include <qcustomplot.h>
 
+#include "ui/app_paths.h"
 #include "ui/loss_plot.h"
 #include "ui/run_async.h"
 #include "ui/screen_words.h"
@@ -232,11 +233,7 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
 
     m_otherFolders = QSettings().value(QStringLiteral("runs/otherFolders")).toStringList();
     onSelectionChanged();
-    setRunsFolder(
-        QSettings()
-            .value(QStringLiteral("runs/folder"),
-                   QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs"))
-            .toString());
+    setRunsFolder(QSettings().value(QStringLiteral("runs/folder"), defaultRunsFolder()).toString());
 }
 
 void RunsPage::setRunsFolder(const QString& folder) {

@@ -34,6 +34,7 @@
 #include "tandem/error.h"
 #include "tandem/lora.h"
 #include "tandem/system_info.h"
+#include "ui/app_paths.h"
 #include "ui/field_validation.h"
 #include "ui/hf_cache.h"
 #include "ui/model_inspection.h"
@@ -224,11 +225,7 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
     connect(&m_estimateDebounce, &QTimer::timeout, this, &TrainPage::startEstimate);
 
     QSettings settings;
-    m_runsFolderEdit->setText(
-        settings
-            .value(QStringLiteral("runs/folder"),
-                   QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs"))
-            .toString());
+    m_runsFolderEdit->setText(settings.value(QStringLiteral("runs/folder"), defaultRunsFolder()).toString());
     connect(m_runsFolderEdit, &QLineEdit::textChanged, this, &TrainPage::onFieldsChanged);
     connect(m_runsFolderEdit, &QLineEdit::editingFinished, this, [this] {
         QSettings().setValue(QStringLiteral("runs/folder"), runsFolder());
@@ -705,6 +702,7 @@ void TrainPage::setRunning(bool running) {
 }
 
 void TrainPage::setGpuAvailable(bool usable, const QString& reason) {
+    emit gpuChecked(usable, reason);
     const QString cuda = engineName(device_choice_name(DeviceChoice::Cuda));
     const int index = m_device->findData(cuda);
     const QString tip =
@@ -1013,7 +1011,9 @@ void TrainPage::updateTrainButton() {
         reason = tr("Estimating memory…");
     else if (!m_estimateFits)
         reason = m_estimateProblem;
+    const bool changed = reason != m_blockedReason;
     m_blockedReason = reason;
+    if (changed) emit readinessChanged(reason);
     m_trainButton->setEnabled(reason.isEmpty());
     m_trainButton->setToolTip(reason.isEmpty() ? tr("Start training with these settings (Ctrl+T)") : reason);
     if (reason.isEmpty())

@@ -88,6 +88,8 @@ signals:
     void trainRequested(const tandem::RunConfig& config);
     void limitsChanged(int maxSeqLen, int batchTokens, bool packing);
     void runsFolderChanged(const QString& folder);  // addition to the contract: RunsPage::setRunsFolder
+    void readinessChanged(const QString& blockedReason);  // "" when Train can be pressed
+    void gpuChecked(bool usable, const QString& reason);  // system_info's answer (setGpuAvailable)
 
 private:
     QWidget* buildLoraBox();
