@@ -466,6 +466,10 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!blocked->text().isEmpty() && !blocked->text().contains("Estimating"), 30000);
         QVERIFY2(blocked->text().contains("memory", Qt::CaseInsensitive) && blocked->text().contains("does not fit"),
                  qPrintable(blocked->text()));
+        // The engine's advice is on the Memory line, in the page's words, and not printed a second time.
+        const QString advice = child<QLabel>(train, "memoryLabel")->text().section('\n', 1);
+        QVERIFY2(advice.contains("Batch tokens") && !advice.contains("training."), qPrintable(advice));
+        QVERIFY2(!blocked->text().contains(advice), qPrintable(blocked->text()));
     }
 
     void failedRunShowsTheMessage() {

@@ -979,7 +979,9 @@ void TrainPage::showEstimate(const MemoryEstimate& e, const QString& engineError
     const QString decision = inScreenWords(QString::fromStdString(e.message));
     if (!decision.isEmpty()) text += QStringLiteral("\n") + decision;
     m_estimateFits = e.fits;
-    m_estimateProblem = e.fits ? QString() : tr("The run does not fit in %1: %2").arg(where, decision);
+    // The Memory line shows the engine's advice; the blocked reason points to it instead of repeating it.
+    m_estimateProblem = e.fits ? QString()
+                               : tr("The run does not fit in %1: the Memory line above says what to change.").arg(where);
     setStatusText(m_memoryLabel, text, e.fits ? Tone::Neutral : Tone::Bad);
     updateTrainButton();
 }
