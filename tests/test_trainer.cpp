@@ -22,6 +22,7 @@
 
 #include "core/files.h"
 #include "kernels/cpu/adamw.h"
+#include "tandem/demo_model.h"
 #include "tandem/model_config.h"
 #include "tandem/run_config.h"
 #include "tandem/safetensors.h"
@@ -576,6 +577,10 @@ private slots:
             QCOMPARE(metrics[i]["step"].get<int64_t>(), int64_t(i + 1));
             for (const char* k : {"loss", "lr", "grad_norm", "tokens", "epoch", "eval_loss", "tokens_per_s"})
                 QVERIFY2(metrics[i].contains(k), k);
+            // The memory of each step (the studio's memory plot after a resume), as StepMetrics reported it.
+            QVERIFY(metrics[i].contains("memory"));
+            QCOMPARE(metrics[i]["memory"]["weights"].get<uint64_t>(), sink.steps[i].memory.weights);
+            QCOMPARE(metrics[i]["memory"]["lora_optimizer"].get<uint64_t>(), sink.steps[i].memory.lora_optimizer);
         }
         int checkpoints = 0;
         for (const auto& e : fs::directory_iterator(out / "checkpoints")) {
@@ -928,6 +933,38 @@ private slots:
         QCOMPARE(mc.sliding_window, int64_t(16));
         QCOMPARE(c.data.max_seq_len, 48);
         QVERIFY(notes.empty());
+    }
+
+    // data.train_on_all_tokens reaches the data pipeline: the prompts are trained too (more label tokens), and
+    // the key is written only when set, so a run's config.json from before the key still resumes.
+    void train_on_all_tokens_trains_prompts_too() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        create_demo_model(root / "demo");
+        RunConfig c;
+        c.model = (root / "demo").string();
+        c.data.dataset = std::string(TANDEM_SOURCE_DIR) + "/datasets/demo_alpaca.jsonl";
+        c.data.max_seq_len = 256;
+        c.training.batch_tokens = 1024;
+        c.training.max_steps = 1;
+        c.training.checkpoint_minutes = 0;
+        c.lora.r = 2;
+        c.device = DeviceChoice::Cpu;
+        QVERIFY(!json(c)["data"].contains("train_on_all_tokens"));
+        auto label_tokens = [&](bool all, const char* out) {
+            RunConfig r = c;
+            r.data.train_on_all_tokens = all;
+            r.output_dir = (root / out).string();
+            RecordingSink sink;
+            std::atomic<bool> stop{false};
+            Trainer::prepare(r).run(sink, stop);
+            return sink.steps.at(0).label_tokens;
+        };
+        const int64_t replies = label_tokens(false, "replies"), all = label_tokens(true, "all");
+        QVERIFY2(all > replies, (std::to_string(all) + " vs " + std::to_string(replies)).c_str());
+        const RunConfig stored = load_run_config(root / "all" / "config.json");
+        QVERIFY(stored.data.train_on_all_tokens);
+        QCOMPARE(json(stored)["data"]["train_on_all_tokens"], json(true));
     }
 
     void estimate_memory_matches_the_loaded_run() {

@@ -5,6 +5,8 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDesktopServices>
+#include <QDoubleSpinBox>
 #include <QDir>
 #include <QFile>
 #include <QLabel>
@@ -17,6 +19,7 @@
 #include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSlider>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTableWidget>
@@ -38,9 +41,12 @@
 #include "tandem/system_info.h"
 #include "tandem/trainer.h"
 #include "ui/data_page.h"
+#include "ui/hf_cache.h"
 #include "ui/length_histogram.h"
 #include "ui/model_page.h"
+#include "ui/recent_list.h"
 #include "ui/runs_page.h"
+#include "ui/screen_words.h"
 #include "ui/train_page.h"
 
 using namespace tandem;
@@ -107,6 +113,17 @@ public:
 
 private:
     std::atomic<bool>& m_stop;
+};
+
+// Receives the file URLs QDesktopServices would hand to the file manager.
+class UrlCatcher : public QObject {
+    Q_OBJECT
+
+public:
+    QList<QUrl> urls;
+
+public slots:
+    void open(const QUrl& url) { urls.append(url); }
 };
 
 }  // namespace
@@ -581,7 +598,9 @@ private slots:
         lr->setText(QStringLiteral("-1e-4"));  // a number, but the engine's validation refuses it
         QVERIFY(!train->isEnabled());
         QVERIFY(lr->property("invalid").toBool());
-        QVERIFY2(lr->toolTip().startsWith("training.lr"), qPrintable(lr->toolTip()));
+        // In the page's words: the field's label, not the config key.
+        QCOMPARE(lr->toolTip(), QStringLiteral("Learning rate: -0.0001 must be a positive number"));
+        QVERIFY(!child<QLabel>(&page, "trainBlockedLabel")->text().contains("training."));
 
         lr->setText(QStringLiteral("1e-4"));
         QVERIFY(!lr->property("invalid").toBool());
@@ -747,6 +766,251 @@ private slots:
         QCOMPARE(child<QLineEdit>(&next, "runsFolderEdit")->text(), m_tmp.filePath(QStringLiteral("runs")));
     }
 
+    // Validation (a share or a file), eval and checkpoint intervals, warmup ratio, weight decay, max grad norm
+    // and an adapter to continue: each a field that reaches config(), and a bad file or folder blocks Train.
+    void trainPageValidationCheckpointAndOptimizerFields() {
+        TrainPage page;
+        selectReady(page);
+        auto* train = child<QPushButton>(&page, "trainButton");
+        auto* share = child<QDoubleSpinBox>(&page, "validationShareSpin");
+        auto* file = child<QLineEdit>(&page, "validationFileEdit");
+        QCOMPARE(share->value(), 0.0);
+        share->setValue(20);
+        QCOMPARE(page.config().data.validation_fraction, 0.2);
+        child<QSpinBox>(&page, "evalEverySpin")->setValue(5);
+        QCOMPARE(page.config().training.eval_every, int64_t(5));
+        child<QSpinBox>(&page, "checkpointEverySpin")->setValue(7);
+        QCOMPARE(page.config().training.checkpoint_every, int64_t(7));
+        // A validation file wins over the share: the share box is disabled.
+        const QString chat = source("datasets/demo_chat.jsonl");
+        file->setText(chat);
+        QVERIFY(!share->isEnabled());
+        QCOMPARE(page.config().data.validation, chat.toStdString());
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+        file->setText(m_tmp.filePath(QStringLiteral("no-such.jsonl")));
+        QVERIFY(!train->isEnabled());
+        QVERIFY(file->property("invalid").toBool());
+        QVERIFY2(train->toolTip().startsWith("Validation file:"), qPrintable(train->toolTip()));
+        file->clear();
+        QVERIFY(share->isEnabled());
+
+        auto* ratio = child<QDoubleSpinBox>(&page, "warmupRatioSpin");
+        child<QSpinBox>(&page, "warmupSpin")->setValue(0);
+        QVERIFY(ratio->isEnabled());
+        ratio->setValue(0.05);
+        QCOMPARE(page.config().training.warmup_ratio, 0.05);
+        child<QSpinBox>(&page, "warmupSpin")->setValue(3);
+        QVERIFY(!ratio->isEnabled());  // warmup steps win
+        child<QDoubleSpinBox>(&page, "weightDecaySpin")->setValue(0.01);
+        QCOMPARE(page.config().training.weight_decay, 0.01);
+        child<QDoubleSpinBox>(&page, "maxGradNormSpin")->setValue(0);
+        QCOMPARE(page.config().training.max_grad_norm, 0.0);  // no clipping
+
+        // Continue from an adapter: a folder without adapter_config.json is refused; a real one disables the
+        // LoRA shape fields (the adapter's own are used).
+        auto* adapter = child<QLineEdit>(&page, "initAdapterEdit");
+        adapter->setText(m_tmp.path());
+        QVERIFY(!train->isEnabled());
+        QVERIFY(adapter->property("invalid").toBool());
+        QVERIFY2(train->toolTip().contains("not an adapter folder"), qPrintable(train->toolTip()));
+        const QString adapterDir = m_tmp.filePath(QStringLiteral("an-adapter"));
+        writeText(adapterDir + "/adapter_config.json", "{}");
+        adapter->setText(adapterDir);
+        QVERIFY(!adapter->property("invalid").toBool());
+        QCOMPARE(page.config().init_adapter, adapterDir.toStdString());
+        QVERIFY(!child<QSpinBox>(&page, "rankSpin")->isEnabled());
+        QVERIFY(child<QDoubleSpinBox>(&page, "dropoutSpin")->isEnabled());
+        QVERIFY(!child<QLabel>(&page, "initAdapterNote")->isHidden());
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+        adapter->clear();
+        QVERIFY(child<QSpinBox>(&page, "rankSpin")->isEnabled());
+
+        // A reopened config fills them all.
+        RunConfig c = page.config();
+        c.data.validation_fraction = 0.125;  // 12.5 %: shown exactly
+        c.training.eval_every = 11;
+        c.init_adapter = adapterDir.toStdString();
+        c.training.max_grad_norm = 0.5;
+        TrainPage other;
+        other.setConfig(c);
+        QCOMPARE(child<QDoubleSpinBox>(&other, "validationShareSpin")->value(), 12.5);
+        QCOMPARE(child<QSpinBox>(&other, "evalEverySpin")->value(), 11);
+        QCOMPARE(child<QLineEdit>(&other, "initAdapterEdit")->text(), adapterDir);
+        QCOMPARE(child<QDoubleSpinBox>(&other, "maxGradNormSpin")->value(), 0.5);
+    }
+
+    // Valid but implausible settings are said before Train (and do not block it); the Data page's verdict
+    // that nothing is left to train on does block it.
+    void trainPagePlausibilityWarnings() {
+        TrainPage page;
+        selectReady(page);
+        auto* train = child<QPushButton>(&page, "trainButton");
+        auto* warnings = child<QLabel>(&page, "trainWarningsLabel");
+        child<QSpinBox>(&page, "maxSeqLenSpin")->setValue(512);
+        child<QSpinBox>(&page, "batchTokensSpin")->setValue(1024);
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+        QVERIFY(page.warnings().isEmpty());
+        QVERIFY(warnings->isHidden());
+
+        child<QLineEdit>(&page, "lrEdit")->setText(QStringLiteral("0.05"));
+        QCOMPARE(page.warnings().size(), 1);
+        QVERIFY2(page.warnings().first().startsWith("Learning rate 0.05 is very high"),
+                 qPrintable(page.warnings().first()));
+        QVERIFY(!warnings->isHidden());
+        QVERIFY(warnings->text().contains("Learning rate 0.05"));
+        // The model's shape: a rank above the hidden size, a max seq len above the context.
+        page.setModelShape(64, 256);
+        QCOMPARE(page.warnings().size(), 2);
+        QVERIFY2(page.warnings().at(1).contains("above the model's context (256 tokens)"),
+                 qPrintable(page.warnings().at(1)));
+        child<QSpinBox>(&page, "rankSpin")->setValue(128);
+        QCOMPARE(page.warnings().size(), 3);
+        QVERIFY(warnings->text().contains("larger than the model's hidden size (64)"));
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);  // warnings never block
+        child<QLineEdit>(&page, "lrEdit")->setText(QStringLiteral("2e-4"));
+        child<QSpinBox>(&page, "rankSpin")->setValue(8);
+        child<QSpinBox>(&page, "maxSeqLenSpin")->setValue(256);
+        QVERIFY(page.warnings().isEmpty());
+        QVERIFY(warnings->isHidden());
+
+        // The Data page: a template warning is shown; no sample left blocks Train with its reason.
+        page.setDataCheck(QString(), {QStringLiteral("The chatml template writes special tokens…")});
+        QCOMPARE(page.warnings().size(), 1);
+        const QString none = QStringLiteral("No sample is left to train on at Max seq len 256.");
+        page.setDataCheck(none, {});
+        QVERIFY(!train->isEnabled());
+        QCOMPARE(train->toolTip(), none);
+        page.setDataCheck(QString(), {});
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+        QCOMPARE(child<QLabel>(&page, "trainBlockedLabel")->text(), QStringLiteral("Ready: press Train."));
+    }
+
+    // The chat template is chosen on the Data page (with "train on prompt tokens too"); a built-in template
+    // whose special tokens the tokenizer does not know is warned about, with the share of unknown tokens.
+    void dataPageTemplateChoiceAndUnknownTokens() {
+        // A base model without a chat template whose tokenizer knows neither ChatML token nor '|' (no byte
+        // fallback): ChatML's markers become <unk>.
+        const QString base = m_tmp.filePath(QStringLiteral("base-no-template"));
+        create_demo_model(base.toStdString());
+        {
+            std::ifstream in((base + "/tokenizer.json").toStdString());
+            nlohmann::ordered_json tok = nlohmann::ordered_json::parse(in);
+            auto& vocab = tok["model"]["vocab"];
+            for (const char* t : {"|", "<|im_start|>", "<|im_end|>"}) {
+                const int id = vocab[t].get<int>();
+                vocab.erase(t);
+                vocab[std::string("<unused") + std::to_string(id) + ">"] = id;
+            }
+            tok["model"]["byte_fallback"] = false;
+            auto& added = tok["added_tokens"];
+            for (auto it = added.begin(); it != added.end();)
+                it = std::string((*it)["content"]).find("<|") == 0 ? added.erase(it) : it + 1;
+            std::ifstream cin((base + "/tokenizer_config.json").toStdString());
+            nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(cin);
+            cfg.erase("chat_template");
+            cfg["eos_token"] = "</s>";
+            writeText(base + "/tokenizer.json", QByteArray::fromStdString(tok.dump()));
+            writeText(base + "/tokenizer_config.json", QByteArray::fromStdString(cfg.dump()));
+        }
+        DataPage page;
+        QSignalSpy rendering(&page, &DataPage::renderingChanged);
+        QSignalSpy checked(&page, &DataPage::checked);
+        page.setModel(base);
+        page.selectDataset(m_alpaca);
+        auto* warning = child<QLabel>(&page, "templateWarningLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(!warning->isHidden(), kWaitMs);
+        const QString text = warning->text();
+        QVERIFY2(text.contains("no chat template") && text.contains("chatml") && text.contains("<|im_start|>") &&
+                     QRegularExpression(R"(\d+\.\d% of the tokens are unknown \(<unk>\))").match(text).hasMatch(),
+                 qPrintable(text));
+        QTRY_VERIFY_WITH_TIMEOUT(!checked.isEmpty() && !checked.last().at(1).toStringList().isEmpty(), kWaitMs);
+        QCOMPARE(checked.last().at(1).toStringList().first(), text);
+        // alpaca writes plain-text markers: no warning, and the choice reaches the Train page's signal.
+        auto* combo = child<QComboBox>(&page, "chatTemplateCombo");
+        combo->setCurrentIndex(combo->findData(QStringLiteral("alpaca")));
+        QCOMPARE(rendering.count(), 1);
+        QCOMPARE(rendering.last().at(0).toString(), QStringLiteral("alpaca"));
+        QTRY_VERIFY_WITH_TIMEOUT(
+            warning->isHidden() && child<QTextBrowser>(&page, "previewView")->toPlainText().contains("### Response:"),
+            kWaitMs);
+        // Train on prompt tokens too: more of the sample is trained.
+        auto trained = [&] {
+            const auto m =
+                QRegularExpression(R"((\d+) trained)").match(child<QLabel>(&page, "sampleInfoLabel")->text());
+            return m.hasMatch() ? m.captured(1).toInt() : -1;
+        };
+        const int replies = trained();
+        QVERIFY(replies > 0);
+        child<QCheckBox>(&page, "trainOnAllCheck")->setChecked(true);
+        QCOMPARE(rendering.last().at(1).toBool(), true);
+        QTRY_VERIFY_WITH_TIMEOUT(trained() > replies, kWaitMs);
+        // A reopened run's choice, set back without a user's edit.
+        page.setRendering(QStringLiteral("llama3"), false);
+        QCOMPARE(combo->currentData().toString(), QStringLiteral("llama3"));
+        QVERIFY(!child<QCheckBox>(&page, "trainOnAllCheck")->isChecked());
+        // llama3's header tokens are unknown to this tokenizer as well, though the model "has no template" is
+        // not what it says now: the template was chosen.
+        QTRY_VERIFY_WITH_TIMEOUT(!warning->isHidden(), kWaitMs);
+        QVERIFY2(warning->text().contains("<|start_header_id|>"), qPrintable(warning->text()));
+    }
+
+    void screenWordsReplaceKeysAndFlags() {
+        QCOMPARE(inScreenWords("training.batch_tokens: 256 is smaller than data.max_seq_len (512)"),
+                 QStringLiteral("Batch tokens: 256 is smaller than Max seq len (512)"));
+        QCOMPARE(inScreenWords("data.validation_fraction: 1 must be in [0, 1)"),
+                 QStringLiteral("Validation share: 1 must be in [0, 1)"));
+        QCOMPARE(inScreenWords("device: cuda: no GPU; use --device cpu"),
+                 QStringLiteral("device: cuda: no GPU; choose Device: cpu on the Train page"));
+        QCOMPARE(inScreenWords("stopped at step 4; resume with --resume"),
+                 QStringLiteral("stopped at step 4; press Resume to continue"));
+        QCOMPARE(inScreenWords("lora: r = 0 must be between 1 and 4096"),
+                 QStringLiteral("Rank: 0 must be between 1 and 4096"));
+        QCOMPARE(inScreenWords("my_training.lr stays"), QStringLiteral("my_training.lr stays"));  // not a whole key
+        QCOMPARE(countOf(1, "record"), QStringLiteral("1 record"));
+        QCOMPARE(countOf(2, "record"), QStringLiteral("2 records"));
+    }
+
+    void modelPageNamesRefreshAndPlaceholders() {
+        // "babyllama-tok105/hf", not "hf"; a config's _name_or_path repo id when it has one.
+        const QString hf = m_tmp.filePath(QStringLiteral("babyllama/hf"));
+        create_demo_model(hf.toStdString());
+        QCOMPARE(modelDisplayName(hf), QStringLiteral("babyllama/hf"));
+        const QString named = m_tmp.filePath(QStringLiteral("named-model"));
+        create_demo_model(named.toStdString());
+        {
+            std::ifstream in((named + "/config.json").toStdString());
+            nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(in);
+            cfg["_name_or_path"] = "acme/named-7b";
+            writeText(named + "/config.json", QByteArray::fromStdString(cfg.dump()));
+        }
+        QCOMPARE(modelDisplayName(named), QStringLiteral("acme/named-7b"));
+        QCOMPARE(modelDisplayName(m_demo), QStringLiteral("demo-model"));
+
+        QSettings().remove(QStringLiteral("model/recent"));
+        ModelPage page;
+        auto* recent = child<PlaceholderListWidget>(&page, "recentModels");
+        QVERIFY(recent->showsPlaceholder());
+        QVERIFY(recent->placeholderText().contains("No recent models"));
+        auto* list = child<PlaceholderListWidget>(&page, "hfCacheModels");
+        QTRY_COMPARE_WITH_TIMEOUT(list->count(), 1, kWaitMs);
+        QVERIFY(!list->showsPlaceholder());
+        // A model downloaded while the studio runs appears on Refresh.
+        const QString snap = m_hfCache + "/models--acme--second/snapshots/r2";
+        create_demo_model(snap.toStdString());
+        auto* refresh = child<QPushButton>(&page, "hfRefreshButton");
+        QTRY_VERIFY_WITH_TIMEOUT(refresh->isEnabled(), kWaitMs);
+        refresh->click();
+        QTRY_COMPARE_WITH_TIMEOUT(list->count(), 2, kWaitMs);
+        QDir(m_hfCache + "/models--acme--second").removeRecursively();
+        // The Train page learns the model's shape with the selection.
+        QSignalSpy shape(&page, &ModelPage::modelShape);
+        page.selectModel(m_demo);
+        QTRY_COMPARE_WITH_TIMEOUT(shape.count(), 1, kWaitMs);
+        QCOMPARE(shape.at(0).at(0).toLongLong(), 64);
+        QVERIFY(shape.at(0).at(1).toLongLong() > 0);
+        QVERIFY(!recent->showsPlaceholder());
+    }
+
     // ----- Runs page ------------------------------------------------------------------------------------
 
     // A run that diverged is listed as such, is not offered for Resume, and its last good checkpoint exports.
@@ -777,6 +1041,96 @@ private slots:
         QVERIFY(!child<QPushButton>(&page, "resumeButton")->isEnabled());
         QVERIFY(child<QPushButton>(&page, "reopenButton")->isEnabled());
         QVERIFY(child<QPushButton>(&page, "exportRunButton")->isEnabled());  // the last good checkpoint
+    }
+
+    // The compare view: hyper-parameter columns, eval curves, x by tokens, smoothing and log scale, the run
+    // summary, Open folder, and runs from another folder.
+    void runsPageCompareColumnsAndFolders() {
+        const QString runs = m_tmp.filePath(QStringLiteral("runs-compare"));
+        const QString other = m_tmp.filePath(QStringLiteral("runs-elsewhere"));
+        const QString withEval = runs + "/20240201-000000-eval", bigger = runs + "/20240202-000000-bigger";
+        const QString elsewhere = other + "/20240203-000000-elsewhere";
+        auto train = [](const RunConfig& c) {
+            std::atomic<bool> stop{false};
+            ProgressSink sink;
+            Trainer::prepare(c).run(sink, stop);
+        };
+        RunConfig e = tinyRun(withEval, 2);
+        e.data.validation_fraction = 0.2;
+        e.training.eval_every = 1;
+        train(e);
+        RunConfig b = tinyRun(bigger, 2);
+        b.training.batch_tokens = 512;
+        b.training.lr = 5e-4;
+        train(b);
+        train(tinyRun(elsewhere, 1));
+
+        QSettings().remove(QStringLiteral("runs/otherFolders"));
+        RunsPage page;
+        page.setRunsFolder(runs);
+        auto* table = child<QTableWidget>(&page, "runsTable");
+        QTRY_COMPARE_WITH_TIMEOUT(table->rowCount(), 2, kWaitMs);
+        auto header = [&](const QString& name) {
+            for (int c = 0; c < table->columnCount(); ++c)
+                if (table->horizontalHeaderItem(c)->text() == name) return c;
+            return -1;
+        };
+        auto rowOf = [&](const QString& dir) {
+            for (int r = 0; r < table->rowCount(); ++r)
+                if (table->item(r, 0)->data(Qt::UserRole).toString() == dir) return r;
+            return -1;
+        };
+        const int rb = rowOf(bigger), re = rowOf(withEval);
+        QCOMPARE(table->item(rb, header("Learning rate"))->text(), QStringLiteral("0.0005"));
+        QCOMPARE(table->item(rb, header("Rank"))->text(), QStringLiteral("4"));
+        QCOMPARE(table->item(rb, header("Batch tokens"))->text(), QStringLiteral("512"));
+        QCOMPARE(table->item(rb, header("Max seq len"))->text(), QStringLiteral("256"));
+        QCOMPARE(table->item(rb, header("Device"))->text(), QStringLiteral("cpu"));
+        QVERIFY(QRegularExpression(R"(^\d+s$)").match(table->item(rb, header("Duration"))->text()).hasMatch());
+
+        auto* plot = child<QCustomPlot>(&page, "runsLossPlot");
+        table->selectAll();
+        QTRY_COMPARE_WITH_TIMEOUT(plot->graphCount(), 3, kWaitMs);  // two training curves, one eval curve
+        int evalGraph = -1;
+        for (int g = 0; g < plot->graphCount(); ++g)
+            if (plot->graph(g)->name().endsWith("(eval)")) evalGraph = g;
+        QVERIFY(evalGraph >= 0);
+        QCOMPARE(plot->graph(evalGraph)->dataCount(), 2);  // eval every step, 2 steps
+        const QString summary = child<QLabel>(&page, "runSummaryLabel")->text();
+        QVERIFY2(summary.contains("best eval loss") && summary.contains("tokens seen"), qPrintable(summary));
+        child<QCheckBox>(&page, "runsEvalCheck")->setChecked(false);
+        QCOMPARE(plot->graphCount(), 2);
+        // By tokens: the last key is the run's tokens, far more than its 2 steps.
+        auto* xAxis = child<QComboBox>(&page, "runsXAxisCombo");
+        xAxis->setCurrentIndex(xAxis->findData(QStringLiteral("tokens")));
+        QVERIFY((plot->graph(0)->data()->constEnd() - 1)->key > 10);
+        QCOMPARE(plot->xAxis->label(), QStringLiteral("tokens seen"));
+        child<QSlider>(&page, "runsSmoothingSlider")->setValue(60);
+        QCOMPARE(plot->graphCount(), 4);  // faint raw + smoothed per run
+        child<QCheckBox>(&page, "runsLogScaleCheck")->setChecked(true);
+        QCOMPARE(plot->yAxis->scaleType(), QCPAxis::stLogarithmic);
+
+        // Open folder hands the run's folder to the file manager.
+        UrlCatcher catcher;
+        QDesktopServices::setUrlHandler(QStringLiteral("file"), &catcher, "open");
+        table->clearSelection();
+        table->selectRow(rowOf(withEval));
+        auto* open = child<QPushButton>(&page, "openRunFolderButton");
+        QVERIFY(open->isEnabled());
+        open->click();
+        QDesktopServices::unsetUrlHandler(QStringLiteral("file"));
+        QCOMPARE(catcher.urls.size(), 1);
+        QCOMPARE(catcher.urls.first().toLocalFile(), withEval);
+        QVERIFY(re >= 0);
+
+        // Runs of another folder are listed too, and remembered.
+        page.setOtherFolders({other});
+        QTRY_COMPARE_WITH_TIMEOUT(table->rowCount(), 3, kWaitMs);
+        QVERIFY(rowOf(elsewhere) >= 0);
+        QCOMPARE(QSettings().value(QStringLiteral("runs/otherFolders")).toStringList(), QStringList{other});
+        QVERIFY(child<QLabel>(&page, "runsFolderLabel")->text().contains(QDir::toNativeSeparators(other)));
+        page.setOtherFolders({});
+        QTRY_COMPARE_WITH_TIMEOUT(table->rowCount(), 2, kWaitMs);
     }
 
     void runsPage() {

@@ -142,6 +142,9 @@ private slots:
         QCOMPARE(info.startStep, int64_t(done));
         QCOMPARE(int(info.history.size()), done);  // the steps before the stop, for the plots
         QCOMPARE(info.history.back().step, int64_t(done));
+        // With the memory of those steps (metrics.jsonl keeps it): the memory plot does not start empty.
+        QVERIFY(info.history.back().memory.weights > 0);
+        QVERIFY(info.history.back().memory.lora_optimizer > 0);
         QCOMPARE(stepSpy.count(), 40 - done);
         QCOMPARE(stepSpy.at(0).at(0).value<tandem::StepMetrics>().step, int64_t(done + 1));
         QVERIFY(fs::exists(fs::path(config.output_dir) / "adapter" / "adapter_model.safetensors"));

@@ -12,6 +12,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDesktopServices>
 #include <QDir>
 #include <QLabel>
 #include <QLineEdit>
@@ -42,6 +43,7 @@
 #include "test_support.h"
 #include "tandem/system_info.h"
 #include "ui/about_dialog.h"
+#include "ui/app_paths.h"
 #include "ui/data_page.h"
 #include "ui/export_dialog.h"
 #include "ui/live_plot.h"
@@ -103,6 +105,17 @@ tandem::StepMetrics syntheticStep(int64_t step, int64_t total) {
     m.memory.device_total = 80ull << 30;
     return m;
 }
+
+// Receives the file URLs QDesktopServices would hand to the file manager.
+class UrlCatcher : public QObject {
+    Q_OBJECT
+
+public:
+    QList<QUrl> urls;
+
+public slots:
+    void open(const QUrl& url) { urls.append(url); }
+};
 
 }  // namespace
 
@@ -257,7 +270,7 @@ private slots:
         auto* progress = child<QProgressBar>(monitor, "progressBar");
         QCOMPARE(progress->value(), done);
         QCOMPARE(progress->maximum(), 40);
-        QVERIFY(!child<QLabel>(monitor, "etaLabel")->text().isEmpty());
+        QVERIFY(child<QLabel>(monitor, "etaLabel")->text().isEmpty());  // no ETA once the run stopped
         QCOMPARE(monitor->lossPlot()->pointCount("train"), done);
         QCOMPARE(monitor->throughputPlot()->pointCount("tokens_per_s"), done);
         QCOMPARE(monitor->lrPlot()->pointCount("lr"), done);
@@ -282,7 +295,10 @@ private slots:
         QCOMPARE(finished.at(0).at(0).toBool(), false);
         QCOMPARE(progress->value(), 40);
         QCOMPARE(monitor->lossPlot()->pointCount("train"), 40);
+        QCOMPARE(monitor->memoryPlot()->pointCount("weights"), 40);  // the memory of the steps before the stop too
         QVERIFY(child<QLabel>(monitor, "statusLabel")->text().contains("Finished"));
+        QVERIFY2(child<QLabel>(monitor, "etaLabel")->text().contains("tokens seen in"),
+                 qPrintable(child<QLabel>(monitor, "etaLabel")->text()));
         QVERIFY(!resume->isEnabled());
         QCOMPARE(monitor->runDir(), runDir);
 
@@ -293,6 +309,10 @@ private slots:
         auto* dialog = child<ExportDialog>(&w, "exportDialog");
         QVERIFY(dialog);
         QVERIFY(dialog->isVisible());
+        // The default target is next to the run, not in the home folder.
+        QCOMPARE(child<QLineEdit>(dialog, "exportFolderEdit")->text(),
+                 QDir(QFileInfo(runDir).absolutePath()).filePath(QFileInfo(runDir).fileName() + "-adapter"));
+        QVERIFY(!child<QPushButton>(dialog, "exportOpenFolderButton")->isEnabled());
         const QString out = path("exported adapter");
         child<QLineEdit>(dialog, "exportFolderEdit")->setText(out);
         QSignalSpy exported(dialog, &ExportDialog::exported);
@@ -303,6 +323,15 @@ private slots:
         QVERIFY(result->text().contains(QDir::toNativeSeparators(out)));
         QVERIFY(QFileInfo::exists(out + "/adapter_config.json"));
         QVERIFY(QFileInfo::exists(out + "/adapter_model.safetensors"));
+        // The whole result is shown (the dialog grew for it), and Open folder opens the exported folder.
+        QTRY_VERIFY_WITH_TIMEOUT(result->height() >= result->heightForWidth(result->width()), 5000);
+        QVERIFY(result->geometry().bottom() < dialog->height());
+        UrlCatcher catcher;
+        QDesktopServices::setUrlHandler(QStringLiteral("file"), &catcher, "open");
+        child<QPushButton>(dialog, "exportOpenFolderButton")->click();
+        QDesktopServices::unsetUrlHandler(QStringLiteral("file"));
+        QCOMPARE(catcher.urls.size(), 1);
+        QCOMPARE(catcher.urls.first().toLocalFile(), out);
 
         // Exporting again asks first: No keeps the folder as it is, Yes replaces.
         const QDateTime before = QFileInfo(out + "/adapter_model.safetensors").lastModified();
@@ -327,6 +356,59 @@ private slots:
         } catch (const std::exception& e) {
             QFAIL(e.what());
         }
+    }
+
+    // The pages talk to each other through the window: the model's shape reaches the Train page's warnings,
+    // the Data page's template choice reaches the run's config; the status bar says what auto will use, and
+    // the Monitor says what Train waits for before the first run.
+    void windowWiresShapeTemplateDeviceAndIdleTexts() {
+        MainWindow w;
+        auto* monitorStatus = child<QLabel>(w.monitorPage(), "statusLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(monitorStatus->text().contains("Choose a model"), 10000);
+        const tandem::SystemInfo info = tandem::system_info();
+        auto* device = child<QLabel>(&w, "deviceLabel");
+        QTRY_COMPARE_WITH_TIMEOUT(
+            device->text(),
+            info.gpu_usable ? QStringLiteral("Device: auto (the GPU)") : QStringLiteral("Device: CPU (no usable GPU)"),
+            30000);
+        QVERIFY(!device->text().contains("this build"));
+
+        QSignalSpy model(w.modelPage(), &ModelPage::modelChanged);
+        w.modelPage()->selectDemo();
+        QTRY_VERIFY_WITH_TIMEOUT(!model.isEmpty(), 60000);
+        child<QSpinBox>(w.trainPage(), "maxSeqLenSpin")->setValue(4096);
+        child<QSpinBox>(w.trainPage(), "batchTokensSpin")->setValue(4096);
+        QTRY_VERIFY_WITH_TIMEOUT(w.trainPage()->warnings().join(' ').contains("above the model's context"), 10000);
+        child<QSpinBox>(w.trainPage(), "maxSeqLenSpin")->setValue(128);
+        QVERIFY(w.trainPage()->warnings().isEmpty());
+
+        QSignalSpy data(w.dataPage(), &DataPage::datasetChanged);
+        w.dataPage()->selectDataset(dataset());
+        QTRY_VERIFY_WITH_TIMEOUT(!data.isEmpty() && data.last().at(2).toBool(), 60000);
+        auto* combo = child<QComboBox>(w.dataPage(), "chatTemplateCombo");
+        combo->setCurrentIndex(combo->findData(QStringLiteral("alpaca")));
+        child<QCheckBox>(w.dataPage(), "trainOnAllCheck")->setChecked(true);
+        QCOMPARE(w.trainPage()->config().data.chat_template, std::string("alpaca"));
+        QVERIFY(w.trainPage()->config().data.train_on_all_tokens);
+        QTRY_VERIFY_WITH_TIMEOUT(child<QPushButton>(w.trainPage(), "trainButton")->isEnabled(), 60000);
+        QTRY_COMPARE_WITH_TIMEOUT(monitorStatus->text(),
+                                  QStringLiteral("Ready: press Train on the Train page (Ctrl+T)."), 10000);
+        QCOMPARE(child<QLabel>(&w, "stateLabel")->text(), QStringLiteral("Ready: press Train"));
+
+        // Reopened settings put the template back on the Data page.
+        tandem::RunConfig c = w.trainPage()->config();
+        c.data.chat_template = "chatml";
+        c.data.train_on_all_tokens = false;
+        w.reopenSettings(c);
+        QCOMPARE(combo->currentData().toString(), QStringLiteral("chatml"));
+        QVERIFY(!child<QCheckBox>(w.dataPage(), "trainOnAllCheck")->isChecked());
+        QCOMPARE(w.trainPage()->config().data.chat_template, std::string("chatml"));
+    }
+
+    void defaultRunsFolderHasOneTandem() {
+        const QString folder = defaultRunsFolder();
+        QVERIFY2(folder.endsWith("/Tandem/runs") && !folder.contains("Tandem/Tandem"), qPrintable(folder));
+        QVERIFY(!ModelPage::demoFolder().contains("Tandem/Tandem"));
     }
 
     void unsupportedModelFolderIsExplained() {
@@ -384,6 +466,10 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(!blocked->text().isEmpty() && !blocked->text().contains("Estimating"), 30000);
         QVERIFY2(blocked->text().contains("memory", Qt::CaseInsensitive) && blocked->text().contains("does not fit"),
                  qPrintable(blocked->text()));
+        // The engine's advice is on the Memory line, in the page's words, and not printed a second time.
+        const QString advice = child<QLabel>(train, "memoryLabel")->text().section('\n', 1);
+        QVERIFY2(advice.contains("Batch tokens") && !advice.contains("training."), qPrintable(advice));
+        QVERIFY2(!blocked->text().contains(advice), qPrintable(blocked->text()));
     }
 
     void failedRunShowsTheMessage() {

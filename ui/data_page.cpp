@@ -1,6 +1,7 @@
 // See data_page.h.
 #include "ui/data_page.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QDragEnterEvent>
@@ -23,6 +24,7 @@
 
 #include "ui/length_histogram.h"
 #include "ui/run_async.h"
+#include "ui/screen_words.h"
 #include "ui/status_text.h"
 
 namespace tandem::ui {
@@ -81,7 +83,9 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     top->addWidget(m_formatCombo);
     top->addWidget(m_formatLabel);
 
-    m_recentList = new QListWidget;
+    auto* recentList = new PlaceholderListWidget;
+    recentList->setPlaceholderText(tr("No recent datasets yet. Choose a file or drop one here."));
+    m_recentList = recentList;
     m_recentList->setObjectName(QStringLiteral("recentDatasets"));
     m_recentList->setToolTip(tr("Datasets you used before: double-click one (or press Enter) to select it"));
     // Activation only (a double click or Enter): loading on the first click of a double click would act
@@ -92,7 +96,9 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     m_records->setObjectName(QStringLiteral("recordCountLabel"));
     wrapMessage(m_records);
     m_records->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_invalidList = new QListWidget;
+    auto* invalidList = new PlaceholderListWidget;
+    invalidList->setPlaceholderText(tr("No invalid records."));
+    m_invalidList = invalidList;
     m_invalidList->setObjectName(QStringLiteral("invalidList"));
     m_invalidList->setToolTip(tr("Records training will skip, with their line in the file and the reason"));
     m_invalidList->setWordWrap(true);
@@ -105,6 +111,30 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     leftLayout->addWidget(m_records);
     leftLayout->addWidget(new QLabel(tr("Invalid records")));
     leftLayout->addWidget(m_invalidList, 2);
+
+    m_templateCombo = new QComboBox;
+    m_templateCombo->setObjectName(QStringLiteral("chatTemplateCombo"));
+    m_templateCombo->setToolTip(
+        tr("How conversations are written out for the model: its own chat template (chatml when it has none), "
+           "or a built-in one"));
+    m_templateCombo->addItem(tr("model's"), QStringLiteral("auto"));
+    for (const char* name : {"chatml", "alpaca", "llama3"})
+        m_templateCombo->addItem(QString::fromLatin1(name), QString::fromLatin1(name));
+    m_trainOnAllCheck = new QCheckBox(tr("Train on prompt tokens too"));
+    m_trainOnAllCheck->setObjectName(QStringLiteral("trainOnAllCheck"));
+    m_trainOnAllCheck->setToolTip(
+        tr("Compute the loss on the prompts and the template's markers as well, not only on the replies (for "
+           "text-like data; usually off)"));
+    auto renderingEdited = [this] {
+        setRendering(m_templateCombo->currentData().toString(), m_trainOnAllCheck->isChecked());
+    };
+    connect(m_templateCombo, &QComboBox::currentIndexChanged, this, renderingEdited);
+    connect(m_trainOnAllCheck, &QCheckBox::toggled, this, renderingEdited);
+    m_templateWarning = new QLabel;
+    m_templateWarning->setObjectName(QStringLiteral("templateWarningLabel"));
+    m_templateWarning->setTextFormat(Qt::PlainText);  // it quotes tokens such as <unk>
+    wrapMessage(m_templateWarning);
+    m_templateWarning->setVisible(false);
 
     auto* previewBox = new QGroupBox(tr("Rendered sample (trained tokens highlighted)"));
     m_sampleSpin = new QSpinBox;
@@ -125,7 +155,15 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     sampleRow->addWidget(new QLabel(tr("Sample")));
     sampleRow->addWidget(m_sampleSpin);
     sampleRow->addWidget(m_sampleInfo, 1);
+    auto* templateRow = new QHBoxLayout;
+    templateRow->addWidget(new QLabel(tr("Chat template")));
+    templateRow->addWidget(m_templateCombo);
+    templateRow->addSpacing(12);
+    templateRow->addWidget(m_trainOnAllCheck);
+    templateRow->addStretch(1);
     auto* previewLayout = new QVBoxLayout(previewBox);
+    previewLayout->addLayout(templateRow);
+    previewLayout->addWidget(m_templateWarning);
     previewLayout->addLayout(sampleRow);
     previewLayout->addWidget(m_preview, 1);
 
@@ -217,6 +255,21 @@ void DataPage::setLimits(int maxSeqLen, int batchTokens, bool packing) {
     }
 }
 
+void DataPage::setRendering(const QString& chatTemplate, bool trainOnAll) {
+    {
+        const QSignalBlocker blockCombo(m_templateCombo), blockCheck(m_trainOnAllCheck);
+        const int index = m_templateCombo->findData(chatTemplate);
+        m_templateCombo->setCurrentIndex(index < 0 ? 0 : index);
+        m_trainOnAllCheck->setChecked(trainOnAll);
+    }
+    const QString shown = m_templateCombo->currentData().toString();
+    if (shown == m_chatTemplate && trainOnAll == m_trainOnAll) return;
+    m_chatTemplate = shown;
+    m_trainOnAll = trainOnAll;
+    emit renderingChanged(m_chatTemplate, m_trainOnAll);
+    startTokenize();
+}
+
 void DataPage::startRead() {
     const quint64 generation = ++m_readGeneration;
     ++m_tokenGeneration;  // results for the previous file are stale
@@ -246,17 +299,21 @@ void DataPage::startTokenize() {
     const quint64 generation = ++m_tokenGeneration;
     ++m_summaryGeneration;
     m_tokens = DatasetTokens{};
+    m_samplesProblem.clear();
     showTokens();
+    emitChecked();
     if (!m_read.dataset || m_model.isEmpty()) return;
     m_sampleInfo->setText(tr("Rendering with the model's tokenizer…"));
     const auto dataset = m_read.dataset;
-    const QString model = m_model;
+    const QString model = m_model, chatTemplate = m_chatTemplate;
+    const bool trainOnAll = m_trainOnAll;
     runAsync(
-        this, [dataset, model] { return tokenizeForPreview(dataset, model); },
+        this, [=] { return tokenizeForPreview(dataset, model, chatTemplate, trainOnAll); },
         [this, generation](const DatasetTokens& result) {
             if (generation != m_tokenGeneration) return;
             m_tokens = result;
             showTokens();
+            emitChecked();
             if (datasetValid() != m_lastEmittedValid) emitChanged();
             startSummary();
         });
@@ -274,6 +331,8 @@ void DataPage::startSummary() {
         this, [=] { return summarizeLimits(dataset, tokens, maxSeqLen, batchTokens, packing, padId); },
         [this, generation, maxSeqLen, batchTokens, packing](const LimitsSummary& r) {
             if (generation != m_summaryGeneration) return;
+            m_samplesProblem = r.error;
+            emitChecked();
             if (!r.error.isEmpty()) {
                 setStatusText(m_packingLabel, r.error, Tone::Bad);
                 return;
@@ -286,9 +345,9 @@ void DataPage::startSummary() {
                                .arg(s.batches)
                                .arg(batchTokens);
             if (s.truncated || s.dropped)
-                text += tr("; at max_seq_len %1: %2 samples truncated, %3 dropped (nothing trained left)")
+                text += tr("; at Max seq len %1: %2 truncated, %3 dropped (nothing trained left)")
                             .arg(maxSeqLen)
-                            .arg(s.truncated)
+                            .arg(countOf(s.truncated, tr("sample")))
                             .arg(s.dropped);
             setStatusText(m_packingLabel, text + '.', s.dropped ? Tone::Bad : Tone::Neutral);
         });
@@ -309,8 +368,8 @@ void DataPage::showRead() {
     }
     m_formatLabel->setText(m_format == QLatin1String("auto") ? tr("detected: %1").arg(m_read.detectedFormat)
                                                              : tr("forced: %1").arg(m_read.detectedFormat));
-    QString text = tr("%1 records: %2 valid, %3 invalid")
-                       .arg(m_read.totalRecords)
+    QString text = tr("%1: %2 valid, %3 invalid")
+                       .arg(countOf(m_read.totalRecords, tr("record")))
                        .arg(m_read.totalRecords - m_read.invalidRecords)
                        .arg(m_read.invalidRecords);
     if (!m_read.error.isEmpty()) text += QStringLiteral("\n") + m_read.error;
@@ -329,6 +388,8 @@ void DataPage::showInvalid() {
 
 void DataPage::showTokens() {
     showInvalid();
+    setStatusText(m_templateWarning, m_tokens.templateWarning, Tone::Warning);
+    m_templateWarning->setVisible(!m_tokens.templateWarning.isEmpty());
     if (!m_tokens.tokens) {
         m_histogram->clearLengths();
         m_preview->clear();
@@ -351,8 +412,8 @@ void DataPage::showTokens() {
     for (size_t i = 0; i < t.size(); ++i) lengths[i] = t.length(i);
     m_histogram->setLengths(lengths);
     const LengthStats stats = length_stats(lengths);
-    m_lengthStats->setText(tr("%1 samples (template %2): tokens per sample min %3, median %4, mean %5, p95 %6, max %7")
-                               .arg(stats.count)
+    m_lengthStats->setText(tr("%1 (template %2): tokens per sample min %3, median %4, mean %5, p95 %6, max %7")
+                               .arg(countOf(stats.count, tr("sample")))
                                .arg(QString::fromStdString(t.template_name))
                                .arg(stats.min)
                                .arg(stats.median)
@@ -404,6 +465,12 @@ void DataPage::showPreview(int sample) {
 }
 
 void DataPage::reloadRecent() { fillRecentList(m_recentList, m_recent.paths(), fileNameOf); }
+
+void DataPage::emitChecked() {
+    QStringList warnings;
+    if (!m_tokens.templateWarning.isEmpty()) warnings.append(m_tokens.templateWarning);
+    emit checked(m_samplesProblem, warnings);
+}
 
 void DataPage::emitChanged() {
     m_lastEmittedValid = datasetValid();

@@ -9,15 +9,21 @@
 //  - Without a model only the record-level information is shown; the preview and histogram say they need
 //    one. datasetChanged fires after every read (and again if tokenizing changes the verdict).
 //  - The preview decodes one sample at a time on the GUI thread (cheap: at most kPreviewTokens tokens).
+//  - The chat template and "train on prompt tokens too" are run settings chosen here, where their effect is
+//    seen (renderingChanged -> TrainPage::setRendering); a reopened run sets them back with setRendering.
+//  - checked(problem, warnings) tells the Train page what the data means for a run at its limits: a problem
+//    blocks training (no sample left at Max seq len), warnings do not (a template the tokenizer does not know).
 #pragma once
 
 #include <QString>
+#include <QStringList>
 #include <QTimer>
 #include <QWidget>
 
 #include "ui/dataset_analysis.h"
 #include "ui/recent_list.h"
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QListWidget;
@@ -48,10 +54,14 @@ public slots:
     void selectDatasetWithFormat(const QString& path, const QString& format);
     void setModel(const QString& folder);
     void setLimits(int maxSeqLen, int batchTokens, bool packing);
+    // chatTemplate: "auto" or a built-in name (chatml, alpaca, llama3); re-renders when either changes.
+    void setRendering(const QString& chatTemplate, bool trainOnAll);
     void browse();
 
 signals:
     void datasetChanged(const QString& path, const QString& format, bool valid);
+    void renderingChanged(const QString& chatTemplate, bool trainOnAll);
+    void checked(const QString& problem, const QStringList& warnings);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -67,6 +77,7 @@ private:
     void showInvalid();
     void reloadRecent();
     void emitChanged();
+    void emitChecked();
 
     QString m_path;
     QString m_format = QStringLiteral("auto");
@@ -74,6 +85,9 @@ private:
     int m_maxSeqLen = 2048;
     int m_batchTokens = 4096;
     bool m_packing = true;
+    QString m_chatTemplate = QStringLiteral("auto");
+    bool m_trainOnAll = false;
+    QString m_samplesProblem;  // the latest summary's error (no sample left, a sample longer than the batch)
 
     DatasetRead m_read;
     DatasetTokens m_tokens;
@@ -97,6 +111,9 @@ private:
     LengthHistogram* m_histogram = nullptr;
     QLabel* m_lengthStats = nullptr;
     QLabel* m_packingLabel = nullptr;
+    QComboBox* m_templateCombo = nullptr;
+    QCheckBox* m_trainOnAllCheck = nullptr;
+    QLabel* m_templateWarning = nullptr;
 };
 
 }  // namespace tandem::ui

@@ -1,10 +1,15 @@
 // See dataset_analysis.h.
 #include "ui/dataset_analysis.h"
 
+#include <QRegularExpression>
+
 #include <algorithm>
 #include <exception>
+#include <optional>
 
+#include "tandem/chat_template.h"
 #include "tandem/error.h"
+#include "ui/screen_words.h"
 
 namespace tandem::ui {
 namespace {
@@ -71,7 +76,57 @@ DatasetRead readDatasetFile(const QString& path, const QString& format) {
     return r;
 }
 
-DatasetTokens tokenizeForPreview(std::shared_ptr<const Dataset> dataset, const QString& modelFolder) {
+QStringList builtinTemplateSpecialTokens(const QString& name) {
+    QStringList tokens;
+    try {
+        const QString source = QString::fromStdString(ChatTemplate::builtin(name.toStdString()).source());
+        static const QRegularExpression special(QStringLiteral(R"(<\|[A-Za-z0-9_]+\|>)"));
+        for (auto it = special.globalMatch(source); it.hasNext();) {
+            const QString t = it.next().captured(0);
+            if (!tokens.contains(t)) tokens.append(t);
+        }
+    } catch (const std::exception&) {
+    }
+    return tokens;
+}
+
+QString templateTokenWarning(const Tokenizer& tokenizer, const TokenizedDataset& tokens, bool modelHasTemplate) {
+    const QString name = QString::fromStdString(tokens.template_name);
+    if (!name.startsWith(QLatin1String("builtin:"))) return {};
+    const QString builtin = name.mid(8);
+    QStringList unknown;
+    for (const QString& t : builtinTemplateSpecialTokens(builtin))
+        if (!tokenizer.token_to_id(t.toStdString())) unknown.append(t);
+    if (unknown.isEmpty()) return {};
+    int64_t unk = 0;
+    const std::string& unkToken = tokenizer.config().unk_token;
+    if (const auto unkId = unkToken.empty() ? std::nullopt : tokenizer.token_to_id(unkToken))
+        unk = std::count(tokens.tokens.begin(), tokens.tokens.end(), *unkId);
+    const double share =
+        tokens.tokens.empty() ? 0 : 100.0 * static_cast<double>(unk) / static_cast<double>(tokens.tokens.size());
+    QString text =
+        modelHasTemplate
+            ? QStringLiteral("The %1 template writes special tokens this model's tokenizer does not know (%2).")
+                  .arg(builtin, unknown.join(QStringLiteral(", ")))
+            : QStringLiteral(
+                  "This model has no chat template, so the built-in %1 template is used, but its "
+                  "tokenizer does not know that template's special tokens (%2).")
+                  .arg(builtin, unknown.join(QStringLiteral(", ")));
+    text += unk > 0 ? QStringLiteral(" %1% of the tokens are unknown (%2): the model cannot learn from them.")
+                          .arg(share, 0, 'f', 1)
+                          .arg(QString::fromStdString(unkToken))
+                    : QStringLiteral(
+                          " They are split into ordinary text pieces (0% unknown tokens), which the model "
+                          "has to learn as a new format.");
+    text += modelHasTemplate ? QStringLiteral(" Choose Chat template: model's, or alpaca.")
+                             : QStringLiteral(
+                                   " Choose Chat template: alpaca (plain-text markers), or a model that has a "
+                                   "chat template.");
+    return text;
+}
+
+DatasetTokens tokenizeForPreview(std::shared_ptr<const Dataset> dataset, const QString& modelFolder,
+                                 const QString& chatTemplate, bool trainOnAll) {
     DatasetTokens r;
     std::shared_ptr<Tokenizer> tokenizer;
     try {
@@ -84,7 +139,11 @@ DatasetTokens tokenizeForPreview(std::shared_ptr<const Dataset> dataset, const Q
         if (auto pad = tokenizer->pad_id()) r.padId = *pad;
         RenderOptions render;
         render.max_seq_len = 0;  // no limit: stage 3 applies max_seq_len
+        render.chat_template = chatTemplate.toStdString();
+        render.train_on_all_tokens = trainOnAll;
         auto tokens = std::make_shared<TokenizedDataset>(tokenize_dataset(*dataset, *tokenizer, render));
+        r.templateName = QString::fromStdString(tokens->template_name);
+        r.templateWarning = templateTokenWarning(*tokenizer, *tokens, !tokenizer->config().chat_template.empty());
         const QString path = dataset->files.empty() ? QString() : QString::fromStdString(dataset->files[0].string());
         for (const auto& rec : tokens->invalid.first) r.invalid.append(describeInvalid(rec, path));
         r.invalidRecords = tokens->invalid.count;
@@ -132,15 +191,15 @@ LimitsSummary summarizeLimits(std::shared_ptr<const Dataset> dataset, std::share
     try {
         const TokenizedDataset cut = cutToLength(*tokens, maxSeqLen);
         if (cut.size() == 0)
-            throw_invalid("no trainable sample within max_seq_len=" + std::to_string(maxSeqLen) +
-                          " tokens: every sample's trained tokens lie beyond it (raise max_seq_len)");
+            throw_invalid("No sample is left to train on at Max seq len " + std::to_string(maxSeqLen) +
+                          ": every sample's trained tokens lie beyond it. Raise Max seq len on the Train page.");
         PackOptions pack;
         pack.token_budget = batchTokens;
         pack.packing = packing;
         pack.pad_id = padId;
         r.summary = summarize(*dataset, cut, pack);
     } catch (const std::exception& e) {
-        r.error = message(e);
+        r.error = inScreenWords(message(e));
     }
     return r;
 }

@@ -1,8 +1,9 @@
 // The Data page's three worker-thread stages, through the engine's public data API (tandem/data.h), the way
 // `tandem-cli data` and the trainer read a dataset:
 //   1. readDatasetFile: records, detected format, invalid records with their line numbers;
-//   2. tokenizeForPreview: the model's tokenizer + chat template render every record (no length limit, so
-//      the histogram shows what max_seq_len would cut);
+//   2. tokenizeForPreview: the model's tokenizer + the chosen chat template render every record (no length
+//      limit, so the histogram shows what max_seq_len would cut), with the run's "train on prompt tokens
+//      too"; and templateWarning, when a built-in template's special tokens are unknown to the tokenizer;
 //   3. summarizeLimits: the samples cut to max_seq_len as the engine cuts them, then the engine's summary
 //      (summarize -> plan_batches) for the packing efficiency at the Train page's batch size.
 // Decisions a reader must know:
@@ -48,12 +49,24 @@ struct DatasetTokens {
     QStringList invalid;                             // records the chat template refused
     int64_t invalidRecords = 0;
     int32_t padId = 0;
+    QString templateName;     // "model" or "builtin:chatml" (the engine's name)
+    QString templateWarning;  // see templateTokenWarning; empty when the template fits the tokenizer
 };
-DatasetTokens tokenizeForPreview(std::shared_ptr<const Dataset> dataset, const QString& modelFolder);
+// chatTemplate: "auto" (the model's, chatml when it has none) or a built-in name; trainOnAll: the prompts are
+// trained too (RenderOptions::train_on_all_tokens).
+DatasetTokens tokenizeForPreview(std::shared_ptr<const Dataset> dataset, const QString& modelFolder,
+                                 const QString& chatTemplate = QStringLiteral("auto"), bool trainOnAll = false);
+
+// The special tokens a built-in template writes ("<|im_start|>", ...), read from its source.
+QStringList builtinTemplateSpecialTokens(const QString& name);
+// Empty when the samples were rendered with the model's own template or with a built-in one whose special
+// tokens the tokenizer knows. Else a warning naming the unknown tokens and the share of the samples' tokens
+// that are the tokenizer's unknown token, and what to choose instead.
+QString templateTokenWarning(const Tokenizer& tokenizer, const TokenizedDataset& tokens, bool modelHasTemplate);
 
 struct LimitsSummary {
     DataSummary summary;
-    QString error;  // e.g. nothing trainable within max_seq_len, a sample longer than the batch
+    QString error;  // e.g. nothing trainable within max_seq_len, a sample longer than the batch (screen words)
 };
 LimitsSummary summarizeLimits(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const TokenizedDataset> tokens,
                               int maxSeqLen, int batchTokens, bool packing, int32_t padId);

@@ -2,6 +2,7 @@
 // never touches the filesystem beyond a QFileInfo check of the chosen folder.
 #include "ui/export_dialog.h"
 
+#include <QDesktopServices>
 #include <QDialogButtonBox>
 #include <QDir>
 #include <QFileDialog>
@@ -15,6 +16,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
+#include <QUrl>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -45,7 +47,7 @@ ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(par
                             "when missing)"));
     QSettings settings;
     const QString last = settings.value(QStringLiteral("export/lastFolder")).toString();
-    const QString base = last.isEmpty() ? QDir::homePath() : last;
+    const QString base = last.isEmpty() ? QFileInfo(runDir).absolutePath() : last;
     m_folder->setText(QDir(base).filePath(QFileInfo(runDir).fileName() + QStringLiteral("-adapter")));
 
     m_browse = new QPushButton(tr("Browse…"), this);
@@ -97,7 +99,15 @@ ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(par
     m_exportButton->setDefault(true);
     connect(m_exportButton, &QPushButton::clicked, this, &ExportDialog::startExport);
 
+    m_openFolder = new QPushButton(tr("Open folder"), this);
+    m_openFolder->setObjectName(QStringLiteral("exportOpenFolderButton"));
+    m_openFolder->setToolTip(tr("Show the exported adapter's folder in the file manager"));
+    m_openFolder->setEnabled(false);
+    connect(m_openFolder, &QPushButton::clicked, this,
+            [this] { QDesktopServices::openUrl(QUrl::fromLocalFile(m_target)); });
+
     m_buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
+    m_buttons->addButton(m_openFolder, QDialogButtonBox::ActionRole);
     m_buttons->addButton(m_exportButton, QDialogButtonBox::ActionRole);
     connect(m_buttons, &QDialogButtonBox::rejected, this, &ExportDialog::reject);
 
@@ -146,7 +156,7 @@ void ExportDialog::startExport() {
         box.setObjectName(QStringLiteral("divergedExportQuestion"));
         box.setDefaultButton(QMessageBox::No);
         if (box.exec() != QMessageBox::Yes) {
-            m_result->setText(tr("Not exported: the run diverged."));
+            setResult(tr("Not exported: the run diverged."), false);
             return;
         }
     }
@@ -157,14 +167,15 @@ void ExportDialog::startExport() {
             tr("%1 already holds an adapter. Replace its adapter files?").arg(QDir::toNativeSeparators(target)),
             QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
         if (answer != QMessageBox::Yes) {
-            m_result->setText(tr("Not exported: the adapter in %1 was kept.").arg(QDir::toNativeSeparators(target)));
+            setResult(tr("Not exported: the adapter in %1 was kept.").arg(QDir::toNativeSeparators(target)), false);
             return;
         }
         overwrite = true;
     }
     m_target = QDir(target).absolutePath();
     setBusy(true);
-    m_result->setText(tr("Exporting…"));
+    m_openFolder->setEnabled(false);
+    setResult(tr("Exporting…"), false);
     const std::string run = m_runDir.toStdString(), out = m_target.toStdString();
     const QString outDir = m_target;
     m_watcher.setFuture(QtConcurrent::run([run, out, outDir, overwrite]() -> Outcome {
@@ -195,15 +206,26 @@ void ExportDialog::onFinished() {
     }
     m_written = o.files;
     QSettings().setValue(QStringLiteral("export/lastFolder"), QFileInfo(m_target).absolutePath());
-    m_result->setStyleSheet(QString());
-    m_result->setText(tr("Exported %1 to %2\nFiles: %3")
-                          .arg(o.source, QDir::toNativeSeparators(m_target), o.files.join(QStringLiteral(", "))));
+    setResult(tr("Exported %1 to %2\nFiles: %3")
+                  .arg(o.source, QDir::toNativeSeparators(m_target), o.files.join(QStringLiteral(", "))),
+              false);
+    m_openFolder->setEnabled(true);
     emit exported(m_target, o.source);
 }
 
 void ExportDialog::showError(const QString& message) {
-    m_result->setStyleSheet(QStringLiteral("color: #d03a3a;"));
-    m_result->setText(message);
+    setResult(message, true);
+}
+
+void ExportDialog::setResult(const QString& text, bool error) {
+    m_result->setStyleSheet(error ? QStringLiteral("color: #d03a3a;") : QString());
+    m_result->setText(text);
+    // The dialog was sized before this text existed: grow it so the wrapped text is never cut off.
+    if (QLayout* l = layout()) {
+        l->activate();
+        const int needed = l->hasHeightForWidth() ? l->totalHeightForWidth(width()) : l->totalSizeHint().height();
+        if (needed > height()) resize(width(), needed);
+    }
 }
 
 void ExportDialog::setBusy(bool busy) {

@@ -5,7 +5,10 @@
 //    and errors become a message in the dialog, never an exception.
 //  - A folder that already holds an adapter (adapter_config.json or adapter_model.safetensors) is only
 //    overwritten after the user confirms in a QMessageBox::question; no other file is touched.
-//  - The chosen folder's parent is remembered in QSettings "export/lastFolder".
+//  - The default target is <run>-adapter next to the run folder; once the user exported somewhere, the
+//    chosen folder's parent (QSettings "export/lastFolder") is used instead.
+//  - The dialog grows to show the whole result (it is set after the dialog was sized); Open folder shows the
+//    exported folder in the file manager.
 //  - A diverged run (run_scan.h) is exported only after a warning: a line in the dialog from the start, and
 //    a QMessageBox::question on Export whose default is No.
 #pragma once
@@ -58,12 +61,14 @@ private:
     };
     void onFinished();
     void setBusy(bool busy);
+    void setResult(const QString& text, bool error);
     void showError(const QString& message);
 
     QString m_runDir;
     QLineEdit* m_folder = nullptr;
     QPushButton* m_browse = nullptr;
     QPushButton* m_exportButton = nullptr;
+    QPushButton* m_openFolder = nullptr;
     QProgressBar* m_progress = nullptr;
     QLabel* m_result = nullptr;
     QLabel* m_warning = nullptr;  // shown for a diverged run

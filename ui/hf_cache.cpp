@@ -4,7 +4,10 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QRegularExpression>
+#include <QStringList>
 #include <QtGlobal>
 
 #include <algorithm>
@@ -51,12 +54,37 @@ QList<HfCacheModel> scanHfCache(const QString& cacheDir) {
     return models;
 }
 
+namespace {
+
+// `_name_or_path` of the folder's config.json when it is a hub repo id ("org/name"), else empty.
+QString configRepoId(const QString& folder) {
+    QFile f(QDir(folder).filePath(QStringLiteral("config.json")));
+    if (!f.open(QIODevice::ReadOnly) || f.size() > (1 << 20)) return {};
+    const QString id = QJsonDocument::fromJson(f.readAll()).object().value(QStringLiteral("_name_or_path")).toString();
+    static const QRegularExpression repoId(QStringLiteral(R"(^[A-Za-z0-9][\w.-]*/[\w.-]+$)"));
+    return repoId.match(id).hasMatch() ? id : QString();
+}
+
+// Folder names that say nothing about the model on their own.
+bool genericFolderName(const QString& name) {
+    static const QStringList generic = {"hf",          "model",        "models", "hf_model", "hf-model",
+                                        "huggingface", "transformers", "final",  "merged",   "output",
+                                        "weights",     "snapshot",     "latest", "main"};
+    return generic.contains(name.toLower());
+}
+
+}  // namespace
+
 QString modelDisplayName(const QString& folder) {
     static const QRegularExpression snapshot(QStringLiteral("/models--([^/]+)/snapshots/[^/]+/?$"));
     const QString clean = QDir::cleanPath(folder);
     if (const auto m = snapshot.match(clean); m.hasMatch())
         return m.captured(1).replace(QStringLiteral("--"), QStringLiteral("/"));
-    return QFileInfo(clean).fileName();
+    if (const QString id = configRepoId(clean); !id.isEmpty()) return id;
+    const QFileInfo info(clean);
+    const QString parent = QFileInfo(info.absolutePath()).fileName();
+    if (genericFolderName(info.fileName()) && !parent.isEmpty()) return parent + '/' + info.fileName();
+    return info.fileName();
 }
 
 }  // namespace tandem::ui

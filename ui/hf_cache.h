@@ -24,7 +24,10 @@ QString hfHubCacheDir();
 // Every cached model snapshot under `cacheDir` (default: hfHubCacheDir()), sorted by repo id.
 QList<HfCacheModel> scanHfCache(const QString& cacheDir = hfHubCacheDir());
 
-// A short name for a model folder: "org/name" for a hub cache snapshot, else the folder's own name.
+// A short name for a model folder: "org/name" for a hub cache snapshot; else the repo id its config.json
+// names in `_name_or_path` (when that is a repo id, not a local path); else the folder's own name, with its
+// parent's in front when the name alone says nothing ("babyllama-tok105/hf", not "hf"). Reads config.json
+// (a small file).
 QString modelDisplayName(const QString& folder);
 
 }  // namespace tandem::ui

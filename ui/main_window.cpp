@@ -23,6 +23,7 @@
 
 #include "tandem/error.h"
 #include "tandem/run_config.h"
+#include "ui/app_paths.h"
 #include "ui/about_dialog.h"
 #include "ui/data_page.h"
 #include "ui/export_dialog.h"
@@ -92,8 +93,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
     // Contract wiring between the pages.
     connect(m_model, &ModelPage::modelChanged, m_data, [this](const QString& folder, bool) { m_data->setModel(folder); });
+    connect(m_model, &ModelPage::modelShape, m_train, &TrainPage::setModelShape);
     connect(m_model, &ModelPage::modelChanged, m_train, &TrainPage::setModel);
     connect(m_data, &DataPage::datasetChanged, m_train, &TrainPage::setDataset);
+    connect(m_data, &DataPage::renderingChanged, m_train, &TrainPage::setRendering);
+    connect(m_data, &DataPage::checked, m_train, &TrainPage::setDataCheck);
     connect(m_train, &TrainPage::limitsChanged, m_data, &DataPage::setLimits);
     connect(m_train, &TrainPage::trainRequested, this, &MainWindow::startRun);
     connect(m_train, &TrainPage::runsFolderChanged, m_runs, &RunsPage::setRunsFolder);
@@ -140,6 +144,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_deviceLabel->setText(tr("Device: CPU (this build has no CUDA backend)"));
 #endif
     m_deviceLabel->setToolTip(tr("The device of the current run"));
+    // Once system_info answered (the Train page asks it off the GUI thread): what auto will choose.
+    connect(m_train, &TrainPage::gpuChecked, this, [this](bool usable, const QString& reason) {
+        if (m_session->isRunning()) return;
+        m_deviceLabel->setText(usable ? tr("Device: auto (the GPU)") : tr("Device: CPU (no usable GPU)"));
+        m_deviceLabel->setToolTip(
+            usable ? tr("Runs with Device auto use the GPU")
+                   : tr("Runs use the CPU: %1").arg(reason.isEmpty() ? tr("no usable GPU") : reason));
+    });
+    connect(m_train, &TrainPage::readinessChanged, m_monitor, &MonitorPage::setIdleHint);
+    connect(m_train, &TrainPage::readinessChanged, this, [this](const QString& reason) {
+        if (!m_session->isRunning() && m_monitor->state() == MonitorPage::State::Idle)
+            setStateText(reason.isEmpty() ? tr("Ready: press Train") : tr("Idle"));
+    });
     m_stateLabel = new QLabel(tr("Idle"), this);
     m_stateLabel->setObjectName(QStringLiteral("stateLabel"));
     m_stateLabel->setToolTip(tr("The state of the training run"));
@@ -149,6 +166,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     buildMenus();
 
     m_runs->setRunsFolder(runsFolder());
+    m_monitor->setIdleHint(m_train->blockedReason());
     QSettings settings;
     if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray())) resize(1280, 820);
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
@@ -157,8 +175,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 MainWindow::~MainWindow() = default;  // the session (a child) requests a stop and joins its thread
 
 QString MainWindow::runsFolder() {
-    const QString fallback =
-        QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs");
+    const QString fallback = defaultRunsFolder();
     const QString folder = QSettings().value(QStringLiteral("runs/folder")).toString();
     return folder.isEmpty() ? fallback : folder;
 }
@@ -226,6 +243,7 @@ void MainWindow::selectDemo(const QString& dataset) {
 
 void MainWindow::reopenSettings(const tandem::RunConfig& config) {
     m_train->setConfig(config);
+    m_data->setRendering(QString::fromStdString(config.data.chat_template), config.data.train_on_all_tokens);
     const QString model = QString::fromStdString(config.model);
     if (!model.isEmpty() && !samePath(m_model->modelPath(), model)) m_model->selectModel(model);
     const QString dataset = QString::fromStdString(config.data.dataset);

@@ -53,7 +53,7 @@ public:
     ExportDialog* exportDialog() const;  // the open one, or null
     int currentPage() const;
 
-    // The runs folder: QSettings "runs/folder", default AppDataLocation/runs.
+    // The runs folder: QSettings "runs/folder", default defaultRunsFolder() (app_paths.h).
     static QString runsFolder();
 
 public slots:

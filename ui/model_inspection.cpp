@@ -49,6 +49,7 @@ ModelInspection inspectModelFolder(const QString& folder) {
         r.modelType = QString::fromStdString(c.model_type);
         r.layers = c.num_hidden_layers;
         r.hiddenSize = c.hidden_size;
+        r.contextLength = c.max_position_embeddings;
         r.parameters = info.parameter_count;
         for (const auto& d : info.dtypes) r.dtypes.append(QString::fromStdString(d));
         r.weightBytes = info.weight_bytes;

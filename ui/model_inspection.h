@@ -20,6 +20,7 @@ struct ModelInspection {
     QString modelType;       // "llama"
     int64_t layers = 0;
     int64_t hiddenSize = 0;
+    int64_t contextLength = 0;  // max_position_embeddings
     int64_t parameters = 0;
     QStringList dtypes;  // {"BF16"}
     uint64_t weightBytes = 0;

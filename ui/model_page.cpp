@@ -18,6 +18,7 @@
 #include <QStandardPaths>
 #include <QVBoxLayout>
 
+#include "ui/app_paths.h"
 #include "ui/hf_cache.h"
 #include "ui/run_async.h"
 #include "ui/status_text.h"
@@ -66,16 +67,28 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
     top->addWidget(m_demo);
     top->addWidget(m_pathLabel, 1);
 
-    m_recentList = new QListWidget;
+    auto* recentList = new PlaceholderListWidget;
+    recentList->setPlaceholderText(
+        tr("No recent models yet. Choose a model folder, drop one here, or use the demo model."));
+    m_recentList = recentList;
     m_recentList->setObjectName(QStringLiteral("recentModels"));
     m_recentList->setToolTip(tr("Model folders you used before: double-click one (or press Enter) to select it"));
-    m_hfList = new QListWidget;
+    auto* hfList = new PlaceholderListWidget;
+    hfList->setPlaceholderText(
+        tr("No models in the Hugging Face cache. Download one (e.g. huggingface-cli download Qwen/Qwen3-0.6B), "
+           "then press Refresh."));
+    m_hfList = hfList;
     m_hfList->setObjectName(QStringLiteral("hfCacheModels"));
     m_hfList->setToolTip(
         tr("Models downloaded with Hugging Face tools (huggingface-cli, transformers): double-click one (or "
            "press Enter) to select it"));
     m_hfLabel = new QLabel(tr("Hugging Face cache"));
+    m_hfLabel->setObjectName(QStringLiteral("hfCacheLabel"));
     wrapMessage(m_hfLabel);
+    m_hfRefresh = new QPushButton(tr("Refresh"));
+    m_hfRefresh->setObjectName(QStringLiteral("hfRefreshButton"));
+    m_hfRefresh->setToolTip(tr("Look in the Hugging Face cache again (after a download)"));
+    connect(m_hfRefresh, &QPushButton::clicked, this, &ModelPage::rescanHfCache);
     // Activation (a double click or Enter) selects the item's model, or re-inspects the current one (after a
     // fix). A single click only highlights: loading on the first click of a double click would act before the
     // second click lands.
@@ -88,7 +101,10 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
     listsLayout->setContentsMargins(0, 0, 0, 0);
     listsLayout->addWidget(new QLabel(tr("Recent")));
     listsLayout->addWidget(m_recentList, 1);
-    listsLayout->addWidget(m_hfLabel);
+    auto* hfRow = new QHBoxLayout;
+    hfRow->addWidget(m_hfLabel, 1);
+    hfRow->addWidget(m_hfRefresh);
+    listsLayout->addLayout(hfRow);
     listsLayout->addWidget(m_hfList, 2);
 
     auto* summary = new QGroupBox(tr("Model"));
@@ -141,7 +157,7 @@ void ModelPage::selectModel(const QString& folder) {
 }
 
 QString ModelPage::demoFolder() {
-    return QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/demo-model");
+    return studioDataFolder() + QStringLiteral("/demo-model");
 }
 
 void ModelPage::selectDemo() {
@@ -194,6 +210,7 @@ void ModelPage::showInspection(const ModelInspection& r) {
                       Tone::Good);
     else
         setStatusText(m_status, r.reason + notes, Tone::Bad);
+    emit modelShape(r.hiddenSize, r.contextLength);
     emit modelChanged(r.folder, r.supported);
 }
 
@@ -202,9 +219,11 @@ void ModelPage::reloadRecent() { fillRecentList(m_recentList, m_recent.paths(), 
 void ModelPage::rescanHfCache() {
     const QString dir = hfHubCacheDir();
     m_hfLabel->setText(tr("Hugging Face cache (scanning %1…)").arg(dir));
+    m_hfRefresh->setEnabled(false);
     runAsync(
         this, [dir] { return scanHfCache(dir); },
         [this, dir](const QList<HfCacheModel>& models) {
+            m_hfRefresh->setEnabled(true);
             m_hfList->clear();
             for (const HfCacheModel& m : models) {
                 auto* item = new QListWidgetItem(m.repoId, m_hfList);

@@ -4,6 +4,8 @@
 // Decisions a reader must know:
 //  - Inspecting reads every safetensors header (and the tokenizer), so it runs on a worker thread
 //    (QtConcurrent); only the latest selection's result is shown, earlier ones are dropped when they land.
+//  - The lists show what belongs in them while empty (PlaceholderListWidget); the Hugging Face cache is
+//    scanned at start and on Refresh (a download made while the studio runs).
 //  - modelChanged fires once per selection, when its inspection is done (supported or not); modelPath()
 //    is the selection at once, modelSupported() stays false until the inspection says otherwise.
 #pragma once
@@ -29,7 +31,7 @@ class ModelPage : public QWidget {
 public:
     explicit ModelPage(QWidget* parent = nullptr);
 
-    // Where selectDemo() writes the built-in demo model: AppDataLocation/demo-model.
+    // Where selectDemo() writes the built-in demo model: studioDataFolder()/demo-model (app_paths.h).
     static QString demoFolder();
 
     QString modelPath() const { return m_path; }
@@ -37,13 +39,15 @@ public:
 
 public slots:
     void selectModel(const QString& folder);
-    // Writes the demo model to AppDataLocation/demo-model the first time, then selects it.
+    // Writes the demo model to studioDataFolder()/demo-model (app_paths.h) the first time, then selects it.
     void selectDemo();
     void browse();
     void rescanHfCache();
 
 signals:
     void modelChanged(const QString& folder, bool supported);
+    // Before modelChanged: the inspected model's hidden size and context length (0 when not inspected).
+    void modelShape(qint64 hiddenSize, qint64 contextLength);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -65,6 +69,7 @@ private:
     QListWidget* m_recentList = nullptr;
     QListWidget* m_hfList = nullptr;
     QLabel* m_hfLabel = nullptr;
+    QPushButton* m_hfRefresh = nullptr;
     QLabel* m_architecture = nullptr;
     QLabel* m_layers = nullptr;
     QLabel* m_hiddenSize = nullptr;

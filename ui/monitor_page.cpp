@@ -24,6 +24,7 @@
 #include "tandem/run_config.h"
 #include "ui/live_plot.h"
 #include "ui/loss_plot.h"
+#include "ui/screen_words.h"
 #include "ui/status_text.h"
 #include "ui/training_session.h"
 
@@ -172,7 +173,7 @@ MonitorPage::MonitorPage(QWidget* parent) : QWidget(parent) {
     m_log->setObjectName(QStringLiteral("logView"));
     m_log->setReadOnly(true);
     m_log->setMaximumBlockCount(kMaxLogLines);
-    m_log->setLineWrapMode(QPlainTextEdit::NoWrap);
+    m_log->setLineWrapMode(QPlainTextEdit::WidgetWidth);  // a long message wraps instead of hiding its end
     m_log->setToolTip(tr("The engine's events: plan, checkpoints, evaluations, warnings and errors"));
     QFont mono(QStringLiteral("monospace"));
     mono.setStyleHint(QFont::Monospace);
@@ -213,12 +214,29 @@ void MonitorPage::clearPlots() {
     for (LivePlot* plot : {static_cast<LivePlot*>(m_loss), m_throughput, m_memory, m_lr}) plot->clearData();
     m_rateWindow.clear();
     m_planTotalMiB = 0;
+    m_tokensSeen = 0;
+    m_earlierSeconds = 0;
+    m_bestEvalStep = 0;
+}
+
+void MonitorPage::setIdleHint(const QString& blockedReason) {
+    if (m_state != State::Idle) return;
+    m_status->setText(blockedReason.isEmpty() ? tr("Ready: press Train on the Train page (Ctrl+T).")
+                                              : tr("No run yet. %1").arg(blockedReason));
+}
+
+QString MonitorPage::runSummaryText() const {
+    const double seconds = m_earlierSeconds + m_sessionClock.elapsed() / 1000.0;
+    QString text = tr("%1 tokens seen in %2").arg(m_tokensSeen).arg(formatDuration(seconds));
+    if (m_bestEvalStep > 0) text += tr(", best eval loss %1 at step %2").arg(m_bestEval, 0, 'f', 4).arg(m_bestEvalStep);
+    return text;
 }
 
 void MonitorPage::showStarting(const QString& runDir) {
     m_runDir = runDir;
     m_lastStep = 0;
     clearPlots();
+    m_sessionClock.start();
     m_progress->setRange(0, 1);
     m_progress->setValue(0);
     m_eta->clear();
@@ -233,7 +251,10 @@ void MonitorPage::showStarted(const RunInfo& info) {
     const bool cpu = p.config.device == DeviceChoice::Cpu;
     m_memory->setTitle(cpu ? tr("Host memory (MiB)") : tr("GPU memory (MiB)"));
     m_planTotalMiB = p.memory.total / kMiB;
-    for (const StepMetrics& m : info.history) plotStep(m);
+    for (const StepMetrics& m : info.history) {
+        plotStep(m);
+        m_earlierSeconds += m.step_time_s;
+    }
     m_lastStep = info.startStep;
     m_progress->setRange(0, static_cast<int>(std::max<int64_t>(p.total_steps, 1)));
     m_progress->setValue(static_cast<int>(info.startStep));
@@ -250,6 +271,11 @@ void MonitorPage::showStarted(const RunInfo& info) {
 
 void MonitorPage::plotStep(const StepMetrics& m) {
     const double x = static_cast<double>(m.step);
+    m_tokensSeen += m.tokens;
+    if (std::isfinite(m.eval_loss) && (m_bestEvalStep == 0 || m.eval_loss < m_bestEval)) {
+        m_bestEval = m.eval_loss;
+        m_bestEvalStep = m.step;
+    }
     m_loss->append(QStringLiteral("train"), x, m.loss);
     if (std::isfinite(m.eval_loss)) m_loss->append(QStringLiteral("eval"), x, m.eval_loss);
     m_rateWindow.emplace_back(m.step_time_s, m.tokens);
@@ -263,15 +289,16 @@ void MonitorPage::plotStep(const StepMetrics& m) {
         m_throughput->append(QStringLiteral("steps_per_s"), x, static_cast<double>(m_rateWindow.size()) / seconds);
         m_throughput->append(QStringLiteral("tokens_per_s"), x, tokens / seconds);
     }
+    m_lr->append(QStringLiteral("lr"), x, m.lr);
+    m_lr->append(QStringLiteral("grad_norm"), x, m.grad_norm);
     const MemoryStats& mem = m.memory;
+    if (mem.weights + mem.lora_optimizer + mem.activations == 0) return;  // a history line of an older run
     m_memory->append(QStringLiteral("weights"), x, mem.weights / kMiB);
     m_memory->append(QStringLiteral("lora_optimizer"), x, mem.lora_optimizer / kMiB);
     m_memory->append(QStringLiteral("activations"), x, mem.activations / kMiB);
     if (mem.reserved > 0) m_memory->append(QStringLiteral("reserved"), x, mem.reserved / kMiB);
     if (m_planTotalMiB > 0) m_memory->append(QStringLiteral("plan"), x, m_planTotalMiB);
     if (mem.device_total > 0) m_memory->append(QStringLiteral("device_total"), x, mem.device_total / kMiB);
-    m_lr->append(QStringLiteral("lr"), x, m.lr);
-    m_lr->append(QStringLiteral("grad_norm"), x, m.grad_norm);
 }
 
 void MonitorPage::addStep(const StepMetrics& m) {
@@ -281,33 +308,39 @@ void MonitorPage::addStep(const StepMetrics& m) {
         m_progress->setRange(0, static_cast<int>(m.total_steps));
     m_progress->setValue(static_cast<int>(m.step));
     const double eta = m.steps_per_s > 0 ? static_cast<double>(m.total_steps - m.step) / m.steps_per_s : -1;
-    m_eta->setText(tr("epoch %1 · %2 steps/s · ETA %3")
-                       .arg(m.epoch, 0, 'f', 2)
-                       .arg(m.steps_per_s, 0, 'g', 3)
-                       .arg(formatDuration(eta)));
+    if (m_state == State::Running)  // not after Stop: the run is ending
+        m_eta->setText(tr("epoch %1 · %2 steps/s · ETA %3")
+                           .arg(m.epoch, 0, 'f', 2)
+                           .arg(m.steps_per_s, 0, 'g', 3)
+                           .arg(formatDuration(eta)));
     if (std::isfinite(m.eval_loss))
         appendLog(tr("step %1: loss %2, eval loss %3").arg(m.step).arg(m.loss, 0, 'f', 4).arg(m.eval_loss, 0, 'f', 4));
 }
 
 void MonitorPage::addEvent(const RunEvent& e) {
     if (e.kind == RunEventKind::Eval) return;  // the step line shows it with the training loss
-    appendLog(QStringLiteral("[step %1] %2: %3").arg(e.step).arg(str(run_event_kind_name(e.kind)),
-                                                           QString::fromStdString(e.message)));
+    appendLog(QStringLiteral("[step %1] %2: %3")
+                  .arg(e.step)
+                  .arg(str(run_event_kind_name(e.kind)), inScreenWords(QString::fromStdString(e.message))));
 }
 
 void MonitorPage::showStopping() {
-    if (m_state == State::Running || m_state == State::Starting)
-        setState(State::Stopping, tr("Stopping: finishing the current step and writing a checkpoint…"));
+    if (m_state != State::Running && m_state != State::Starting) return;
+    m_eta->clear();
+    setState(State::Stopping, tr("Stopping: finishing the current step and writing a checkpoint…"));
 }
 
 void MonitorPage::showFailed(const RunFailure& f) {
-    appendLog(tr("error (%1): %2").arg(categoryName(f.category), f.message));
-    QString text = tr("Failed: %1").arg(f.message);
+    m_eta->clear();
+    const QString message = inScreenWords(f.message);
+    appendLog(tr("error (%1): %2").arg(categoryName(f.category), message));
+    QString text = tr("Failed: %1").arg(message);
     if (hasCheckpoint()) text += tr(" — the run folder keeps its latest checkpoint; Resume continues from it.");
     setState(State::Failed, text);
 }
 
 void MonitorPage::showFinished(bool stopped) {
+    m_eta->clear();  // nothing is left to wait for
     if (stopped) {
         setState(State::Stopped, tr("Stopped at step %1: a checkpoint was written; Resume continues from it.")
                                      .arg(m_lastStep));
@@ -315,12 +348,13 @@ void MonitorPage::showFinished(bool stopped) {
         m_progress->setValue(m_progress->maximum());
         setState(State::Finished, tr("Finished: the adapter is in %1")
                                       .arg(QDir::toNativeSeparators(m_runDir + QStringLiteral("/adapter"))));
+        m_eta->setText(runSummaryText());
     }
 }
 
 void MonitorPage::showDiverged(const QString& message) {
     m_eta->clear();
-    QString text = message;
+    QString text = inScreenWords(message);
     if (text.startsWith(QLatin1String("training diverged"))) text.replace(0, 17, tr("Diverged"));
     text += tr(" To try again: Runs page, Reopen settings, then a lower Learning rate on the Train page.");
     setState(State::Diverged, text);

@@ -12,9 +12,13 @@
 //  - The throughput plot shows rates over the last kRateWindow steps (their tokens and step times summed):
 //    a backend that runs ahead (CUDA) has its steps timed when they are collected, one step late except
 //    around eval/checkpoint steps, so single step times swing; a window evens that out. The ETA uses the
-//    engine's average since the run (re)started, which includes evaluation and checkpoint time.
+//    engine's average since the run (re)started, which includes evaluation and checkpoint time. The ETA goes
+//    when the run ends; a finished run's line says how long it took, the tokens seen and the best eval loss.
+//  - While no run was started, the status says what the Train page waits for (setIdleHint).
+//  - Engine messages are shown in the studio's words (screen_words.h); the log wraps long lines.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QPointer>
 #include <QString>
 #include <QWidget>
@@ -65,6 +69,8 @@ public slots:
     void showFailed(const tandem::ui::RunFailure& failure);
     void showFinished(bool stopped);
     void showDiverged(const QString& message);  // the run stopped itself: its loss was not finite
+    // The Train page's blocked reason ("" when Train can be pressed), shown while no run was started.
+    void setIdleHint(const QString& blockedReason);
 
 signals:
     void stopRequested();
@@ -77,6 +83,7 @@ private:
     void plotStep(const tandem::StepMetrics& m);
     void clearPlots();
     void appendLog(const QString& line);
+    QString runSummaryText() const;
     bool hasCheckpoint() const;
     bool hasAdapter() const;
 
@@ -86,6 +93,11 @@ private:
     int64_t m_lastStep = 0;
     double m_planTotalMiB = 0;
     std::deque<std::pair<double, int64_t>> m_rateWindow;  // (step time s, tokens) of the latest steps
+    int64_t m_tokensSeen = 0;                             // real tokens of every step of the run, history included
+    double m_earlierSeconds = 0;                          // step time of the sessions before a resume
+    double m_bestEval = 0;
+    int64_t m_bestEvalStep = 0;    // 0: no eval yet
+    QElapsedTimer m_sessionClock;  // since this start
 
     QLabel* m_status = nullptr;
     QProgressBar* m_progress = nullptr;

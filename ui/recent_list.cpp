@@ -4,6 +4,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QListWidget>
+#include <QPainter>
 #include <QSettings>
 
 #include <algorithm>
@@ -22,6 +23,21 @@ QListWidgetItem* newItem(const QString& path, const RecentLabel& label) {
 }
 
 }  // namespace
+
+void PlaceholderListWidget::setPlaceholderText(const QString& text) {
+    m_placeholder = text;
+    viewport()->update();
+}
+
+void PlaceholderListWidget::paintEvent(QPaintEvent* event) {
+    QListWidget::paintEvent(event);
+    if (!showsPlaceholder()) return;
+    QPainter p(viewport());
+    QColor c = palette().color(QPalette::PlaceholderText);
+    p.setPen(c);
+    p.drawText(viewport()->rect().adjusted(8, 8, -8, -8), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
+               m_placeholder);
+}
 
 bool samePath(const QString& a, const QString& b) {
     if (a.isEmpty() || b.isEmpty()) return a == b;

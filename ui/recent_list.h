@@ -9,13 +9,12 @@
 //  - samePath compares canonical paths (symlinks resolved) when both exist, else cleaned absolute paths.
 #pragma once
 
+#include <QListWidget>
 #include <QString>
 #include <QStringList>
 
 #include <functional>
 #include <utility>
-
-class QListWidget;
 
 namespace tandem::ui {
 
@@ -30,6 +29,25 @@ public:
 
 private:
     QString m_key;
+};
+
+// A list that says what would be in it while it is empty ("No recent datasets yet: …"), drawn over the
+// empty viewport, never as an item (an item could be selected, counted or activated).
+class PlaceholderListWidget : public QListWidget {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(PlaceholderListWidget)
+
+public:
+    explicit PlaceholderListWidget(QWidget* parent = nullptr) : QListWidget(parent) {}
+    QString placeholderText() const { return m_placeholder; }
+    void setPlaceholderText(const QString& text);
+    bool showsPlaceholder() const { return count() == 0 && !m_placeholder.isEmpty(); }
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+
+private:
+    QString m_placeholder;
 };
 
 // The same file or folder: canonical paths when both exist, else the cleaned absolute paths.

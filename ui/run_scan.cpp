@@ -35,6 +35,14 @@ QByteArray lastLine(const QString& path) {
 
 }  // namespace
 
+QString formatDuration(double seconds) {
+    if (!(seconds >= 0) || seconds > 1e9) return QStringLiteral("—");
+    const qint64 t = static_cast<qint64>(seconds + 0.5);
+    if (t >= 3600) return QStringLiteral("%1h%2m").arg(t / 3600).arg((t / 60) % 60, 2, 10, QLatin1Char('0'));
+    if (t >= 60) return QStringLiteral("%1m%2s").arg(t / 60).arg(t % 60, 2, 10, QLatin1Char('0'));
+    return QStringLiteral("%1s").arg(t);
+}
+
 QString runStatusName(RunStatus status) {
     switch (status) {
         case RunStatus::Finished:
@@ -63,6 +71,11 @@ RunEntry readRunEntry(const QString& runDir) {
         e.model = modelDisplayName(e.modelPath);
         e.datasetPath = QString::fromStdString(c.data.dataset);
         e.dataset = QFileInfo(e.datasetPath).fileName();
+        e.lr = c.training.lr;
+        e.rank = c.lora.r;
+        e.batchTokens = c.training.batch_tokens;
+        e.maxSeqLen = c.data.max_seq_len;
+        e.device = QString::fromUtf8(std::string(device_choice_name(c.device)).c_str());
     } catch (const std::exception& ex) {
         e.configError = QString::fromUtf8(ex.what());
     }
@@ -73,7 +86,10 @@ RunEntry readRunEntry(const QString& runDir) {
     } catch (const std::exception&) {
     }
     e.hasCheckpoint = checkpoint.has_value();
-    const QByteArray line = lastLine(dir.filePath(QStringLiteral("metrics.jsonl")));
+    const QString metricsPath = dir.filePath(QStringLiteral("metrics.jsonl"));
+    const QByteArray line = lastLine(metricsPath);
+    if (!line.isEmpty() && e.date.isValid())
+        e.durationS = static_cast<double>(e.date.msecsTo(QFileInfo(metricsPath).lastModified())) / 1000.0;
     bool diverged = false;
     if (!line.isEmpty()) {
         const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr, false);
@@ -123,24 +139,62 @@ QList<RunEntry> scanRunsFolder(const QString& folder) {
     return runs;
 }
 
+QList<RunEntry> scanRunsFolders(const QStringList& folders) {
+    QList<RunEntry> runs;
+    QStringList seen;
+    for (const QString& folder : folders) {
+        const QString canonical = QFileInfo(folder).canonicalFilePath();
+        if (canonical.isEmpty() || seen.contains(canonical)) continue;
+        seen.append(canonical);
+        runs += scanRunsFolder(folder);
+    }
+    std::sort(runs.begin(), runs.end(), [](const RunEntry& a, const RunEntry& b) {
+        return a.date != b.date ? a.date > b.date : a.name > b.name;
+    });
+    return runs;
+}
+
+QString runSummary(const LossCurve& c) {
+    if (c.steps.isEmpty()) return QStringLiteral("%1: no step yet.").arg(c.name);
+    QString text = QStringLiteral("%1: %2 steps in %3, %4 tokens seen")
+                       .arg(c.name)
+                       .arg(static_cast<qint64>(c.steps.last()))
+                       .arg(formatDuration(c.stepSeconds))
+                       .arg(static_cast<qint64>(c.tokens.last()));
+    if (!c.evalLoss.isEmpty()) {
+        qsizetype best = 0;
+        for (qsizetype i = 1; i < c.evalLoss.size(); ++i)
+            if (c.evalLoss[i] < c.evalLoss[best]) best = i;
+        text += QStringLiteral(", best eval loss %1 at step %2")
+                    .arg(c.evalLoss[best], 0, 'f', 4)
+                    .arg(static_cast<qint64>(c.evalSteps[best]));
+    }
+    return text + '.';
+}
+
 LossCurve readLossCurve(const QString& runDir) {
     LossCurve c;
     c.dir = runDir;
     c.name = QDir(runDir).dirName();
     QFile f(QDir(runDir).filePath(QStringLiteral("metrics.jsonl")));
     if (!f.open(QIODevice::ReadOnly)) return c;
+    double seen = 0;
     while (!f.atEnd()) {
         const QByteArray line = f.readLine().trimmed();
         if (line.isEmpty()) continue;
         const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr, false);
         if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) continue;
         const double step = j["step"].get<double>();
+        if (j.contains("tokens") && j["tokens"].is_number()) seen += j["tokens"].get<double>();
+        if (j.contains("step_time_s") && j["step_time_s"].is_number()) c.stepSeconds += j["step_time_s"].get<double>();
         if (j.contains("loss") && j["loss"].is_number()) {
             c.steps.append(step);
+            c.tokens.append(seen);
             c.loss.append(j["loss"].get<double>());
         }
         if (j.contains("eval_loss") && j["eval_loss"].is_number()) {
             c.evalSteps.append(step);
+            c.evalTokens.append(seen);
             c.evalLoss.append(j["eval_loss"].get<double>());
         }
     }

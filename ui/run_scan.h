@@ -8,6 +8,8 @@
 //    no adapter (resumable); failed = steps in metrics.jsonl but nothing to resume from; empty = no step
 //    was ever completed.
 //  - For the table only the last line of metrics.jsonl is read (seeking from the end), never the whole file.
+//    So the duration is file times: from config.json (written at the start) to the last metrics line; for a
+//    run stopped and resumed later it includes the pause.
 #pragma once
 
 #include <QDateTime>
@@ -38,21 +40,39 @@ struct RunEntry {
     bool hasAdapter = false;
     bool hasCheckpoint = false;
     QString configError;  // config.json could not be parsed
+    // Hyper-parameters from config.json (the resolved copy: device cpu or cuda, never auto).
+    double lr = 0;
+    int rank = 0;
+    int batchTokens = 0;
+    int maxSeqLen = 0;
+    QString device;
+    double durationS = -1;  // config.json written -> last metrics line written; -1 when no step was written
 };
+
+// "45s", "3m12s", "2h05m"; "—" for a negative duration.
+QString formatDuration(double seconds);
 
 // Every run folder directly under `folder`, newest first.
 QList<RunEntry> scanRunsFolder(const QString& folder);
+// The same over several folders (duplicates, by canonical path, once), newest first.
+QList<RunEntry> scanRunsFolders(const QStringList& folders);
 RunEntry readRunEntry(const QString& runDir);
 
 struct LossCurve {
     QString dir;
     QString name;
     QVector<double> steps;
+    QVector<double> tokens;  // real tokens seen up to and including each step (same length as steps)
     QVector<double> loss;
     QVector<double> evalSteps;
+    QVector<double> evalTokens;
     QVector<double> evalLoss;
+    double stepSeconds = 0;  // the sum of the step times: training time without pauses
 };
 // All (step, loss) points of a run's metrics.jsonl; unreadable lines are skipped.
 LossCurve readLossCurve(const QString& runDir);
+
+// "Trained 3m12s (steps), 123456 tokens seen, best eval loss 1.234 at step 40" for a finished curve.
+QString runSummary(const LossCurve& curve);
 
 }  // namespace tandem::ui

@@ -1,7 +1,11 @@
 // See runs_page.h.
 #include "ui/runs_page.h"
 
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDesktopServices>
 #include <QDir>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -10,9 +14,11 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSettings>
+#include <QSlider>
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QTableWidget>
+#include <QUrl>
 #include <QVBoxLayout>
 
 #include <cmath>
@@ -20,13 +26,31 @@
 
 #include <qcustomplot.h>
 
+#include "ui/app_paths.h"
+#include "ui/loss_plot.h"
 #include "ui/run_async.h"
+#include "ui/screen_words.h"
 #include "ui/status_text.h"
 
 namespace tandem::ui {
 namespace {
 
-enum Column { ColName, ColModel, ColDataset, ColStatus, ColSteps, ColLoss, ColDate, ColumnCount };
+enum Column {
+    ColName,
+    ColModel,
+    ColDataset,
+    ColStatus,
+    ColSteps,
+    ColLoss,
+    ColLr,
+    ColRank,
+    ColBatchTokens,
+    ColSeqLen,
+    ColDuration,
+    ColDevice,
+    ColDate,
+    ColumnCount
+};
 
 const QList<QColor> kCurveColors = {QColor(0x3b, 0x82, 0xc4), QColor(0xe0, 0x7b, 0x24), QColor(0x2e, 0x9d, 0x4f),
                                     QColor(0xd6, 0x45, 0x41), QColor(0x8e, 0x5c, 0xc2), QColor(0x8c, 0x6d, 0x3f),
@@ -55,6 +79,19 @@ public:
     }
 };
 
+// Shown as text, sorted by a number (a duration shown as "3m12s").
+class NumberItem : public QTableWidgetItem {
+public:
+    NumberItem(const QString& text, double value) {
+        setFlags(Qt::ItemIsSelectable | Qt::ItemIsEnabled);
+        setText(text);
+        setData(Qt::UserRole, value);
+    }
+    bool operator<(const QTableWidgetItem& other) const override {
+        return data(Qt::UserRole).toDouble() < other.data(Qt::UserRole).toDouble();
+    }
+};
+
 QPushButton* button(const QString& text, const char* name, const QString& tip) {
     auto* b = new QPushButton(text);
     b->setObjectName(QString::fromLatin1(name));
@@ -71,15 +108,31 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
     m_folderLabel->setObjectName(QStringLiteral("runsFolderLabel"));
     m_folderLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
     wrapMessage(m_folderLabel);
-    m_refresh = button(tr("Refresh"), "refreshButton", tr("Read the runs folder again"));
+    m_refresh = button(tr("Refresh"), "refreshButton", tr("Read the runs folders again"));
+    m_addFolder =
+        button(tr("Add folder…"), "addRunsFolderButton",
+               tr("Also list the runs of another folder (an older runs folder, a copy from another machine)"));
+    m_removeFolders = button(tr("Remove other folders"), "removeRunsFoldersButton",
+                             tr("List only the runs folder of the Train page again (nothing is deleted)"));
+    connect(m_addFolder, &QPushButton::clicked, this, [this] {
+        const QString folder = QFileDialog::getExistingDirectory(this, tr("Add a folder of runs"), m_folder);
+        if (!folder.isEmpty() && !m_otherFolders.contains(folder))
+            setOtherFolders(m_otherFolders + QStringList{folder});
+    });
+    connect(m_removeFolders, &QPushButton::clicked, this, [this] { setOtherFolders({}); });
     auto* top = new QHBoxLayout;
     top->addWidget(m_folderLabel, 1);
+    top->addWidget(m_addFolder);
+    top->addWidget(m_removeFolders);
     top->addWidget(m_refresh);
 
     m_table = new QTableWidget(0, ColumnCount);
     m_table->setObjectName(QStringLiteral("runsTable"));
-    m_table->setHorizontalHeaderLabels(
-        {tr("Run"), tr("Model"), tr("Dataset"), tr("Status"), tr("Steps"), tr("Final loss"), tr("Date")});
+    m_table->setHorizontalHeaderLabels({tr("Run"), tr("Model"), tr("Dataset"), tr("Status"), tr("Steps"),
+                                        tr("Final loss"), tr("Learning rate"), tr("Rank"), tr("Batch tokens"),
+                                        tr("Max seq len"), tr("Duration"), tr("Device"), tr("Date")});
+    m_table->horizontalHeaderItem(ColDuration)
+        ->setToolTip(tr("From the start to the last step written (a stopped run's pause included)"));
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -91,13 +144,61 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
 
     m_plot = new QCustomPlot;
     m_plot->setObjectName(QStringLiteral("runsLossPlot"));
-    m_plot->setToolTip(tr("Training loss of the selected runs, per optimizer step"));
+    m_plot->setToolTip(tr("Loss of the selected runs: training (lines) and eval (dots)"));
     m_plot->setMinimumHeight(200);
     m_plot->xAxis->setLabel(tr("step"));
     m_plot->yAxis->setLabel(tr("loss"));
     m_plot->legend->setVisible(true);
     m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
 
+    m_logScale = new QCheckBox(tr("Log scale"));
+    m_logScale->setObjectName(QStringLiteral("runsLogScaleCheck"));
+    m_logScale->setToolTip(tr("Show the loss on a logarithmic axis"));
+    m_showEval = new QCheckBox(tr("Eval loss"));
+    m_showEval->setObjectName(QStringLiteral("runsEvalCheck"));
+    m_showEval->setChecked(true);
+    m_showEval->setToolTip(tr("Show the eval loss of runs that have validation data (dots)"));
+    m_smoothing = new QSlider(Qt::Horizontal);
+    m_smoothing->setObjectName(QStringLiteral("runsSmoothingSlider"));
+    m_smoothing->setRange(0, 99);
+    m_smoothing->setValue(0);
+    m_smoothing->setMaximumWidth(160);
+    m_smoothing->setToolTip(tr("Smoothing of the training loss (as on the Monitor); 0 shows the raw values"));
+    m_xAxis = new QComboBox;
+    m_xAxis->setObjectName(QStringLiteral("runsXAxisCombo"));
+    m_xAxis->addItem(tr("step"), QStringLiteral("step"));
+    m_xAxis->addItem(tr("tokens seen"), QStringLiteral("tokens"));
+    m_xAxis->setToolTip(tr("Compare by optimizer step, or by tokens seen (runs with different batch sizes)"));
+    connect(m_logScale, &QCheckBox::toggled, this, &RunsPage::drawCurves);
+    connect(m_showEval, &QCheckBox::toggled, this, &RunsPage::drawCurves);
+    connect(m_smoothing, &QSlider::valueChanged, this, &RunsPage::drawCurves);
+    connect(m_xAxis, &QComboBox::currentIndexChanged, this, &RunsPage::drawCurves);
+    auto* plotControls = new QHBoxLayout;
+    plotControls->addWidget(new QLabel(tr("x axis")));
+    plotControls->addWidget(m_xAxis);
+    plotControls->addSpacing(12);
+    plotControls->addWidget(m_logScale);
+    plotControls->addWidget(m_showEval);
+    plotControls->addSpacing(12);
+    plotControls->addWidget(new QLabel(tr("Smoothing")));
+    plotControls->addWidget(m_smoothing);
+    plotControls->addStretch(1);
+    m_summary = new QLabel;
+    m_summary->setObjectName(QStringLiteral("runSummaryLabel"));
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    wrapMessage(m_summary);
+    auto* plotBox = new QWidget;
+    auto* plotLayout = new QVBoxLayout(plotBox);
+    plotLayout->setContentsMargins(0, 0, 0, 0);
+    plotLayout->addLayout(plotControls);
+    plotLayout->addWidget(m_plot, 1);
+    plotLayout->addWidget(m_summary);
+
+    m_openFolder = button(tr("Open folder"), "openRunFolderButton",
+                          tr("Show the run's folder (config, metrics, checkpoints, adapter) in the file manager"));
+    connect(m_openFolder, &QPushButton::clicked, this, [this] {
+        if (selectedRunDirs().size() == 1) QDesktopServices::openUrl(QUrl::fromLocalFile(selectedRunDirs().first()));
+    });
     m_reopen = button(tr("Reopen settings"), "reopenButton", tr("Load this run's settings into the Train page"));
     m_resume = button(tr("Resume"), "resumeButton",
                       tr("Continue a stopped run from its latest checkpoint (same settings, same result as an "
@@ -119,39 +220,53 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
     wrapMessage(m_status);
     auto* buttons = new QHBoxLayout;
     buttons->addWidget(m_status, 1);
-    for (QPushButton* b : {m_reopen, m_resume, m_export, m_delete}) buttons->addWidget(b);
+    for (QPushButton* b : {m_reopen, m_resume, m_export, m_openFolder, m_delete}) buttons->addWidget(b);
 
     auto* splitter = new QSplitter(Qt::Vertical);
     splitter->addWidget(m_table);
-    splitter->addWidget(m_plot);
+    splitter->addWidget(plotBox);
     splitter->setSizes({300, 300});  // proportions: half table, half plot
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(top);
     layout->addWidget(splitter, 1);
     layout->addLayout(buttons);
 
+    m_otherFolders = QSettings().value(QStringLiteral("runs/otherFolders")).toStringList();
     onSelectionChanged();
-    setRunsFolder(
-        QSettings()
-            .value(QStringLiteral("runs/folder"),
-                   QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs"))
-            .toString());
+    setRunsFolder(QSettings().value(QStringLiteral("runs/folder"), defaultRunsFolder()).toString());
 }
 
 void RunsPage::setRunsFolder(const QString& folder) {
     if (folder == m_folder) return;
     m_folder = folder;
     m_keepSelected.clear();
-    m_folderLabel->setText(tr("Runs in %1").arg(folder));
+    updateFolderLabel();
     refresh();
+}
+
+void RunsPage::setOtherFolders(const QStringList& folders) {
+    m_otherFolders = folders;
+    QSettings().setValue(QStringLiteral("runs/otherFolders"), folders);
+    updateFolderLabel();
+    refresh();
+}
+
+void RunsPage::updateFolderLabel() {
+    QStringList shown;
+    for (const QString& f : m_otherFolders) shown.append(QDir::toNativeSeparators(f));
+    m_folderLabel->setText(
+        shown.isEmpty()
+            ? tr("Runs in %1").arg(QDir::toNativeSeparators(m_folder))
+            : tr("Runs in %1, and in %2").arg(QDir::toNativeSeparators(m_folder), shown.join(QStringLiteral(", "))));
+    m_removeFolders->setVisible(!m_otherFolders.isEmpty());
 }
 
 void RunsPage::refresh() {
     const quint64 generation = ++m_scanGeneration;
     if (m_keepSelected.isEmpty()) m_keepSelected = selectedRunDirs();
-    const QString folder = m_folder;
+    const QStringList folders = QStringList{m_folder} + m_otherFolders;
     runAsync(
-        this, [folder] { return scanRunsFolder(folder); },
+        this, [folders] { return scanRunsFolders(folders); },
         [this, generation](const QList<RunEntry>& runs) {
             if (generation == m_scanGeneration) showRuns(runs);
         });
@@ -187,6 +302,14 @@ void RunsPage::showRuns(const QList<RunEntry>& runs) {
         m_table->setItem(row, ColStatus, status);
         m_table->setItem(row, ColSteps, item({}, QVariant::fromValue<qlonglong>(r.steps)));
         m_table->setItem(row, ColLoss, std::isfinite(r.finalLoss) ? item({}, r.finalLoss) : item(QStringLiteral("—")));
+        const bool config = r.configError.isEmpty();
+        m_table->setItem(row, ColLr,
+                         new NumberItem(config ? QString::number(r.lr, 'g', 6) : QStringLiteral("—"), r.lr));
+        m_table->setItem(row, ColRank, config ? item({}, r.rank) : item(QStringLiteral("—")));
+        m_table->setItem(row, ColBatchTokens, config ? item({}, r.batchTokens) : item(QStringLiteral("—")));
+        m_table->setItem(row, ColSeqLen, config ? item({}, r.maxSeqLen) : item(QStringLiteral("—")));
+        m_table->setItem(row, ColDuration, new NumberItem(formatDuration(r.durationS), r.durationS));
+        m_table->setItem(row, ColDevice, item(r.device));
         m_table->setItem(row, ColDate, new DateItem(r.date));
     }
     m_table->resizeColumnsToContents();
@@ -197,7 +320,7 @@ void RunsPage::showRuns(const QList<RunEntry>& runs) {
                                               QItemSelectionModel::Select | QItemSelectionModel::Rows);
     setStatusText(
         m_status,
-        runs.isEmpty() ? tr("No runs yet in this folder.") : tr("%n run(s).", nullptr, static_cast<int>(runs.size())),
+        runs.isEmpty() ? tr("No runs yet: train one on the Train page.") : countOf(runs.size(), tr("run")) + '.',
         Tone::Neutral);
     onSelectionChanged();
 }
@@ -221,6 +344,7 @@ void RunsPage::onSelectionChanged() {
     m_reopen->setEnabled(one && one->configError.isEmpty());
     m_resume->setEnabled(one && one->hasCheckpoint && !one->hasAdapter && one->status != RunStatus::Diverged);
     m_export->setEnabled(one && (one->hasAdapter || one->hasCheckpoint));
+    m_openFolder->setEnabled(one != nullptr);
     m_delete->setEnabled(!dirs.isEmpty());
     loadCurves(dirs);
 }
@@ -244,15 +368,53 @@ void RunsPage::loadCurves(const QStringList& dirs) {
 }
 
 void RunsPage::showCurves(const QList<LossCurve>& curves) {
+    m_curves = curves;
+    QStringList summaries;
+    for (const LossCurve& c : curves) summaries.append(runSummary(c));
+    m_summary->setText(summaries.join('\n'));
+    drawCurves();
+}
+
+// Per run: the training loss (raw, or faint raw under the smoothed line) and its eval loss as dots.
+void RunsPage::drawCurves() {
     m_plot->clearGraphs();
+    const bool byTokens = m_xAxis->currentData().toString() == QLatin1String("tokens");
+    const double smoothing = m_smoothing->value() / 100.0;
     int colour = 0;
-    for (const LossCurve& c : curves) {
+    for (const LossCurve& c : m_curves) {
+        const QColor col = kCurveColors[colour++ % kCurveColors.size()];
         QCPGraph* g = m_plot->addGraph();
         g->setName(c.name);
-        g->setPen(QPen(kCurveColors[colour++ % kCurveColors.size()], 1.5));
-        g->setData(c.steps, c.loss, true);
+        g->setData(byTokens ? c.tokens : c.steps, c.loss, true);
+        if (smoothing > 0) {
+            QColor faint = col;
+            faint.setAlpha(70);
+            g->setPen(QPen(faint, 1.0));
+            g->removeFromLegend();
+            QCPGraph* smooth = m_plot->addGraph();
+            smooth->setName(c.name);
+            smooth->setPen(QPen(col, 2.0));
+            smooth->setData(byTokens ? c.tokens : c.steps, LossPlot::smooth(c.loss, smoothing), true);
+        } else {
+            g->setPen(QPen(col, 1.5));
+        }
+        if (m_showEval->isChecked() && !c.evalLoss.isEmpty()) {
+            QCPGraph* e = m_plot->addGraph();
+            e->setName(tr("%1 (eval)").arg(c.name));
+            e->setPen(QPen(col, 1.0, Qt::DashLine));
+            e->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, col, col, 6));
+            e->setData(byTokens ? c.evalTokens : c.evalSteps, c.evalLoss, true);
+        }
     }
-    m_plot->legend->setVisible(!curves.isEmpty());
+    m_plot->xAxis->setLabel(byTokens ? tr("tokens seen") : tr("step"));
+    if (m_logScale->isChecked()) {
+        m_plot->yAxis->setScaleType(QCPAxis::stLogarithmic);
+        m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+    } else {
+        m_plot->yAxis->setScaleType(QCPAxis::stLinear);
+        m_plot->yAxis->setTicker(QSharedPointer<QCPAxisTicker>::create());
+    }
+    m_plot->legend->setVisible(!m_curves.isEmpty());
     m_plot->rescaleAxes();
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -266,7 +428,7 @@ void RunsPage::reopenSelected() {
                       Tone::Neutral);
         emit reopenConfig(c);
     } catch (const std::exception& e) {
-        setStatusText(m_status, tr("Cannot reopen: %1").arg(QString::fromUtf8(e.what())), Tone::Bad);
+        setStatusText(m_status, tr("Cannot reopen: %1").arg(inScreenWords(QString::fromUtf8(e.what()))), Tone::Bad);
     }
 }
 
@@ -287,7 +449,11 @@ void RunsPage::deleteSelected() {
     QStringList failed;
     for (const QString& d : dirs) {
         // Only folders this page listed (a run: a config.json inside, directly under the runs folder).
-        if (!entry(d) || QDir::cleanPath(QFileInfo(d).absolutePath()) != QDir(m_folder).absolutePath()) continue;
+        const QString parent = QDir::cleanPath(QFileInfo(d).absolutePath());
+        bool listed = false;
+        for (const QString& f : QStringList{m_folder} + m_otherFolders)
+            listed = listed || parent == QDir(f).absolutePath();
+        if (!entry(d) || !listed) continue;
         if (!QDir(d).removeRecursively()) failed.append(QDir(d).dirName());
     }
     if (!failed.isEmpty())

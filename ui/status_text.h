@@ -1,5 +1,5 @@
-// One look for status lines across the pages: neutral, good (green) or bad (red) text on a QLabel. The two
-// colours are mid-tones readable on both the light and the dark palette, so they follow no theme switch.
+// One look for status lines across the pages: neutral, good (green), warning (amber) or bad (red) text on a
+// QLabel. The colours are mid-tones readable on both the light and the dark palette, so they follow no theme switch.
 // Message labels in box layouts wrap (wrapMessage): a long one-line error must grow the label downwards,
 // never widen the window. Word wrap alone is not enough, since a wrapped QLabel still asks for its longest
 // word as minimum width (a path, a hash); the minimum width is therefore set explicitly to a small value.
@@ -12,7 +12,7 @@
 
 namespace tandem::ui {
 
-enum class Tone { Neutral, Good, Bad };
+enum class Tone { Neutral, Good, Bad, Warning };  // Warning: amber, for what does not block
 
 inline constexpr int kMessageMinWidth = 120;
 
@@ -32,6 +32,9 @@ inline void setStatusText(QLabel* label, const QString& text, Tone tone) {
             break;
         case Tone::Bad:
             label->setStyleSheet(QStringLiteral("color: #d64541;"));
+            break;
+        case Tone::Warning:
+            label->setStyleSheet(QStringLiteral("color: #c27c0e;"));
             break;
     }
     label->setProperty("tone", static_cast<int>(tone));

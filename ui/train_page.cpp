@@ -34,11 +34,14 @@
 #include "tandem/error.h"
 #include "tandem/lora.h"
 #include "tandem/system_info.h"
+#include "ui/app_paths.h"
 #include "ui/field_validation.h"
 #include "ui/hf_cache.h"
 #include "ui/model_inspection.h"
+#include "ui/plausibility.h"
 #include "ui/recent_list.h"
 #include "ui/run_async.h"
+#include "ui/screen_words.h"
 #include "ui/status_text.h"
 
 // The presets are compiled into the static tandem_ui library; a static library's resources must be
@@ -59,6 +62,27 @@ constexpr int kCheckpointMinutesDecimals = 2;
 // What a QDoubleSpinBox shows after setValue(v): clamped to its range, rounded to its decimals.
 double spinShown(const QDoubleSpinBox* spin, double v) {
     return QString::number(std::clamp(v, spin->minimum(), spin->maximum()), 'f', spin->decimals()).toDouble();
+}
+
+// The box's value / scale, or `exact` while the box still shows exact * scale as it rounds it: a reopened
+// value the box cannot show exactly survives until the box is changed.
+double exactOr(const QDoubleSpinBox* spin, double exact, double scale = 1.0) {
+    return spin->value() == spinShown(spin, exact * scale) ? exact : spin->value() / scale;
+}
+
+QDoubleSpinBox* decimalBox(const char* name, double min, double max, int decimals, double step, const QString& tip) {
+    auto* box = new QDoubleSpinBox;
+    box->setObjectName(QString::fromLatin1(name));
+    box->setRange(min, max);
+    box->setDecimals(decimals);
+    box->setSingleStep(step);
+    box->setToolTip(tip);
+    return box;
+}
+
+// An adapter folder Tandem or PEFT wrote: adapter_config.json inside.
+bool isAdapterFolder(const QString& folder) {
+    return QFileInfo(QDir(folder).filePath(QStringLiteral("adapter_config.json"))).isFile();
 }
 
 QString checkpointingExplanation(const QString& policy) {
@@ -157,7 +181,10 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
     auto* grid = new QGridLayout(content);
     grid->addWidget(buildLoraBox(), 0, 0);
     grid->addWidget(buildOptimizerBox(), 0, 1);
-    grid->addWidget(buildMemoryBox(), 1, 0, 1, 2);
+    grid->addWidget(buildValidationBox(), 1, 0);
+    grid->addWidget(buildMemoryBox(), 1, 1);
+    grid->setColumnStretch(0, 1);
+    grid->setColumnStretch(1, 1);
     grid->setRowStretch(2, 1);
     auto* scroll = new QScrollArea;
     scroll->setWidget(content);
@@ -167,6 +194,12 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
     m_blockedLabel = new QLabel;
     m_blockedLabel->setObjectName(QStringLiteral("trainBlockedLabel"));
     wrapMessage(m_blockedLabel);
+    m_warningsLabel = new QLabel;
+    m_warningsLabel->setObjectName(QStringLiteral("trainWarningsLabel"));
+    m_warningsLabel->setTextFormat(Qt::PlainText);
+    m_warningsLabel->setToolTip(tr("Settings that can run but are probably not what you want"));
+    wrapMessage(m_warningsLabel);
+    m_warningsLabel->setVisible(false);
     m_trainButton = new QPushButton(tr("Train"));
     m_trainButton->setObjectName(QStringLiteral("trainButton"));
     m_trainButton->setDefault(true);
@@ -184,6 +217,7 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(top);
     layout->addWidget(scroll, 1);
+    layout->addWidget(m_warningsLabel);
     layout->addLayout(bottom);
 
     m_estimateDebounce.setSingleShot(true);
@@ -191,11 +225,7 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
     connect(&m_estimateDebounce, &QTimer::timeout, this, &TrainPage::startEstimate);
 
     QSettings settings;
-    m_runsFolderEdit->setText(
-        settings
-            .value(QStringLiteral("runs/folder"),
-                   QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs"))
-            .toString());
+    m_runsFolderEdit->setText(settings.value(QStringLiteral("runs/folder"), defaultRunsFolder()).toString());
     connect(m_runsFolderEdit, &QLineEdit::textChanged, this, &TrainPage::onFieldsChanged);
     connect(m_runsFolderEdit, &QLineEdit::editingFinished, this, [this] {
         QSettings().setValue(QStringLiteral("runs/folder"), runsFolder());
@@ -214,6 +244,7 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
     restored.data.dataset.clear();
     restored.data.format = "auto";
     restored.init_adapter.clear();
+    restored.data.validation.clear();  // belongs to the dataset, like it
     restored.output_dir.clear();
     m_base = restored;
     fillFields(restored);
@@ -281,6 +312,26 @@ QWidget* TrainPage::buildLoraBox() {
         m_targets.insert(name, check);
         ++i;
     }
+    m_initAdapter = new QLineEdit;
+    m_initAdapter->setObjectName(QStringLiteral("initAdapterEdit"));
+    m_initAdapter->setPlaceholderText(tr("none: train a new adapter"));
+    m_initAdapter->setClearButtonEnabled(true);
+    m_initAdapter->setToolTip(
+        tr("A LoRA adapter folder (PEFT format: adapter_config.json, from Tandem or PEFT) to continue training. Its "
+           "rank, alpha and targets are used; empty: start a new adapter"));
+    auto* initAdapterButton = new QPushButton(tr("Browse…"));
+    initAdapterButton->setObjectName(QStringLiteral("initAdapterButton"));
+    initAdapterButton->setToolTip(tr("Choose the adapter folder to continue from"));
+    connect(initAdapterButton, &QPushButton::clicked, this, [this] {
+        const QString start = m_initAdapter->text().isEmpty() ? runsFolder() : m_initAdapter->text();
+        const QString folder = QFileDialog::getExistingDirectory(this, tr("Continue from an adapter"), start);
+        if (!folder.isEmpty()) m_initAdapter->setText(folder);
+    });
+    connect(m_initAdapter, &QLineEdit::textChanged, this, &TrainPage::onFieldEdited);
+    m_initAdapterNote = new QLabel(tr("The adapter's rank, alpha, rsLoRA and targets are used; Dropout applies."));
+    m_initAdapterNote->setObjectName(QStringLiteral("initAdapterNote"));
+    m_initAdapterNote->setWordWrap(true);
+    m_initAdapterNote->setVisible(false);
     connect(m_rank, &QSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
     connect(m_alpha, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
     connect(m_dropout, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
@@ -290,6 +341,8 @@ QWidget* TrainPage::buildLoraBox() {
     form->addRow(tr("Dropout"), m_dropout);
     form->addRow(QString(), m_rslora);
     form->addRow(m_targetsBox);
+    form->addRow(tr("Continue from adapter"), folderRow(m_initAdapter, initAdapterButton));
+    form->addRow(QString(), m_initAdapterNote);
     return box;
 }
 
@@ -338,6 +391,16 @@ QWidget* TrainPage::buildOptimizerBox() {
     m_seed->setObjectName(QStringLiteral("seedSpin"));
     m_seed->setRange(0, std::numeric_limits<int>::max());
     m_seed->setToolTip(tr("Seeds the data order, LoRA initialisation and dropout: the same seed gives the same run"));
+    m_warmupRatio = decimalBox("warmupRatioSpin", 0, 0.999, 3, 0.01,
+                               tr("Warmup as a share of all steps (used when Warmup steps is 0), e.g. 0.03"));
+    m_warmupRatio->setSpecialValueText(tr("off"));
+    m_weightDecay = decimalBox("weightDecaySpin", 0, 10, 4, 0.01,
+                               tr("AdamW weight decay on the adapter's weights (0: none; 0.01 is a common choice)"));
+    m_maxGradNorm = decimalBox("maxGradNormSpin", 0, 1e6, 2, 0.5,
+                               tr("Clip the gradient to this global norm before each update (0: no clipping)"));
+    m_maxGradNorm->setSpecialValueText(tr("off (no clipping)"));
+    for (QDoubleSpinBox* d : {m_warmupRatio, m_weightDecay, m_maxGradNorm})
+        connect(d, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
     connect(m_lr, &QLineEdit::textChanged, this, &TrainPage::onFieldEdited);
     connect(m_schedule, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
     for (QSpinBox* s : {m_warmup, m_epochs, m_maxSteps, m_batchTokens, m_gradAccum, m_maxSeqLen, m_seed})
@@ -345,10 +408,13 @@ QWidget* TrainPage::buildOptimizerBox() {
     form->addRow(tr("Learning rate"), m_lr);
     form->addRow(tr("Schedule"), m_schedule);
     form->addRow(tr("Warmup steps"), m_warmup);
+    form->addRow(tr("Warmup ratio"), m_warmupRatio);
     form->addRow(tr("Epochs"), m_epochs);
     form->addRow(tr("Max steps"), m_maxSteps);
     form->addRow(tr("Batch tokens"), m_batchTokens);
     form->addRow(tr("Gradient accumulation"), m_gradAccum);
+    form->addRow(tr("Weight decay"), m_weightDecay);
+    form->addRow(tr("Max grad norm"), m_maxGradNorm);
     form->addRow(tr("Max seq len"), m_maxSeqLen);
     form->addRow(tr("Seed"), m_seed);
     return box;
@@ -380,15 +446,6 @@ QWidget* TrainPage::buildMemoryBox() {
     m_checkpointingHelp = new QLabel;
     m_checkpointingHelp->setObjectName(QStringLiteral("checkpointingHelp"));
     m_checkpointingHelp->setWordWrap(true);
-    m_checkpointMinutes = new QDoubleSpinBox;
-    m_checkpointMinutes->setObjectName(QStringLiteral("checkpointMinutesSpin"));
-    m_checkpointMinutes->setRange(0, 100'000);
-    m_checkpointMinutes->setDecimals(kCheckpointMinutesDecimals);
-    m_checkpointMinutes->setSingleStep(5);
-    m_checkpointMinutes->setSpecialValueText(tr("off (only when stopped)"));
-    m_checkpointMinutes->setToolTip(
-        tr("Save a checkpoint after the step during which this many minutes passed since the last one, so a "
-           "crash or power cut loses at most that much; the newest few are kept. Off: only when stopped"));
     m_memoryBar = new QProgressBar;
     m_memoryBar->setObjectName(QStringLiteral("memoryBar"));
     m_memoryBar->setRange(0, 1000);
@@ -402,14 +459,77 @@ QWidget* TrainPage::buildMemoryBox() {
     connect(m_device, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
     connect(m_packing, &QCheckBox::toggled, this, &TrainPage::onFieldEdited);
     connect(m_checkpointing, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
-    connect(m_checkpointMinutes, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
     form->addRow(tr("Device"), m_device);
     form->addRow(m_packing, m_packingHelp);
     form->addRow(tr("Checkpointing"), m_checkpointing);
     form->addRow(QString(), m_checkpointingHelp);
-    form->addRow(tr("Checkpoint every (minutes)"), m_checkpointMinutes);
     form->addRow(tr("Memory"), m_memoryBar);
     form->addRow(QString(), m_memoryLabel);
+    return box;
+}
+
+QWidget* TrainPage::folderRow(QLineEdit* edit, QPushButton* button) {
+    auto* row = new QWidget;
+    auto* layout = new QHBoxLayout(row);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(edit, 1);
+    layout->addWidget(button);
+    return row;
+}
+
+QWidget* TrainPage::buildValidationBox() {
+    auto* box = new QGroupBox(tr("Validation and checkpoints"));
+    auto* form = new QFormLayout(box);
+    m_validationShare = decimalBox("validationShareSpin", 0, 90, 1, 1,
+                                   tr("Share of the dataset's records held out to measure the eval loss (the same "
+                                      "records for every run with this Seed). None: no validation"));
+    m_validationShare->setSuffix(QStringLiteral(" %"));
+    m_validationShare->setSpecialValueText(tr("none"));
+    m_validationFile = new QLineEdit;
+    m_validationFile->setObjectName(QStringLiteral("validationFileEdit"));
+    m_validationFile->setPlaceholderText(tr("none: hold out a share instead"));
+    m_validationFile->setClearButtonEnabled(true);
+    m_validationFile->setToolTip(
+        tr("A second dataset file, in the same format, used only for the eval loss; it wins "
+           "over the held-out share"));
+    auto* validationButton = new QPushButton(tr("Browse…"));
+    validationButton->setObjectName(QStringLiteral("validationFileButton"));
+    validationButton->setToolTip(tr("Choose the validation file"));
+    connect(validationButton, &QPushButton::clicked, this, [this] {
+        const QString start =
+            m_validationFile->text().isEmpty() ? QFileInfo(m_dataset).absolutePath() : m_validationFile->text();
+        const QString file =
+            QFileDialog::getOpenFileName(this, tr("Choose a validation file"), start,
+                                         tr("Datasets (*.jsonl *.json *.csv *.tsv *.txt);;All files (*)"));
+        if (!file.isEmpty()) m_validationFile->setText(file);
+    });
+    m_evalEvery = new QSpinBox;
+    m_evalEvery->setObjectName(QStringLiteral("evalEverySpin"));
+    m_evalEvery->setRange(0, 100'000'000);
+    m_evalEvery->setSpecialValueText(tr("at the end only"));
+    m_evalEvery->setToolTip(tr("Measure the eval loss every this many steps (and at the end); needs validation data"));
+    m_checkpointEvery = new QSpinBox;
+    m_checkpointEvery->setObjectName(QStringLiteral("checkpointEverySpin"));
+    m_checkpointEvery->setRange(0, 100'000'000);
+    m_checkpointEvery->setSpecialValueText(tr("off"));
+    m_checkpointEvery->setToolTip(
+        tr("Save a checkpoint every this many steps; these are all kept (Off: only the timed "
+           "ones and the one at Stop)"));
+    m_checkpointMinutes =
+        decimalBox("checkpointMinutesSpin", 0, 100'000, kCheckpointMinutesDecimals, 5,
+                   tr("Save a checkpoint after the step during which this many minutes passed since the last one, so a "
+                      "crash or power cut loses at most that much; the newest few are kept. Off: only when stopped"));
+    m_checkpointMinutes->setSpecialValueText(tr("off (only when stopped)"));
+    connect(m_validationShare, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
+    connect(m_validationFile, &QLineEdit::textChanged, this, &TrainPage::onFieldEdited);
+    connect(m_evalEvery, &QSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
+    connect(m_checkpointEvery, &QSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
+    connect(m_checkpointMinutes, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
+    form->addRow(tr("Validation share"), m_validationShare);
+    form->addRow(tr("Validation file"), folderRow(m_validationFile, validationButton));
+    form->addRow(tr("Evaluate every (steps)"), m_evalEvery);
+    form->addRow(tr("Checkpoint every (steps)"), m_checkpointEvery);
+    form->addRow(tr("Checkpoint every (minutes)"), m_checkpointMinutes);
     return box;
 }
 
@@ -472,6 +592,15 @@ void TrainPage::fillFields(const RunConfig& c) {
     m_packing->setChecked(c.data.packing);
     selectOrAuto(m_checkpointing, checkpoint_policy_name(c.memory.checkpointing));
     m_checkpointMinutes->setValue(c.training.checkpoint_minutes);
+    m_checkpointEvery->setValue(
+        static_cast<int>(std::min<int64_t>(c.training.checkpoint_every, m_checkpointEvery->maximum())));
+    m_evalEvery->setValue(static_cast<int>(std::min<int64_t>(c.training.eval_every, m_evalEvery->maximum())));
+    m_validationShare->setValue(c.data.validation_fraction * 100.0);
+    m_validationFile->setText(QString::fromStdString(c.data.validation));
+    m_initAdapter->setText(QString::fromStdString(c.init_adapter));
+    m_warmupRatio->setValue(c.training.warmup_ratio);
+    m_weightDecay->setValue(c.training.weight_decay);
+    m_maxGradNorm->setValue(c.training.max_grad_norm);
     m_filling = false;
 }
 
@@ -503,9 +632,16 @@ RunConfig TrainPage::config() const {
     c.device = parse_device_choice(m_device->currentData().toString().toStdString()).value_or(DeviceChoice::Auto);
     c.memory.checkpointing = parse_checkpoint_policy(m_checkpointing->currentData().toString().toStdString())
                                  .value_or(CheckpointPolicy::Auto);
-    // The box rounds to its decimals: a reopened value it shows rounded stays exact until the box changes.
-    if (m_checkpointMinutes->value() != spinShown(m_checkpointMinutes, m_base.training.checkpoint_minutes))
-        c.training.checkpoint_minutes = m_checkpointMinutes->value();
+    // The boxes round to their decimals: a reopened value shown rounded stays exact until its box changes.
+    c.training.checkpoint_minutes = exactOr(m_checkpointMinutes, m_base.training.checkpoint_minutes);
+    c.training.warmup_ratio = exactOr(m_warmupRatio, m_base.training.warmup_ratio);
+    c.training.weight_decay = exactOr(m_weightDecay, m_base.training.weight_decay);
+    c.training.max_grad_norm = exactOr(m_maxGradNorm, m_base.training.max_grad_norm);
+    c.data.validation_fraction = exactOr(m_validationShare, m_base.data.validation_fraction, 100.0);
+    c.training.checkpoint_every = m_checkpointEvery->value();
+    c.training.eval_every = m_evalEvery->value();
+    c.data.validation = m_validationFile->text().trimmed().toStdString();
+    c.init_adapter = m_initAdapter->text().trimmed().toStdString();
     c.output_dir.clear();
     if (!runsFolder().isEmpty()) {
         QString name = modelDisplayName(m_model);
@@ -566,6 +702,7 @@ void TrainPage::setRunning(bool running) {
 }
 
 void TrainPage::setGpuAvailable(bool usable, const QString& reason) {
+    emit gpuChecked(usable, reason);
     const QString cuda = engineName(device_choice_name(DeviceChoice::Cuda));
     const int index = m_device->findData(cuda);
     const QString tip =
@@ -590,9 +727,44 @@ void TrainPage::setGpuAvailable(bool usable, const QString& reason) {
     if (wasCurrent) onFieldsChanged();
 }
 
+void TrainPage::setModelShape(qint64 hiddenSize, qint64 contextLength) {
+    m_hiddenSize = hiddenSize;
+    m_contextLength = contextLength;
+    updateWarnings();
+}
+
+void TrainPage::setRendering(const QString& chatTemplate, bool trainOnAll) {
+    m_base.data.chat_template = chatTemplate.isEmpty() ? std::string("auto") : chatTemplate.toStdString();
+    m_base.data.train_on_all_tokens = trainOnAll;
+    onFieldsChanged();
+}
+
+void TrainPage::setDataCheck(const QString& problem, const QStringList& warnings) {
+    m_dataProblem = problem;
+    m_dataWarnings = warnings;
+    updateWarnings();
+    updateTrainButton();
+}
+
+void TrainPage::updateWarnings() {
+    m_warnings = plausibilityWarnings(config(), ModelShape{m_hiddenSize, m_contextLength});
+    m_warnings += m_dataWarnings;
+    QStringList lines;
+    for (const QString& w : m_warnings) lines.append(QStringLiteral("⚠ ") + w);
+    setStatusText(m_warningsLabel, lines.join('\n'), Tone::Warning);
+    m_warningsLabel->setVisible(!m_warnings.isEmpty());
+}
+
 void TrainPage::onFieldsChanged() {
     if (m_filling) return;
     m_epochs->setEnabled(m_maxSteps->value() == 0);
+    m_warmupRatio->setEnabled(m_warmup->value() == 0);                            // warmup steps win (HF's rule)
+    m_validationShare->setEnabled(m_validationFile->text().trimmed().isEmpty());  // a file wins
+    const bool fromAdapter = !m_initAdapter->text().trimmed().isEmpty();
+    for (QWidget* w : std::initializer_list<QWidget*>{m_rank, m_alpha, m_rslora, m_targetsBox})
+        w->setEnabled(!fromAdapter);
+    m_initAdapterNote->setVisible(fromAdapter);
+    updateWarnings();
     updateExplanations();
     validateFields();
     const int maxSeqLen = m_maxSeqLen->value(), batchTokens = m_batchTokens->value();
@@ -639,16 +811,33 @@ void TrainPage::validateFields() {
     try {
         validate_run_config(c);
     } catch (const std::exception& e) {
-        m_fieldError = QString::fromUtf8(e.what());
-        markFields(m_fieldError);
+        const QString raw = QString::fromUtf8(e.what());
+        m_fieldError = inScreenWords(raw);
+        markFields(raw, m_fieldError);
+        return;
+    }
+    const QString adapter = m_initAdapter->text().trimmed();
+    if (!adapter.isEmpty() && !isAdapterFolder(adapter)) {
+        m_fieldError = tr("Continue from adapter: %1 is not an adapter folder (it holds no adapter_config.json). "
+                          "Choose the adapter folder of a run, or clear the field.")
+                           .arg(QDir::toNativeSeparators(adapter));
+        markFieldInvalid(m_initAdapter, m_fieldError);
+        return;
+    }
+    const QString validation = m_validationFile->text().trimmed();
+    if (!validation.isEmpty() && !QFileInfo(validation).isFile()) {
+        m_fieldError = tr("Validation file: %1 is not a file. Choose one, or clear the field.")
+                           .arg(QDir::toNativeSeparators(validation));
+        markFieldInvalid(m_validationFile, m_fieldError);
         return;
     }
     const QString runsFolderIssue = runsFolderProblem(runsFolder());
     if (!runsFolderIssue.isEmpty()) markFieldInvalid(m_runsFolderEdit, runsFolderIssue);
 }
 
-// validate_run_config names the field first ("training.lr: ...", "lora: r = ..."); map it to the widgets.
-void TrainPage::markFields(const QString& message) {
+// validate_run_config names the field first ("training.lr: ...", "lora: r = ..."); map it to the widgets,
+// which show `shown` (the message in the page's words).
+void TrainPage::markFields(const QString& message, const QString& shown) {
     struct Rule {
         const char* prefix;
         QList<QWidget*> fields;
@@ -666,24 +855,47 @@ void TrainPage::markFields(const QString& message) {
         {"training.batch_tokens", {m_batchTokens}},
         {"training.grad_accum", {m_gradAccum}},
         {"training.checkpoint_minutes", {m_checkpointMinutes}},
+        {"training.checkpoint_every", {m_checkpointEvery}},
+        {"training.eval_every", {m_evalEvery}},
+        {"training.warmup_ratio", {m_warmupRatio}},
+        {"training.weight_decay", {m_weightDecay}},
+        {"training.max_grad_norm", {m_maxGradNorm}},
+        {"data.validation_fraction", {m_validationShare}},
         {"data.max_seq_len", {m_maxSeqLen}},
         {"output_dir", {m_runsFolderEdit}},
     };
     for (const Rule& rule : rules) {
         if (!message.startsWith(QLatin1String(rule.prefix))) continue;
-        for (QWidget* w : rule.fields) markFieldInvalid(w, message);
+        for (QWidget* w : rule.fields) markFieldInvalid(w, shown);
     }
     // "training.batch_tokens: 256 is smaller than data.max_seq_len (512)": both fields are part of it.
     if (message.startsWith(QLatin1String("training.batch_tokens")) &&
         message.contains(QLatin1String("data.max_seq_len")))
-        markFieldInvalid(m_maxSeqLen, message);
+        markFieldInvalid(m_maxSeqLen, shown);
 }
 
 void TrainPage::clearMarks() {
-    for (QWidget* w :
-         std::initializer_list<QWidget*>{m_rank, m_alpha, m_dropout, m_targetsBox, m_lr, m_warmup, m_epochs, m_maxSteps,
-                                         m_batchTokens, m_gradAccum, m_maxSeqLen, m_checkpointMinutes,
-                                         m_runsFolderEdit})
+    for (QWidget* w : std::initializer_list<QWidget*>{m_rank,
+                                                      m_alpha,
+                                                      m_dropout,
+                                                      m_targetsBox,
+                                                      m_lr,
+                                                      m_warmup,
+                                                      m_epochs,
+                                                      m_maxSteps,
+                                                      m_batchTokens,
+                                                      m_gradAccum,
+                                                      m_maxSeqLen,
+                                                      m_checkpointMinutes,
+                                                      m_runsFolderEdit,
+                                                      m_checkpointEvery,
+                                                      m_evalEvery,
+                                                      m_warmupRatio,
+                                                      m_weightDecay,
+                                                      m_maxGradNorm,
+                                                      m_validationShare,
+                                                      m_validationFile,
+                                                      m_initAdapter})
         clearFieldInvalid(w);
 }
 
@@ -728,15 +940,16 @@ void TrainPage::startEstimate() {
         });
 }
 
-void TrainPage::showEstimate(const MemoryEstimate& e, const QString& error) {
+void TrainPage::showEstimate(const MemoryEstimate& e, const QString& engineError) {
     m_estimatePending = false;
+    const QString error = inScreenWords(engineError);
     if (!error.isEmpty()) {
         m_estimateFits = false;
         m_estimateProblem = tr("Memory estimate failed: %1").arg(error);
         m_memoryBar->setValue(0);
         m_memoryBar->setFormat(QString());
         setStatusText(m_memoryLabel, m_estimateProblem, Tone::Bad);
-        if (error.startsWith(QLatin1String("device"))) markFieldInvalid(m_device, error);
+        if (engineError.startsWith(QLatin1String("device"))) markFieldInvalid(m_device, error);
         updateTrainButton();
         return;
     }
@@ -763,10 +976,12 @@ void TrainPage::showEstimate(const MemoryEstimate& e, const QString& error) {
     if (m.overhead) text += tr(", context %1").arg(humanBytes(m.overhead));
     if (m.pinned_host) text += tr("; pinned host %1").arg(humanBytes(m.pinned_host));
     text += '.';
-    if (!e.message.empty()) text += QStringLiteral("\n") + QString::fromStdString(e.message);
+    const QString decision = inScreenWords(QString::fromStdString(e.message));
+    if (!decision.isEmpty()) text += QStringLiteral("\n") + decision;
     m_estimateFits = e.fits;
-    m_estimateProblem =
-        e.fits ? QString() : tr("The run does not fit in %1: %2").arg(where, QString::fromStdString(e.message));
+    // The Memory line shows the engine's advice; the blocked reason points to it instead of repeating it.
+    m_estimateProblem = e.fits ? QString()
+                               : tr("The run does not fit in %1: the Memory line above says what to change.").arg(where);
     setStatusText(m_memoryLabel, text, e.fits ? Tone::Neutral : Tone::Bad);
     updateTrainButton();
 }
@@ -788,6 +1003,8 @@ void TrainPage::updateTrainButton() {
         reason = tr("Select this run's dataset on the Data page: %1").arg(m_dataset);
     else if (!m_datasetValid)
         reason = tr("The dataset has problems (the Data page shows them).");
+    else if (!m_dataProblem.isEmpty())
+        reason = m_dataProblem;
     else if (!m_fieldError.isEmpty())
         reason = m_fieldError;
     else if (!runsFolderIssue.isEmpty())
@@ -796,11 +1013,13 @@ void TrainPage::updateTrainButton() {
         reason = tr("Estimating memory…");
     else if (!m_estimateFits)
         reason = m_estimateProblem;
+    const bool changed = reason != m_blockedReason;
     m_blockedReason = reason;
+    if (changed) emit readinessChanged(reason);
     m_trainButton->setEnabled(reason.isEmpty());
     m_trainButton->setToolTip(reason.isEmpty() ? tr("Start training with these settings (Ctrl+T)") : reason);
     if (reason.isEmpty())
-        setStatusText(m_blockedLabel, tr("Ready to train."), Tone::Good);
+        setStatusText(m_blockedLabel, tr("Ready: press Train."), Tone::Good);
     else
         setStatusText(m_blockedLabel, reason, reason == tr("Estimating memory…") ? Tone::Neutral : Tone::Bad);
 }

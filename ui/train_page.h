@@ -1,12 +1,20 @@
-// The Train page: every setting of a run (LoRA, optimizer, sequence and batch sizes, device, packing,
-// checkpointing), presets, the runs folder, a memory estimate against the device's capacity, and the
-// Train button — disabled, with the reason, until the run can start.
+// The Train page: every setting of a run (LoRA or an adapter to continue, optimizer, sequence and batch sizes,
+// validation, checkpoints, device, packing, checkpointing), presets, the runs folder, a memory estimate
+// against the device's capacity, warnings about implausible settings, and the Train button — disabled, with
+// the reason, until the run can start.
 // Decisions a reader must know:
 //  - config() is the single source of truth: the widgets' values laid over m_base, a RunConfig holding the
-//    settings without a widget (warmup_ratio, betas, eval/checkpoint intervals, ...), so a config reopened
-//    from a run round-trips unchanged. Presets are partial RunConfig JSON merged over config().
-//  - "Checkpoint every (minutes)" maps to training.checkpoint_minutes (0: off). The box shows 2 decimals; a
-//    reopened value it cannot show exactly is kept as it was until the box is changed.
+//    settings without a widget (betas, eps, keep_checkpoints, ...) and those the Data page sets (chat
+//    template, train on prompt tokens: setRendering), so a config reopened from a run round-trips unchanged.
+//    Presets are partial RunConfig JSON merged over config().
+//  - Decimal boxes (checkpoint minutes, validation share in %, warmup ratio, weight decay, max grad norm) show
+//    a few decimals; a reopened value a box cannot show exactly is kept as it was until the box is changed.
+//  - Validation: a share of the records held out, or a file (the file wins; the share box is disabled then).
+//  - Continue from adapter (init_adapter): the adapter's rank, alpha, rsLoRA and targets replace the LoRA
+//    box's, so those fields are disabled while one is chosen (dropout still applies).
+//  - Warnings (plausibility.h, and the Data page's via setDataCheck) never block; the Data page's problem
+//    (no sample left at these limits) does.
+//  - Messages are shown in the page's words (screen_words.h); fields are marked from the engine's text.
 //  - Fields are checked with the engine's validate_run_config on every change (cheap, GUI thread); its
 //    message names the field, which is then marked. estimate_memory runs on a worker thread, debounced
 //    (kEstimateDelayMs) and only for the latest settings.
@@ -23,6 +31,7 @@
 
 #include <QHash>
 #include <QString>
+#include <QStringList>
 #include <QTimer>
 #include <QWidget>
 
@@ -59,6 +68,7 @@ public:
 
     QString runsFolder() const;
     QString blockedReason() const { return m_blockedReason; }
+    QStringList warnings() const { return m_warnings; }
 
 public slots:
     void setModel(const QString& folder, bool supported);
@@ -67,16 +77,27 @@ public slots:
     void applyPreset(const QString& resourcePath);
     // Whether the cuda device can be chosen (called with system_info's answer; tests call it directly).
     void setGpuAvailable(bool usable, const QString& reason);
+    // The chosen model's hidden size and context (max_position_embeddings), for the warnings; 0 = unknown.
+    void setModelShape(qint64 hiddenSize, qint64 contextLength);
+    // The Data page's chat template ("auto" or a built-in name) and "train on prompt tokens too".
+    void setRendering(const QString& chatTemplate, bool trainOnAll);
+    // The Data page's verdict at the current limits: a problem blocks Train, warnings are shown.
+    void setDataCheck(const QString& problem, const QStringList& warnings);
 
 signals:
     void trainRequested(const tandem::RunConfig& config);
     void limitsChanged(int maxSeqLen, int batchTokens, bool packing);
     void runsFolderChanged(const QString& folder);  // addition to the contract: RunsPage::setRunsFolder
+    void readinessChanged(const QString& blockedReason);  // "" when Train can be pressed
+    void gpuChecked(bool usable, const QString& reason);  // system_info's answer (setGpuAvailable)
 
 private:
     QWidget* buildLoraBox();
     QWidget* buildOptimizerBox();
     QWidget* buildMemoryBox();
+    QWidget* buildValidationBox();
+    QWidget* folderRow(QLineEdit* edit, QPushButton* button);
+    void updateWarnings();
     void loadPresets();
     void fillFields(const tandem::RunConfig& config);
     void onFieldsChanged();
@@ -87,7 +108,7 @@ private:
     void updateTrainButton();
     void updateExplanations();
     void chooseRunsFolder();
-    void markFields(const QString& message);
+    void markFields(const QString& message, const QString& shown);
     void clearMarks();
 
     tandem::RunConfig m_base;  // settings without a widget; model/data/output_dir are set in config()
@@ -106,6 +127,10 @@ private:
     QString m_estimateProblem;  // why the estimate blocks training
     quint64 m_estimateGeneration = 0;
     QString m_blockedReason;
+    QStringList m_warnings;
+    qint64 m_hiddenSize = 0, m_contextLength = 0;
+    QString m_dataProblem;
+    QStringList m_dataWarnings;
     int m_lastMaxSeqLen = -1, m_lastBatchTokens = -1;
     int m_lastPacking = -1;
     QTimer m_estimateDebounce;
@@ -133,6 +158,16 @@ private:
     QComboBox* m_checkpointing = nullptr;
     QLabel* m_checkpointingHelp = nullptr;
     QDoubleSpinBox* m_checkpointMinutes = nullptr;  // training.checkpoint_minutes
+    QSpinBox* m_checkpointEvery = nullptr;          // training.checkpoint_every
+    QLineEdit* m_initAdapter = nullptr;
+    QLabel* m_initAdapterNote = nullptr;
+    QDoubleSpinBox* m_warmupRatio = nullptr;
+    QDoubleSpinBox* m_weightDecay = nullptr;
+    QDoubleSpinBox* m_maxGradNorm = nullptr;
+    QDoubleSpinBox* m_validationShare = nullptr;  // percent of data.validation_fraction
+    QLineEdit* m_validationFile = nullptr;
+    QSpinBox* m_evalEvery = nullptr;
+    QLabel* m_warningsLabel = nullptr;
     QProgressBar* m_memoryBar = nullptr;
     QLabel* m_memoryLabel = nullptr;
     QLabel* m_blockedLabel = nullptr;

@@ -25,8 +25,9 @@ namespace tandem::ui {
 
 namespace {
 
-// metrics.jsonl lines with step <= lastStep (the steps a resumed run keeps), in file order. Unreadable
-// lines are skipped: the history is for the plots, the engine owns the file.
+// metrics.jsonl lines with step <= lastStep (the steps a resumed run keeps), in file order, with their memory
+// (runs written before the engine stored it have none: 0). Unreadable lines are skipped: the history is for
+// the plots, the engine owns the file.
 std::vector<tandem::StepMetrics> readHistory(const std::filesystem::path& runDir, int64_t lastStep,
                                              int64_t totalSteps) {
     std::vector<tandem::StepMetrics> out;
@@ -54,6 +55,14 @@ std::vector<tandem::StepMetrics> readHistory(const std::filesystem::path& runDir
         m.label_tokens = static_cast<int64_t>(num("label_tokens", 0));
         m.step_time_s = num("step_time_s", 0);
         m.tokens_per_s = num("tokens_per_s", 0);
+        if (const auto mem = j.find("memory"); mem != j.end() && mem->is_object()) {
+            auto bytes = [&mem](const char* key) {
+                const auto it = mem->find(key);
+                return it != mem->end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
+            };
+            m.memory = {bytes("weights"),  bytes("lora_optimizer"), bytes("activations"), bytes("workspace"),
+                        bytes("reserved"), bytes("device_total"),   bytes("device_free"), bytes("pinned_host")};
+        }
         out.push_back(m);
     }
     return out;

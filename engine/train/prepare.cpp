@@ -49,6 +49,7 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
     opt.read.format = *parse_dataset_format(config.data.format == "completion" ? "prompt_completion" : config.data.format);
     opt.render.max_seq_len = config.data.max_seq_len;
     opt.render.chat_template = config.data.chat_template;
+    opt.render.train_on_all_tokens = config.data.train_on_all_tokens;
     opt.pack.token_budget = config.training.batch_tokens;
     opt.pack.packing = config.data.packing;
     opt.pack.seed = config.seed;

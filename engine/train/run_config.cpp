@@ -204,6 +204,8 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
         {"seed", c.seed},
         {"output_dir", c.output_dir},
     };
+    // Only when set: a run written before the key existed must still compare equal on resume.
+    if (c.data.train_on_all_tokens) j["data"]["train_on_all_tokens"] = true;
 }
 
 RunConfig parse_run_config(const nlohmann::json& j) {
@@ -223,7 +225,8 @@ RunConfig parse_run_config(const nlohmann::json& j) {
     }
     if (j.contains("data")) {
         const json& d = j.at("data");
-        check_keys(d, "data", {"dataset", "validation", "validation_fraction", "format", "max_seq_len", "packing", "template"});
+        check_keys(d, "data", {"dataset", "validation", "validation_fraction", "format", "max_seq_len", "packing", "template",
+                               "train_on_all_tokens"});
         read_string(d, "data", "dataset", c.data.dataset);
         read_string(d, "data", "validation", c.data.validation);
         read_number(d, "data", "validation_fraction", c.data.validation_fraction);
@@ -231,6 +234,7 @@ RunConfig parse_run_config(const nlohmann::json& j) {
         read_int(d, "data", "max_seq_len", c.data.max_seq_len);
         read_bool(d, "data", "packing", c.data.packing);
         read_string(d, "data", "template", c.data.chat_template);
+        read_bool(d, "data", "train_on_all_tokens", c.data.train_on_all_tokens);
     }
     if (j.contains("lora")) c.lora = j.at("lora").get<LoraConfig>();
     if (j.contains("training")) {

@@ -457,6 +457,11 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
                      {"label_tokens", m.label_tokens}, {"step_time_s", m.step_time_s},
                      {"tokens_per_s", m.tokens_per_s}};
         line["eval_loss"] = std::isfinite(m.eval_loss) ? json(m.eval_loss) : json(nullptr);
+        // Bytes, so that a front end shows a resumed run's memory history too.
+        line["memory"] = {{"weights", m.memory.weights},           {"lora_optimizer", m.memory.lora_optimizer},
+                          {"activations", m.memory.activations},   {"workspace", m.memory.workspace},
+                          {"reserved", m.memory.reserved},         {"device_total", m.memory.device_total},
+                          {"device_free", m.memory.device_free},   {"pinned_host", m.memory.pinned_host}};
         if (diverged_at == m.step) line["status"] = "diverged";
         metrics << line.dump() << "\n";
         metrics.flush();

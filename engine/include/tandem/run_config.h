@@ -48,6 +48,7 @@ struct DataConfig {
     int32_t max_seq_len = 2048;          // longer samples keep their head; must fit batch_tokens when packing
     bool packing = true;
     std::string chat_template = "auto";  // "auto" (the model's) or a built-in name
+    bool train_on_all_tokens = false;    // train on prompts too, not only on the replies
     bool operator==(const DataConfig&) const = default;
 };
 
@@ -99,7 +100,8 @@ struct RunConfig {
 void validate_run_config(const RunConfig& config);
 
 // JSON keys: schema_version, model, init_adapter, data{dataset, validation, validation_fraction, format, max_seq_len,
-// packing, template}, lora{...}, training{lr, schedule, warmup_steps, warmup_ratio, epochs, max_steps,
+// packing, template, train_on_all_tokens (written only when true, so older runs' config.json still equal
+// a default config on resume)}, lora{...}, training{lr, schedule, warmup_steps, warmup_ratio, epochs, max_steps,
 // batch_tokens, grad_accum, max_grad_norm, weight_decay, betas [b1, b2], eps, eval_every,
 // checkpoint_every, checkpoint_minutes, keep_checkpoints, max_nonfinite_steps}, memory{checkpointing}, device, seed, output_dir. Missing keys keep the
 // defaults. from_json throws Error{InvalidInput} naming unknown keys and wrong types, then validates.
