@@ -123,6 +123,26 @@ void check_fd(const std::function<double(const vecd&)>& f, vecd x, const vecd& g
     }
 }
 
+// The same for f computed by fp32 kernels: a wider step (fp32 rounding would swamp h = 1e-6) and a tolerance
+// of 1e-3 of the largest gradient.
+void check_fd_f32(const std::function<double(const vecd&)>& f, vecd x, const vecd& grad, const char* what) {
+    const double h = 1e-2;
+    double gmax = 1e-12;
+    for (double g : grad) gmax = std::max(gmax, std::fabs(g));
+    for (size_t i = 0; i < x.size(); i++) {
+        const double x0 = x[i];
+        x[i] = x0 + h;
+        const double fp = f(x);
+        x[i] = x0 - h;
+        const double fm = f(x);
+        x[i] = x0;
+        const double fd = (fp - fm) / (2 * h);
+        QVERIFY2(std::fabs(fd - grad[i]) <= 1e-3 * gmax,
+                 qPrintable(
+                     QString("%1: finite difference at %2: %3 vs analytic %4").arg(what).arg(i).arg(fd).arg(grad[i])));
+    }
+}
+
 double dotd(const vecd& a, const vecd& b) {
     double s = 0;
     for (size_t i = 0; i < a.size(); i++) s += a[i] * b[i];
@@ -714,6 +734,70 @@ private slots:
             swiglu_backward(g2.data(), u2.data(), dy.data(), g2.data(), u2.data(), N, F);
             QVERIFY(g2 == dg && u2 == du);
         }
+    }
+
+    // GeGLU (Gemma): gelu_tanh(gate) * up in double against the kernel, and its gradient by finite differences.
+    void geglu() {
+        const int N = 9, F = 23;
+        vecf g = rnd(N * F, 54, -5, 5), u = rnd(N * F, 55), dy = rnd(N * F, 56);
+        auto gelu = [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); };
+        auto ref = [&](const vecd& gv, const vecd& uv) {
+            vecd y(gv.size());
+            for (size_t i = 0; i < y.size(); i++) y[i] = gelu(gv[i]) * uv[i];
+            return y;
+        };
+        vecf y(N * F);
+        geglu_forward(y.data(), g.data(), u.data(), N, F);
+        CHECK_CLOSE(y, ref(to_d(g), to_d(u)), kTol, "geglu_forward");
+        vecf dg(g.size()), du(g.size());
+        geglu_backward(dg.data(), du.data(), dy.data(), g.data(), u.data(), N, F);
+        vecd ru(g.size());
+        for (size_t i = 0; i < g.size(); i++) ru[i] = dy[i] * gelu(g[i]);
+        CHECK_CLOSE(du, ru, kTol, "geglu_backward dup");
+        check_fd([&](const vecd& x) { return dotd(to_d(dy), ref(x, to_d(u))); }, to_d(g), to_d(dg), "geglu dgate");
+    }
+
+    // Soft-capping (Gemma 2) in attention and in the lm_head loss: the gradients by finite differences of the
+    // capped forward, and a cap of 0 changes nothing.
+    void softcap_gradients() {
+        const int T = 7, Hq = 2, Hkv = 1, D = 4;
+        const veci cu = {0, 4, 7};
+        const vecf q = rnd(T * Hq * D, 71, -2, 2), k = rnd(T * Hkv * D, 72, -2, 2), v = rnd(T * Hkv * D, 73),
+                   dout = rnd(T * Hq * D, 74);
+        const float scale = 0.7f, cap = 1.5f;
+        auto fwd = [&](const vecd& qd, float c) {
+            vecf out(q.size()), lse(size_t(Hq) * T);
+            vecf qf(qd.begin(), qd.end());
+            attention_forward(out.data(), lse.data(), qf.data(), k.data(), v.data(), cu.data(), 2, T, Hq, Hkv, D, scale,
+                              0, c);
+            return dotd(to_d(dout), to_d(out));
+        };
+        vecf out(q.size()), lse(size_t(Hq) * T), out0(q.size()), lse0(lse.size());
+        attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), 2, T, Hq, Hkv, D, scale, 0, cap);
+        attention_forward(out0.data(), lse0.data(), q.data(), k.data(), v.data(), cu.data(), 2, T, Hq, Hkv, D, scale);
+        QVERIFY(out != out0);  // the cap bends these scores
+        vecf dq(q.size()), dk(k.size()), dv(v.size());
+        attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
+                           lse.data(), cu.data(), 2, T, Hq, Hkv, D, scale, 0, cap);
+        check_fd_f32([&](const vecd& x) { return fwd(x, cap); }, to_d(q), to_d(dq), "capped attention dq");
+        vecf out00(q.size());
+        attention_forward(out00.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), 2, T, Hq, Hkv, D, scale, 0,
+                          0.0f);
+        QVERIFY(out00 == out0);
+
+        const int N = 5, C = 6, V = 11;
+        const vecf h = rnd(N * C, 75, -2, 2), w = rnd(V * C, 76, -2, 2);
+        const veci targets = {3, -100, 0, 10, 7};
+        vecf scratch(size_t(N) * V), dh(size_t(N) * C);
+        auto loss = [&](const vecd& hd) {
+            vecf hf(hd.begin(), hd.end()), sc(size_t(N) * V);
+            return lm_head_cross_entropy(nullptr, hf.data(), w.data(), targets.data(), N, C, V, 1.0f, 2, sc.data(), 2.0f);
+        };
+        lm_head_cross_entropy(dh.data(), h.data(), w.data(), targets.data(), N, C, V, 1.0f, 2, scratch.data(), 2.0f);
+        check_fd_f32(loss, to_d(h), to_d(dh), "capped cross-entropy dhidden");
+        vecf logits(size_t(N) * V);
+        lm_head_logits(logits.data(), h.data(), w.data(), N, C, V, 2.0f);
+        for (float x : logits) QVERIFY(std::fabs(x) < 2.0f);
     }
 
     void cross_entropy() {

@@ -387,8 +387,8 @@ private slots:
         const auto def = with(kTinyLlama, [](json& j) { j.erase("num_key_value_heads"); });
         QCOMPARE(def.num_key_value_heads, int64_t(4));
         QCOMPARE(def.head_dim, int64_t(4));
-        QCOMPARE(supported_architectures().size(), size_t(5));
-        QCOMPARE(parsed_architectures().size(), size_t(8));
+        QCOMPARE(supported_architectures().size(), size_t(7));
+        QCOMPARE(parsed_architectures().size(), size_t(10));
     }
 
     // --- Phi-3 (fused projections, LongRoPE) ---------------------------------------------------------------
@@ -451,6 +451,59 @@ private slots:
                 partial5.unsupported_reason.find("partial_rotary_factor") != std::string::npos);
         const auto drop = longrope([](json& j) { j["resid_pdrop"] = 0.1; });
         QVERIFY(!drop.supported && drop.unsupported_reason.find("resid_pdrop") != std::string::npos);
+    }
+
+    // --- Gemma 2 / 3 ---------------------------------------------------------------------------------------
+    void gemma() {
+        // google/gemma-3-1b-it's config.json as published (transformers 4.50 keys): five sliding layers to one
+        // full one, two RoPE bases, tied embeddings by default.
+        const auto g3 = parse_model_config(json::parse(R"({"architectures": ["Gemma3ForCausalLM"],
+            "attn_logit_softcapping": null, "bos_token_id": 2, "eos_token_id": [1, 106], "final_logit_softcapping": null,
+            "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152, "intermediate_size": 6912,
+            "max_position_embeddings": 32768, "model_type": "gemma3_text", "num_attention_heads": 4,
+            "num_hidden_layers": 26, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+            "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": null, "rope_theta": 1000000,
+            "sliding_window": 512, "sliding_window_pattern": 6, "vocab_size": 262144})"),
+                                           "config.json");
+        QVERIFY2(g3.supported, g3.unsupported_reason.c_str());
+        QVERIFY(g3.tie_word_embeddings && g3.norm_one_plus && g3.sandwich_norms && g3.qk_norm);
+        QCOMPARE(g3.hidden_act, std::string("gelu_pytorch_tanh"));
+        QCOMPARE(g3.rope_theta, 1e6);
+        QCOMPARE(g3.rope_local_theta, 1e4);
+        QCOMPARE(g3.window_of(0), int64_t(512));
+        QCOMPARE(g3.window_of(5), int64_t(0));
+        QCOMPARE(g3.window_of(6), int64_t(512));
+        QCOMPARE(g3.embed_scale, std::sqrt(1152.0));
+        QCOMPARE(g3.parameter_count(), int64_t(999'885'952));  // Gemma 3 1B (tied embeddings)
+        bool pre_ff = false;
+        for (const auto& t : expected_tensors(g3)) pre_ff |= t.name == "model.layers.25.pre_feedforward_layernorm.weight";
+        QVERIFY(pre_ff);
+
+        // transformers 5's per-layer-type RoPE and explicit layer_types (the fixture's form).
+        const auto fx = load_model_config(fs::path(TANDEM_FIXTURES_DIR) / "models" / "gemma3");
+        QCOMPARE(fx.sliding_layers, (std::vector<bool>{true, false}));
+        QCOMPARE(fx.rope_local_theta, 1e4);
+        QVERIFY(fx.rope_scaling.type == RopeScalingType::Linear && fx.rope_scaling.factor == 8.0);
+        QCOMPARE(fx.query_pre_attn_scalar, 24.0);
+
+        // Gemma 2: soft-capping defaults (50, 30) unless the file says null; every other layer slides.
+        const std::string g2 = R"({"architectures": ["Gemma2ForCausalLM"], "hidden_size": 16, "intermediate_size": 32,
+            "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "vocab_size": 50})";
+        const auto d2 = parse_model_config(json::parse(g2), "config.json");
+        QCOMPARE(d2.attn_logit_softcapping, 50.0);
+        QCOMPARE(d2.final_logit_softcapping, 30.0);
+        QCOMPARE(d2.sliding_layers, (std::vector<bool>{true, false, true, false}));
+        auto j2 = json::parse(g2);
+        j2["final_logit_softcapping"] = nullptr;
+        j2["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "bogus"};
+        expect_error([&] { parse_model_config(j2, "config.json"); }, ErrorCategory::InvalidInput,
+                     {"config.json", "layer_types[3]", "sliding_attention"});
+        j2["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};
+        const auto n2 = parse_model_config(j2, "config.json");
+        QCOMPARE(n2.final_logit_softcapping, 0.0);
+        QCOMPARE(n2.window_of(1), int64_t(4096));
+        j2["use_bidirectional_attention"] = true;
+        QVERIFY(!parse_model_config(j2, "config.json").supported);
     }
 
     // --- bad configs ------------------------------------------------------------------------------------

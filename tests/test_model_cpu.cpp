@@ -111,7 +111,7 @@ class TestModelCpu : public QObject {
 private slots:
     void parity_data() {
         QTest::addColumn<QString>("variant");
-        for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3"})
+        for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3"})
             QTest::newRow(v) << QString(v);
     }
 

@@ -44,6 +44,9 @@ struct ProjectionSpec {
 struct LayerSpec {
     std::vector<ProjectionSpec> projections;  // the layer's LoRA-able linears, block order
     std::vector<ExpectedTensor> tensors;      // every tensor of the layer in file order (names relative)
+    // The block's norms by checkpoint name: before attention, before the MLP, and (sandwich norms, Gemma)
+    // on the attention / MLP outputs before each residual add ("" = none).
+    std::string ln1 = "input_layernorm", ln2 = "post_attention_layernorm", attn_out_norm, mlp_out_norm;
 };
 
 struct ArchSpec {
@@ -84,6 +87,12 @@ ArchSpec arch_spec(const ModelConfig& c);
 LayerSpec dense_layer(const ModelConfig& c, bool mlp = true);
 ProjectionSpec projection(std::string target, std::string path, int64_t in, int64_t out, bool bias,
                           std::vector<int> feeds);
+// Gemma's layer: dense_layer plus the sandwich norms (pre_feedforward_layernorm is the MLP's input norm,
+// post_attention_layernorm and post_feedforward_layernorm the output norms).
+LayerSpec sandwich_layer(const ModelConfig& c);
+// transformers' layer_types ("sliding_attention" / "full_attention" per layer) into c.sliding_layers, or
+// when absent: sliding where (layer + 1) % pattern != 0.
+void parse_layer_types(const ConfigFields& r, ModelConfig& c, int64_t pattern);
 // Appends the projection and its weight (+ bias) tensors.
 void add_projection(LayerSpec& l, ProjectionSpec p);
 // The mixture-of-experts fields every MoE family shares (top-k and the range checks), after the family read

@@ -7,15 +7,17 @@
 
 namespace tandem {
 
-extern const Family kLlamaFamily, kMistralFamily, kQwen2Family, kQwen3Family, kPhi3Family;
+extern const Family kLlamaFamily, kMistralFamily, kQwen2Family, kQwen3Family, kPhi3Family, kGemma2Family,
+    kGemma3Family;
 extern const Family kQwen3MoeFamily, kMixtralFamily, kGptOssFamily;
 
 const char* const kModuleNames[kNumModules] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                "gate_proj", "up_proj", "down_proj"};
 
 std::span<const Family* const> families() {
-    static const Family* const all[] = {&kLlamaFamily,    &kMistralFamily, &kQwen2Family, &kQwen3Family,
-                                        &kPhi3Family,     &kQwen3MoeFamily, &kMixtralFamily, &kGptOssFamily};
+    static const Family* const all[] = {&kLlamaFamily,   &kMistralFamily,  &kQwen2Family,   &kQwen3Family,
+                                        &kPhi3Family,    &kGemma2Family,   &kGemma3Family,  &kQwen3MoeFamily,
+                                        &kMixtralFamily, &kGptOssFamily};
     return all;
 }
 
@@ -65,6 +67,35 @@ void parse_experts(const ConfigFields& r, ModelConfig& c) {
     check_range(r, "num_experts_per_tok", c.num_experts_per_tok, 1, c.num_experts);
     check_range(r, "moe_intermediate_size", c.moe_intermediate_size, 1, 1 << 20);
     check_range(r, "decoder_sparse_step", c.decoder_sparse_step, 1, c.num_hidden_layers);
+}
+
+LayerSpec sandwich_layer(const ModelConfig& c) {
+    LayerSpec l = dense_layer(c);
+    l.ln2 = "pre_feedforward_layernorm";
+    l.attn_out_norm = "post_attention_layernorm";
+    l.mlp_out_norm = "post_feedforward_layernorm";
+    l.tensors.push_back({"pre_feedforward_layernorm.weight", {c.hidden_size}});
+    l.tensors.push_back({"post_feedforward_layernorm.weight", {c.hidden_size}});
+    return l;
+}
+
+void parse_layer_types(const ConfigFields& r, ModelConfig& c, int64_t pattern) {
+    c.sliding_layers.assign(size_t(c.num_hidden_layers), false);
+    if (!r.has("layer_types")) {
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l) c.sliding_layers[size_t(l)] = (l + 1) % pattern != 0;
+        return;
+    }
+    const auto& types = r.raw()["layer_types"];
+    if (!types.is_array() || int64_t(types.size()) != c.num_hidden_layers)
+        r.bad("field 'layer_types' must list one type per layer (" + std::to_string(c.num_hidden_layers) + "), found " +
+              ConfigFields::describe(types));
+    for (size_t l = 0; l < types.size(); ++l) {
+        const std::string t = types[l].is_string() ? types[l].get<std::string>() : std::string();
+        if (t != "sliding_attention" && t != "full_attention")
+            r.bad("layer_types[" + std::to_string(l) + "] is " + ConfigFields::describe(types[l]) +
+                  "; expected \"sliding_attention\" or \"full_attention\"");
+        c.sliding_layers[l] = t == "sliding_attention";
+    }
 }
 
 ArchSpec arch_spec(const ModelConfig& c) {

@@ -28,9 +28,9 @@ namespace tandem {
 #define TANDEM_BACKEND_OPS(X)                                                       \
     X(embedding_forward, (x, ci, cx, n, n, n))                                      \
     X(embedding_backward, (f, cx, ci, n, n, n))                                     \
-    X(rmsnorm_forward, (x, f, cx, cx, n, n, s))                                     \
-    X(residual_rmsnorm_forward, (x, x, f, cx, cx, cx, n, n, s))                     \
-    X(rmsnorm_backward, (x, f, cx, cx, cx, cf, n, n))                               \
+    X(rmsnorm_forward, (x, f, cx, cx, n, n, s, s))                                  \
+    X(residual_rmsnorm_forward, (x, x, f, cx, cx, cx, n, n, s, s))                  \
+    X(rmsnorm_backward, (x, f, cx, cx, cx, cf, n, n, s))                            \
     X(matmul_forward, (x, cx, cx, cx, n, n, n))                                     \
     X(matmul_backward, (x, f, f, cx, cx, cx, n, n, n))                              \
     X(lora_forward, (x, x, cx, cx, cx, s, n, n, n, n))                              \
@@ -40,12 +40,14 @@ namespace tandem {
     X(dropout_backward, (x, cx, seed, n, n, n64, p))                                \
     X(rope_forward, (x, cx, ci, rope, n, n, n))                                     \
     X(rope_backward, (x, cx, ci, rope, n, n, n))                                    \
-    X(attention_forward, (x, f, cx, cx, cx, ci, n, n, n, n, n, s, n, n))            \
-    X(attention_backward, (x, x, x, cx, cx, cx, cx, cx, cf, ci, n, n, n, n, n, s, n, ws, n)) \
+    X(attention_forward, (x, f, cx, cx, cx, ci, n, n, n, n, n, s, n, n, s))         \
+    X(attention_backward, (x, x, x, cx, cx, cx, cx, cx, cf, ci, n, n, n, n, n, s, n, ws, n, s)) \
     X(swiglu_forward, (x, cx, cx, n, n))                                            \
     X(swiglu_backward, (x, x, cx, cx, cx, n, n))                                    \
-    X(lm_head_cross_entropy, (x, f, cx, cx, ci, n, n, n, scale, n, ws))             \
-    X(lm_head_logits, (f, cx, cx, n, n, n))                                         \
+    X(geglu_forward, (x, cx, cx, n, n))                                             \
+    X(geglu_backward, (x, x, cx, cx, cx, n, n))                                     \
+    X(lm_head_cross_entropy, (x, f, cx, cx, ci, n, n, n, scale, n, ws, s))          \
+    X(lm_head_logits, (f, cx, cx, n, n, n, s))                                      \
     X(add, (x, cx, cx, n64))                                                        \
     X(accumulate, (x, cx, n64))                                                     \
     X(axpy, (x, s, cx, n64))                                                        \

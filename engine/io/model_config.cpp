@@ -221,7 +221,27 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
     c.rms_norm_eps = r.number("rms_norm_eps", fam->rms_norm_eps);
     if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
         r.bad("rms_norm_eps (" + std::to_string(c.rms_norm_eps) + ") must be between 0 and 1 (exclusive)");
-    parse_rope(r, *fam, c);
+    // transformers 5 writes one RoPE per layer type for Gemma 3: {"full_attention": {...}, "sliding_attention":
+    // {...}}; the full layers' is the model's RoPE, the sliding layers' a plain one with its own base.
+    if (r.has("rope_parameters") && j["rope_parameters"].is_object() && j["rope_parameters"].contains("full_attention")) {
+        const json& per_type = j["rope_parameters"];
+        json full = j;
+        full["rope_parameters"] = per_type["full_attention"];
+        parse_rope(ConfigFields(full, src), *fam, c);
+        if (per_type.contains("sliding_attention") && per_type["sliding_attention"].is_object()) {
+            ModelConfig local;
+            json sliding = j;
+            sliding["rope_parameters"] = per_type["sliding_attention"];
+            sliding.erase("rope_theta");
+            sliding.erase("rope_scaling");
+            parse_rope(ConfigFields(sliding, src), *fam, local);
+            if (local.rope_scaling.type != RopeScalingType::None)
+                throw_unsupported(src + ": rope_parameters.sliding_attention with scaling is not supported");
+            c.rope_local_theta = local.rope_theta;
+        }
+    } else {
+        parse_rope(r, *fam, c);
+    }
 
     c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
     c.hidden_act = r.string("hidden_act", "silu");
@@ -240,9 +260,10 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
         c.unsupported_reason = c.architecture + " (mixture of experts) is parsed but not yet supported for training";
     } else if (!c.supported) {
         // the family's reason
-    } else if (c.hidden_act != "silu" && c.hidden_act != "swish") {
+    } else if (c.hidden_act != "silu" && c.hidden_act != "swish" && c.hidden_act != "gelu_pytorch_tanh") {
         c.supported = false;
-        c.unsupported_reason = "hidden_act '" + c.hidden_act + "' is not yet supported (only silu)";
+        c.unsupported_reason =
+            "hidden_act '" + c.hidden_act + "' is not yet supported (only silu and gelu_pytorch_tanh)";
     } else if (c.mlp_bias) {
         c.supported = false;
         c.unsupported_reason = "mlp_bias=true is not yet supported";

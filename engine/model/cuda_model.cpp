@@ -60,12 +60,18 @@ Dims cuda_dims(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOp
 
 // The table is built for the positions a micro-batch can hold (a sample never exceeds max_tokens), not for
 // max_position_embeddings: for 128K-context models that is ~64 MB of device memory saved.
-cpu::RopeTable build_rope(const ModelConfig& cfg, const Dims& d) {
+// local: the sliding layers' table (Gemma 3; empty when the model has none).
+cpu::RopeTable build_rope(const ModelConfig& cfg, const Dims& d, bool local = false) {
+    if (local)
+        return cfg.rope_local_theta > 0
+                   ? cpu::rope_table_build(d.D, cfg.rope_local_theta, RopeScaling{}, d.rope_positions)
+                   : cpu::RopeTable{};
     return cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, d.rope_positions);
 }
 
-ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const std::vector<LoraTensorSpec>& specs,
-                    const LoraIndex& lora_index, const CudaModelOptions& o) {
+ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const cpu::RopeTable& rope_local,
+                    const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
+                    const CudaModelOptions& o) {
     PlanTraits tr;
     tr.act_bytes = sizeof(bf16);
     tr.attention_stats_bytes = size_t(d.Hq) * size_t(d.T) * sizeof(float);  // in-house lse [Hq,T]
@@ -81,6 +87,7 @@ ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const std::vector
     for (const auto& s : specs) lora_total += s.shape.at(0) * s.shape.at(1);
     tr.grad_norm_workspace = cuda::grad_norm_workspace(int(specs.size()), lora_total);
     tr.rope_table_bytes = cuda::rope_table_bytes(rope);
+    if (rope_local.max_pos > 0) tr.rope_local_table_bytes = cuda::rope_table_bytes(rope_local);
     tr.lora_regions = true;
     tr.adamw_descriptor_bytes = sizeof(cuda::AdamWTensor);
     tr.metadata_slots = 2;
@@ -143,10 +150,13 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
     m.dec.d = m.d;
     m.dec.dropout = lora.dropout;
     m.dec.lora_scaling = float(lora.scaling());
-    m.dec.attn_scale = float(1.0 / std::sqrt(double(m.d.D)));
+    // transformers multiplies the bf16 embeddings by the scale rounded to bf16 (Gemma).
+    m.dec.embed_scale = float(bf16(m.d.embed_scale));
     m.dec.rt = &m;
     m.dec.rope = &m.rope;
     m.rope_host = build_rope(cfg, m.d);
+    m.rope_local_host = build_rope(cfg, m.d, true);
+    if (m.rope_local_host.max_pos > 0) m.dec.rope_local = &m.rope_local;
 
     const auto specs = lora_tensor_specs(cfg, lora);
     m.lora_index = lora_index_of(specs, m.d.L);
@@ -171,7 +181,7 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
         m.backend_name = "in-house (" + m.cudnn_reason + ")";
 
     // Workspace first: it is the staging buffer of the weight upload.
-    m.y = cuda_plan(m.d, m.rope_host, specs, m.lora_index, options);
+    m.y = cuda_plan(m.d, m.rope_host, m.rope_local_host, specs, m.lora_index, options);
     m.allocate_and_bind();
     m.pinned = PinnedBuffer(kPinnedHeader + size_t(kHostMetaSlots) * size_t(m.y.meta_ints) * sizeof(int32_t),
                             "batch metadata staging");
@@ -202,6 +212,9 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
     }
 
     m.rope = cuda::rope_table_upload(m.rope_host, m.y.weights.ptr<char>(m.weights_mem.data(), m.y.rope));
+    if (m.y.rope_local >= 0)
+        m.rope_local = cuda::rope_table_upload(m.rope_local_host,
+                                               m.y.weights.ptr<char>(m.weights_mem.data(), m.y.rope_local));
 
     // LoRA: zero every region (padding included), masters, bf16 copies, AdamW descriptors.
     TANDEM_CUDA_CHECK(cudaMemsetAsync(m.lora_mem.data(), 0, m.y.lora.size(), stream()));
@@ -268,9 +281,9 @@ CudaMemoryPlan CudaModel::plan(const ModelConfig& config, const LoraConfig& lora
     const std::string where = "memory plan";
     validate(config, lora, options, where);
     const Dims d = cuda_dims(config, lora, options);
-    const cpu::RopeTable rope = build_rope(config, d);
+    const cpu::RopeTable rope = build_rope(config, d), rope_local = build_rope(config, d, true);
     const auto specs = lora_tensor_specs(config, lora);
-    return cuda_plan(d, rope, specs, lora_index_of(specs, d.L), options).bytes;
+    return cuda_plan(d, rope, rope_local, specs, lora_index_of(specs, d.L), options).bytes;
 }
 
 CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,
@@ -300,7 +313,7 @@ CudaModel CudaModel::random(const ModelConfig& config, const LoraConfig& lora, u
         if (e.kind == WeightKind::Matrix)
             uniform(m.weight(e.handle), e.numel);  // one draw of the weight seed per matrix, in file order
         else
-            cuda::fill(m.weight(e.handle), e.kind == WeightKind::Norm ? 1.0f : 0.0f, e.numel);
+            cuda::fill(m.weight(e.handle), e.kind == WeightKind::Norm ? 1.0f - d.norm_offset : 0.0f, e.numel);
     }
     cuda::synchronize();
     return CudaModel(std::move(impl));
@@ -441,7 +454,7 @@ std::vector<float> CudaModel::logits(const PackedBatch& batch) {
     float* scratch = reinterpret_cast<float*>(m.work_base);
     for (int r0 = 0; r0 < T; r0 += rows) {
         const int n = std::min(rows, T - r0);
-        cuda::lm_head_logits(scratch, m.dec.lnf + int64_t(r0) * m.d.C, m.dec.head, n, m.d.C, V);
+        cuda::lm_head_logits(scratch, m.dec.lnf + int64_t(r0) * m.d.C, m.dec.head, n, m.d.C, V, m.d.final_softcap);
         TANDEM_CUDA_CHECK(cudaMemcpyAsync(out.data() + int64_t(r0) * V, scratch, size_t(n) * V * sizeof(float),
                                           cudaMemcpyDeviceToHost, stream()));
     }
@@ -460,7 +473,8 @@ std::vector<float> CudaModel::last_logits(const std::vector<int32_t>& ids) {
     std::vector<float> out(static_cast<size_t>(V));
     float* scratch = reinterpret_cast<float*>(m.work_base);
     if (m.work_bytes < size_t(V) * sizeof(float)) throw_internal("cuda model: workspace smaller than one row of logits");
-    cuda::lm_head_logits(scratch, m.dec.lnf + int64_t(b.num_tokens - 1) * m.d.C, m.dec.head, 1, m.d.C, V);
+    cuda::lm_head_logits(scratch, m.dec.lnf + int64_t(b.num_tokens - 1) * m.d.C, m.dec.head, 1, m.d.C, V,
+                         m.d.final_softcap);
     TANDEM_CUDA_CHECK(
         cudaMemcpyAsync(out.data(), scratch, size_t(V) * sizeof(float), cudaMemcpyDeviceToHost, stream()));
     m.end_batch();

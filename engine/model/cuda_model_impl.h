@@ -96,8 +96,8 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     LoraConfig lora;
     CudaModelOptions options;
     Dims d;
-    cpu::RopeTable rope_host;
-    cuda::RopeTableDevice rope;
+    cpu::RopeTable rope_host, rope_local_host;  // rope_local: the sliding layers' (Gemma 3), else empty
+    cuda::RopeTableDevice rope, rope_local;
     ModelPlan y;
     Decoder<CudaBackend> dec;  // the blocks; its pointers are into the arenas below
 
@@ -202,8 +202,8 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     bf16* host_slot(int l) const;
 
     // DecoderRuntime: what the blocks ask of the CUDA runtime.
-    void attention_forward(LayerActs<CudaBackend>& a, const Step& s) override;
-    void attention_backward(LayerActs<CudaBackend>& a, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
+    void attention_forward(int l, LayerActs<CudaBackend>& a, const Step& s) override;
+    void attention_backward(int l, LayerActs<CudaBackend>& a, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
                             const Step& s) override;
     void offload_input(int l) override;
     void wait_offloaded(int l) override;

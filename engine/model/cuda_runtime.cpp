@@ -143,14 +143,16 @@ void CudaModel::Impl::rebuild_metadata() {
 // Auto: cuDNN when available and it supports this shape within the planned buffers, else in-house.
 void CudaModel::Impl::choose_attention() {
     const Step& step = dec.step;
-    attn_shape = cuda::CudnnAttentionShape{step.S, step.T, d.Hq, d.Hkv, d.D, step.max_seqlen, dec.attn_scale};
+    attn_shape = cuda::CudnnAttentionShape{step.S, step.T, d.Hq, d.Hkv, d.D, step.max_seqlen, d.attn_scale};
     std::string why = "requested";
-    // A sliding window that cuts into this batch's samples: the in-house kernels (cuDNN's graph here has no
-    // left bound).
+    // A sliding window that cuts into this batch's samples (any layer's), or soft-capped scores: the in-house
+    // kernels (cuDNN's graph here has neither a left bound nor a score modifier).
     const bool windowed = d.window > 0 && step.max_seqlen > d.window;
     if (options.attention != AttentionBackend::Inhouse) {
-        bool ok = cudnn_ok && !windowed;
-        why = windowed ? std::string("a sliding window shorter than the batch's longest sample") : cudnn_reason;
+        bool ok = cudnn_ok && !windowed && d.attn_softcap == 0.0f;
+        why = windowed                ? std::string("a sliding window shorter than the batch's longest sample")
+              : d.attn_softcap > 0.0f ? std::string("soft-capped attention scores")
+                                      : cudnn_reason;
         if (ok && !cuda::cudnn_attention_supported(attn_shape, &why)) ok = false;
         if (ok && (cuda::cudnn_attention_workspace_bytes(attn_shape) > y.att_ws_bytes ||
                    cuda::cudnn_attention_stats_bytes(attn_shape) > y.stats_bytes)) {
@@ -194,24 +196,25 @@ void CudaModel::Impl::check_attention_at_load(const std::string& where) const {
     }
 }
 
-void CudaModel::Impl::attention_forward(LayerActs<CudaBackend>& a, const Step& step) {
+void CudaModel::Impl::attention_forward(int l, LayerActs<CudaBackend>& a, const Step& step) {
     if (attn_cudnn)
         cuda::cudnn_attention_forward(a.att, a.stats, a.qr, a.kr, a.v, step.cu_seqlens, attn_shape, att_ws);
     else
         cuda::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, step.cu_seqlens, step.S, step.T,
-                                d.Hq, d.Hkv, d.D, dec.attn_scale, step.max_seqlen, d.window);
+                                d.Hq, d.Hkv, d.D, d.attn_scale, step.max_seqlen, d.windows[size_t(l)],
+                                d.attn_softcap);
 }
 
 // dq [T,Q], dk [T,KV], dv [T,KV] written.
-void CudaModel::Impl::attention_backward(LayerActs<CudaBackend>& a, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
-                                         const Step& step) {
+void CudaModel::Impl::attention_backward(int l, LayerActs<CudaBackend>& a, bf16* dq, bf16* dk, bf16* dv,
+                                         const bf16* dout, const Step& step) {
     if (attn_cudnn)
         cuda::cudnn_attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, a.stats, step.cu_seqlens, attn_shape,
                                        att_ws);
     else
         cuda::attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, static_cast<const float*>(a.stats),
-                                 step.cu_seqlens, step.S, step.T, d.Hq, d.Hkv, d.D, dec.attn_scale, step.max_seqlen,
-                                 att_ws, d.window);
+                                 step.cu_seqlens, step.S, step.T, d.Hq, d.Hkv, d.D, d.attn_scale, step.max_seqlen,
+                                 att_ws, d.windows[size_t(l)], d.attn_softcap);
 }
 
 // ---------------------------------------------------------------------------------------------------------

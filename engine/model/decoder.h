@@ -86,6 +86,8 @@ struct LayerWeights {
     const Act* b[kNumModules] = {};  // [OUT] or nullptr
     const Act* q_norm = nullptr;     // [D] (qk_norm only)
     const Act* k_norm = nullptr;     // [D]
+    const Act* attn_out_norm = nullptr;  // [C] sandwich norms only
+    const Act* mlp_out_norm = nullptr;   // [C]
 };
 
 // Activations of one layer (pointers into the arena; with a shared set every layer has the same pointers but x).
@@ -110,6 +112,10 @@ struct LayerActs {
     Act* gate = nullptr;        // [T,F]
     Act* up = nullptr;          // [T,F]
     Act* lora_tmp[kNumModules] = {};  // [T,R] input @ A^T per adapted module
+    Act* attn_out = nullptr;          // [T,C] sandwich norms only: o_proj output before its norm
+    float* attn_out_rstd = nullptr;   // [T]
+    Act* mlp_out = nullptr;           // [T,C] down_proj output before its norm
+    float* mlp_out_rstd = nullptr;    // [T]
 };
 
 // One adapted projection's LoRA: the values the GEMMs read (CUDA: the bf16 copies) and the fp32 gradients.
@@ -129,9 +135,11 @@ class DecoderRuntime {
 public:
     using Act = typename B::Act;
     virtual ~DecoderRuntime() = default;
-    virtual void attention_forward(LayerActs<B>& a, const Step& s) = 0;
+    // Layer l's attention (its window: Dims::windows[l]).
+    virtual void attention_forward(int l, LayerActs<B>& a, const Step& s) = 0;
     // dq [T,Q], dk [T,KV], dv [T,KV] written.
-    virtual void attention_backward(LayerActs<B>& a, Act* dq, Act* dk, Act* dv, const Act* dout, const Step& s) = 0;
+    virtual void attention_backward(int l, LayerActs<B>& a, Act* dq, Act* dk, Act* dv, const Act* dout,
+                                    const Step& s) = 0;
     // Offloading policies (nb > 0): forward offloads layer l's input after it is written and waits for the
     // copy of the input that last used a buffer before overwriting it; backward reloads ahead and waits.
     virtual void offload_input(int l) = 0;
@@ -152,11 +160,12 @@ public:
     Dims d;
     double dropout = 0.0;
     float lora_scaling = 1.0f;
-    float attn_scale = 1.0f;
+    float embed_scale = 1.0f;  // Dims::embed_scale as the backend applies it (CUDA: rounded to bf16, as transformers)
     int nb = 0;  // block-input buffers of an offloading policy (0: none)
     bool recomputes = false;                       // the policy drops buffers: backward recomputes them
     std::array<bool, kBufCount> dropped{};         // per buffer (plan.h)
     const typename B::RopeTable* rope = nullptr;
+    const typename B::RopeTable* rope_local = nullptr;  // the sliding layers' table (Dims::local_rope), or nullptr
     DecoderRuntime<B>* rt = nullptr;
     Step step;
 
@@ -206,6 +215,8 @@ public:
             w.ln2 = W.ptr<Act>(weights_base, h.ln2);
             w.q_norm = W.ptr<Act>(weights_base, h.q_norm);
             w.k_norm = W.ptr<Act>(weights_base, h.k_norm);
+            w.attn_out_norm = W.ptr<Act>(weights_base, h.attn_out_norm);
+            w.mlp_out_norm = W.ptr<Act>(weights_base, h.mlp_out_norm);
             for (int m = 0; m < kNumModules; ++m) {
                 w.w[m] = W.ptr<Act>(weights_base, h.w[m]) + h.w_off[m];  // a fused projection's rows
                 w.b[m] = h.b[m] < 0 ? nullptr : W.ptr<Act>(weights_base, h.b[m]) + h.b_off[m];
@@ -234,6 +245,10 @@ public:
             a.gate = A.ptr<Act>(acts_base, s.gate);
             a.up = A.ptr<Act>(acts_base, s.up);
             for (int m = 0; m < kNumModules; ++m) a.lora_tmp[m] = A.ptr<Act>(acts_base, s.tmp[m]);
+            a.attn_out = A.ptr<Act>(acts_base, s.attn_out);
+            a.attn_out_rstd = A.ptr<float>(acts_base, s.attn_out_rstd);
+            a.mlp_out = A.ptr<Act>(acts_base, s.mlp_out);
+            a.mlp_out_rstd = A.ptr<float>(acts_base, s.mlp_out_rstd);
         }
         x_final = A.ptr<Act>(acts_base, y.x_final);
         lnf = A.ptr<Act>(acts_base, y.lnf);
@@ -305,7 +320,26 @@ public:
         B::lora_tmp_forward(acts[size_t(l)].lora_tmp[m], lin, r.a, T, IN, d.R);
     }
 
-    // From a.ln1 (already computed) to a.mid = x + o_proj(attention) and a.ln2 = rmsnorm(mid).
+    // The block's norm (weights of (1 + w) for Gemma) and gated activation.
+    void norm(Act* out, float* rstd, const Act* inp, const Act* w, int rows, int width) {
+        B::rmsnorm_forward(out, rstd, inp, w, rows, width, d.eps, d.norm_offset);
+    }
+    void norm_backward(Act* dinp, const Act* dout, const Act* inp, const Act* w, const float* rstd, int rows,
+                       int width) {
+        B::rmsnorm_backward(dinp, nullptr, dout, inp, w, rstd, rows, width, d.norm_offset);
+    }
+    void activation(Act* out, const Act* gate, const Act* up) {
+        if (d.gelu)
+            B::geglu_forward(out, gate, up, step.T, d.F);
+        else
+            B::swiglu_forward(out, gate, up, step.T, d.F);
+    }
+    const typename B::RopeTable& rope_of(int l) const {
+        return rope_local && d.local_rope[size_t(l)] ? *rope_local : *rope;
+    }
+
+    // From a.ln1 (already computed) to a.mid = x + o_proj(attention) (sandwich: x + norm(o_proj(...))) and
+    // a.ln2 = rmsnorm(mid).
     void attention_block_forward(int l, bool train) {
         LayerActs<B>& a = acts[size_t(l)];
         const LayerWeights<B>& w = layers[size_t(l)];
@@ -314,15 +348,19 @@ public:
         project(l, kK, d.qk_norm ? a.k : a.kr, a.ln1, train);
         project(l, kV, a.v, a.ln1, train);
         if (d.qk_norm) {
-            B::rmsnorm_forward(a.qr, a.q_rstd, a.q, w.q_norm, T * d.Hq, d.D, d.eps);
-            B::rmsnorm_forward(a.kr, a.k_rstd, a.k, w.k_norm, T * d.Hkv, d.D, d.eps);
+            norm(a.qr, a.q_rstd, a.q, w.q_norm, T * d.Hq, d.D);
+            norm(a.kr, a.k_rstd, a.k, w.k_norm, T * d.Hkv, d.D);
         }
-        B::rope_forward(a.qr, a.qr, step.positions, *rope, T, d.Hq, d.D);
-        B::rope_forward(a.kr, a.kr, step.positions, *rope, T, d.Hkv, d.D);
-        rt->attention_forward(a, step);
-        Act* o = d_ln;  // [T,C] scratch
+        B::rope_forward(a.qr, a.qr, step.positions, rope_of(l), T, d.Hq, d.D);
+        B::rope_forward(a.kr, a.kr, step.positions, rope_of(l), T, d.Hkv, d.D);
+        rt->attention_forward(l, a, step);
+        Act* o = d.sandwich ? a.attn_out : d_ln;  // [T,C] (d_ln: scratch)
         project(l, kO, o, a.att, train);
-        B::residual_rmsnorm_forward(a.mid, a.ln2, a.ln2_rstd, a.x, o, w.ln2, T, d.C, d.eps);
+        if (d.sandwich) {
+            norm(d_ln, a.attn_out_rstd, a.attn_out, w.attn_out_norm, T, d.C);
+            o = d_ln;
+        }
+        B::residual_rmsnorm_forward(a.mid, a.ln2, a.ln2_rstd, a.x, o, w.ln2, T, d.C, d.eps, d.norm_offset);
     }
 
     // gate/up from a.ln2; with tail, also act, down and the residual: the next layer's x and ln1 (the last
@@ -334,14 +372,18 @@ public:
         project(l, kUp, a.up, a.ln2, train);
         if (!tail) return;
         Act* act = d_big3;  // [T,F] scratch
-        B::swiglu_forward(act, a.gate, a.up, T, d.F);
-        Act* o = d_ln;  // [T,C] scratch
+        activation(act, a.gate, a.up);
+        Act* o = d.sandwich ? a.mlp_out : d_ln;  // [T,C] (d_ln: scratch)
         project(l, kDown, o, act, train);
+        if (d.sandwich) {
+            norm(d_ln, a.mlp_out_rstd, a.mlp_out, layers[size_t(l)].mlp_out_norm, T, d.C);
+            o = d_ln;
+        }
         const bool last = l + 1 == d.L;
         LayerActs<B>* next = last ? nullptr : &acts[size_t(l) + 1];
         B::residual_rmsnorm_forward(last ? x_final : next->x, last ? lnf : next->ln1,
                                     last ? lnf_rstd : next->ln1_rstd, a.mid, o,
-                                    last ? norm_f : layers[size_t(l) + 1].ln1, T, d.C, d.eps);
+                                    last ? norm_f : layers[size_t(l) + 1].ln1, T, d.C, d.eps, d.norm_offset);
     }
 
     // Embedding .. final norm. train: LoRA dropout on, and block inputs offloaded under an offloading policy
@@ -351,8 +393,9 @@ public:
         const bool offload = train && nb > 0;
         LayerActs<B>& a0 = acts[0];
         B::embedding_forward(a0.x, step.tokens, embed, T, d.C, d.V);
+        if (embed_scale != 1.0f) B::scale(a0.x, embed_scale, int64_t(T) * d.C);
         if (offload) rt->offload_input(0);
-        B::rmsnorm_forward(a0.ln1, a0.ln1_rstd, a0.x, layers[0].ln1, T, d.C, d.eps);
+        norm(a0.ln1, a0.ln1_rstd, a0.x, layers[0].ln1, T, d.C);
         for (int l = 0; l < d.L; ++l) {
             rt->before_layer();
             const int span = rt->span_begin("forward", l);
@@ -378,18 +421,24 @@ public:
     void recompute_layer(int l) {
         LayerActs<B>& a = acts[size_t(l)];
         const bool attention = dropped_any({Buf::Q, Buf::K, Buf::QRstd, Buf::KRstd, Buf::Qr, Buf::Kr, Buf::V,
-                                            Buf::Att, Buf::Stats, Buf::Mid, Buf::TmpAttn});
-        if (attention || dropped_any({Buf::Ln1, Buf::Ln1Rstd}))
-            B::rmsnorm_forward(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C, d.eps);
+                                            Buf::Att, Buf::Stats, Buf::Mid, Buf::TmpAttn}) ||
+                               (d.sandwich && dropped_any({Buf::AttnOut, Buf::AttnOutRstd}));
+        if (attention || dropped_any({Buf::Ln1, Buf::Ln1Rstd})) norm(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C);
         if (attention)
             attention_block_forward(l, true);
         else if (dropped_any({Buf::Ln2, Buf::Ln2Rstd}))
-            B::rmsnorm_forward(a.ln2, a.ln2_rstd, a.mid, layers[size_t(l)].ln2, step.T, d.C, d.eps);
+            norm(a.ln2, a.ln2_rstd, a.mid, layers[size_t(l)].ln2, step.T, d.C);
         if (dropped_any({Buf::Gate, Buf::Up, Buf::TmpMlp})) mlp_block_forward(l, true, false);
-        if (lora[size_t(l)][kDown].a && dropped[size_t(Buf::TmpMlp)]) {
+        const bool tail = d.sandwich && dropped_any({Buf::MlpOut, Buf::MlpOutRstd});
+        if (tail || (lora[size_t(l)][kDown].a && dropped[size_t(Buf::TmpMlp)])) {
             Act* act = d_big3;  // [T,F] scratch (mlp_block_backward recomputes it again: one cheap pass)
-            B::swiglu_forward(act, a.gate, a.up, step.T, d.F);
-            lora_tmp_forward(l, kDown, act);
+            activation(act, a.gate, a.up);
+            if (tail) {  // down_proj (and its LoRA tmp) and the output norm's statistics, not the residual
+                project(l, kDown, a.mlp_out, act, true);
+                norm(d_ln, a.mlp_out_rstd, a.mlp_out, layers[size_t(l)].mlp_out_norm, step.T, d.C);
+            } else {
+                lora_tmp_forward(l, kDown, act);
+            }
         }
     }
 
@@ -399,17 +448,26 @@ public:
         const LayerWeights<B>& w = layers[size_t(l)];
         const int T = step.T;
         Act* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
-        B::swiglu_forward(act, a.gate, a.up, T, d.F);
+        activation(act, a.gate, a.up);
         Act* dact = d_big;
         B::zero(dact, int64_t(T) * d.F);
-        project_backward(l, kDown, dact, d_res, act);
+        const Act* dmlp = d_res;  // gradient of down_proj's output
+        if (d.sandwich) {
+            B::zero(d_ln, int64_t(T) * d.C);
+            norm_backward(d_ln, d_res, a.mlp_out, w.mlp_out_norm, a.mlp_out_rstd, T, d.C);
+            dmlp = d_ln;
+        }
+        project_backward(l, kDown, dact, dmlp, act);
         Act* dgate = d_big2;
         Act* dup = d_big3;
-        B::swiglu_backward(dgate, dup, dact, a.gate, a.up, T, d.F);
+        if (d.gelu)
+            B::geglu_backward(dgate, dup, dact, a.gate, a.up, T, d.F);
+        else
+            B::swiglu_backward(dgate, dup, dact, a.gate, a.up, T, d.F);
         B::zero(d_ln, int64_t(T) * d.C);
         project_backward(l, kGate, d_ln, dgate, a.ln2);
         project_backward(l, kUp, d_ln, dup, a.ln2);
-        B::rmsnorm_backward(d_res, nullptr, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
+        norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
     }
 
     // d_res: gradient of mid on entry, of the layer input x on exit.
@@ -419,17 +477,23 @@ public:
         const int T = step.T;
         Act* datt = d_big;
         B::zero(datt, int64_t(T) * d.Q);
-        project_backward(l, kO, datt, d_res, a.att);
+        const Act* do_ = d_res;  // gradient of o_proj's output
+        if (d.sandwich) {
+            B::zero(d_ln, int64_t(T) * d.C);
+            norm_backward(d_ln, d_res, a.attn_out, w.attn_out_norm, a.attn_out_rstd, T, d.C);
+            do_ = d_ln;
+        }
+        project_backward(l, kO, datt, do_, a.att);
         Act* dq = d_big2;
         Act* dk = d_k;
-        rt->attention_backward(a, dq, dk, d_v, datt, step);
-        B::rope_backward(dq, dq, step.positions, *rope, T, d.Hq, d.D);
-        B::rope_backward(dk, dk, step.positions, *rope, T, d.Hkv, d.D);
+        rt->attention_backward(l, a, dq, dk, d_v, datt, step);
+        B::rope_backward(dq, dq, step.positions, rope_of(l), T, d.Hq, d.D);
+        B::rope_backward(dk, dk, step.positions, rope_of(l), T, d.Hkv, d.D);
         if (d.qk_norm) {
             B::zero(d_big3, int64_t(T) * d.Q);
-            B::rmsnorm_backward(d_big3, nullptr, dq, a.q, w.q_norm, a.q_rstd, T * d.Hq, d.D);
+            norm_backward(d_big3, dq, a.q, w.q_norm, a.q_rstd, T * d.Hq, d.D);
             B::zero(d_k2, int64_t(T) * d.KV);
-            B::rmsnorm_backward(d_k2, nullptr, dk, a.k, w.k_norm, a.k_rstd, T * d.Hkv, d.D);
+            norm_backward(d_k2, dk, a.k, w.k_norm, a.k_rstd, T * d.Hkv, d.D);
             dq = d_big3;
             dk = d_k2;
         }
@@ -437,14 +501,14 @@ public:
         project_backward(l, kQ, d_ln, dq, a.ln1);
         project_backward(l, kK, d_ln, dk, a.ln1);
         project_backward(l, kV, d_ln, d_v, a.ln1);
-        B::rmsnorm_backward(d_res, nullptr, d_ln, a.x, w.ln1, a.ln1_rstd, T, d.C);
+        norm_backward(d_res, d_ln, a.x, w.ln1, a.ln1_rstd, T, d.C);
     }
 
     // From d_lnf (written by the loss, grad_scale inside) through every layer; LoRA grads accumulate.
     void backward() {
         const int T = step.T;
         B::zero(d_res, int64_t(T) * d.C);
-        B::rmsnorm_backward(d_res, nullptr, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
+        norm_backward(d_res, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
         for (int l = d.L - 1; l >= 0; --l) {
             if (nb > 0) {
                 rt->reload_input(l - (nb - 1));  // Smart: layer l-1's input into the other buffer, during layer l
@@ -464,7 +528,7 @@ public:
     // the batch's grad_scale.
     void loss(Act* dhidden) {
         B::lm_head_cross_entropy(dhidden, losses, lnf, head, step.targets, step.T, d.C, d.V, step.grad_scale, d.K,
-                                 ce_ws);
+                                 ce_ws, d.final_softcap);
         B::sum(loss_sum, losses, step.T, false);
     }
 };

@@ -52,7 +52,7 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
     ModelConfig cfg;
     LoraConfig lora;
     Dims d;
-    cpu::RopeTable rope;
+    cpu::RopeTable rope, rope_local;  // rope_local: the sliding layers' (Gemma 3), else empty
     ModelPlan y;
     Decoder<CpuBackend> dec;
     std::vector<float> weights_mem, acts_mem, work_mem;  // the plan's arenas (sizes are multiples of 256 bytes)
@@ -88,15 +88,16 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
     }
 
     // DecoderRuntime: everything synchronous.
-    void attention_forward(LayerActs<CpuBackend>& a, const Step& s) override {
+    void attention_forward(int l, LayerActs<CpuBackend>& a, const Step& s) override {
         CpuBackend::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, s.cu_seqlens, s.S, s.T,
-                                      d.Hq, d.Hkv, d.D, dec.attn_scale, s.max_seqlen, d.window);
+                                      d.Hq, d.Hkv, d.D, d.attn_scale, s.max_seqlen, d.windows[size_t(l)],
+                                      d.attn_softcap);
     }
-    void attention_backward(LayerActs<CpuBackend>& a, float* dq, float* dk, float* dv, const float* dout,
+    void attention_backward(int l, LayerActs<CpuBackend>& a, float* dq, float* dk, float* dv, const float* dout,
                             const Step& s) override {
         CpuBackend::attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, static_cast<const float*>(a.stats),
-                                       s.cu_seqlens, s.S, s.T, d.Hq, d.Hkv, d.D, dec.attn_scale, s.max_seqlen,
-                                       nullptr, d.window);
+                                       s.cu_seqlens, s.S, s.T, d.Hq, d.Hkv, d.D, d.attn_scale, s.max_seqlen,
+                                       nullptr, d.windows[size_t(l)], d.attn_softcap);
     }
     void offload_input(int l) override {
         if (l < offloaded) std::memcpy(host_slot(l), dec.acts[size_t(l)].x, size_t(dec.step.T) * d.C * sizeof(float));
@@ -135,6 +136,8 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
     m.d = cpu_dims(cfg, lora, max_tokens);
     const Dims& d = m.d;
     m.rope = cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, int(cfg.max_position_embeddings));
+    if (cfg.rope_local_theta > 0)
+        m.rope_local = cpu::rope_table_build(d.D, cfg.rope_local_theta, RopeScaling{}, int(cfg.max_position_embeddings));
     const auto specs = lora_tensor_specs(cfg, lora);
     m.lora_index = lora_index_of(specs, d.L);
     m.params = init_lora_params(specs, seed);
@@ -146,8 +149,9 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
     m.dec.d = d;
     m.dec.dropout = lora.dropout;
     m.dec.lora_scaling = float(lora.scaling());
-    m.dec.attn_scale = float(1.0 / std::sqrt(double(d.D)));
+    m.dec.embed_scale = d.embed_scale;
     m.dec.rope = &m.rope;
+    if (cfg.rope_local_theta > 0) m.dec.rope_local = &m.rope_local;
     m.dec.rt = &m;
     m.dec.bind(m.y, m.weights_mem.data(), m.acts_mem.data(), m.work_mem.data());
     m.meta = m.y.acts.ptr<int32_t>(m.acts_mem.data(), m.y.meta);
@@ -226,7 +230,7 @@ std::vector<float> CpuModel::logits(const PackedBatch& batch) {
     m.begin_batch(batch, 1.0f, 0);
     m.dec.forward(false);
     std::vector<float> out(size_t(batch.num_tokens) * size_t(m.d.V));
-    cpu::lm_head_logits(out.data(), m.dec.lnf, m.dec.head, batch.num_tokens, m.d.C, m.d.V);
+    cpu::lm_head_logits(out.data(), m.dec.lnf, m.dec.head, batch.num_tokens, m.d.C, m.d.V, m.d.final_softcap);
     return out;
 }
 
@@ -236,7 +240,8 @@ std::vector<float> CpuModel::last_logits(const std::vector<int32_t>& ids) {
     m.begin_batch(b, 1.0f, 0);
     m.dec.forward(false);
     std::vector<float> out(size_t(m.d.V));
-    cpu::lm_head_logits(out.data(), m.dec.lnf + int64_t(b.num_tokens - 1) * m.d.C, m.dec.head, 1, m.d.C, m.d.V);
+    cpu::lm_head_logits(out.data(), m.dec.lnf + int64_t(b.num_tokens - 1) * m.d.C, m.dec.head, 1, m.d.C, m.d.V,
+                        m.d.final_softcap);
     return out;
 }
 

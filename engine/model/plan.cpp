@@ -2,6 +2,7 @@
 #include "model/plan.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tandem/error.h"
 
@@ -10,8 +11,9 @@ namespace tandem {
 void validate_model(const ModelConfig& cfg, const LoraConfig& lora, const std::string& where) {
     if (!cfg.supported)
         throw_unsupported(where + ": " + cfg.architecture + " is not supported yet: " + cfg.unsupported_reason);
-    if (cfg.hidden_act != "silu")
-        throw_unsupported(where + ": hidden_act '" + cfg.hidden_act + "' (only silu is implemented)");
+    if (cfg.hidden_act != "silu" && cfg.hidden_act != "swish" && cfg.hidden_act != "gelu_pytorch_tanh")
+        throw_unsupported(where + ": hidden_act '" + cfg.hidden_act +
+                          "' (silu and gelu_pytorch_tanh are implemented)");
     validate_lora_config(lora);
     const int64_t dims[] = {cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.num_attention_heads,
                             cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size, cfg.max_position_embeddings};
@@ -38,7 +40,20 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     d.max_seqlen = max_seqlen > 0 ? std::min(max_seqlen, max_tokens) : max_tokens;
     d.K = std::max(1, std::min(ce_chunk_rows, d.T));
     d.rope_positions = int(std::min<int64_t>(cfg.max_position_embeddings, d.T));
-    d.window = int(std::min<int64_t>(cfg.sliding_window, int64_t(1) << 30));
+    d.windows.resize(size_t(d.L));
+    d.local_rope.resize(size_t(d.L));
+    for (int l = 0; l < d.L; ++l) {
+        d.windows[size_t(l)] = int(std::min<int64_t>(cfg.window_of(l), int64_t(1) << 30));
+        if (d.windows[size_t(l)] > 0 && (d.window == 0 || d.windows[size_t(l)] < d.window)) d.window = d.windows[size_t(l)];
+        d.local_rope[size_t(l)] = cfg.rope_local_theta > 0 && cfg.window_of(l) > 0;
+    }
+    d.norm_offset = cfg.norm_one_plus ? 1.0f : 0.0f;
+    d.sandwich = cfg.sandwich_norms;
+    d.gelu = cfg.hidden_act == "gelu_pytorch_tanh";
+    d.embed_scale = float(cfg.embed_scale);
+    d.attn_scale = float(1.0 / std::sqrt(cfg.query_pre_attn_scalar > 0 ? cfg.query_pre_attn_scalar : double(d.D)));
+    d.attn_softcap = float(cfg.attn_logit_softcapping);
+    d.final_softcap = float(cfg.final_logit_softcapping);
     if (cfg.rope_scaling.type == RopeScalingType::LongRope)
         d.longrope_max = int(std::min<int64_t>(cfg.rope_scaling.original_max_position_embeddings, int64_t(1) << 30));
     d.eps = float(cfg.rms_norm_eps);
@@ -46,7 +61,16 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     d.tied = cfg.tie_word_embeddings;
     d.dropout = lora.dropout > 0;
     const ArchSpec arch = arch_spec(cfg);
-    if (!arch.layers.empty()) d.projections = arch.layers[0].projections;
+    if (!arch.layers.empty()) {
+        const LayerSpec& l0 = arch.layers[0];
+        d.projections = l0.projections;
+        d.ln1_name = l0.ln1;
+        d.ln2_name = l0.ln2;
+        d.attn_out_norm_name = l0.attn_out_norm;
+        d.mlp_out_norm_name = l0.mlp_out_norm;
+        if (d.sandwich != !l0.attn_out_norm.empty() || d.sandwich != !l0.mlp_out_norm.empty())
+            throw_internal(cfg.architecture + ": sandwich_norms and the layer's output norms disagree");
+    }
     int fed[kNumModules] = {};
     for (const ProjectionSpec& p : d.projections)
         for (int slot : p.feeds) {
@@ -58,7 +82,8 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
             throw_unsupported(cfg.architecture + ": the block's " + kModuleNames[m] + " is fed by " +
                               std::to_string(fed[m]) + " projections (the dense block needs exactly one)");
     for (size_t l = 1; l < arch.layers.size(); ++l)
-        if (arch.layers[l].projections != d.projections)
+        if (arch.layers[l].projections != d.projections || arch.layers[l].ln2 != d.ln2_name ||
+            arch.layers[l].attn_out_norm != d.attn_out_norm_name)
             throw_unsupported(cfg.architecture + ": layer " + std::to_string(l) +
                               " has other projections than layer 0 (not a dense model)");
     return d;
@@ -94,6 +119,10 @@ const std::array<BufferDecl, kBufCount>& buffer_decls() {
         {Buf::Up, "up", Cost::Gemm, true},
         {Buf::TmpAttn, "lora tmp (attention)", Cost::Gemm, false},
         {Buf::TmpMlp, "lora tmp (mlp)", Cost::Gemm, true},
+        {Buf::AttnOut, "attention output (sandwich)", Cost::Gemm, false},
+        {Buf::AttnOutRstd, "attention output rstd", Cost::Gemm, false},  // produced with it
+        {Buf::MlpOut, "mlp output (sandwich)", Cost::Gemm, true},
+        {Buf::MlpOutRstd, "mlp output rstd", Cost::Gemm, true},
     }};
     return decls;
 }
@@ -138,12 +167,18 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     if (!d.tied) y.lm_head = y.weights.reserve(act(size_t(d.V) * d.C), "lm_head");
     y.norm_f = y.weights.reserve(act(d.C), "norm");
     if (tr.rope_table_bytes > 0) y.rope = y.weights.reserve(tr.rope_table_bytes, "rope table");
+    if (tr.rope_local_table_bytes > 0)
+        y.rope_local = y.weights.reserve(tr.rope_local_table_bytes, "rope table (sliding layers)");
     y.lw.resize(size_t(d.L));
     for (int l = 0; l < d.L; ++l) {
         const std::string p = "layer " + std::to_string(l) + " ";
         LayerWeightHandles& h = y.lw[size_t(l)];
-        h.ln1 = y.weights.reserve(act(d.C), p + "input_layernorm");
-        h.ln2 = y.weights.reserve(act(d.C), p + "post_attention_layernorm");
+        h.ln1 = y.weights.reserve(act(d.C), p + d.ln1_name);
+        h.ln2 = y.weights.reserve(act(d.C), p + d.ln2_name);
+        if (d.sandwich) {
+            h.attn_out_norm = y.weights.reserve(act(d.C), p + d.attn_out_norm_name);
+            h.mlp_out_norm = y.weights.reserve(act(d.C), p + d.mlp_out_norm_name);
+        }
         for (const ProjectionSpec& pr : d.projections) {
             const int w = y.weights.reserve(act(size_t(pr.out) * size_t(pr.in)), p + pr.target);
             const int b = pr.bias ? y.weights.reserve(act(size_t(pr.out)), p + pr.target + " bias") : -1;
@@ -224,6 +259,12 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         for (int m = 0; m < kNumModules; ++m)
             if (adapted[size_t(m)] && want(m <= kO ? Buf::TmpAttn : Buf::TmpMlp))
                 s.tmp[m] = a.reserve(act(T * d.R), p + "lora " + kModuleNames[m]);
+        if (d.sandwich) {
+            if (want(Buf::AttnOut)) s.attn_out = a.reserve(act(T * d.C), p + "attention output");
+            if (want(Buf::AttnOutRstd)) s.attn_out_rstd = a.reserve(f32(T), p + "attention output rstd");
+            if (want(Buf::MlpOut)) s.mlp_out = a.reserve(act(T * d.C), p + "mlp output");
+            if (want(Buf::MlpOutRstd)) s.mlp_out_rstd = a.reserve(f32(T), p + "mlp output rstd");
+        }
         return s;
     };
     // Takes over the pieces src has (a layer's view = its kept pieces + the shared dropped ones).
@@ -235,6 +276,8 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         take(dst.mid, src.mid), take(dst.ln2, src.ln2), take(dst.ln2_rstd, src.ln2_rstd), take(dst.gate, src.gate);
         take(dst.up, src.up);
         for (int m = 0; m < kNumModules; ++m) take(dst.tmp[m], src.tmp[m]);
+        take(dst.attn_out, src.attn_out), take(dst.attn_out_rstd, src.attn_out_rstd);
+        take(dst.mlp_out, src.mlp_out), take(dst.mlp_out_rstd, src.mlp_out_rstd);
     };
     std::vector<std::array<bool, kNumModules>> adapted(size_t(d.L));
     std::array<bool, kNumModules> any_adapted{};
@@ -318,8 +361,12 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
     for (int l = 0; l < d.L; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         const LayerWeightHandles& h = y.lw[size_t(l)];
-        out.push_back({h.ln1, p + "input_layernorm.weight", d.C, WeightKind::Norm});
-        out.push_back({h.ln2, p + "post_attention_layernorm.weight", d.C, WeightKind::Norm});
+        out.push_back({h.ln1, p + d.ln1_name + ".weight", d.C, WeightKind::Norm});
+        out.push_back({h.ln2, p + d.ln2_name + ".weight", d.C, WeightKind::Norm});
+        if (d.sandwich) {
+            out.push_back({h.attn_out_norm, p + d.attn_out_norm_name + ".weight", d.C, WeightKind::Norm});
+            out.push_back({h.mlp_out_norm, p + d.mlp_out_norm_name + ".weight", d.C, WeightKind::Norm});
+        }
         for (const ProjectionSpec& pr : d.projections) {
             const int slot = pr.feeds.at(0);
             out.push_back({h.w[slot], p + pr.path + ".weight", pr.out * pr.in, WeightKind::Matrix});

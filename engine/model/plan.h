@@ -47,11 +47,21 @@ struct Dims {
     int max_seqlen = 0;      // longest sample the attention buffers are sized for
     int K = 0;               // lm_head chunk rows
     int rope_positions = 0;  // rows of the RoPE table: min(max_position_embeddings, max_tokens)
-    int window = 0;          // sliding attention window (0: full causal attention)
+    int window = 0;          // the smallest sliding window of any layer (0: every layer attends fully)
+    std::vector<int> windows;         // [L] each layer's window (0: full causal attention)
+    std::vector<uint8_t> local_rope;  // [L] 1: the layer uses the local RoPE table (Gemma 3's sliding layers)
     int longrope_max = 0;    // LongRoPE: the longest sample the (short-factor) table serves; 0: any
     float eps = 1e-6f;
     bool qk_norm = false, tied = false, dropout = false;
     bool bias[kNumModules] = {};
+    // Gemma: norms of (1 + w) (norm_offset 1), sandwich norms on the attention / MLP outputs, GeGLU, scaled
+    // embeddings, soft-capped attention scores and final logits (0: none).
+    float norm_offset = 0.0f;
+    bool sandwich = false, gelu = false;
+    float embed_scale = 1.0f;
+    float attn_scale = 1.0f;  // 1/sqrt(head_dim), or 1/sqrt(query_pre_attn_scalar)
+    float attn_softcap = 0.0f, final_softcap = 0.0f;
+    std::string ln1_name, ln2_name, attn_out_norm_name, mlp_out_norm_name;  // checkpoint names ("" = none)
     // The projections of a layer as the checkpoint stores them (arch/arch.h; every layer of a dense model has
     // the same): one weight piece each; a fused one feeds several slots at row offsets.
     std::vector<ProjectionSpec> projections;
@@ -91,6 +101,8 @@ enum class Buf : uint8_t {
     Mid, Ln2, Ln2Rstd,          // residual after attention, post-attention norm
     Gate, Up,                   // MLP projections
     TmpAttn, TmpMlp,            // LoRA x A^T of the attention / MLP projections
+    AttnOut, AttnOutRstd,       // sandwich norms only: o_proj output and its norm's statistics
+    MlpOut, MlpOutRstd,         //   down_proj output and its norm's statistics
     Count
 };
 inline constexpr int kBufCount = int(Buf::Count);
@@ -125,6 +137,7 @@ struct PlanTraits {
     size_t ce_workspace = 0;            // the lm_head chunk
     size_t grad_norm_workspace = 0;     // 0: none
     size_t rope_table_bytes = 0;        // 0: the table is not in the weights arena (CPU)
+    size_t rope_local_table_bytes = 0;  // the sliding layers' table (Gemma 3), 0: none
     bool lora_regions = false;          // CUDA: padded LoRA regions + bf16 copies + AdamW descriptors
     size_t adamw_descriptor_bytes = 0;  // per LoRA tensor (lora_regions)
     int metadata_slots = 1;             // batch metadata slots in the activation arena
@@ -146,7 +159,7 @@ struct PlanBytes {
 
 // A slot's weight (bias) is element w_off (b_off) of piece w (b): 0 unless its projection is fused.
 struct LayerWeightHandles {
-    int ln1 = -1, ln2 = -1, q_norm = -1, k_norm = -1;
+    int ln1 = -1, ln2 = -1, q_norm = -1, k_norm = -1, attn_out_norm = -1, mlp_out_norm = -1;
     int w[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int b[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int64_t w_off[kNumModules] = {};
@@ -160,12 +173,13 @@ struct ActHandles {
     int qr = -1, kr = -1, v = -1, att = -1, stats = -1;
     int mid = -1, ln2 = -1, ln2_rstd = -1, gate = -1, up = -1;
     int tmp[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
+    int attn_out = -1, attn_out_rstd = -1, mlp_out = -1, mlp_out_rstd = -1;  // sandwich norms only
 };
 
 struct ModelPlan {
     ArenaLayout weights, lora, acts, work;
     // weights
-    int embed = -1, lm_head = -1, norm_f = -1, rope = -1;
+    int embed = -1, lm_head = -1, norm_f = -1, rope = -1, rope_local = -1;
     std::vector<LayerWeightHandles> lw;
     // LoRA (lora_regions): five regions with the same per-tensor element offsets, plus the AdamW descriptors
     int lora_value = -1, lora_grad = -1, lora_m = -1, lora_v = -1, lora_bf16 = -1, lora_desc = -1;

@@ -145,7 +145,7 @@ void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
 
     if (!fixtures_dir.empty()) {
         const fs::path models = fs::path(fixtures_dir) / "models";
-        for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3"}) {
+        for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3"}) {
             const fs::path dir = models / v;
             for (auto at : {AttentionBackend::Inhouse, AttentionBackend::Auto})
                 add(std::string("fixture ") + v + " attention=" + attention_name(at),

@@ -86,30 +86,38 @@ void embedding_case(Check& c, int N, int C, int V) {
 
 constexpr float kEps = 1e-6f;
 
-void rmsnorm_forward_case(Check& c, int N, int C, bool in_place) {
+std::vector<float> shifted(std::vector<float> v, float by) {
+    for (float& x : v) x += by;
+    return v;
+}
+
+// offset: Gemma's (1 + w) norms (weights near 0).
+void rmsnorm_forward_case(Check& c, int N, int C, bool in_place, float offset = 0.0f) {
     const auto inp = c.rng.bf16_values(numel(N, C), 2.0f);
-    const auto w = c.rng.norm_weight(C);
+    auto w = c.rng.norm_weight(C);
+    if (offset != 0.0f) w = round_bf16(shifted(w, -offset));
     std::vector<float> want(size_t(numel(N, C))), want_rstd(static_cast<size_t>(N));
-    cpu::rmsnorm_forward(want.data(), want_rstd.data(), inp.data(), w.data(), N, C, kEps);
+    cpu::rmsnorm_forward(want.data(), want_rstd.data(), inp.data(), w.data(), N, C, kEps, offset);
     const auto d_inp = dev_bf16(inp);
     const auto d_w = dev_bf16(w);
     const auto d_out = poisoned<bf16>(in_place ? 0 : numel(N, C));
     const auto d_rstd = poisoned<float>(N);
     bf16* out = in_place ? d_inp.p() : d_out.p();
-    cuda::rmsnorm_forward(out, d_rstd.p(), d_inp.p(), d_w.p(), N, C, kEps);
+    cuda::rmsnorm_forward(out, d_rstd.p(), d_inp.p(), d_w.p(), N, C, kEps, offset);
     c.tensor("out", get(out, numel(N, C)), want, kTolBf16);
     c.tensor("rstd", get(d_rstd), want_rstd, kTolBf16);
 }
 
 // CPU twin: cpu::add, the sum rounded to bf16 (what the residual stream holds), then cpu::rmsnorm_forward.
-void residual_rmsnorm_case(Check& c, int N, int C, bool residual_is_a) {
+void residual_rmsnorm_case(Check& c, int N, int C, bool residual_is_a, float offset = 0.0f) {
     const auto a = c.rng.bf16_values(numel(N, C), 2.0f);
     const auto b = c.rng.bf16_values(numel(N, C), 2.0f);
-    const auto w = c.rng.norm_weight(C);
+    auto w = c.rng.norm_weight(C);
+    if (offset != 0.0f) w = round_bf16(shifted(w, -offset));
     std::vector<float> res(size_t(numel(N, C))), want(res.size()), want_rstd(static_cast<size_t>(N));
     cpu::add(res.data(), a.data(), b.data(), numel(N, C));
     res = round_bf16(std::move(res));
-    cpu::rmsnorm_forward(want.data(), want_rstd.data(), res.data(), w.data(), N, C, kEps);
+    cpu::rmsnorm_forward(want.data(), want_rstd.data(), res.data(), w.data(), N, C, kEps, offset);
     const auto d_a = dev_bf16(a);
     const auto d_b = dev_bf16(b);
     const auto d_w = dev_bf16(w);
@@ -117,27 +125,28 @@ void residual_rmsnorm_case(Check& c, int N, int C, bool residual_is_a) {
     const auto d_out = poisoned<bf16>(numel(N, C));
     const auto d_rstd = poisoned<float>(N);
     bf16* residual = residual_is_a ? d_a.p() : d_res.p();
-    cuda::residual_rmsnorm_forward(residual, d_out.p(), d_rstd.p(), d_a.p(), d_b.p(), d_w.p(), N, C, kEps);
+    cuda::residual_rmsnorm_forward(residual, d_out.p(), d_rstd.p(), d_a.p(), d_b.p(), d_w.p(), N, C, kEps, offset);
     c.tensor("residual", get(residual, numel(N, C)), res, kTolBf16);
     c.tensor("out", get(d_out), want, kTolBf16);
     c.tensor("rstd", get(d_rstd), want_rstd, kTolBf16);
 }
 
-void rmsnorm_backward_case(Check& c, int N, int C, bool with_dweight) {
+void rmsnorm_backward_case(Check& c, int N, int C, bool with_dweight, float offset = 0.0f) {
     const auto inp = c.rng.bf16_values(numel(N, C), 2.0f);
-    const auto w = c.rng.norm_weight(C);
+    auto w = c.rng.norm_weight(C);
+    if (offset != 0.0f) w = round_bf16(shifted(w, -offset));
     std::vector<float> fwd(size_t(numel(N, C))), rstd(static_cast<size_t>(N));
-    cpu::rmsnorm_forward(fwd.data(), rstd.data(), inp.data(), w.data(), N, C, kEps);
+    cpu::rmsnorm_forward(fwd.data(), rstd.data(), inp.data(), w.data(), N, C, kEps, offset);
     const auto dout = c.rng.bf16_values(numel(N, C), 1.0f);
 
     std::vector<float> inc_dinp(size_t(numel(N, C)), 0.0f), inc_dw(size_t(C), 0.0f);
     cpu::rmsnorm_backward(inc_dinp.data(), with_dweight ? inc_dw.data() : nullptr, dout.data(), inp.data(), w.data(),
-                          rstd.data(), N, C);
+                          rstd.data(), N, C, offset);
     const auto init_dinp = c.initial(inc_dinp, true);
     const auto init_dw = c.initial(inc_dw, false);
     auto want_dinp = init_dinp, want_dw = init_dw;
     cpu::rmsnorm_backward(want_dinp.data(), with_dweight ? want_dw.data() : nullptr, dout.data(), inp.data(), w.data(),
-                          rstd.data(), N, C);
+                          rstd.data(), N, C, offset);
 
     const auto d_inp = dev_bf16(inp);
     const auto d_w = dev_bf16(w);
@@ -146,7 +155,7 @@ void rmsnorm_backward_case(Check& c, int N, int C, bool with_dweight) {
     const auto d_dinp = dev_bf16(init_dinp);
     const auto d_dw = dev_f32(init_dw);
     cuda::rmsnorm_backward(d_dinp.p(), with_dweight ? d_dw.p() : nullptr, d_dout.p(), d_inp.p(), d_w.p(), d_rstd.p(), N,
-                           C);
+                           C, offset);
     c.tensor("dinp", get(d_dinp), want_dinp, kTolBf16, &init_dinp);
     if (with_dweight) c.tensor("dweight", get(d_dw), want_dw, kTolBf16, &init_dw);
 }
@@ -195,23 +204,25 @@ void rope_case(Check& c, int H, int D, double theta, const RopeScaling& scaling,
 // SwiGLU
 // ---------------------------------------------------------------------------------------------------------
 
-void swiglu_case(Check& c, int N, int F, bool in_place) {
+// gelu: the GeGLU pair (geglu_forward / geglu_backward) instead of SwiGLU.
+void swiglu_case(Check& c, int N, int F, bool in_place, bool gelu = false) {
     const int64_t n = numel(N, F);
     const auto gate = c.rng.bf16_values(n, 4.0f);
     const auto up = c.rng.bf16_values(n, 2.0f);
     std::vector<float> want(static_cast<size_t>(n));
-    cpu::swiglu_forward(want.data(), gate.data(), up.data(), N, F);
+    (gelu ? cpu::geglu_forward : cpu::swiglu_forward)(want.data(), gate.data(), up.data(), N, F);
     {
         const auto d_gate = dev_bf16(gate);
         const auto d_up = dev_bf16(up);
         const auto d_out = poisoned<bf16>(in_place ? 0 : n);
         bf16* out = in_place ? d_gate.p() : d_out.p();
-        cuda::swiglu_forward(out, d_gate.p(), d_up.p(), N, F);
+        (gelu ? cuda::geglu_forward : cuda::swiglu_forward)(out, d_gate.p(), d_up.p(), N, F);
         c.tensor("out", get(out, n), want, kTolBf16);
     }
     const auto dout = c.rng.bf16_values(n, 1.0f);
     std::vector<float> want_dgate(static_cast<size_t>(n)), want_dup(static_cast<size_t>(n));
-    cpu::swiglu_backward(want_dgate.data(), want_dup.data(), dout.data(), gate.data(), up.data(), N, F);
+    (gelu ? cpu::geglu_backward : cpu::swiglu_backward)(want_dgate.data(), want_dup.data(), dout.data(), gate.data(),
+                                                        up.data(), N, F);
     const auto d_gate = dev_bf16(gate);
     const auto d_up = dev_bf16(up);
     const auto d_dout = dev_bf16(dout);
@@ -219,7 +230,7 @@ void swiglu_case(Check& c, int N, int F, bool in_place) {
     const auto d_dup = poisoned<bf16>(in_place ? 0 : n);
     bf16* dgate = in_place ? d_gate.p() : d_dgate.p();
     bf16* dup = in_place ? d_up.p() : d_dup.p();
-    cuda::swiglu_backward(dgate, dup, d_dout.p(), d_gate.p(), d_up.p(), N, F);
+    (gelu ? cuda::geglu_backward : cuda::swiglu_backward)(dgate, dup, d_dout.p(), d_gate.p(), d_up.p(), N, F);
     c.tensor("dgate", get(dgate, n), want_dgate, kTolBf16);
     c.tensor("dup", get(dup, n), want_dup, kTolBf16);
 }
@@ -328,7 +339,8 @@ void lora_case(Check& c, int N, int IN, int OUT, int R, float scaling) {
 // ---------------------------------------------------------------------------------------------------------
 
 // logit_scale multiplies the weights: 8 gives logits of tens, where a softmax without max subtraction fails.
-void cross_entropy_case(Check& c, int N, int C, int V, int chunk_rows, float logit_scale, bool with_grad) {
+void cross_entropy_case(Check& c, int N, int C, int V, int chunk_rows, float logit_scale, bool with_grad,
+                        float softcap = 0.0f) {
     const auto hidden = c.rng.bf16_values(numel(N, C), 1.0f);
     const auto weight = c.rng.bf16_values(numel(V, C), logit_scale * fan_in_bound(C) * float(std::sqrt(3.0)));
     std::vector<int32_t> targets(static_cast<size_t>(N));
@@ -346,10 +358,10 @@ void cross_entropy_case(Check& c, int N, int C, int V, int chunk_rows, float log
     for (int n = 0; n < N; ++n)
         want_losses[size_t(n)] =
             float(cpu::lm_head_cross_entropy(nullptr, hidden.data() + numel(n, C), weight.data(), &targets[size_t(n)],
-                                             1, C, V, 1.0f, 1, scratch.data()));
+                                             1, C, V, 1.0f, 1, scratch.data(), softcap));
     std::vector<float> want_dh(size_t(numel(N, C)));
     const double want_sum = cpu::lm_head_cross_entropy(want_dh.data(), hidden.data(), weight.data(), targets.data(), N,
-                                                       C, V, grad_scale, chunk_rows, scratch.data());
+                                                       C, V, grad_scale, chunk_rows, scratch.data(), softcap);
 
     const auto d_hidden = dev_bf16(hidden);
     const auto d_weight = dev_bf16(weight);
@@ -358,7 +370,7 @@ void cross_entropy_case(Check& c, int N, int C, int V, int chunk_rows, float log
     const auto d_dh = poisoned<bf16>(numel(N, C));
     const Dev<char> ws(int64_t(cuda::lm_head_cross_entropy_workspace(chunk_rows, V)));
     cuda::lm_head_cross_entropy(with_grad ? d_dh.p() : nullptr, d_losses.p(), d_hidden.p(), d_weight.p(), d_targets.p(),
-                                N, C, V, grad_scale, chunk_rows, ws.p());
+                                N, C, V, grad_scale, chunk_rows, ws.p(), softcap);
     const auto losses = get(d_losses);
     c.tensor("losses", losses, want_losses, kTolBf16);
     double sum = 0;
@@ -367,15 +379,15 @@ void cross_entropy_case(Check& c, int N, int C, int V, int chunk_rows, float log
     if (with_grad) c.tensor("dhidden", get(d_dh), want_dh, kTolBf16);
 }
 
-void lm_head_logits_case(Check& c, int N, int C, int V) {
+void lm_head_logits_case(Check& c, int N, int C, int V, float softcap = 0.0f) {
     const auto hidden = c.rng.bf16_values(numel(N, C), 1.0f);
     const auto weight = c.rng.bf16_values(numel(V, C), 3.0f * fan_in_bound(C));
     std::vector<float> want(size_t(numel(N, V)));
-    cpu::lm_head_logits(want.data(), hidden.data(), weight.data(), N, C, V);
+    cpu::lm_head_logits(want.data(), hidden.data(), weight.data(), N, C, V, softcap);
     const auto d_hidden = dev_bf16(hidden);
     const auto d_weight = dev_bf16(weight);
     const auto d_out = poisoned<float>(numel(N, V));
-    cuda::lm_head_logits(d_out.p(), d_hidden.p(), d_weight.p(), N, C, V);
+    cuda::lm_head_logits(d_out.p(), d_hidden.p(), d_weight.p(), N, C, V, softcap);
     c.tensor("logits", get(d_out), want, kTolBf16);
 }
 
@@ -387,6 +399,7 @@ struct AttnShape {
     std::vector<int> lengths;
     int Hq, Hkv, D;
     int window = 0;  // sliding window (0: full causal)
+    float softcap = 0;  // soft-capped scores (0: none)
 };
 
 std::string attn_label(const AttnShape& s) {
@@ -394,6 +407,7 @@ std::string attn_label(const AttnShape& s) {
         "D=" + std::to_string(s.D) + " Hq=" + std::to_string(s.Hq) + " Hkv=" + std::to_string(s.Hkv) + " lengths=";
     for (size_t i = 0; i < s.lengths.size(); ++i) l += (i ? "," : "") + std::to_string(s.lengths[i]);
     if (s.window > 0) l += " window=" + std::to_string(s.window);
+    if (s.softcap > 0) l += " softcap=" + std::to_string(int(s.softcap));
     return l;
 }
 
@@ -426,12 +440,13 @@ AttnData attention_data(Check& c, const AttnShape& s) {
     a.out.resize(static_cast<size_t>(nq));
     a.lse.resize(size_t(int64_t(s.Hq) * a.T));
     cpu::attention_forward(a.out.data(), a.lse.data(), a.q.data(), a.k.data(), a.v.data(), a.cu.data(), a.S, a.T, s.Hq,
-                           s.Hkv, s.D, a.scale, s.window);
+                           s.Hkv, s.D, a.scale, s.window, s.softcap);
     a.dq.resize(static_cast<size_t>(nq));
     a.dk.resize(static_cast<size_t>(nkv));
     a.dv.resize(static_cast<size_t>(nkv));
     cpu::attention_backward(a.dq.data(), a.dk.data(), a.dv.data(), a.dout.data(), a.q.data(), a.k.data(), a.v.data(),
-                            a.out.data(), a.lse.data(), a.cu.data(), a.S, a.T, s.Hq, s.Hkv, s.D, a.scale, s.window);
+                            a.out.data(), a.lse.data(), a.cu.data(), a.S, a.T, s.Hq, s.Hkv, s.D, a.scale, s.window,
+                            s.softcap);
     return a;
 }
 
@@ -447,7 +462,7 @@ void attention_case(Check& c, const AttnShape& s) {
     const auto d_out = poisoned<bf16>(nq);
     const auto d_lse = poisoned<float>(int64_t(s.Hq) * a.T);
     cuda::attention_forward(d_out.p(), d_lse.p(), d_q.p(), d_k.p(), d_v.p(), d_cu.p(), a.S, a.T, s.Hq, s.Hkv, s.D,
-                            a.scale, a.max_seqlen, s.window);
+                            a.scale, a.max_seqlen, s.window, s.softcap);
     c.tensor("out", get(d_out), a.out, kTolBf16);
     c.tensor("lse", get(d_lse), a.lse, kTolBf16);
 
@@ -457,7 +472,7 @@ void attention_case(Check& c, const AttnShape& s) {
     const auto d_dv = poisoned<bf16>(nkv);
     const Dev<char> ws(int64_t(cuda::attention_backward_workspace(a.T, s.Hq, s.D)));
     cuda::attention_backward(d_dq.p(), d_dk.p(), d_dv.p(), d_dout.p(), d_q.p(), d_k.p(), d_v.p(), d_out.p(), d_lse.p(),
-                             d_cu.p(), a.S, a.T, s.Hq, s.Hkv, s.D, a.scale, a.max_seqlen, ws.p(), s.window);
+                             d_cu.p(), a.S, a.T, s.Hq, s.Hkv, s.D, a.scale, a.max_seqlen, ws.p(), s.window, s.softcap);
     c.tensor("dq", get(d_dq), a.dq, kTolBf16);
     c.tensor("dk", get(d_dk), a.dk, kTolBf16);
     c.tensor("dv", get(d_dv), a.dv, kTolBf16);
@@ -522,6 +537,12 @@ void add_op_cases(std::vector<Case>& cs) {
     for (auto [N, C] : {std::pair{37, 96}, {64, 200}, {7, 37}, {17, 4096}, {1696, 128}})
         add("rmsnorm_backward " + shape({{"N", N}, {"C", C}}), [=](Check& c) { rmsnorm_backward_case(c, N, C, true); });
     add("rmsnorm_backward no dweight N=37 C=96", [](Check& c) { rmsnorm_backward_case(c, 37, 96, false); });
+    // Gemma's (1 + w) weights.
+    add("rmsnorm_forward (1+w) N=37 C=96", [](Check& c) { rmsnorm_forward_case(c, 37, 96, false, 1.0f); });
+    add("rmsnorm_forward (1+w) N=17 C=2304", [](Check& c) { rmsnorm_forward_case(c, 17, 2304, false, 1.0f); });
+    add("residual_rmsnorm_forward (1+w) N=37 C=96", [](Check& c) { residual_rmsnorm_case(c, 37, 96, false, 1.0f); });
+    add("rmsnorm_backward (1+w) N=37 C=96", [](Check& c) { rmsnorm_backward_case(c, 37, 96, true, 1.0f); });
+    add("rmsnorm_backward (1+w) N=1696 C=256", [](Check& c) { rmsnorm_backward_case(c, 1696, 256, false, 1.0f); });
 
     {
         const RopeScaling none;
@@ -551,6 +572,9 @@ void add_op_cases(std::vector<Case>& cs) {
     for (auto [N, F] : {std::pair{37, 200}, {130, 96}, {3, 37}})
         add("swiglu " + shape({{"N", N}, {"F", F}}), [=](Check& c) { swiglu_case(c, N, F, false); });
     add("swiglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true); });
+    for (auto [N, F] : {std::pair{37, 200}, {130, 96}, {3, 37}})
+        add("geglu " + shape({{"N", N}, {"F", F}}), [=](Check& c) { swiglu_case(c, N, F, false, true); });
+    add("geglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true, true); });
 
     for (auto [N, IN, OUT, bias] : {std::tuple{37, 96, 200, false},
                                     {37, 96, 200, true},
@@ -579,9 +603,14 @@ void add_op_cases(std::vector<Case>& cs) {
         [](Check& c) { cross_entropy_case(c, 37, 64, 301, 16, 8.0f, true); });
     add("lm_head_cross_entropy no dhidden N=37 C=96 V=101 chunk=16",
         [](Check& c) { cross_entropy_case(c, 37, 96, 101, 16, 1.0f, false); });
+    add("lm_head_cross_entropy softcap=3 large logits N=37 C=64 V=301 chunk=16",
+        [](Check& c) { cross_entropy_case(c, 37, 64, 301, 16, 8.0f, true, 3.0f); });
+    add("lm_head_cross_entropy softcap=30 N=130 C=64 V=1000 chunk=64",
+        [](Check& c) { cross_entropy_case(c, 130, 64, 1000, 64, 1.0f, true, 30.0f); });
     for (auto [N, C, V] : {std::tuple{37, 96, 1001}, {5, 37, 53}})
         add("lm_head_logits " + shape({{"N", N}, {"C", C}, {"V", V}}),
             [=](Check& c) { lm_head_logits_case(c, N, C, V); });
+    add("lm_head_logits softcap=2 N=37 C=96 V=1001", [](Check& c) { lm_head_logits_case(c, 37, 96, 1001, 2.0f); });
 
     const std::vector<AttnShape> attn = {
         {{1, 17, 64, 130}, 8, 2, 64}, {{1, 17, 64, 130}, 8, 2, 128}, {{130, 1, 1, 64, 17}, 4, 4, 64},
@@ -596,6 +625,13 @@ void add_op_cases(std::vector<Case>& cs) {
         {{200, 70}, 6, 1, 64, 64},
     };
     for (const auto& s : windowed) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
+    // Soft-capped scores (Gemma 2: 50; a small cap bends every score), with and without a window, and
+    // Gemma's head_dim 256.
+    const std::vector<AttnShape> capped = {
+        {{1, 17, 64, 130}, 8, 2, 64, 0, 1.0f}, {{300, 5, 129}, 4, 2, 128, 50, 2.0f}, {{130, 33}, 4, 2, 256, 0, 50.0f},
+        {{200, 70}, 8, 4, 256, 64, 1.0f},
+    };
+    for (const auto& s : capped) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
 }
 
 }  // namespace tandem::testing

@@ -58,6 +58,8 @@ const std::map<std::string_view, std::vector<std::string_view>>& op_case_prefixe
         {"attention_backward", {"attention ", "cudnn_attention "}},
         {"swiglu_forward", {"swiglu "}},
         {"swiglu_backward", {"swiglu "}},
+        {"geglu_forward", {"geglu "}},
+        {"geglu_backward", {"geglu "}},
         {"lm_head_cross_entropy", {"lm_head_cross_entropy "}},
         {"lm_head_logits", {"lm_head_logits "}},
         {"add", {"elementwise "}},

@@ -24,7 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3")
+VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3")
 OPS_SEED = 1234
 PROBLEMS = []  # checks that failed; reported at the end (exit 2) instead of aborting the run
 
@@ -378,7 +378,23 @@ SPECS = {
     "phi3": ("Phi3Config", "Phi3ForCausalLM", 606, dict(tie_word_embeddings=False, original_max_position_embeddings=128),
              10000.0, {"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0],
                        "long_factor": [1.0, 2.0, 4.0, 8.0, 16.0, 24.0, 32.0, 48.0]}, False),
+    # Gemma 2: (1 + w) RMSNorms incl. the sandwich norms around attention and MLP, GeGLU (tanh), the embedding
+    # times sqrt(hidden), query_pre_attn_scalar != head_dim, attention and final logit soft-capping (caps small
+    # enough that tanh bends), layer 0 sliding (window 8, shorter than two sequences), layer 1 full.
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", 707,
+               dict(tie_word_embeddings=True, head_dim=16, hidden_activation="gelu_pytorch_tanh",
+                    query_pre_attn_scalar=24, sliding_window=8, attn_logit_softcapping=2.0,
+                    final_logit_softcapping=1.5, layer_types=["sliding_attention", "full_attention"]),
+               10000.0, None, False),
+    # Gemma 3 (text): Gemma 2's block with (1 + w) q/k norms, no soft-capping, and a RoPE per layer type: the
+    # sliding layer 0 with base 10000, the full layer 1 with base 1e6 and linear scaling x8 (as the 4B+ models).
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", 808,
+               dict(tie_word_embeddings=True, head_dim=16, hidden_activation="gelu_pytorch_tanh",
+                    query_pre_attn_scalar=24, sliding_window=8, layer_types=["sliding_attention", "full_attention"]),
+               1000000.0, {"rope_type": "linear", "factor": 8.0}, False),
 }
+GEMMA = ("gemma2", "gemma3")
+GEMMA3_LOCAL_THETA = 10000.0
 # PEFT target_modules per variant (the checkpoint's module names).
 FUSED_TARGETS = {"phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]}
 WEIGHT_STD = 0.02          # every Linear / embedding weight, like HF init ...
@@ -395,8 +411,14 @@ def build_model(variant):
     cfg_name, model_name, seed, extra, theta, scaling, _ = SPECS[variant]
     kw = dict(COMMON)
     kw.update(extra)
+    rk = rope_kwargs(scaling, theta)
+    if variant == "gemma3" and "rope_parameters" in rk:  # transformers 5: one RoPE per layer type
+        rk = {"rope_parameters": {"full_attention": rk["rope_parameters"],
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": GEMMA3_LOCAL_THETA}}}
+    elif variant == "gemma3":
+        rk = dict(rk, rope_local_base_freq=GEMMA3_LOCAL_THETA)
     try:
-        cfg = getattr(transformers, cfg_name)(**dict(kw, **rope_kwargs(scaling, theta)))
+        cfg = getattr(transformers, cfg_name)(**dict(kw, **rk))
     except Exception as e:  # noqa: BLE001  (other major version than expected: try the classic keys)
         print(f"  (warning: {cfg_name} with rope kwargs {rope_kwargs(scaling, theta)} failed: {e!r})")
         classic = {"rope_theta": theta}
@@ -414,8 +436,8 @@ def build_model(variant):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():  # tied lm_head appears once (as embed_tokens)
-            if p.dim() == 1 and "norm" in name:
-                p.copy_(rand(g, *p.shape, scale=NORM_STD, shift=NORM_SHIFT))
+            if p.dim() == 1 and "norm" in name:  # Gemma stores w of (1 + w): centred on 0
+                p.copy_(rand(g, *p.shape, scale=NORM_STD, shift=0.0 if variant in GEMMA else NORM_SHIFT))
             elif name.endswith(".bias"):
                 p.copy_(rand(g, *p.shape, scale=BIAS_STD))
             elif name.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
@@ -432,7 +454,9 @@ def build_model(variant):
     # the model's RoPE frequencies are the ones the README documents (catches a silently ignored rope config)
     head_dim = extra.get("head_dim", COMMON["hidden_size"] // COMMON["num_attention_heads"])
     want_scaling = 1.0
-    if scaling and scaling["rope_type"] == "longrope":
+    if variant in GEMMA:
+        want = None  # per-layer-type tables: checked by the engine's fixture parity instead
+    elif scaling and scaling["rope_type"] == "longrope":
         # _compute_longrope_parameters: inv_freq / short_factor (sequences within the original length), cos and
         # sin times sqrt(1 + ln(factor) / ln(original)), factor = max positions / original
         import torch
@@ -445,7 +469,9 @@ def build_model(variant):
     else:
         want = inv_freq_default(theta, head_dim)
     rot = getattr(model.model, "rotary_emb", None)
-    if rot is None or not hasattr(rot, "inv_freq"):
+    if variant in GEMMA:
+        print(f"  ({variant}: rotary buffers {[(n, tuple(b.shape)) for n, b in model.model.named_buffers()]})")
+    elif rot is None or not hasattr(rot, "inv_freq"):
         print(f"  (warning: {variant}: no model.rotary_emb.inv_freq to check)")
     else:
         err = (rot.inv_freq.float() - want).abs().max().item()

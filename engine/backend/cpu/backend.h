@@ -39,6 +39,8 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, rope_backward)
     TANDEM_FORWARD_OP(cpu, swiglu_forward)
     TANDEM_FORWARD_OP(cpu, swiglu_backward)
+    TANDEM_FORWARD_OP(cpu, geglu_forward)
+    TANDEM_FORWARD_OP(cpu, geglu_backward)
     TANDEM_FORWARD_OP(cpu, lm_head_cross_entropy)
     TANDEM_FORWARD_OP(cpu, lm_head_logits)
     TANDEM_FORWARD_OP(cpu, add)
@@ -51,17 +53,19 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, sum)
 
     // Attention has the CUDA shape: max_seqlen sizes CUDA's grid and its workspace is planned; the CPU kernel
-    // walks each sample whole and keeps its own [Hq,T] scratch. window: the sliding window (0: none).
+    // walks each sample whole and keeps its own [Hq,T] scratch. window: the sliding window (0: none); softcap:
+    // the scores' soft-capping (0: none).
     static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                                   const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale,
-                                  int /*max_seqlen*/, int window) {
-        cpu::attention_forward(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, window);
+                                  int /*max_seqlen*/, int window, float softcap = 0.0f) {
+        cpu::attention_forward(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, window, softcap);
     }
     static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                                    const float* v, const float* out, const float* lse, const int32_t* cu_seqlens,
                                    int S, int T, int Hq, int Hkv, int D, float scale, int /*max_seqlen*/,
-                                   void* /*workspace*/, int window) {
-        cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, S, T, Hq, Hkv, D, scale, window);
+                                   void* /*workspace*/, int window, float softcap = 0.0f) {
+        cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, S, T, Hq, Hkv, D, scale, window,
+                                softcap);
     }
 };
 

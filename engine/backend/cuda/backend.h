@@ -41,6 +41,8 @@ struct CudaBackend {
     TANDEM_FORWARD_OP(cuda, attention_backward)
     TANDEM_FORWARD_OP(cuda, swiglu_forward)
     TANDEM_FORWARD_OP(cuda, swiglu_backward)
+    TANDEM_FORWARD_OP(cuda, geglu_forward)
+    TANDEM_FORWARD_OP(cuda, geglu_backward)
     TANDEM_FORWARD_OP(cuda, lm_head_cross_entropy)
     TANDEM_FORWARD_OP(cuda, lm_head_logits)
     TANDEM_FORWARD_OP(cuda, add)

@@ -1,6 +1,7 @@
 // tandem::ModelConfig — a Hugging Face `config.json` of a decoder-only model, parsed and validated.
 // Supported for training: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// Phi3ForCausalLM (one family file each in engine/arch/, which also says what each checkpoint holds).
+// Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM (text) — one family file each in engine/arch/, which
+// also says what each checkpoint holds.
 // Parsed but reported "not yet supported": Qwen3MoeForCausalLM, MixtralForCausalLM, GptOssForCausalLM.
 // Defaults for absent fields follow each family's transformers config class (e.g. head_dim defaults to 128
 // for Qwen3 but to hidden_size / num_attention_heads for Llama), so a config means here what it means there.
@@ -68,6 +69,17 @@ struct ModelConfig {
     int64_t decoder_sparse_step = 1;     // Qwen3-MoE: every n-th layer is sparse
     std::vector<int64_t> mlp_only_layers;  // Qwen3-MoE: layers that keep a dense MLP
     bool attention_sinks = false;        // gpt-oss: a learned per-head sink logit
+    // Gemma 2 / 3.
+    bool norm_one_plus = false;          // RMSNorm weights are stored as w of (1 + w), applied in fp32
+    bool sandwich_norms = false;         // post-attention and post-MLP norms before each residual add
+    double embed_scale = 1.0;            // embeddings times this (Gemma: sqrt(hidden_size))
+    double query_pre_attn_scalar = 0.0;  // attention scale 1/sqrt(this); 0: head_dim
+    double attn_logit_softcapping = 0.0;   // scores = cap * tanh(scores / cap) before the mask; 0: none
+    double final_logit_softcapping = 0.0;  // logits = cap * tanh(logits / cap); 0: none
+    // Per layer: true where the layer attends within sliding_window only (transformers' layer_types
+    // "sliding_attention"); empty: every layer uses sliding_window (0 = full causal attention).
+    std::vector<bool> sliding_layers;
+    double rope_local_theta = 0.0;       // RoPE base of the sliding layers (Gemma 3); 0: the same as every layer
 
     bool supported = false;            // true for the four dense families above
     std::string unsupported_reason;    // why not, when !supported
@@ -80,6 +92,11 @@ struct ModelConfig {
     // Attention widths: num_attention_heads * head_dim and num_key_value_heads * head_dim.
     int64_t q_dim() const { return num_attention_heads * head_dim; }
     int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+    // The attention window of layer `layer` (0 = full causal attention).
+    int64_t window_of(int64_t layer) const {
+        if (sliding_layers.empty()) return sliding_window;
+        return layer >= 0 && size_t(layer) < sliding_layers.size() && sliding_layers[size_t(layer)] ? sliding_window : 0;
+    }
 };
 
 // Architectures (config.json "architectures"[0]) that parse_model_config accepts.

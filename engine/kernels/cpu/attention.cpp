@@ -7,7 +7,8 @@
 //   pass 1, per (query head, token): dq = scale * sum_j ds_j k_j   (and Dt = dout . out for pass 2)
 //   pass 2, per (kv head, token j):  dk_j = scale * sum_{h in group} sum_{t >= j} ds_tj q_t,
 //                                    dv_j = sum_{h in group} sum_{t >= j} p_tj dout_t
-// with p_tj = exp(scale q_t.k_j - lse_t), ds_tj = p_tj (dout_t.v_j - Dt). Recomputing p in both passes costs
+// with p_tj = exp(scale q_t.k_j - lse_t), ds_tj = p_tj (dout_t.v_j - Dt) (with soft-capping the capped score
+// in p and ds times 1 - tanh^2). Recomputing p in both passes costs
 // ~1.4x the flops of a single pass but keeps every thread busy even for S = 1 and few kv heads.
 #include "kernels/cpu/attention.h"
 
@@ -22,6 +23,14 @@
 namespace tandem::cpu {
 
 namespace {
+
+// Gemma 2's soft-capping of the scaled scores: cap * tanh(s / cap) (cap 0: none), and d capped / d s.
+inline float capped(float s, float cap) { return cap > 0.0f ? cap * std::tanh(s / cap) : s; }
+inline float capped_grad(float capped_s, float cap) {
+    if (cap <= 0.0f) return 1.0f;
+    const float t = capped_s / cap;
+    return 1.0f - t * t;
+}
 
 void check_args(const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D) {
     TANDEM_KCHECK_PTR(cu_seqlens);
@@ -71,7 +80,8 @@ inline float dot(const float* a, const float* b, int D) {
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale, int window) {
+                       const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale, int window,
+                       float softcap) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(lse);
     TANDEM_KCHECK_PTR(q);
@@ -94,7 +104,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
             const float* qt = q + t * qs + static_cast<size_t>(h) * D;  // [D]
             float m = -INFINITY;
             for (int j = b; j <= t; j++) {
-                const float sc = scale * dot(qt, k + j * ks + static_cast<size_t>(g) * D, D);
+                const float sc = capped(scale * dot(qt, k + j * ks + static_cast<size_t>(g) * D, D), softcap);
                 p[j - b] = sc;
                 m = std::max(m, sc);
             }
@@ -120,7 +130,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int32_t* cu_seqlens, int S, int T,
-                        int Hq, int Hkv, int D, float scale, int window) {
+                        int Hq, int Hkv, int D, float scale, int window, float softcap) {
     TANDEM_KCHECK_PTR(dq);
     TANDEM_KCHECK_PTR(dk);
     TANDEM_KCHECK_PTR(dv);
@@ -155,8 +165,9 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
             for (int j = b; j <= t; j++) {
                 const float* kj = k + j * ks + static_cast<size_t>(g) * D;
                 const float* vj = v + j * ks + static_cast<size_t>(g) * D;
-                const float p = std::exp(scale * dot(qt, kj, D) - lt);
-                const float ds = p * (dot(dot_, vj, D) - Dt);
+                const float sc = capped(scale * dot(qt, kj, D), softcap);
+                const float p = std::exp(sc - lt);
+                const float ds = p * (dot(dot_, vj, D) - Dt) * capped_grad(sc, softcap);
                 for (int d = 0; d < D; d++) acc[d] += ds * kj[d];
             }
             float* dqt = dq + t * qs + static_cast<size_t>(h) * D;
@@ -181,8 +192,10 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                 for (int t = j; t < e; t++) {
                     const float* qt = q + t * qs + static_cast<size_t>(h) * D;
                     const float* dot_ = dout + t * qs + static_cast<size_t>(h) * D;
-                    const float p = std::exp(scale * dot(qt, kj, D) - lse[static_cast<size_t>(h) * T + t]);
-                    const float ds = p * (dot(dot_, vj, D) - delta[static_cast<size_t>(h) * T + t]);
+                    const float sc = capped(scale * dot(qt, kj, D), softcap);
+                    const float p = std::exp(sc - lse[static_cast<size_t>(h) * T + t]);
+                    const float ds =
+                        p * (dot(dot_, vj, D) - delta[static_cast<size_t>(h) * T + t]) * capped_grad(sc, softcap);
                     for (int d = 0; d < D; d++) {
                         acc_k[d] += ds * qt[d];
                         acc_v[d] += p * dot_[d];

@@ -3,6 +3,7 @@
 // Token t of sample s (cu_seqlens[s] <= t < cu_seqlens[s+1]) attends to tokens cu_seqlens[s]..t only,
 // never across a sample boundary; with a sliding window W > 0 (Mistral's sliding_window) only to the last W of
 // those, t-W+1..t (transformers: key j is visible when j > t - W). Query head h reads kv head h / (Hq / Hkv).
+// softcap > 0 (Gemma 2): the scaled scores s become softcap * tanh(s / softcap) before the mask and softmax.
 // Decisions: forward saves the log-sum-exp lse[Hq,T] (natural log, of the scaled scores); backward
 // recomputes the probabilities from it row by row (flash-attention style), so no [T,T] matrix exists.
 // All three gradients are WRITTEN (=), not accumulated. Deterministic for any thread count: every output
@@ -16,13 +17,14 @@ namespace tandem::cpu {
 // out[T,Hq,D], lse[Hq,T] written. q[T,Hq,D], k[T,Hkv,D], v[T,Hkv,D]; cu_seqlens[S+1] int32 with
 // cu_seqlens[0] = 0, non-decreasing, cu_seqlens[S] = T. scale multiplies q.k (usually 1/sqrt(D)).
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale, int window = 0);
+                       const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D, float scale, int window = 0,
+                       float softcap = 0.0f);
 
 // dq[T,Hq,D], dk[T,Hkv,D], dv[T,Hkv,D] written from dout[T,Hq,D] and what forward saw and saved
 // (q, k, v, out, lse). Allocates one [Hq,T] float vector per call (the rows' dout.out terms) besides the
 // per-thread row buffers both functions allocate ([T] and [D] floats); the CPU backend only.
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const int32_t* cu_seqlens, int S, int T,
-                        int Hq, int Hkv, int D, float scale, int window = 0);
+                        int Hq, int Hkv, int D, float scale, int window = 0, float softcap = 0.0f);
 
 }  // namespace tandem::cpu

@@ -23,7 +23,7 @@ namespace {
 // receives each row's loss rounded to fp32.
 double cross_entropy_chunked(float* dhidden, float* losses, const float* hidden, const float* weight,
                              const int32_t* targets, int N, int C, int V, float grad_scale, int chunk_rows,
-                             float* scratch) {
+                             float* scratch, float softcap) {
     TANDEM_KCHECK_PTR(hidden);
     TANDEM_KCHECK_PTR(weight);
     TANDEM_KCHECK_PTR(targets);
@@ -45,6 +45,8 @@ double cross_entropy_chunked(float* dhidden, float* losses, const float* hidden,
         for (int r = 0; r < rows; r++) {
             float* z = scratch + static_cast<size_t>(r) * V;  // [V] logits, then their gradient
             const int32_t target = targets[n0 + r];
+            if (softcap > 0.0f)
+                for (int i = 0; i < V; i++) z[i] = softcap * std::tanh(z[i] / softcap);
             if (target == kIgnoreIndex) {
                 row_loss[r] = 0.0;
                 if (dhidden) std::fill(z, z + V, 0.0f);
@@ -58,8 +60,13 @@ double cross_entropy_chunked(float* dhidden, float* losses, const float* hidden,
             row_loss[r] = lse - static_cast<double>(z[target]);
             if (dhidden) {
                 const float lse_f = static_cast<float>(lse);
-                for (int i = 0; i < V; i++) z[i] = std::exp(z[i] - lse_f) * grad_scale;
-                z[target] -= grad_scale;
+                for (int i = 0; i < V; i++) {
+                    const float zc = z[i];
+                    float g = std::exp(zc - lse_f) * grad_scale;
+                    if (i == target) g -= grad_scale;
+                    if (softcap > 0.0f) g *= 1.0f - (zc / softcap) * (zc / softcap);  // through the tanh cap
+                    z[i] = g;
+                }
             }
         }
         for (int r = 0; r < rows; r++) loss_sum += row_loss[r];  // in row order: deterministic
@@ -76,21 +83,24 @@ double cross_entropy_chunked(float* dhidden, float* losses, const float* hidden,
 }  // namespace
 
 double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* weight, const int32_t* targets, int N,
-                             int C, int V, float grad_scale, int chunk_rows, float* scratch) {
-    return cross_entropy_chunked(dhidden, nullptr, hidden, weight, targets, N, C, V, grad_scale, chunk_rows, scratch);
+                             int C, int V, float grad_scale, int chunk_rows, float* scratch, float softcap) {
+    return cross_entropy_chunked(dhidden, nullptr, hidden, weight, targets, N, C, V, grad_scale, chunk_rows, scratch,
+                                 softcap);
 }
 
 void lm_head_cross_entropy(float* dhidden, float* losses, const float* hidden, const float* weight,
                            const int32_t* targets, int N, int C, int V, const float* grad_scale, int chunk_rows,
-                           void* workspace) {
+                           void* workspace, float softcap) {
     TANDEM_KCHECK_PTR(losses);
     TANDEM_KCHECK_PTR(grad_scale);
     cross_entropy_chunked(dhidden, losses, hidden, weight, targets, N, C, V, *grad_scale, chunk_rows,
-                          static_cast<float*>(workspace));
+                          static_cast<float*>(workspace), softcap);
 }
 
-void lm_head_logits(float* out, const float* hidden, const float* weight, int N, int C, int V) {
+void lm_head_logits(float* out, const float* hidden, const float* weight, int N, int C, int V, float softcap) {
     matmul_forward(out, hidden, weight, nullptr, N, C, V);
+    if (softcap > 0.0f)
+        for (int64_t i = 0; i < int64_t(N) * V; i++) out[i] = softcap * std::tanh(out[i] / softcap);
 }
 
 }  // namespace tandem::cpu

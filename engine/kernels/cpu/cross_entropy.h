@@ -6,7 +6,8 @@
 // the whole optimizer step, times any loss scale), so accumulation over micro-batches is exact.
 // Softmax in fp32 with max subtraction, sums of exponentials in double. Deterministic for any thread
 // count: rows are independent, row losses are summed serially in row order. No gradient for the lm_head
-// weight (frozen under LoRA, tied or not).
+// weight (frozen under LoRA, tied or not). softcap > 0 (Gemma 2's final_logit_softcapping): the logits are
+// softcap * tanh(logits / softcap), and the gradient goes through the tanh.
 #pragma once
 
 #include <cstdint>
@@ -20,16 +21,17 @@ inline constexpr int32_t kIgnoreIndex = -100;  // torch's default ignore_index
 // ignored target get 0. hidden[N,C], weight[V,C], targets[N] int32 (-100 or 0..V-1, anything else throws
 // Error{InvalidInput} naming the row and the id), scratch[chunk_rows,V].
 double lm_head_cross_entropy(float* dhidden, const float* hidden, const float* weight, const int32_t* targets, int N,
-                             int C, int V, float grad_scale, int chunk_rows, float* scratch);
+                             int C, int V, float grad_scale, int chunk_rows, float* scratch, float softcap = 0.0f);
 
 // The form the block code uses on both backends (twin of the CUDA one): the same loss, written per row into
 // losses[N] (0 for ignored rows; fp32, as the CUDA twin writes them) instead of summed, with grad_scale read
 // through a pointer. Sum the rows with sum() (elementwise.h). workspace: the [chunk_rows,V] fp32 scratch.
 void lm_head_cross_entropy(float* dhidden, float* losses, const float* hidden, const float* weight,
                            const int32_t* targets, int N, int C, int V, const float* grad_scale, int chunk_rows,
-                           void* workspace);
+                           void* workspace, float softcap = 0.0f);
 
 // out[N,V] = hidden[N,C] @ weight[V,C]^T: full logits, for evaluation and generation.
-void lm_head_logits(float* out, const float* hidden, const float* weight, int N, int C, int V);
+void lm_head_logits(float* out, const float* hidden, const float* weight, int N, int C, int V,
+                    float softcap = 0.0f);
 
 }  // namespace tandem::cpu

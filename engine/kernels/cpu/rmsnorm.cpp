@@ -13,7 +13,8 @@
 
 namespace tandem::cpu {
 
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps) {
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps,
+                     float weight_offset) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(rstd);
     TANDEM_KCHECK_PTR(inp);
@@ -27,19 +28,19 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
         for (int c = 0; c < C; c++) ss += static_cast<double>(x[c]) * x[c];
         const float r = static_cast<float>(1.0 / std::sqrt(ss / C + static_cast<double>(eps)));
         rstd[n] = r;
-        for (int c = 0; c < C; c++) y[c] = weight[c] * (x[c] * r);
+        for (int c = 0; c < C; c++) y[c] = (weight[c] + weight_offset) * (x[c] * r);
     }
 }
 
 void residual_rmsnorm_forward(float* residual, float* out, float* rstd, const float* a, const float* b,
-                              const float* weight, int N, int C, float eps) {
+                              const float* weight, int N, int C, float eps, float weight_offset) {
     TANDEM_KCHECK(N > 0 && C > 0);
     add(residual, a, b, static_cast<int64_t>(N) * C);  // checks the pointers; residual may alias a or b
-    rmsnorm_forward(out, rstd, residual, weight, N, C, eps);
+    rmsnorm_forward(out, rstd, residual, weight, N, C, eps, weight_offset);
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                      const float* rstd, int N, int C) {
+                      const float* rstd, int N, int C, float weight_offset) {
     TANDEM_KCHECK_PTR(dout);
     TANDEM_KCHECK_PTR(inp);
     TANDEM_KCHECK_PTR(rstd);
@@ -54,9 +55,9 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
             float* dx = dinp + static_cast<size_t>(n) * C;        // [C]
             const float r = rstd[n];
             double dot = 0.0;
-            for (int c = 0; c < C; c++) dot += static_cast<double>(weight[c] * dy[c]) * x[c];
+            for (int c = 0; c < C; c++) dot += static_cast<double>((weight[c] + weight_offset) * dy[c]) * x[c];
             const float k = static_cast<float>(dot / C) * r * r;
-            for (int c = 0; c < C; c++) dx[c] += r * (weight[c] * dy[c] - x[c] * k);
+            for (int c = 0; c < C; c++) dx[c] += r * ((weight[c] + weight_offset) * dy[c] - x[c] * k);
         }
     }
     if (dweight) {

@@ -2,23 +2,25 @@
 // N = rows, C = channels. Also the per-head q/k norm of Qwen3: N = tokens * heads, C = head_dim.
 // Decisions: rstd[N] is saved by forward for backward; backward ACCUMULATES into dinp (+=), because its
 // main caller adds into the residual stream's gradient; dweight (+=) is optional (norm weights are frozen
-// under LoRA). Row sums of squares are taken in double.
+// under LoRA). Row sums of squares are taken in double. weight_offset is added to every weight (Gemma stores
+// w of (1 + w): offset 1, in fp32 as transformers' Gemma RMSNorm).
 #pragma once
 
 namespace tandem::cpu {
 
 // out[N,C] = inp[N,C] * rstd[N] * weight[C],  rstd[N] = 1 / sqrt(mean(inp^2) + eps) (written).
 // out may alias inp.
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps);
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps,
+                     float weight_offset = 0.0f);
 
 // The block's fused residual + norm (twin of the CUDA one): residual[N,C] = a + b, then out = rmsnorm(residual)
 // as above. residual may alias a or b; out must not alias a or b.
 void residual_rmsnorm_forward(float* residual, float* out, float* rstd, const float* a, const float* b,
-                              const float* weight, int N, int C, float eps);
+                              const float* weight, int N, int C, float eps, float weight_offset = 0.0f);
 
 // dinp[N,C] += gradient w.r.t. inp; dweight[C] += sum_n dout * inp * rstd (nullptr to skip).
 // dinp must not alias dout or inp.
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                      const float* rstd, int N, int C);
+                      const float* rstd, int N, int C, float weight_offset = 0.0f);
 
 }  // namespace tandem::cpu

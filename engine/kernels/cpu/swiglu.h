@@ -1,4 +1,5 @@
-// SwiGLU activation of the Llama/Qwen MLP on the CPU backend: out = silu(gate) * up, silu(x) = x*sigmoid(x).
+// The gated MLP activations on the CPU backend: SwiGLU of the Llama/Qwen MLP, out = silu(gate) * up,
+// silu(x) = x*sigmoid(x); GeGLU of Gemma, out = gelu_tanh(gate) * up.
 // N = rows (tokens), F = intermediate features. Elementwise, so trivially deterministic.
 // Gradients are WRITTEN (=); dgate may alias gate and dup may alias up (each element is read before written).
 #pragma once
@@ -10,5 +11,9 @@ void swiglu_forward(float* out, const float* gate, const float* up, int N, int F
 
 // dgate[N,F] = dout * up * silu'(gate), dup[N,F] = dout * silu(gate), from dout[N,F].
 void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int N, int F);
+
+// out[N,F] = gelu_tanh(gate) * up, gelu_tanh as torch's gelu(approximate="tanh"); gradients as above.
+void geglu_forward(float* out, const float* gate, const float* up, int N, int F);
+void geglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int N, int F);
 
 }  // namespace tandem::cpu

@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(C::NT)
     attention_forward_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ q,
                              const bf16* __restrict__ k, const bf16* __restrict__ v,
                              const int32_t* __restrict__ cu_seqlens, int T, int Hq, int Hkv, int D, float scale,
-                             int window) {
+                             int window, float softcap) {
     constexpr int DP = C::DP, DS = C::DS, BM = C::BM, BN = C::BN, RM = C::RM, NT = C::NT, NSL = C::NSL;
     constexpr int LDK = C::LDK, LDV = C::LDV;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -310,6 +310,15 @@ __global__ void __launch_bounds__(C::NT)
 
         float s[RM][BN / 8][4] = {};
         mma_nt<RM, BN, DP>(s, sQ + wr0 * LDK, LDK, sK, LDK, D);
+        if (softcap > 0.0f) {  // Gemma 2: scale * s -> cap * tanh(scale * s / cap), kept in units of s
+            const float a = scale / softcap, b = softcap / scale;
+#pragma unroll
+            for (int r = 0; r < RM; r++)
+#pragma unroll
+                for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) s[r][n][e] = b * tanhf(a * s[r][n][e]);
+        }
         // The tile reaches past the warp's first row (causal mask), or a window may hide some of its keys.
         if (kv0 + BN - 1 > m0 + wr0 || window > 0) {
 #pragma unroll
@@ -418,7 +427,7 @@ __global__ void __launch_bounds__(C::NT)
                                    const bf16* __restrict__ q, const bf16* __restrict__ k,
                                    const bf16* __restrict__ v, const float* __restrict__ lse,
                                    const float* __restrict__ delta, const int32_t* __restrict__ cu_seqlens, int T,
-                                   int Hq, int Hkv, int D, float scale, int window) {
+                                   int Hq, int Hkv, int D, float scale, int window, float softcap) {
     constexpr int DP = C::DP, DS = C::DS, BN = C::BN, BM = C::BM, RM = C::RM, NT = C::NT, NSL = C::NSL;
     constexpr int LDK = C::LDK;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -486,12 +495,17 @@ __global__ void __launch_bounds__(C::NT)
                     const int key = n0 + wr0 + r * 16 + lane / 4 + (e / 2) * 8;
                     const int qi = n * 8 + (lane % 4) * 2 + e % 2;
                     const int t = m0 + qi;
-                    const float p =
-                        t >= key && t < end && (window <= 0 || t - key < window)
-                            ? exp2_approx(fmaf(s[r][n][e], sl2, -sL[qi] * kLog2e))
-                            : 0.0f;
+                    float sc = s[r][n][e], dcap = 1.0f;
+                    if (softcap > 0.0f) {  // the forward's capped score; d capped / d raw = 1 - tanh^2
+                        const float th = tanhf(sc * (scale / softcap));
+                        sc = th * (softcap / scale);
+                        dcap = 1.0f - th * th;
+                    }
+                    const float p = t >= key && t < end && (window <= 0 || t - key < window)
+                                        ? exp2_approx(fmaf(sc, sl2, -sL[qi] * kLog2e))
+                                        : 0.0f;
                     s[r][n][e] = p;
-                    dp[r][n][e] = p * (dp[r][n][e] - sD[qi]);  // dS^T
+                    dp[r][n][e] = p * (dp[r][n][e] - sD[qi]) * dcap;  // dS^T
                 }
         uint32_t a[RM][BM / 16][4];
         to_afrag<RM, BM>(a, s);
@@ -528,7 +542,7 @@ __global__ void __launch_bounds__(C::NT)
                                  const bf16* __restrict__ k, const bf16* __restrict__ v,
                                  const float* __restrict__ lse, const float* __restrict__ delta,
                                  const int32_t* __restrict__ cu_seqlens, int T, int Hq, int Hkv, int D,
-                                 float scale, int window) {
+                                 float scale, int window, float softcap) {
     constexpr int DP = C::DP, DS = C::DS, BM = C::BM, BN = C::BN, RM = C::RM, NT = C::NT, NSL = C::NSL;
     constexpr int LDK = C::LDK;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -601,11 +615,16 @@ __global__ void __launch_bounds__(C::NT)
                 for (int e = 0; e < 4; e++) {
                     const int row = m0 + wr0 + r * 16 + lane / 4 + (e / 2) * 8;
                     const int key = kv0 + n * 8 + (lane % 4) * 2 + e % 2;
-                    const float p =
-                        key <= row && row < end && (window <= 0 || row - key < window)
-                            ? exp2_approx(fmaf(s[r][n][e], sl2, -lr[r][e / 2]))
-                            : 0.0f;
-                    dp[r][n][e] = p * (dp[r][n][e] - dr[r][e / 2]);  // dS
+                    float sc = s[r][n][e], dcap = 1.0f;
+                    if (softcap > 0.0f) {
+                        const float th = tanhf(sc * (scale / softcap));
+                        sc = th * (softcap / scale);
+                        dcap = 1.0f - th * th;
+                    }
+                    const float p = key <= row && row < end && (window <= 0 || row - key < window)
+                                        ? exp2_approx(fmaf(sc, sl2, -lr[r][e / 2]))
+                                        : 0.0f;
+                    dp[r][n][e] = p * (dp[r][n][e] - dr[r][e / 2]) * dcap;  // dS
                 }
         uint32_t a[RM][BN / 16][4];
         to_afrag<RM, BN>(a, dp);
@@ -666,19 +685,19 @@ dim3 tile_grid(int max_seqlen, int rows_per_tile, int slices, int heads, int S) 
 
 template <class C>
 void forward_launch(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens,
-                    int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen, int window) {
+                    int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen, int window, float softcap) {
     auto kernel = attention_forward_kernel<C>;
     static const bool once = allow_smem(reinterpret_cast<const void*>(kernel), C::smem);
     (void)once;
     kernel<<<tile_grid(max_seqlen, C::BM, C::NSL, Hq, S), C::NT, C::smem, context().stream>>>(
-        out, lse, q, k, v, cu_seqlens, T, Hq, Hkv, D, scale, window);
+        out, lse, q, k, v, cu_seqlens, T, Hq, Hkv, D, scale, window, softcap);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
 template <class Ckv, class Cq>
 void backward_launch(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                      const float* lse, const float* delta, const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv,
-                     int D, float scale, int max_seqlen, int window) {
+                     int D, float scale, int max_seqlen, int window, float softcap) {
     auto kv_kernel = attention_backward_dkdv_kernel<Ckv>;
     auto q_kernel = attention_backward_dq_kernel<Cq>;
     static const bool once = allow_smem(reinterpret_cast<const void*>(kv_kernel), Ckv::smem) &&
@@ -686,10 +705,10 @@ void backward_launch(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16*
     (void)once;
     cudaStream_t stream = context().stream;
     kv_kernel<<<tile_grid(max_seqlen, Ckv::BN, Ckv::NSL, Hkv, S), Ckv::NT, Ckv::smem, stream>>>(
-        dk, dv, dout, q, k, v, lse, delta, cu_seqlens, T, Hq, Hkv, D, scale, window);
+        dk, dv, dout, q, k, v, lse, delta, cu_seqlens, T, Hq, Hkv, D, scale, window, softcap);
     TANDEM_CUDA_LAUNCH_CHECK();
     q_kernel<<<tile_grid(max_seqlen, Cq::BM, Cq::NSL, Hq, S), Cq::NT, Cq::smem, stream>>>(
-        dq, dout, q, k, v, lse, delta, cu_seqlens, T, Hq, Hkv, D, scale, window);
+        dq, dout, q, k, v, lse, delta, cu_seqlens, T, Hq, Hkv, D, scale, window, softcap);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
@@ -708,21 +727,21 @@ void check_args(const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv, int D,
 bool attention_supported(int D) { return D > 0 && D % 16 == 0 && D <= 256; }
 
 void attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens,
-                       int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen, int window) {
+                       int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen, int window, float softcap) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(lse);
     TANDEM_KCHECK_PTR(q);
     TANDEM_KCHECK_PTR(k);
     TANDEM_KCHECK_PTR(v);
     check_args(cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen);
-    TANDEM_KCHECK(window >= 0);
+    TANDEM_KCHECK(window >= 0 && softcap >= 0.0f);
     TANDEM_KCHECK(aligned16(out) && aligned16(q) && aligned16(k) && aligned16(v));
     if (D <= 64)
-        forward_launch<Fwd64>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen, window);
+        forward_launch<Fwd64>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen, window, softcap);
     else if (D <= 128)
-        forward_launch<Fwd128>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen, window);
+        forward_launch<Fwd128>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen, window, softcap);
     else
-        forward_launch<Fwd256>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen, window);
+        forward_launch<Fwd256>(out, lse, q, k, v, cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen, window, softcap);
 }
 
 size_t attention_backward_workspace(int T, int Hq, int /*D*/) {
@@ -731,7 +750,7 @@ size_t attention_backward_workspace(int T, int Hq, int /*D*/) {
 
 void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                         const bf16* out, const float* lse, const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv,
-                        int D, float scale, int max_seqlen, void* workspace, int window) {
+                        int D, float scale, int max_seqlen, void* workspace, int window, float softcap) {
     TANDEM_KCHECK_PTR(dq);
     TANDEM_KCHECK_PTR(dk);
     TANDEM_KCHECK_PTR(dv);
@@ -743,7 +762,7 @@ void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
     TANDEM_KCHECK_PTR(lse);
     TANDEM_KCHECK_PTR(workspace);
     check_args(cu_seqlens, S, T, Hq, Hkv, D, scale, max_seqlen);
-    TANDEM_KCHECK(window >= 0);
+    TANDEM_KCHECK(window >= 0 && softcap >= 0.0f);
     TANDEM_KCHECK(aligned16(dq) && aligned16(dk) && aligned16(dv) && aligned16(dout) && aligned16(q) &&
                   aligned16(k) && aligned16(v) && aligned16(out) && aligned16(workspace));
     float* delta = static_cast<float*>(workspace);  // [Hq, T]
@@ -754,13 +773,13 @@ void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
     TANDEM_CUDA_LAUNCH_CHECK();
     if (D <= 64)
         backward_launch<Dkv64, Dq64>(dq, dk, dv, dout, q, k, v, lse, delta, cu_seqlens, S, T, Hq, Hkv, D, scale,
-                                     max_seqlen, window);
+                                     max_seqlen, window, softcap);
     else if (D <= 128)
         backward_launch<Dkv128, Dq128>(dq, dk, dv, dout, q, k, v, lse, delta, cu_seqlens, S, T, Hq, Hkv, D, scale,
-                                       max_seqlen, window);
+                                       max_seqlen, window, softcap);
     else
         backward_launch<Dkv256, Dq256>(dq, dk, dv, dout, q, k, v, lse, delta, cu_seqlens, S, T, Hq, Hkv, D, scale,
-                                       max_seqlen, window);
+                                       max_seqlen, window, softcap);
 }
 
 }  // namespace tandem::cuda

@@ -9,7 +9,8 @@
 // so the result is deterministic. Gradients are WRITTEN as on the CPU. max_seqlen must be >= every
 // sample's length (it cannot be checked without a sync); pointers 16-byte aligned. window > 0: a sliding
 // window as on the CPU (key j visible from query t when t - window < j <= t); key tiles wholly outside it
-// are skipped.
+// are skipped. softcap > 0 (Gemma 2): the scaled scores become softcap * tanh(scores / softcap) before the
+// mask and softmax; backward multiplies dS by 1 - tanh^2.
 #pragma once
 
 #include <cstddef>
@@ -22,12 +23,13 @@ namespace tandem::cuda {
 bool attention_supported(int D);  // head dims the in-house kernels handle
 
 void attention_forward(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens,
-                       int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen, int window = 0);
+                       int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen, int window = 0,
+                       float softcap = 0.0f);
 
 size_t attention_backward_workspace(int T, int Hq, int D);
 
 void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                         const bf16* out, const float* lse, const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv,
-                        int D, float scale, int max_seqlen, void* workspace, int window = 0);
+                        int D, float scale, int max_seqlen, void* workspace, int window = 0, float softcap = 0.0f);
 
 }  // namespace tandem::cuda

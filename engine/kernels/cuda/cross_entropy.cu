@@ -88,10 +88,16 @@ static __device__ MaxSum block_reduce(MaxSum v) {
 // writes bf16 elements [iB, (i+1)B), i.e. the bytes of fp32 elements [iB/2, (i+1)B/2). A thread writing
 // in iteration i has passed the barrier that follows every thread's reads of iteration i, and everything
 // it writes lies below (i+1)B, so no read of iteration i+1 or later can be clobbered.
+// Gemma 2's final_logit_softcapping: cap * tanh(x / cap) (cap 0: x); the gradient is times 1 - (capped / cap)^2.
+__device__ inline float capped(float x, float cap) { return cap > 0.0f ? cap * tanhf(x / cap) : x; }
+__device__ inline float capped_grad(float d, float capped_x, float cap) {
+    return cap > 0.0f ? d * (1.0f - (capped_x / cap) * (capped_x / cap)) : d;
+}
+
 template <bool VEC>
 static __global__ void __launch_bounds__(kCeThreads)
     softmax_ce_kernel(float* logits, float* losses, const int32_t* targets, int V, float grad_scale,
-                      const float* grad_scale_device, bool want_grad) {
+                      const float* grad_scale_device, bool want_grad, float softcap) {
     if (grad_scale_device) grad_scale = *grad_scale_device;
     const int row = blockIdx.x;
     float* z = logits + static_cast<size_t>(row) * V;  // [V] fp32 logits
@@ -107,7 +113,7 @@ static __global__ void __launch_bounds__(kCeThreads)
     }
     const bool valid = target >= 0 && target < V;
     float z_target = 0.0f;
-    if (tid == 0 && valid) z_target = z[target];  // before block_reduce's barrier, so before any write
+    if (tid == 0 && valid) z_target = capped(z[target], softcap);  // before block_reduce's barrier: before any write
 
     // Pass 1: max and sum of exponentials, online.
     MaxSum acc{-INFINITY, 0.0f};
@@ -116,13 +122,13 @@ static __global__ void __launch_bounds__(kCeThreads)
     if constexpr (VEC) {
         for (int j = tid; j < n4; j += blockDim.x) {
             const float4 v = z4[j];
-            online_add(acc, v.x);
-            online_add(acc, v.y);
-            online_add(acc, v.z);
-            online_add(acc, v.w);
+            online_add(acc, capped(v.x, softcap));
+            online_add(acc, capped(v.y, softcap));
+            online_add(acc, capped(v.z, softcap));
+            online_add(acc, capped(v.w, softcap));
         }
     } else {
-        for (int j = tid; j < V; j += blockDim.x) online_add(acc, z[j]);
+        for (int j = tid; j < V; j += blockDim.x) online_add(acc, capped(z[j], softcap));
     }
     const MaxSum total = block_reduce(acc);
     const float lse = total.m + logf(total.s);
@@ -139,11 +145,15 @@ static __global__ void __launch_bounds__(kCeThreads)
             if (j < n4) v = z4[j];
             __syncthreads();
             if (j < n4) {
+                v = {capped(v.x, softcap), capped(v.y, softcap), capped(v.z, softcap), capped(v.w, softcap)};
                 const int i0 = 4 * j;
-                const float d0 = expf(v.x - lse) * grad_scale - (i0 == onehot ? grad_scale : 0.0f);
-                const float d1 = expf(v.y - lse) * grad_scale - (i0 + 1 == onehot ? grad_scale : 0.0f);
-                const float d2 = expf(v.z - lse) * grad_scale - (i0 + 2 == onehot ? grad_scale : 0.0f);
-                const float d3 = expf(v.w - lse) * grad_scale - (i0 + 3 == onehot ? grad_scale : 0.0f);
+                const float d0 = capped_grad(expf(v.x - lse) * grad_scale - (i0 == onehot ? grad_scale : 0.0f), v.x, softcap);
+                const float d1 =
+                    capped_grad(expf(v.y - lse) * grad_scale - (i0 + 1 == onehot ? grad_scale : 0.0f), v.y, softcap);
+                const float d2 =
+                    capped_grad(expf(v.z - lse) * grad_scale - (i0 + 2 == onehot ? grad_scale : 0.0f), v.z, softcap);
+                const float d3 =
+                    capped_grad(expf(v.w - lse) * grad_scale - (i0 + 3 == onehot ? grad_scale : 0.0f), v.w, softcap);
                 const __nv_bfloat162 lo = __floats2bfloat162_rn(d0, d1), hi = __floats2bfloat162_rn(d2, d3);
                 uint2 packed;
                 packed.x = *reinterpret_cast<const unsigned*>(&lo);
@@ -155,11 +165,19 @@ static __global__ void __launch_bounds__(kCeThreads)
         for (int base = 0; base < V; base += blockDim.x) {
             const int j = base + tid;
             float v = 0.0f;
-            if (j < V) v = z[j];
+            if (j < V) v = capped(z[j], softcap);
             __syncthreads();
-            if (j < V) g[j] = __float2bfloat16(expf(v - lse) * grad_scale - (j == onehot ? grad_scale : 0.0f));
+            if (j < V)
+                g[j] = __float2bfloat16(
+                    capped_grad(expf(v - lse) * grad_scale - (j == onehot ? grad_scale : 0.0f), v, softcap));
         }
     }
+}
+
+// x = cap * tanh(x / cap) over n fp32 values (lm_head_logits with soft-capping).
+static __global__ void softcap_kernel(float* x, int64_t n, float cap) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+        x[i] = capped(x[i], cap);
 }
 
 // ----------------------------------------------------------------------------------------------------------
@@ -175,7 +193,7 @@ namespace {
 // grad_scale_device: when set, the kernels read the scale there (grad_scale ignored).
 void lm_head_cross_entropy_launch(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight,
                                   const int32_t* targets, int N, int C, int V, float grad_scale,
-                                  const float* grad_scale_device, int chunk_rows, void* workspace) {
+                                  const float* grad_scale_device, int chunk_rows, void* workspace, float softcap) {
     TANDEM_KCHECK_PTR(losses);
     TANDEM_KCHECK_PTR(hidden);
     TANDEM_KCHECK_PTR(weight);
@@ -195,10 +213,10 @@ void lm_head_cross_entropy_launch(bf16* dhidden, float* losses, const bf16* hidd
         gemm(false, true, rows, V, C, 1.0f, hidden + static_cast<size_t>(n0) * C, C, weight, C, 0.0f, logits, V, true);
         if (vec)
             softmax_ce_kernel<true><<<rows, kCeThreads, 0, stream>>>(logits, losses + n0, targets + n0, V, grad_scale,
-                                                                     grad_scale_device, dhidden != nullptr);
+                                                                     grad_scale_device, dhidden != nullptr, softcap);
         else
             softmax_ce_kernel<false><<<rows, kCeThreads, 0, stream>>>(logits, losses + n0, targets + n0, V, grad_scale,
-                                                                      grad_scale_device, dhidden != nullptr);
+                                                                      grad_scale_device, dhidden != nullptr, softcap);
         TANDEM_CUDA_LAUNCH_CHECK();
         if (dhidden) {
             // dhidden[n0:n0+rows, C] = dlogits[rows,V] (ld 2V) @ weight[V,C]
@@ -211,25 +229,32 @@ void lm_head_cross_entropy_launch(bf16* dhidden, float* losses, const bf16* hidd
 }  // namespace
 
 void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight, const int32_t* targets,
-                           int N, int C, int V, float grad_scale, int chunk_rows, void* workspace) {
+                           int N, int C, int V, float grad_scale, int chunk_rows, void* workspace, float softcap) {
     lm_head_cross_entropy_launch(dhidden, losses, hidden, weight, targets, N, C, V, grad_scale, nullptr, chunk_rows,
-                                 workspace);
+                                 workspace, softcap);
 }
 
 void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight, const int32_t* targets,
-                           int N, int C, int V, const float* grad_scale_device, int chunk_rows, void* workspace) {
+                           int N, int C, int V, const float* grad_scale_device, int chunk_rows, void* workspace,
+                           float softcap) {
     TANDEM_KCHECK_PTR(grad_scale_device);
     lm_head_cross_entropy_launch(dhidden, losses, hidden, weight, targets, N, C, V, 0.0f, grad_scale_device,
-                                 chunk_rows, workspace);
+                                 chunk_rows, workspace, softcap);
 }
 
-void lm_head_logits(float* out, const bf16* hidden, const bf16* weight, int N, int C, int V) {
+void lm_head_logits(float* out, const bf16* hidden, const bf16* weight, int N, int C, int V, float softcap) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(hidden);
     TANDEM_KCHECK_PTR(weight);
     TANDEM_KCHECK(N > 0 && C > 0 && V > 0);
     // out[N,V] = hidden[N,C] @ weight[V,C]^T
     gemm(false, true, N, V, C, 1.0f, hidden, C, weight, C, 0.0f, out, V, true);
+    if (softcap > 0.0f) {
+        const int64_t n = int64_t(N) * V;
+        softcap_kernel<<<unsigned(std::min<int64_t>((n + 255) / 256, 65535)), 256, 0, context().stream>>>(out, n,
+                                                                                                         softcap);
+        TANDEM_CUDA_LAUNCH_CHECK();
+    }
 }
 
 }  // namespace tandem::cuda

@@ -3,7 +3,8 @@
 // fp32 into the workspace, one kernel per chunk turns each row into its loss and, in place, into the bf16
 // gradient of its logits (grad_scale * (softmax - onehot)), and one GEMM adds the chunk's dhidden. Full
 // [N, V] logits never exist. Softmax/loss math in fp32; per-row losses are written to losses[N] so the
-// sum is deterministic (elementwise.h sum) and needs no host sync.
+// sum is deterministic (elementwise.h sum) and needs no host sync. softcap > 0: the logits are
+// softcap * tanh(logits / softcap) (Gemma 2's final_logit_softcapping) and the gradient goes through the tanh.
 #pragma once
 
 #include <cstddef>
@@ -20,13 +21,15 @@ size_t lm_head_cross_entropy_workspace(int chunk_rows, int V);
 // dhidden[N,C] (bf16, written; nullptr for evaluation) = grad_scale * d(loss sum)/d(hidden), 0 for ignored
 // rows. hidden[N,C], weight[V,C] bf16, targets[N] int32 on the device (validated on the host).
 void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight, const int32_t* targets,
-                           int N, int C, int V, float grad_scale, int chunk_rows, void* workspace);
+                           int N, int C, int V, float grad_scale, int chunk_rows, void* workspace,
+                           float softcap = 0.0f);
 // The same with grad_scale read on the device from grad_scale_device [1] when the kernels run (the CUDA
 // model's way: a captured CUDA graph then replays with each batch's scale).
 void lm_head_cross_entropy(bf16* dhidden, float* losses, const bf16* hidden, const bf16* weight, const int32_t* targets,
-                           int N, int C, int V, const float* grad_scale_device, int chunk_rows, void* workspace);
+                           int N, int C, int V, const float* grad_scale_device, int chunk_rows, void* workspace,
+                           float softcap = 0.0f);
 
 // out[N,V] (fp32) = hidden @ weight^T: full logits, for evaluation, generation and the self-test.
-void lm_head_logits(float* out, const bf16* hidden, const bf16* weight, int N, int C, int V);
+void lm_head_logits(float* out, const bf16* hidden, const bf16* weight, int N, int C, int V, float softcap = 0.0f);
 
 }  // namespace tandem::cuda

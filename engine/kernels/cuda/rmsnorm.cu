@@ -87,7 +87,7 @@ struct Row {
 // RESIDUAL: residual = bf16(a + b) and the norm is of residual; else the norm is of a.
 template <int W, bool BLOCK, bool RESIDUAL>
 __global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, bf16* residual, const bf16* a, const bf16* b,
-                                       const bf16* weight, int N, int C, float eps) {
+                                       const bf16* weight, int N, int C, float eps, float woff) {
     const int row = Row<BLOCK>::index();
     if (row >= N) return;  // uniform over the row's threads
     const int lane = Row<BLOCK>::lane(), step = Row<BLOCK>::size() * W;
@@ -115,7 +115,7 @@ __global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, bf16* residual, c
         load_f<W>(x, src + c);
         load_f<W>(w, weight + c);
 #pragma unroll
-        for (int k = 0; k < W; k++) x[k] = w[k] * (x[k] * r);
+        for (int k = 0; k < W; k++) x[k] = (w[k] + woff) * (x[k] * r);
         store_f<W>(out + base + c, x);
     }
 }
@@ -123,7 +123,7 @@ __global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, bf16* residual, c
 // dinp += r * (w*dy - x * k),  k = mean(w*dy*x) * r^2
 template <int W, bool BLOCK>
 __global__ void rmsnorm_backward_kernel(bf16* dinp, const bf16* dout, const bf16* inp, const bf16* weight,
-                                        const float* rstd, int N, int C) {
+                                        const float* rstd, int N, int C, float woff) {
     const int row = Row<BLOCK>::index();
     if (row >= N) return;
     const int lane = Row<BLOCK>::lane(), step = Row<BLOCK>::size() * W;
@@ -135,7 +135,7 @@ __global__ void rmsnorm_backward_kernel(bf16* dinp, const bf16* dout, const bf16
         load_f<W>(x, inp + base + c);
         load_f<W>(w, weight + c);
 #pragma unroll
-        for (int k = 0; k < W; k++) dot += (w[k] * dy[k]) * x[k];
+        for (int k = 0; k < W; k++) dot += ((w[k] + woff) * dy[k]) * x[k];
     }
     dot = Row<BLOCK>::sum(dot);
     const float r = rstd[row];
@@ -147,7 +147,7 @@ __global__ void rmsnorm_backward_kernel(bf16* dinp, const bf16* dout, const bf16
         load_f<W>(w, weight + c);
         load_f<W>(d, dinp + base + c);
 #pragma unroll
-        for (int k = 0; k < W; k++) d[k] += r * (w[k] * dy[k] - x[k] * kk);
+        for (int k = 0; k < W; k++) d[k] += r * ((w[k] + woff) * dy[k] - x[k] * kk);
         store_f<W>(dinp + base + c, d);
     }
 }
@@ -186,40 +186,41 @@ unsigned warp_rows_grid(int N) { return unsigned((N + kRowsPerBlock - 1) / kRows
 
 template <bool RESIDUAL>
 void launch_forward(bf16* out, float* rstd, bf16* residual, const bf16* a, const bf16* b, const bf16* weight, int N,
-                    int C, float eps) {
+                    int C, float eps, float woff) {
     const cudaStream_t s = context().stream;
     const bool vec = C % 8 == 0 && aligned16(out) && aligned16(a) && aligned16(weight) &&
                      (!RESIDUAL || (aligned16(b) && aligned16(residual)));
     if (C <= kWarpMaxC) {
         const unsigned grid = warp_rows_grid(N), threads = kRowsPerBlock * 32;
         if (vec)
-            rmsnorm_forward_kernel<8, false, RESIDUAL><<<grid, threads, 0, s>>>(out, rstd, residual, a, b, weight, N, C, eps);
+            rmsnorm_forward_kernel<8, false, RESIDUAL><<<grid, threads, 0, s>>>(out, rstd, residual, a, b, weight, N, C, eps, woff);
         else
-            rmsnorm_forward_kernel<1, false, RESIDUAL><<<grid, threads, 0, s>>>(out, rstd, residual, a, b, weight, N, C, eps);
+            rmsnorm_forward_kernel<1, false, RESIDUAL><<<grid, threads, 0, s>>>(out, rstd, residual, a, b, weight, N, C, eps, woff);
     } else {
         if (vec)
             rmsnorm_forward_kernel<8, true, RESIDUAL><<<unsigned(N), wide_threads(C, 8), 0, s>>>(out, rstd, residual, a, b,
-                                                                                                 weight, N, C, eps);
+                                                                                                 weight, N, C, eps, woff);
         else
             rmsnorm_forward_kernel<1, true, RESIDUAL><<<unsigned(N), wide_threads(C, 1), 0, s>>>(out, rstd, residual, a, b,
-                                                                                                 weight, N, C, eps);
+                                                                                                 weight, N, C, eps, woff);
     }
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C, float eps) {
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C, float eps,
+                     float weight_offset) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(rstd);
     TANDEM_KCHECK_PTR(inp);
     TANDEM_KCHECK_PTR(weight);
     TANDEM_KCHECK(N > 0 && C > 0);
-    launch_forward<false>(out, rstd, nullptr, inp, nullptr, weight, N, C, eps);
+    launch_forward<false>(out, rstd, nullptr, inp, nullptr, weight, N, C, eps, weight_offset);
 }
 
 void residual_rmsnorm_forward(bf16* residual, bf16* out, float* rstd, const bf16* a, const bf16* b,
-                              const bf16* weight, int N, int C, float eps) {
+                              const bf16* weight, int N, int C, float eps, float weight_offset) {
     TANDEM_KCHECK_PTR(residual);
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(rstd);
@@ -227,11 +228,11 @@ void residual_rmsnorm_forward(bf16* residual, bf16* out, float* rstd, const bf16
     TANDEM_KCHECK_PTR(b);
     TANDEM_KCHECK_PTR(weight);
     TANDEM_KCHECK(N > 0 && C > 0);
-    launch_forward<true>(out, rstd, residual, a, b, weight, N, C, eps);
+    launch_forward<true>(out, rstd, residual, a, b, weight, N, C, eps, weight_offset);
 }
 
 void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
-                      const float* rstd, int N, int C) {
+                      const float* rstd, int N, int C, float weight_offset) {
     TANDEM_KCHECK_PTR(dout);
     TANDEM_KCHECK_PTR(inp);
     TANDEM_KCHECK_PTR(rstd);
@@ -243,16 +244,16 @@ void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* 
         if (C <= kWarpMaxC) {
             const unsigned grid = warp_rows_grid(N), threads = kRowsPerBlock * 32;
             if (vec)
-                rmsnorm_backward_kernel<8, false><<<grid, threads, 0, s>>>(dinp, dout, inp, weight, rstd, N, C);
+                rmsnorm_backward_kernel<8, false><<<grid, threads, 0, s>>>(dinp, dout, inp, weight, rstd, N, C, weight_offset);
             else
-                rmsnorm_backward_kernel<1, false><<<grid, threads, 0, s>>>(dinp, dout, inp, weight, rstd, N, C);
+                rmsnorm_backward_kernel<1, false><<<grid, threads, 0, s>>>(dinp, dout, inp, weight, rstd, N, C, weight_offset);
         } else {
             if (vec)
                 rmsnorm_backward_kernel<8, true><<<unsigned(N), wide_threads(C, 8), 0, s>>>(dinp, dout, inp, weight,
-                                                                                           rstd, N, C);
+                                                                                           rstd, N, C, weight_offset);
             else
                 rmsnorm_backward_kernel<1, true><<<unsigned(N), wide_threads(C, 1), 0, s>>>(dinp, dout, inp, weight,
-                                                                                           rstd, N, C);
+                                                                                           rstd, N, C, weight_offset);
         }
         TANDEM_CUDA_LAUNCH_CHECK();
     }

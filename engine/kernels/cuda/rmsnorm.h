@@ -7,16 +7,18 @@
 namespace tandem::cuda {
 
 // out[N,C] = inp * rstd * weight, rstd[N] (fp32) written. out may alias inp. Also q/k norm (N=T*H, C=D).
-void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C, float eps);
+// weight_offset is added to every weight in fp32 (Gemma's (1 + w)).
+void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C, float eps,
+                     float weight_offset = 0.0f);
 
 // Fused residual + norm: residual[N,C] = a + b (rounded to bf16), then out = rmsnorm(residual) as above.
 // residual may alias a or b.
 void residual_rmsnorm_forward(bf16* residual, bf16* out, float* rstd, const bf16* a, const bf16* b,
-                              const bf16* weight, int N, int C, float eps);
+                              const bf16* weight, int N, int C, float eps, float weight_offset = 0.0f);
 
 // dinp[N,C] += d/d(inp) of dout (fp32 math, one bf16 rounding of the sum); dweight[C] (fp32) += optional
 // (nullptr to skip). dinp must not alias dout or inp.
 void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
-                      const float* rstd, int N, int C);
+                      const float* rstd, int N, int C, float weight_offset = 0.0f);
 
 }  // namespace tandem::cuda

@@ -1,8 +1,9 @@
-// SwiGLU on the CUDA backend (see swiglu.h). N = rows, F = features.
+// The gated MLP activations on the CUDA backend (see swiglu.h): SwiGLU and GeGLU, one kernel pair templated on
+// the activation. N = rows, F = features.
 // Decisions: grid-stride over packs of 8 elements (16-byte loads) when every pointer is aligned, single
 // elements otherwise; block 0 does the n % 8 tail. A thread loads all its inputs before it stores, so the
 // allowed aliasing (out = gate or up; dgate = gate, dup = up) is safe. The math is the CPU's, in fp32, with
-// expf (not __expf): sigmoid = 1 / (1 + expf(-g)), which is 0 for g < -88 as on the CPU.
+// expf (not __expf): sigmoid = 1 / (1 + expf(-g)), which is 0 for g < -88 as on the CPU; tanhf for the GELU.
 #include "kernels/cuda/swiglu.h"
 #include "kernels/cuda/vec.cuh"
 
@@ -20,57 +21,68 @@ constexpr int64_t kMaxBlocks = 1 << 16;
 // ---------------------------------------------------------------------------------------------------------
 // CUDA kernels
 
-template <int W>
-__device__ inline void swiglu_forward_at(bf16* out, const bf16* gate, const bf16* up, int64_t i) {
+// silu(g) = g * sigmoid(g); silu'(g) = sigmoid(g) * (1 + g * (1 - sigmoid(g))).
+struct Silu {
+    __device__ static float f(float g) { return g * (1.0f / (1.0f + expf(-g))); }
+    __device__ static float df(float g) {
+        const float sig = 1.0f / (1.0f + expf(-g));
+        return sig * (1.0f + g * (1.0f - sig));
+    }
+};
+// gelu_tanh(g) = 0.5 g (1 + tanh(u)), u = sqrt(2/pi) (g + 0.044715 g^3) (torch's approximate="tanh");
+// d/dg = 0.5 (1 + t) + 0.5 g (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 g^2), t = tanh(u).
+struct GeluTanh {
+    static constexpr float kA = 0.044715f, kS = 0.7978845608028654f;
+    __device__ static float f(float g) { return 0.5f * g * (1.0f + tanhf(kS * (g + kA * g * g * g))); }
+    __device__ static float df(float g) {
+        const float t = tanhf(kS * (g + kA * g * g * g));
+        return 0.5f * (1.0f + t) + 0.5f * g * (1.0f - t * t) * kS * (1.0f + 3.0f * kA * g * g);
+    }
+};
+
+template <class A, int W>
+__device__ inline void forward_at(bf16* out, const bf16* gate, const bf16* up, int64_t i) {
     const Pack<bf16, W> g = load_pack<W>(gate + i), u = load_pack<W>(up + i);
     Pack<bf16, W> y;
 #pragma unroll
-    for (int k = 0; k < W; k++) {
-        const float gf = __bfloat162float(g.v[k]);
-        const float sig = 1.0f / (1.0f + expf(-gf));
-        y.v[k] = __float2bfloat16_rn(gf * sig * __bfloat162float(u.v[k]));
-    }
+    for (int k = 0; k < W; k++) y.v[k] = __float2bfloat16_rn(A::f(__bfloat162float(g.v[k])) * __bfloat162float(u.v[k]));
     store_pack<W>(out + i, y);
 }
 
-template <int W>
-__device__ inline void swiglu_backward_at(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
-                                          int64_t i) {
+template <class A, int W>
+__device__ inline void backward_at(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
+                                   int64_t i) {
     const Pack<bf16, W> g = load_pack<W>(gate + i), u = load_pack<W>(up + i), dy = load_pack<W>(dout + i);
     Pack<bf16, W> dg, du;
 #pragma unroll
     for (int k = 0; k < W; k++) {
         const float gf = __bfloat162float(g.v[k]), uf = __bfloat162float(u.v[k]), dyf = __bfloat162float(dy.v[k]);
-        const float sig = 1.0f / (1.0f + expf(-gf));
-        const float silu = gf * sig;
-        // d silu / dg = sig * (1 + g * (1 - sig))
-        dg.v[k] = __float2bfloat16_rn(dyf * uf * sig * (1.0f + gf * (1.0f - sig)));
-        du.v[k] = __float2bfloat16_rn(dyf * silu);
+        dg.v[k] = __float2bfloat16_rn(dyf * uf * A::df(gf));
+        du.v[k] = __float2bfloat16_rn(dyf * A::f(gf));
     }
     store_pack<W>(dgate + i, dg);
     store_pack<W>(dup + i, du);
 }
 
-template <int W>
-__global__ void swiglu_forward_kernel(bf16* out, const bf16* gate, const bf16* up, int64_t n) {
+template <class A, int W>
+__global__ void forward_kernel(bf16* out, const bf16* gate, const bf16* up, int64_t n) {
     const int64_t packs = n / W;
     const int64_t stride = int64_t(gridDim.x) * blockDim.x;
     for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < packs; p += stride)
-        swiglu_forward_at<W>(out, gate, up, p * W);
+        forward_at<A, W>(out, gate, up, p * W);
     if (W > 1 && blockIdx.x == 0)
-        for (int64_t i = packs * W + threadIdx.x; i < n; i += blockDim.x) swiglu_forward_at<1>(out, gate, up, i);
+        for (int64_t i = packs * W + threadIdx.x; i < n; i += blockDim.x) forward_at<A, 1>(out, gate, up, i);
 }
 
-template <int W>
-__global__ void swiglu_backward_kernel(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
-                                       int64_t n) {
+template <class A, int W>
+__global__ void backward_kernel(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
+                                int64_t n) {
     const int64_t packs = n / W;
     const int64_t stride = int64_t(gridDim.x) * blockDim.x;
     for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < packs; p += stride)
-        swiglu_backward_at<W>(dgate, dup, dout, gate, up, p * W);
+        backward_at<A, W>(dgate, dup, dout, gate, up, p * W);
     if (W > 1 && blockIdx.x == 0)
-        for (int64_t i = packs * W + threadIdx.x; i < n; i += blockDim.x)
-            swiglu_backward_at<1>(dgate, dup, dout, gate, up, i);
+        for (int64_t i = packs * W + threadIdx.x; i < n; i += blockDim.x) backward_at<A, 1>(dgate, dup, dout, gate, up, i);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -78,9 +90,8 @@ __global__ void swiglu_backward_kernel(bf16* dgate, bf16* dup, const bf16* dout,
 
 unsigned grid(int64_t units) { return unsigned(std::clamp<int64_t>((units + kThreads - 1) / kThreads, 1, kMaxBlocks)); }
 
-}  // namespace
-
-void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F) {
+template <class A>
+void gated_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(gate);
     TANDEM_KCHECK_PTR(up);
@@ -88,13 +99,14 @@ void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F) {
     const int64_t n = int64_t(N) * F;
     const cudaStream_t s = context().stream;
     if (aligned16(out) && aligned16(gate) && aligned16(up))
-        swiglu_forward_kernel<kPack><<<grid(n / kPack), kThreads, 0, s>>>(out, gate, up, n);
+        forward_kernel<A, kPack><<<grid(n / kPack), kThreads, 0, s>>>(out, gate, up, n);
     else
-        swiglu_forward_kernel<1><<<grid(n), kThreads, 0, s>>>(out, gate, up, n);
+        forward_kernel<A, 1><<<grid(n), kThreads, 0, s>>>(out, gate, up, n);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
-void swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int N, int F) {
+template <class A>
+void gated_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int N, int F) {
     TANDEM_KCHECK_PTR(dgate);
     TANDEM_KCHECK_PTR(dup);
     TANDEM_KCHECK_PTR(dout);
@@ -104,10 +116,25 @@ void swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate,
     const int64_t n = int64_t(N) * F;
     const cudaStream_t s = context().stream;
     if (aligned16(dgate) && aligned16(dup) && aligned16(dout) && aligned16(gate) && aligned16(up))
-        swiglu_backward_kernel<kPack><<<grid(n / kPack), kThreads, 0, s>>>(dgate, dup, dout, gate, up, n);
+        backward_kernel<A, kPack><<<grid(n / kPack), kThreads, 0, s>>>(dgate, dup, dout, gate, up, n);
     else
-        swiglu_backward_kernel<1><<<grid(n), kThreads, 0, s>>>(dgate, dup, dout, gate, up, n);
+        backward_kernel<A, 1><<<grid(n), kThreads, 0, s>>>(dgate, dup, dout, gate, up, n);
     TANDEM_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F) {
+    gated_forward<Silu>(out, gate, up, N, F);
+}
+void swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int N, int F) {
+    gated_backward<Silu>(dgate, dup, dout, gate, up, N, F);
+}
+void geglu_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F) {
+    gated_forward<GeluTanh>(out, gate, up, N, F);
+}
+void geglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int N, int F) {
+    gated_backward<GeluTanh>(dgate, dup, dout, gate, up, N, F);
 }
 
 }  // namespace tandem::cuda

@@ -1,4 +1,5 @@
-// SwiGLU on the CUDA backend (twin of kernels/cpu/swiglu.h). bf16 storage, fp32 math, 16-byte vectors.
+// The gated MLP activations on the CUDA backend (twins of kernels/cpu/swiglu.h): SwiGLU (Llama, Qwen, ...)
+// and GeGLU with the tanh GELU (Gemma). bf16 storage, fp32 math, 16-byte vectors.
 #pragma once
 
 #include "core/cuda/context.h"
@@ -9,5 +10,9 @@ namespace tandem::cuda {
 void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F);
 // dgate = dout * up * silu'(gate), dup = dout * silu(gate) (written). dgate may alias gate, dup may alias up.
 void swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int N, int F);
+
+// out = gelu_tanh(gate) * up; the gradients as above with gelu_tanh. Same aliasing.
+void geglu_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F);
+void geglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int N, int F);
 
 }  // namespace tandem::cuda
