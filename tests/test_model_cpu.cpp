@@ -218,7 +218,7 @@ private slots:
     void checkpointing_policies_agree_data() {
         QTest::addColumn<QString>("model");
         QTest::newRow("babyllama") << QString::fromStdString((babyllama() / "hf").string());
-        for (const char* f : {"qwen3", "qwen2"})
+        for (const char* f : {"qwen3", "qwen2", "phi3", "gemma2", "gemma3"})
             QTest::newRow(f) << QString::fromStdString((fixtures() / "models" / f).string());
     }
     void checkpointing_policies_agree() {
