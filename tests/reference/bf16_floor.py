@@ -4,7 +4,8 @@
 For each tests/fixtures/models/<variant>: the same model, adapter and four sequences as
 make_fixtures.py's expected.safetensors (fp32, CPU), run the way HF PEFT trains in bf16 on a GPU:
 base weights bf16, PEFT's LoRA weights fp32 (its default upcast), forward under torch.autocast(bf16),
-sdpa attention. Reports, per variant, the error measures Tandem's selftest uses against the fp32
+sdpa attention (eager for models with soft-capped attention scores, which transformers' sdpa path does not
+apply: Gemma 2). Reports, per variant, the error measures Tandem's selftest uses against the fp32
 reference: logits max|d|/max|ref|, the loss, and the worst LoRA gradient max|d|/max|ref| over the LoRA
 tensors. Writes JSON (default tests/fixtures/models/bf16_floor.json). Needs CUDA, torch, transformers, peft.
 """
@@ -27,7 +28,9 @@ def rel(got, ref):
 def run(d, device):
     seqs = json.load(open(os.path.join(d, "sequences.json")))["sequences"]
     exp = load_file(os.path.join(d, "expected.safetensors"))
-    base = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16, attn_implementation="sdpa").to(device)
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    attn = "eager" if cfg.get("attn_logit_softcapping") else "sdpa"
+    base = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16, attn_implementation=attn).to(device)
     pm = PeftModel.from_pretrained(base, os.path.join(d, "adapter"), is_trainable=True).to(device)
     lora_dtype = str(next(p for n, p in pm.named_parameters() if p.requires_grad).dtype)
     pm.zero_grad(set_to_none=True)
@@ -70,7 +73,7 @@ def main():
     import transformers
     res = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
            "gpu": torch.cuda.get_device_name(0), "variants": {}}
-    for v in ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3"):
+    for v in ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3"):
         res["variants"][v] = run(os.path.join(a.fixtures, v), "cuda")
         print(v, json.dumps(res["variants"][v]))
     out = a.out or os.path.join(a.fixtures, "bf16_floor.json")
