@@ -11,6 +11,9 @@
 //    names pick the format like JSON keys do (never as plain text: the header would become training text).
 //    Malformed files (a row with another field count, an unclosed quote, no known column set) are refused
 //    whole with path:line, not skipped row by row: a mis-quoted row shifts every later field.
+//  * .parquet files (or files starting with "PAR1") go through data/parquet.h: each row becomes the same JSON
+//    object a JSON Lines record would be (only the columns a format reads are decoded), and then follows the
+//    JSON path. A record's "line" is its 1-based row number.
 //  * Alpaca and ShareGPT records become `messages` here, so rendering only knows chat, prompt/completion, text.
 #include <algorithm>
 #include <cctype>
@@ -21,6 +24,7 @@
 
 #include "core/files.h"
 #include "core/utf8.h"
+#include "data/parquet.h"
 #include "tandem/data.h"
 #include "tandem/error.h"
 
@@ -909,6 +913,79 @@ struct Reader {
                           ") but no data rows");
     }
 
+    // A .parquet file: top-level columns are the keys; the known ones are decoded, each row is one record.
+    void read_parquet() {
+        const parquet::File file(text, path_str);
+        const std::vector<std::string> fields = file.fields();
+        std::string shown;
+        for (const auto& f : fields) shown += (shown.empty() ? "" : ", ") + ("\"" + f + "\"");
+        const auto has = [&](std::string_view k) { return std::find(fields.begin(), fields.end(), k) != fields.end(); };
+        DatasetFormat format = options.format;
+        if (format == DatasetFormat::Auto) {
+            if (has("chosen") && has("rejected"))
+                throw_unsupported(path_str +
+                                  ": this is a preference (DPO) dataset (columns \"chosen\"/\"rejected\"); "
+                                  "supervised fine-tuning needs alpaca, chat, sharegpt, prompt_completion or "
+                                  "text records");
+            format = format_from_keys(fields);
+            if (format == DatasetFormat::Auto)
+                throw_invalid(path_str + ": cannot tell the dataset format: the Parquet file's columns are " +
+                              (shown.empty() ? std::string("none") : shown) + ". Expected: " + kFormatNeeds +
+                              ". Rename the columns (e.g. with pyarrow or datasets' rename_column) or convert the "
+                              "file to JSON Lines");
+        }
+        out.format = format;
+        static const char* kKnown[] = {"instruction", "input",    "output", "system", "history",    "messages",
+                                       "conversations", "prompt", "completion", "text", "tools"};
+        std::vector<std::string> wanted;
+        for (const char* k : kKnown)
+            if (has(k)) wanted.emplace_back(k);
+        std::vector<json> rows = file.read_rows(wanted);
+        out.records.reserve(rows.size());
+        for (size_t i = 0; i < rows.size(); ++i) {
+            ++out.total_records;
+            const Chunk c{0, 0, static_cast<uint32_t>(std::min<size_t>(i + 1, UINT32_MAX))};
+            json& obj = rows[i];
+            std::string bad_col;
+            if (!valid_utf8(obj, bad_col)) {
+                invalid(c, InvalidReason::InvalidUtf8, "invalid UTF-8 in column \"" + bad_col + "\" (row " +
+                                                           std::to_string(i + 1) + ")");
+                continue;
+            }
+            // Chat columns stored as JSON text (a common export) are parsed like the CSV reader does.
+            for (const char* k : {"messages", "conversations", "history"}) {
+                auto it = obj.find(k);
+                if (it == obj.end() || !it->is_string()) continue;
+                json v = json::parse(it->get_ref<const std::string&>(), nullptr, false);
+                if (!v.is_discarded()) *it = std::move(v);
+            }
+            try {
+                Record r = convert(obj, format);
+                r.location = {0, c.line, -1};
+                out.records.push_back(std::move(r));
+            } catch (const RecordError& e) {
+                invalid(c, e.reason, e.message);
+            }
+            json().swap(obj);  // free the row as we go
+        }
+        if (out.total_records == 0) throw_invalid(path_str + ": the Parquet file holds no rows");
+    }
+
+    static bool valid_utf8(const json& v, std::string& where) {
+        if (v.is_string()) return utf8::is_valid(v.get_ref<const std::string&>());
+        if (v.is_array()) {
+            for (const auto& e : v)
+                if (!valid_utf8(e, where)) return false;
+        } else if (v.is_object()) {
+            for (auto it = v.begin(); it != v.end(); ++it)
+                if (!valid_utf8(it.value(), where)) {
+                    where = it.key();  // the outermost key wins: the column
+                    return false;
+                }
+        }
+        return true;
+    }
+
     void check_counts() {
         std::string first;
         for (size_t k = 0; k < out.invalid.first.size() && k < 5; ++k)
@@ -938,11 +1015,20 @@ Dataset read_dataset(const std::filesystem::path& path, const ReadOptions& optio
     const std::string text = read_file(path);
     const std::string p = path.string();
     if (text.empty()) throw_invalid(p + ": the file is empty");
+    std::string lower_ext = path.extension().string();
+    std::transform(lower_ext.begin(), lower_ext.end(), lower_ext.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    if (lower_ext == ".parquet" || parquet::has_magic(text)) {
+        Reader reader{path, options, text, out};
+        reader.read_parquet();
+        reader.check_counts();
+        return out;
+    }
     if (const void* nul = std::memchr(text.data(), 0, text.size()))
         throw_invalid(p + ": looks like a binary file (NUL byte at offset " +
                       std::to_string(static_cast<const char*>(nul) - text.data()) +
-                      "); expected JSON, JSON Lines, CSV/TSV or plain text (Parquet/Arrow files must be converted to "
-                      "JSONL first)");
+                      "); expected JSON, JSON Lines, CSV/TSV, Parquet or plain text (Arrow / other binary files must be "
+                      "converted to JSONL first)");
     size_t start = 0;
     if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) start = 3;  // UTF-8 byte order mark
     size_t first = start;

@@ -125,6 +125,10 @@ struct Dataset {
 // its column names (case and surrounding spaces ignored) are the JSON keys: instruction/output (+ input,
 // system) -> Alpaca, prompt/completion, text, messages / conversations (cells holding JSON arrays), chosen by
 // format_from_keys when format is Auto; other columns are ignored. Each row is one record.
+// .parquet files (or any file starting with the Parquet magic) are read by engine/data/parquet.cpp: top-level
+// columns are the keys (messages as list<struct<role, content>> or as JSON text), each row one record, its
+// "line" the 1-based row number; a malformed or unsupported file is Error{InvalidInput} naming the file,
+// row group, column and page.
 // Throws Error{InvalidInput} naming the file for: empty file, binary file (NUL byte), truncated JSON array,
 // no recognisable format (the message lists the keys seen and the keys each format needs), nothing valid
 // left, or more than max_invalid_fraction invalid records (the message quotes the first ones with file:line);
