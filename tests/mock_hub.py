@@ -20,6 +20,7 @@ Errors as the Hub sends them: 401 + X-Error-Code: GatedRepo (no token) / 403 (wr
   corrupt/model   model.safetensors's content does not match the sha256 in the listing
   pickle/model    only pytorch_model.bin (+ config.json)
   org/data        a dataset repo: data/train-00000-of-00001.parquet (LFS), README.md
+  slow/model      model.safetensors (2 MB) served at about 200 KB/s, for cancel (Ctrl-C) tests
 --serve adds a repo whose files are those of DIR (*.safetensors and *.parquet as LFS files).
 """
 import argparse
@@ -29,6 +30,7 @@ import os
 import random
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
@@ -75,6 +77,7 @@ def scenario_repos():
         Repo("model", "flaky/model", {"config.json": config, "model.safetensors": seeded(6, 200_000)}),
         Repo("model", "corrupt/model", {"config.json": config, "model.safetensors": seeded(7, 5000)}),
         Repo("model", "pickle/model", {"config.json": config, "pytorch_model.bin": seeded(8, 50_000)}),
+        Repo("model", "slow/model", {"config.json": config, "model.safetensors": seeded(10, 2_000_000)}),
         Repo("dataset", "org/data", {"data/train-00000-of-00001.parquet": seeded(9, 4000),
                                      "README.md": b"---\nlicense: mit\n---\n"}),
     ]
@@ -112,15 +115,25 @@ class Handler(BaseHTTPRequestHandler):
                                    "range": self.headers.get("Range"),
                                    "authorization": self.headers.get("Authorization")})
 
-    def send(self, code, body=b"", headers=None, ctype="application/json"):
+    def send(self, code, body=b"", headers=None, ctype="application/json", slow=False):
         self.send_response(code)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command == "HEAD":
+            return
+        if not slow:
             self.wfile.write(body)
+            return
+        try:
+            for k in range(0, len(body), 20_000):  # about 200 KB/s
+                self.wfile.write(body[k:k + 20_000])
+                self.wfile.flush()
+                time.sleep(0.1)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def error(self, code, error_code, message):
         self.send(code, json.dumps({"error": message}).encode(),
@@ -216,9 +229,9 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(2)
             return
-        self.send_ranged(data, {"ETag": '"%s"' % sha, "Accept-Ranges": "bytes"})
+        self.send_ranged(data, {"ETag": '"%s"' % sha, "Accept-Ranges": "bytes"}, slow=repo.id == "slow/model")
 
-    def send_ranged(self, data, headers):
+    def send_ranged(self, data, headers, slow=False):
         rng = self.headers.get("Range")
         if rng and rng.startswith("bytes="):
             start_s, _, end_s = rng[len("bytes="):].partition("-")
@@ -227,8 +240,8 @@ class Handler(BaseHTTPRequestHandler):
             if start >= len(data):
                 return self.send(416, b"", {"Content-Range": "bytes */%d" % len(data)})
             headers = dict(headers, **{"Content-Range": "bytes %d-%d/%d" % (start, end, len(data))})
-            return self.send(206, data[start:end + 1], headers, "application/octet-stream")
-        self.send(200, data, headers, "application/octet-stream")
+            return self.send(206, data[start:end + 1], headers, "application/octet-stream", slow)
+        self.send(200, data, headers, "application/octet-stream", slow)
 
 
 def serve_dir(spec):

@@ -7,6 +7,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <csignal>
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -348,6 +349,85 @@ private slots:
         cancel = false;
         const fs::path snap = hub::download(req, o, {}, &cancel);
         QCOMPARE(fs::file_size(snap / "model.safetensors"), uintmax_t(300000));
+    }
+
+    void cli_download_and_train() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        QCOMPARE(run_cli({"demo", "--out", qs(root / "demo")}).exit_code, 0);
+        START_HUB(h, {"--serve", "model:demo/tiny-llama=" + qs(root / "demo")});
+        const QProcessEnvironment env = hub_env(h, root / "hf");
+
+        CliResult r = run_cli_env({"download", "org/tiny", "--dry-run", "--json"}, env);
+        QCOMPARE(r.exit_code, 0);
+        const json plan = json::parse(r.out.toStdString());
+        QCOMPARE(plan.at("files").size(), size_t(5));
+        r = run_cli_env({"download", "org/tiny"}, env);
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const fs::path snap = r.out.trimmed().toStdString();
+        QVERIFY(fs::exists(snap / "model.safetensors"));
+        QVERIFY(snap.string().find((root / "hf/hub/models--org--tiny/snapshots").string()) == 0);
+        QVERIFY2(r.err.contains("100.0%"), r.err.constData());
+
+        QCOMPARE(run_cli_env({"download", "nobody/nothing"}, env).exit_code, 2);
+        QCOMPARE(run_cli_env({"download", "not a repo"}, env).exit_code, 2);
+        r = run_cli_env({"download", "pickle/model"}, env);
+        QCOMPARE(r.exit_code, 4);
+        QVERIFY(r.err.contains("pickle"));
+        r = run_cli_env({"download", "gated/model"}, env);
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY(r.err.contains("accept the licence"));
+        r = run_cli_env({"download", "--dataset", "org/data", "--include", "*.parquet"}, env);
+        QCOMPARE(r.exit_code, 0);
+
+        // train --model ORG/NAME: downloaded into the cache, then trained from the snapshot.
+        r = run_cli_env({"train", "--model", "demo/tiny-llama", "--dataset",
+                         qs(source_dir() / "datasets/demo_alpaca.jsonl"), "--out", qs(root / "run"), "--max-steps",
+                         "2", "--device", "cpu"},
+                        env, 300000);
+        QVERIFY2(r.exit_code == 0, r.err.right(2000).constData());
+        const json cfg = read_json_file(root / "run/config.json");
+        QVERIFY2(cfg.dump().find("models--demo--tiny-llama/snapshots/") != std::string::npos, cfg.dump().c_str());
+
+        // Ctrl-C during a transfer: exit 130, the partial blob kept; the next run resumes from it.
+        {
+            QProcess p;
+            p.setProcessEnvironment(env);
+            p.start(QString(TANDEM_CLI_PATH), {"download", "slow/model"});
+            QVERIFY(p.waitForStarted(10000));
+            const fs::path blobs = root / "hf/hub/models--slow--model/blobs";
+            bool partial = false;
+            for (int i = 0; i < 200 && !partial; ++i) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                std::error_code ec;
+                if (fs::exists(blobs, ec))
+                    for (const auto& e : fs::directory_iterator(blobs, ec))
+                        partial = partial || (e.path().extension() == ".incomplete" && fs::file_size(e.path()) > 0);
+            }
+            QVERIFY(partial);
+            ::kill(static_cast<pid_t>(p.processId()), SIGINT);  // what Ctrl-C sends
+            QVERIFY(p.waitForFinished(20000));
+            QCOMPARE(p.exitCode(), 130);
+            QVERIFY(p.readAllStandardError().contains("cancelled"));
+            QVERIFY(!fs::exists(root / "hf/hub/models--slow--model/refs/main"));
+            r = run_cli_env({"download", "slow/model"}, env);
+            QVERIFY2(r.exit_code == 0, r.err.constData());
+            QCOMPARE(fs::file_size(fs::path(r.out.trimmed().toStdString()) / "model.safetensors"), uintmax_t(2000000));
+            bool resumed = false;
+            for (const auto& e : h.log())
+                if (e.at("range").is_string() && e.at("path").get<std::string>().find("/cdn/") == 0) resumed = true;
+            QVERIFY2(resumed, "the second run did not resume with a Range request");
+        }
+
+        // Offline: the cached model is used without contacting anything; a missing one is exit 2.
+        QProcessEnvironment off = env;
+        off.insert("HF_HUB_OFFLINE", "1");
+        off.insert("HF_ENDPOINT", "http://127.0.0.1:9");
+        r = run_cli_env({"download", "org/tiny", "--dry-run"}, off);
+        QCOMPARE(r.exit_code, 0);
+        r = run_cli_env({"download", "org/absent"}, off);
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY(r.err.contains("HF_HUB_OFFLINE"));
     }
 };
 

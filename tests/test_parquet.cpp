@@ -358,6 +358,29 @@ private slots:
         QCOMPARE(exit_code_for(ErrorCategory::InvalidInput), 2);
     }
 
+    // tandem-cli data reads Parquet like JSON; a broken file is exit code 2 naming it, never a crash.
+    void cli_reads_parquet() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        const auto qs = [](const fs::path& p) { return QString::fromStdString(p.string()); };
+        QCOMPARE(run_cli({"demo", "--out", qs(root / "demo")}).exit_code, 0);
+        CliResult r = run_cli({"data", "--model", qs(root / "demo"), "--dataset",
+                               qs(parquet_dir() / "alpaca_dict_zstd_v2.parquet"), "--json"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const json j = json::parse(r.out.toStdString());
+        QCOMPARE(j.at("format").get<std::string>(), std::string("alpaca"));
+        QCOMPARE(j.at("records").at("valid").get<int>(), 7);
+        r = run_cli({"data", "--model", qs(root / "demo"), "--dataset", qs(parquet_dir() / "chat_none_v2.parquet"),
+                     "--max-invalid", "1"});
+        QVERIFY2(r.exit_code == 0, r.err.constData());
+        const std::string good = read_file(parquet_dir() / "chat_none_v2.parquet");
+        write_file(root / "cut.parquet", good.substr(0, good.size() - 10));
+        r = run_cli({"data", "--model", qs(root / "demo"), "--dataset", qs(root / "cut.parquet")});
+        QCOMPARE(r.exit_code, 2);
+        QVERIFY(!r.crashed);
+        QVERIFY2(r.err.contains("cut.parquet") && r.err.contains("invalid input"), r.err.constData());
+    }
+
     // Mutation fuzzing of real fixtures: every truncation of the tail and single-byte changes across the whole
     // file must read or throw tandem::Error, never crash or hang (run under ASan + UBSan in CI).
     void mutated_fixtures_never_crash() {
