@@ -81,17 +81,44 @@ struct Spec {
     int64_t dictionary_values = -1;  // >= 0: a dictionary page before the data page declaring this many values
     int schema_children = 1;
     std::string name = "text";
+    std::string dict_value;  // non-empty: a one-value dictionary and an RLE_DICTIONARY page of dict_rows rows
+    int64_t dict_rows = 0;
 };
 
-std::string make_parquet(const Spec& s) {
+std::string make_parquet(Spec s) {
     std::string body;
-    for (const auto& v : s.values) {
-        const uint32_t n = static_cast<uint32_t>(v.size());
-        body.append(reinterpret_cast<const char*>(&n), 4);
-        body += v;
+    std::string dict_page;
+    if (!s.dict_value.empty()) {
+        const uint32_t n = static_cast<uint32_t>(s.dict_value.size());
+        std::string dict_body(reinterpret_cast<const char*>(&n), 4);
+        dict_body += s.dict_value;
+        ThriftWriter d;
+        d.open();
+        d.i32(1, 2);  // DICTIONARY_PAGE
+        d.i32(2, static_cast<int64_t>(dict_body.size()));
+        d.i32(3, static_cast<int64_t>(dict_body.size()));
+        d.begin(7);
+        d.i32(1, 1);
+        d.i32(2, 0);
+        d.end();
+        d.end();
+        dict_page = d.b + dict_body;
+        // Bit width 0, then one RLE run of dict_rows zeros.
+        body = std::string(1, '\0');
+        ThriftWriter v;
+        v.varint(static_cast<uint64_t>(s.dict_rows) << 1);
+        body += v.b;
+        s.values.assign(static_cast<size_t>(s.dict_rows), std::string());
+        s.encoding = 8;
+    } else {
+        for (const auto& v : s.values) {
+            const uint32_t n = static_cast<uint32_t>(v.size());
+            body.append(reinterpret_cast<const char*>(&n), 4);
+            body += v;
+        }
     }
     const int64_t nv = static_cast<int64_t>(s.values.size());
-    std::string file = "PAR1";
+    std::string file = "PAR1" + dict_page;
     if (s.dictionary_values >= 0) {
         ThriftWriter d;
         d.open();
@@ -153,7 +180,7 @@ std::string make_parquet(const Spec& s) {
     f.i64(6, chunk_size);
     f.i64(7, chunk_size);
     f.i64(9, s.data_page_offset >= 0 ? s.data_page_offset : data_at);
-    if (s.dictionary_values >= 0) f.i64(11, 4);
+    if (s.dictionary_values >= 0 || !dict_page.empty()) f.i64(11, 4);
     f.end();
     f.end();  // ColumnChunk
     f.i64(2, chunk_size);
@@ -329,6 +356,17 @@ private slots:
         s = {};
         s.dictionary_values = 1 << 30;  // huge dictionary in a 4-byte page
         expect_invalid(make_parquet(s), {"page 0", "cannot fit"});
+        s = {};
+        // A dictionary-encoded page reads back; one that repeats a 1 MB value 2000 times (2 GB from a 1 MB
+        // file) is refused before anything is copied.
+        s.dict_value = "abc";
+        s.dict_rows = 4;
+        auto rows = rows_of(make_parquet(s));
+        QCOMPARE(rows.size(), size_t(4));
+        QCOMPARE(rows[3].at("text").get<std::string>(), std::string("abc"));
+        s.dict_value.assign(size_t(1) << 20, 'x');
+        s.dict_rows = 2000;
+        expect_invalid(make_parquet(s), {"page 1", "once decoded"});
         s = {};
         s.num_rows = 5;
         expect_invalid(make_parquet(s), {"footer", "rows"});

@@ -602,6 +602,17 @@ struct ChunkReader {
     // Output triples.
     std::vector<uint32_t> reps, defs;
     std::vector<json> values;  // one per def == max_def
+    uint64_t* decoded_bytes;   // string bytes materialized so far by the whole read
+    uint64_t decoded_limit;
+
+    // Dictionary values are copied per use: a small file could otherwise expand one huge value millions of times.
+    void charge(size_t n, const std::string& at) {
+        *decoded_bytes += n;
+        if (*decoded_bytes > decoded_limit)
+            fail(at, "the rows would take more than " + std::to_string(decoded_limit >> 20) +
+                         " MiB once decoded (values repeated through the dictionary far more than a dataset of this "
+                         "size holds); the file is corrupt, or split it into smaller files");
+    }
 
     // PLAIN values of this column's type: exactly n of them.
     void plain(Cursor c, size_t n, std::vector<json>& out, const std::string& at) {
@@ -695,12 +706,15 @@ struct ChunkReader {
             std::vector<uint32_t> idx;
             decode_hybrid(c, width, present, idx, at);
             values.reserve(values.size() + present);
+            size_t bytes = 0;
             for (uint32_t i : idx) {
                 if (i >= dictionary.size())
                     fail(at, "dictionary index " + std::to_string(i) + " is outside the dictionary of " +
                                  std::to_string(dictionary.size()) + " values");
-                values.push_back(dictionary[i]);
+                if (dictionary[i].is_string()) bytes += dictionary[i].get_ref<const std::string&>().size();
             }
+            charge(bytes, at);  // before copying anything
+            for (uint32_t i : idx) values.push_back(dictionary[i]);
         } else if (h.encoding == kRle && leaf.type == kBoolean) {
             const uint32_t len = c.u32le();
             Cursor r{c.p, c.p + std::min<size_t>(len, c.left()), c.where};
@@ -750,7 +764,7 @@ struct ChunkReader {
         // A value needs at least one level bit in some page; bound the count by the row group's rows for flat
         // columns and by what the column's bytes can encode for nested ones.
         (void)rg_bytes;
-        const int64_t max_values = leaf.max_rep == 0 ? rg_rows : rg_rows + static_cast<int64_t>(data_end) * 64;
+        const int64_t max_values = leaf.max_rep == 0 ? rg_rows : rg_rows + static_cast<int64_t>(data_end);
         if (meta.num_values > max_values)
             fail(where, "the column claims " + std::to_string(meta.num_values) + " values, more than its row group (" +
                             std::to_string(rg_rows) + " rows) can hold");
@@ -931,11 +945,13 @@ struct File::Impl {
             const RowGroup& rg = row_groups[g];
             const std::string at = path + ": row group " + std::to_string(g);
             if (rg.num_rows < 0) fail(at, "negative row count");
-            // A row costs at least one bit in some column: a row group cannot hold more rows than 8x its bytes.
-            const int64_t bytes_bound = static_cast<int64_t>(data_end) * 8 + 4096;
+            // Training rows hold text: at least one byte of data per row (across all columns) is expected, which
+            // bounds what a lying row count can make us allocate.
+            const int64_t bytes_bound = static_cast<int64_t>(data_end) + 4096;
             if (rg.num_rows > bytes_bound)
                 fail(at, "claims " + std::to_string(rg.num_rows) + " rows, more than a " +
-                             std::to_string(bytes.size()) + "-byte file can hold");
+                             std::to_string(bytes.size()) + "-byte file can hold (Tandem expects at least one byte "
+                             "of data per row)");
             sum += rg.num_rows;
             if (rg.columns.size() != leaves.size())
                 fail(at, "has " + std::to_string(rg.columns.size()) + " column chunks but the schema has " +
@@ -1009,6 +1025,8 @@ size_t File::num_row_groups() const { return impl_->row_groups.size(); }
 std::vector<json> File::read_rows(const std::vector<std::string>& fields) const {
     const Impl& m = *impl_;
     std::vector<json> rows;
+    uint64_t decoded = 0;
+    const uint64_t decoded_limit = std::max<uint64_t>(uint64_t(1) << 30, uint64_t(64) * m.bytes.size());
     const auto wanted = [&](const Leaf& l) {
         if (fields.empty()) return true;
         const std::string& name = m.nodes[static_cast<size_t>(l.path[0])].el.name;
@@ -1022,9 +1040,9 @@ std::vector<json> File::read_rows(const std::vector<std::string>& fields) const 
         for (size_t k = 0; k < m.leaves.size(); ++k) {
             const Leaf& leaf = m.leaves[k];
             if (!wanted(leaf)) continue;
-            ChunkReader r{leaf, rg.columns[k],
-                          m.path + ": row group " + std::to_string(g) + ", column '" + leaf.dotted + "'", {}, false,
-                          {}, {}, {}};
+            ChunkReader r{leaf,  rg.columns[k],
+                          m.path + ": row group " + std::to_string(g) + ", column '" + leaf.dotted + "'",
+                          {},    false, {}, {}, {}, &decoded, decoded_limit};
             r.read(m.bytes, m.data_end, rg.num_rows, rg.total_byte_size);
             if (r.reps.size() != r.defs.size()) throw_internal("parquet: level counts differ");
             std::vector<size_t> idx(static_cast<size_t>(leaf.max_rep) + 1, 0);

@@ -87,6 +87,8 @@ struct DownloadProgress {
     int files_total = 0;
     std::string file;         // a file in flight
 };
+// Called from the download's worker threads, one call at a time, at most every 200 ms (and once at the end):
+// keep it short (copy the struct, post it to the GUI thread).
 using ProgressFn = std::function<void(const DownloadProgress&)>;
 
 // Lists the repo at the revision (one request) and selects the files. Errors (Error with a category and a
