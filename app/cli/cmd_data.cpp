@@ -31,7 +31,7 @@ Run add_data_command(CLI::App& app) {
     auto o = std::make_shared<Opts>();
     auto* sub = app.add_subcommand("data", "Check a dataset against a model: format, invalid records, tokens, packing");
     sub->add_option("--model", o->model, "model folder (or tokenizer.json) whose tokenizer and chat template to use")->required();
-    sub->add_option("--dataset", o->dataset, "dataset file: .json, .jsonl or .txt")->required();
+    sub->add_option("--dataset", o->dataset, "dataset file: .json, .jsonl, .txt, .csv, .tsv or .parquet")->required();
     sub->add_option("--format", o->format, "auto|alpaca|chat|sharegpt|completion|text")->capture_default_str();
     sub->add_option("--max-seq-len", o->max_seq_len, "longer samples are truncated (0: no limit)")->capture_default_str();
     sub->add_option("--pack", o->pack, "tokens per micro-batch")->capture_default_str();

@@ -2,6 +2,7 @@
 #include "hub/http.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <memory>
 #include <mutex>
@@ -135,6 +136,15 @@ HttpResponse http_request(const HttpRequest& req) {
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, &st);
     if (req.head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    // Loopback never goes through a proxy (mirrors and tests on this machine), whatever http_proxy says; the
+    // user's no_proxy list is kept.
+    std::string no_proxy = "localhost,127.0.0.1,::1";
+    for (const char* name : {"no_proxy", "NO_PROXY"})
+        if (const char* v = std::getenv(name); v && *v) {
+            no_proxy += std::string(",") + v;
+            break;
+        }
+    curl_easy_setopt(h, CURLOPT_NOPROXY, no_proxy.c_str());
     const std::string range = req.range_from >= 0 ? std::to_string(req.range_from) + "-" : std::string();
     if (req.range_from > 0) curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
     char err[CURL_ERROR_SIZE] = {0};

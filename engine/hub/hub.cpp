@@ -134,6 +134,8 @@ std::string file_digest(const fs::path& p, bool git_blob, const std::atomic<bool
 
 bool retryable(const HttpResponse& r) {
     if (r.aborted) return false;
+    // No name resolution or nobody listening: offline, or a wrong HF_ENDPOINT. Retrying only delays the message.
+    if (r.curl_code == 5 || r.curl_code == 6 || r.curl_code == 7) return false;  // CURLE_COULDNT_RESOLVE_*, _CONNECT
     if (r.curl_code != 0) return true;  // cut connection, timeout, reset
     return r.status == 429 || r.status >= 500;
 }
@@ -714,7 +716,7 @@ fs::path resolve_path_or_repo(std::string_view path_or_id, RepoType type, const 
             // The Hub cannot be reached: a cached snapshot is used, as huggingface_hub does.
             if (e.category() != ErrorCategory::Io) throw;
             const auto cached = cached_snapshot(type, req.repo_id, req.revision, o);
-            if (!cached) throw;
+            if (!cached) throw as_repo(e);
             if (o.notice) o.notice(std::string(e.what()) + "; using the cached snapshot " + cached->string());
             snap = *cached;
         }
