@@ -11,6 +11,8 @@ The rules, from huggingface_hub's documentation ("Understand caching", file_down
                                       the git blob sha1 for other files (ETag)
      refs/main                        the commit hash, no newline
      snapshots/<commit>/<path>        a relative symlink: ../../blobs/<etag> (one more ../ per folder in path)
+Checked on the GPU machine with huggingface_hub 1.33.0 (hf_hub_download against a minimal loopback server with a
+small file, an LFS file and an LFS file in a folder): it wrote exactly these names, links and ref.
 Only the files Tandem selects by default (what training needs) are listed. With --check (needs
 huggingface_hub; no network: it talks to the mock on loopback) the script downloads the same files with
 hf_hub_download and asserts that huggingface_hub produced exactly this layout.
