@@ -272,6 +272,10 @@ private slots:
         req.revision = "v9";
         expect_error([&] { (void)hub::plan_download(req, o); }, ErrorCategory::InvalidInput,
                      {"org/tiny", "no revision \"v9\""});
+        for (const char* bad : {"/etc/passwd", "../x", "a//b", ""}) {
+            req.revision = bad;
+            expect_error([&] { (void)hub::plan_download(req, o); }, ErrorCategory::InvalidInput, {"revision"});
+        }
         req.revision = "main";
         req.repo_id = "bad id!";
         expect_error([&] { (void)hub::plan_download(req, o); }, ErrorCategory::InvalidInput, {"not a Hugging Face repo id"});

@@ -236,6 +236,15 @@ void link_snapshot_file(const fs::path& repo_dir, const std::string& commit, con
     }
 }
 
+// A branch, tag, "refs/pr/N" or commit: it becomes a path under refs/, so nothing that could leave that folder.
+bool is_valid_revision(std::string_view r) {
+    if (r.empty() || r.size() > 255 || r.front() == '/' || r.back() == '/' || r.front() == '.') return false;
+    if (r.find("..") != std::string_view::npos || r.find("//") != std::string_view::npos) return false;
+    return std::all_of(r.begin(), r.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '/';
+    });
+}
+
 bool is_commit_hash(std::string_view s) {
     return s.size() == 40 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
 }
@@ -458,7 +467,7 @@ fs::path repo_cache_dir(RepoType type, std::string_view repo_id, const HubOption
 
 std::optional<fs::path> cached_snapshot(RepoType type, std::string_view repo_id, std::string_view revision,
                                         const HubOptions& options) {
-    if (!is_repo_id(repo_id)) return std::nullopt;
+    if (!is_repo_id(repo_id) || !is_valid_revision(revision)) return std::nullopt;
     const fs::path dir = repo_cache_dir(type, repo_id, options);
     std::string commit(revision);
     std::error_code ec;
@@ -482,8 +491,9 @@ RepoPlan plan_download(const DownloadRequest& request, const HubOptions& o) {
     if (!is_repo_id(id))
         throw_invalid("\"" + id + "\" is not a Hugging Face repo id: expected ORG/NAME (letters, digits, '-', '_', "
                       "'.'), e.g. Qwen/Qwen3-0.6B");
-    if (request.revision.empty() || request.revision.find("..") != std::string::npos)
-        throw_invalid("revision \"" + request.revision + "\" is not valid: use a branch, tag or commit");
+    if (!is_valid_revision(request.revision))
+        throw_invalid("revision \"" + request.revision + "\" is not valid: use a branch, tag or commit (letters, "
+                      "digits, '-', '_', '.', '/'), e.g. main");
     RepoPlan plan;
     plan.request = request;
     const fs::path repo_dir = repo_cache_dir(t, id, o);
