@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "hub_progress.h"
 #include "tandem/hub.h"
+#include "tandem/data.h"
 #include "tandem/error.h"
 #include "tandem/run_config.h"
 #include "tandem/trainer.h"
@@ -70,6 +71,7 @@ private:
 Run add_train_command(CLI::App& app) {
     struct Opts {
         std::string config, model, init_adapter, dataset, out, targets, packing, device, validation, schedule;
+        std::vector<std::string> columns;
         std::string checkpointing;
         std::optional<int> lora_r, grad_accum, batch_tokens, max_seq_len;
         std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm, checkpoint_minutes;
@@ -86,6 +88,8 @@ Run add_train_command(CLI::App& app) {
                     "continue training this PEFT adapter (its r, alpha, targets replace the --lora-* settings)");
     sub->add_option("--dataset", o->dataset, "dataset file (.json, .jsonl, .txt, .csv, .tsv, .parquet), or a Hub dataset repo ORG/NAME");
     sub->add_option("--validation-file", o->validation, "separate validation dataset");
+    sub->add_option("--column", o->columns,
+                    "KEY=COLUMN: read the dataset's COLUMN as the key KEY (repeatable), e.g. output=answer");
     sub->add_option("--validation-fraction", o->validation_fraction, "share of records held out for eval");
     sub->add_option("--out", o->out, "run folder (config, metrics, checkpoints, adapter)");
     sub->add_option("--lora-r", o->lora_r, "LoRA rank");
@@ -150,6 +154,10 @@ Run add_train_command(CLI::App& app) {
                                  .string();
         }
         if (!o->validation.empty()) c.data.validation = o->validation;
+        for (const auto& spec : o->columns) {
+            const auto [key, column] = parse_column_mapping(spec);
+            c.data.columns[key] = column;
+        }
         if (o->validation_fraction) c.data.validation_fraction = *o->validation_fraction;
         if (!o->out.empty()) c.output_dir = o->out;
         if (o->lora_r) c.lora.r = *o->lora_r;

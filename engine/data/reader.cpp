@@ -99,6 +99,27 @@ std::string Dataset::location(const RecordLocation& loc) const {
     return s;
 }
 
+const std::vector<std::string>& dataset_keys() {
+    static const std::vector<std::string> keys = {"instruction", "input",         "output", "system",
+                                                  "history",     "messages",      "conversations",
+                                                  "prompt",      "completion",    "text",   "tools"};
+    return keys;
+}
+
+std::pair<std::string, std::string> parse_column_mapping(std::string_view spec) {
+    const size_t eq = spec.find('=');
+    std::string key(spec.substr(0, eq == std::string_view::npos ? spec.size() : eq));
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 >= spec.size())
+        throw_invalid("column mapping \"" + std::string(spec) +
+                      "\": expected KEY=COLUMN, e.g. instruction=question (the dataset key, then the file's column)");
+    const auto& keys = dataset_keys();
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+        throw_invalid("column mapping \"" + std::string(spec) + "\": \"" + key +
+                      "\" is not a dataset key; use instruction, input, output, system, history, messages, "
+                      "conversations, prompt, completion, text or tools");
+    return {key, std::string(spec.substr(eq + 1))};
+}
+
 DatasetFormat format_from_keys(const std::vector<std::string>& keys) noexcept {
     auto has = [&](std::string_view k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
     if (has("messages")) return DatasetFormat::Chat;
@@ -245,6 +266,19 @@ void finish_conversation(std::vector<Message>& messages) {
         }
     if (last == messages.size()) bad(InvalidReason::NoAssistantTurn, "conversation has no assistant turn");
     messages.resize(last + 1);
+}
+
+// Applies ReadOptions::columns to one record: the file's key becomes the dataset key.
+void rename_columns(json& obj, const std::map<std::string, std::string>& columns) {
+    if (columns.empty() || !obj.is_object()) return;
+    for (const auto& [key, src] : columns) {
+        if (key == src) continue;
+        auto it = obj.find(src);
+        if (it == obj.end()) continue;
+        json v = std::move(*it);
+        obj.erase(src);
+        obj[key] = std::move(v);
+    }
 }
 
 Record convert_alpaca(json& obj) {
@@ -643,7 +677,9 @@ struct Reader {
             return std::nullopt;
         }
         try {
-            return json::parse(s);
+            json v = json::parse(s);
+            rename_columns(v, options.columns);
+            return v;
         } catch (const json::parse_error& e) {
             if (record_errors) {
                 size_t l, col;
@@ -793,6 +829,13 @@ struct Reader {
             names.push_back(lower_trimmed(f));
             shown += (shown.empty() ? "" : ", ") + ("\"" + f + "\"");
         }
+        for (const auto& [key, src] : options.columns) {
+            const auto it = std::find(names.begin(), names.end(), lower_trimmed(src));
+            if (it == names.end())
+                throw_invalid(header_at + ": the column mapping " + key + "=" + src + " names a column the header "
+                              "lacks: its columns are " + shown);
+            *it = key;
+        }
         for (size_t a = 0; a < names.size(); ++a)
             for (size_t b = a + 1; b < names.size(); ++b)
                 if (!names[a].empty() && names[a] == names[b])
@@ -916,7 +959,19 @@ struct Reader {
     // A .parquet file: top-level columns are the keys; the known ones are decoded, each row is one record.
     void read_parquet() {
         const parquet::File file(text, path_str);
-        const std::vector<std::string> fields = file.fields();
+        const std::vector<std::string> columns = file.fields();
+        // The dataset key each column stands for (itself unless mapped).
+        std::vector<std::string> fields = columns;
+        for (const auto& [key, src] : options.columns) {
+            const auto it = std::find(columns.begin(), columns.end(), src);
+            if (it == columns.end()) {
+                std::string all;
+                for (const auto& c : columns) all += (all.empty() ? "" : ", ") + ("\"" + c + "\"");
+                throw_invalid(path_str + ": the column mapping " + key + "=" + src +
+                              " names a column the Parquet file lacks: its columns are " + all);
+            }
+            fields[static_cast<size_t>(it - columns.begin())] = key;
+        }
         std::string shown;
         for (const auto& f : fields) shown += (shown.empty() ? "" : ", ") + ("\"" + f + "\"");
         const auto has = [&](std::string_view k) { return std::find(fields.begin(), fields.end(), k) != fields.end(); };
@@ -937,15 +992,16 @@ struct Reader {
         out.format = format;
         static const char* kKnown[] = {"instruction", "input",    "output", "system", "history",    "messages",
                                        "conversations", "prompt", "completion", "text", "tools"};
-        std::vector<std::string> wanted;
+        std::vector<std::string> wanted;  // the file's names of the columns to decode
         for (const char* k : kKnown)
-            if (has(k)) wanted.emplace_back(k);
+            if (has(k)) wanted.push_back(columns[static_cast<size_t>(std::find(fields.begin(), fields.end(), k) - fields.begin())]);
         std::vector<json> rows = file.read_rows(wanted);
         out.records.reserve(rows.size());
         for (size_t i = 0; i < rows.size(); ++i) {
             ++out.total_records;
             const Chunk c{0, 0, static_cast<uint32_t>(std::min<size_t>(i + 1, UINT32_MAX))};
             json& obj = rows[i];
+            rename_columns(obj, options.columns);
             std::string bad_col;
             if (!valid_utf8(obj, bad_col)) {
                 invalid(c, InvalidReason::InvalidUtf8, "invalid UTF-8 in column \"" + bad_col + "\" (row " +
@@ -1009,6 +1065,7 @@ struct Reader {
 }  // namespace
 
 Dataset read_dataset(const std::filesystem::path& path, const ReadOptions& options) {
+    for (const auto& [key, src] : options.columns) (void)parse_column_mapping(key + "=" + src);  // validates
     Dataset out;
     out.files.push_back(path);
     out.invalid.max_kept = options.max_reported_invalid;

@@ -52,7 +52,19 @@ struct ReadOptions {
     TextSplit text_split = TextSplit::BlankLines;
     double max_invalid_fraction = 0.10;  // loading fails when more than this share of records is invalid
     size_t max_reported_invalid = 20;    // invalid records kept with their location (all are counted)
+    // Column mapping for files whose keys are named otherwise: dataset key -> the file's column / JSON key,
+    // e.g. {"instruction": "question", "output": "answer"}. Applied before format detection, by every reader
+    // (JSON keys, CSV/TSV header names case-insensitively, Parquet top-level columns). Keys must be ones of
+    // dataset_keys(); for CSV/TSV and Parquet a mapped column that the file lacks is refused naming its columns.
+    std::map<std::string, std::string> columns;
 };
+
+// The record keys the readers know: instruction, input, output, system, history, messages, conversations,
+// prompt, completion, text, tools.
+const std::vector<std::string>& dataset_keys();
+
+// Parses "KEY=COLUMN" (the CLI's --column); throws Error{InvalidInput} naming the problem.
+std::pair<std::string, std::string> parse_column_mapping(std::string_view spec);
 
 // One conversation turn after normalisation. role is system, user, assistant or tool.
 struct Message {

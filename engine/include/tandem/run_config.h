@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -48,6 +49,7 @@ struct DataConfig {
     int32_t max_seq_len = 2048;          // longer samples keep their head; must fit batch_tokens when packing
     bool packing = true;
     std::string chat_template = "auto";  // "auto" (the model's) or a built-in name
+    std::map<std::string, std::string> columns;  // dataset key -> the file's column (ReadOptions::columns)
     bool operator==(const DataConfig&) const = default;
 };
 
