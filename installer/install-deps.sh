@@ -11,6 +11,8 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev                                 # JSON, command line
   libpcre2-dev libutf8proc-dev                                    # tokenizer: pre-tokenizer regexes, Unicode normalisation
   libopenblas-dev                                                 # CPU backend GEMMs
+  libsnappy-dev libzstd-dev zlib1g-dev                            # Parquet datasets: SNAPPY, ZSTD, GZIP pages
+  libcurl4-openssl-dev libssl-dev                                 # Hub downloads (HTTP, sha256)
   dpkg-dev file                                                   # cpack -G DEB: dpkg-shlibdeps computes Depends
 )
 

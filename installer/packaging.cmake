@@ -4,7 +4,8 @@
 # `tandem` target must already exist to decide whether the desktop entry is installed.
 # Decisions a reader must know:
 # - The .deb's Depends come from dpkg-shlibdeps (exact sonames and minimum versions of what the binaries
-#   link: Qt 6, QCustomPlot Qt6, OpenBLAS, PCRE2, utf8proc, libgomp, libstdc++), plus libqt6svg6 listed by
+#   link: Qt 6, QCustomPlot Qt6, OpenBLAS, PCRE2, utf8proc, libgomp, libstdc++, and for Parquet and Hub
+#   downloads libsnappy1v5, libzstd1, zlib1g, libcurl4 and libssl3), plus libqt6svg6 listed by
 #   hand: Qt loads the SVG icon engine as a plugin at run time, which dpkg-shlibdeps cannot see.
 # - CUDA builds: the NVIDIA driver and the CUDA runtime libraries are Recommends. Without the driver the
 #   engine's device check fails and the studio trains on the CPU, saying why; the runtime libraries are

@@ -445,7 +445,7 @@ private slots:
         QVERIFY2(contains(r.message, "byte offset " + std::to_string(line_start + 14)), r.message.c_str());
         // Text files: the document is skipped with its line.
         const auto t = read_dataset(file("utf8.txt", std::string(30, 'a') + "\n\nx\xC0\xAFy\n\n" + "ok\n"),
-                                    ReadOptions{DatasetFormat::Auto, TextSplit::BlankLines, 0.5, 20});
+                                    ReadOptions{DatasetFormat::Auto, TextSplit::BlankLines, 0.5, 20, {}});
         QCOMPARE(t.invalid.count, int64_t(1));
         QVERIFY(contains(t.invalid.first[0].location, "utf8.txt:3"));
     }
@@ -570,6 +570,35 @@ private slots:
         QCOMPARE(d.records[1].location.line, uint32_t(3));
         QCOMPARE(d.records[2].location.line, uint32_t(6));  // row 2 spans lines 3-5
         QCOMPARE(d.records[2].location.element, int64_t(-1));
+    }
+
+    // Column mapping (the studio's mapping dialog, the CLI's --column KEY=COLUMN): the same records whatever the
+    // file calls its columns, in JSON, CSV and Parquet; bad mappings are refused naming what is wrong.
+    void column_mapping() {
+        ReadOptions opt;
+        opt.columns = {{"instruction", "question"}, {"output", "answer"}};
+        const auto j = file("qa.jsonl", "{\"question\": \"2+2?\", \"answer\": \"4\"}\n{\"question\": \"3+3?\", \"answer\": \"6\"}\n");
+        Dataset d = read_dataset(j, opt);
+        QCOMPARE(d.format, DatasetFormat::Alpaca);
+        QCOMPARE(d.records.size(), size_t(2));
+        QCOMPARE(d.records[1].messages[0].content, std::string("3+3?"));
+        QCOMPARE(d.records[1].messages[1].content, std::string("6"));
+        EXPECT_ERROR(read_dataset(j), ErrorCategory::InvalidInput, "cannot tell the dataset format");
+        const auto c = file("qa.csv", "id,Question,Answer\n1,2+2?,4\n");
+        d = read_dataset(c, opt);  // header names match case-insensitively
+        QCOMPARE(d.format, DatasetFormat::Alpaca);
+        QCOMPARE(d.records[0].messages[1].content, std::string("4"));
+        opt.columns["input"] = "context";
+        EXPECT_ERROR(read_dataset(c, opt), ErrorCategory::InvalidInput, "input=context names a column the header lacks");
+        opt.columns = {{"prompt", "instruction"}, {"completion", "output"}};
+        d = read_dataset(fs::path(TANDEM_FIXTURES_DIR) / "parquet/alpaca_plain_gzip_v2.parquet", opt);
+        QCOMPARE(d.format, DatasetFormat::PromptCompletion);
+        QCOMPARE(d.records[1].prompt, std::string("Translate to French"));
+        QCOMPARE(d.records[1].completion, std::string("Bonjour"));
+        opt.columns = {{"answer", "output"}};
+        EXPECT_ERROR(read_dataset(c, opt), ErrorCategory::InvalidInput, "\"answer\" is not a dataset key");
+        EXPECT_ERROR(parse_column_mapping("instruction"), ErrorCategory::InvalidInput, "expected KEY=COLUMN");
+        QCOMPARE(parse_column_mapping("output=the answer").second, std::string("the answer"));
     }
 
     void csv_tsv() {

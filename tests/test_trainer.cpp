@@ -896,6 +896,17 @@ private slots:
         bad([](json& j) { j["training"]["max_nonfinite_steps"] = "x"; }, {"training.max_nonfinite_steps", "integer"});
         bad([](json& j) { j["memory"]["checkpointing"] = "always"; }, {"memory.checkpointing", "always"});
         bad([](json& j) { j["training"] = 3; }, {"training", "object"});
+        bad([](json& j) { j["data"]["columns"] = {{"answer", "output"}}; }, {"answer", "not a dataset key"});
+        bad([](json& j) { j["data"]["columns"] = {{"output", 3}}; }, {"data.columns.output"});
+        {  // data.columns round-trips through config.json; without it the file has no "columns" key
+            json with = good;
+            with["data"]["columns"] = {{"instruction", "question"}};
+            const RunConfig rc = with.get<RunConfig>();
+            QCOMPARE(rc.data.columns.at("instruction"), std::string("question"));
+            const json back = rc;
+            QCOMPARE(back.at("data").at("columns"), with.at("data").at("columns"));
+            QVERIFY(!json(good.get<RunConfig>()).at("data").contains("columns"));
+        }
         // load_run_config names the file.
         QTemporaryDir tmp;
         const fs::path p = fs::path(tmp.path().toStdString()) / "run.json";

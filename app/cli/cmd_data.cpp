@@ -1,10 +1,11 @@
-// `tandem-cli data --model DIR --dataset FILE [--format F] [--max-seq-len N] [--pack TOKENS] [--limit N] [--json]`
+// `tandem-cli data --model DIR --dataset FILE [--format F] [--column KEY=COLUMN]... [--max-seq-len N] [--pack TOKENS] [--limit N] [--json]`
 // Reads a dataset the way training will (format detection, invalid records with file:line, chat template,
 // loss masks, truncation, packing) and reports what it found; with --json also the first N rendered samples
 // with their ids, labels and text.
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,12 +28,15 @@ Run add_data_command(CLI::App& app) {
         uint64_t seed = 0;
         bool json = false;
         bool train_on_all = false;
+        std::vector<std::string> columns;
     };
     auto o = std::make_shared<Opts>();
     auto* sub = app.add_subcommand("data", "Check a dataset against a model: format, invalid records, tokens, packing");
     sub->add_option("--model", o->model, "model folder (or tokenizer.json) whose tokenizer and chat template to use")->required();
-    sub->add_option("--dataset", o->dataset, "dataset file: .json, .jsonl or .txt")->required();
+    sub->add_option("--dataset", o->dataset, "dataset file: .json, .jsonl, .txt, .csv, .tsv or .parquet")->required();
     sub->add_option("--format", o->format, "auto|alpaca|chat|sharegpt|completion|text")->capture_default_str();
+    sub->add_option("--column", o->columns,
+                    "KEY=COLUMN: read the file's COLUMN as the dataset key KEY (repeatable), e.g. instruction=question");
     sub->add_option("--max-seq-len", o->max_seq_len, "longer samples are truncated (0: no limit)")->capture_default_str();
     sub->add_option("--pack", o->pack, "tokens per micro-batch")->capture_default_str();
     sub->add_option("--packing", o->packing, "on: pack samples; off: one sample per padded row")->capture_default_str();
@@ -57,6 +61,7 @@ Run add_data_command(CLI::App& app) {
             throw_invalid("--validation-fraction must be in [0, 1)");
         if (o->max_invalid < 0 || o->max_invalid > 1) throw_invalid("--max-invalid must be in [0, 1]");
         opt.read.format = *fmt;
+        for (const auto& spec : o->columns) opt.read.columns.insert(parse_column_mapping(spec));
         opt.read.max_invalid_fraction = o->max_invalid;
         opt.render.max_seq_len = o->max_seq_len;
         opt.render.chat_template = o->chat_template;

@@ -15,6 +15,9 @@
 #include <string>
 
 #include "commands.h"
+#include "hub_progress.h"
+#include "tandem/hub.h"
+#include "tandem/data.h"
 #include "tandem/error.h"
 #include "tandem/run_config.h"
 #include "tandem/trainer.h"
@@ -68,6 +71,7 @@ private:
 Run add_train_command(CLI::App& app) {
     struct Opts {
         std::string config, model, init_adapter, dataset, out, targets, packing, device, validation, schedule;
+        std::vector<std::string> columns;
         std::string checkpointing;
         std::optional<int> lora_r, grad_accum, batch_tokens, max_seq_len;
         std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm, checkpoint_minutes;
@@ -79,11 +83,13 @@ Run add_train_command(CLI::App& app) {
     auto o = std::make_shared<Opts>();
     auto* sub = app.add_subcommand("train", "Fine-tune a LoRA adapter (run config file and/or flags)");
     sub->add_option("--config", o->config, "run config JSON; flags override its values");
-    sub->add_option("--model", o->model, "Hugging Face model folder");
+    sub->add_option("--model", o->model, "Hugging Face model folder, or a Hub repo id ORG/NAME[@REV] (cached or downloaded)");
     sub->add_option("--init-adapter", o->init_adapter,
                     "continue training this PEFT adapter (its r, alpha, targets replace the --lora-* settings)");
-    sub->add_option("--dataset", o->dataset, "dataset file (.json, .jsonl, .txt)");
+    sub->add_option("--dataset", o->dataset, "dataset file (.json, .jsonl, .txt, .csv, .tsv, .parquet), or a Hub dataset repo ORG/NAME");
     sub->add_option("--validation-file", o->validation, "separate validation dataset");
+    sub->add_option("--column", o->columns,
+                    "KEY=COLUMN: read the dataset's COLUMN as the key KEY (repeatable), e.g. output=answer");
     sub->add_option("--validation-fraction", o->validation_fraction, "share of records held out for eval");
     sub->add_option("--out", o->out, "run folder (config, metrics, checkpoints, adapter)");
     sub->add_option("--lora-r", o->lora_r, "LoRA rank");
@@ -132,9 +138,26 @@ Run add_train_command(CLI::App& app) {
             c = load_run_config(stored, /*validate=*/false);
         }
         if (!o->model.empty()) c.model = o->model;
+        if (!c.model.empty() && !std::filesystem::exists(c.model)) {
+            // ORG/NAME[@REV]: from the Hugging Face cache, downloaded first unless HF_HUB_OFFLINE is set.
+            const HubSigint sigint;
+            c.model = hub::resolve_path_or_repo(c.model, hub::RepoType::Model, cli_hub_options(), stderr_progress(),
+                                                &g_hub_cancel)
+                          .string();
+        }
         if (!o->init_adapter.empty()) c.init_adapter = o->init_adapter;
         if (!o->dataset.empty()) c.data.dataset = o->dataset;
+        if (!c.data.dataset.empty() && !std::filesystem::exists(c.data.dataset)) {
+            const HubSigint sigint;
+            c.data.dataset = hub::resolve_path_or_repo(c.data.dataset, hub::RepoType::Dataset, cli_hub_options(),
+                                                       stderr_progress(), &g_hub_cancel)
+                                 .string();
+        }
         if (!o->validation.empty()) c.data.validation = o->validation;
+        for (const auto& spec : o->columns) {
+            const auto [key, column] = parse_column_mapping(spec);
+            c.data.columns[key] = column;
+        }
         if (o->validation_fraction) c.data.validation_fraction = *o->validation_fraction;
         if (!o->out.empty()) c.output_dir = o->out;
         if (o->lora_r) c.lora.r = *o->lora_r;

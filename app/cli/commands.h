@@ -21,5 +21,6 @@ Run add_train_command(CLI::App& app);
 Run add_export_command(CLI::App& app);
 Run add_selftest_command(CLI::App& app);
 Run add_bench_command(CLI::App& app);
+Run add_download_command(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     add(tandem::cli::add_export_command);
     add(tandem::cli::add_selftest_command);
     add(tandem::cli::add_bench_command);
+    add(tandem::cli::add_download_command);
 
     try {
         app.parse(argc, argv);

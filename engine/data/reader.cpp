@@ -11,6 +11,9 @@
 //    names pick the format like JSON keys do (never as plain text: the header would become training text).
 //    Malformed files (a row with another field count, an unclosed quote, no known column set) are refused
 //    whole with path:line, not skipped row by row: a mis-quoted row shifts every later field.
+//  * .parquet files (or files starting with "PAR1") go through data/parquet.h: each row becomes the same JSON
+//    object a JSON Lines record would be (only the columns a format reads are decoded), and then follows the
+//    JSON path. A record's "line" is its 1-based row number.
 //  * Alpaca and ShareGPT records become `messages` here, so rendering only knows chat, prompt/completion, text.
 #include <algorithm>
 #include <cctype>
@@ -21,6 +24,7 @@
 
 #include "core/files.h"
 #include "core/utf8.h"
+#include "data/parquet.h"
 #include "tandem/data.h"
 #include "tandem/error.h"
 
@@ -93,6 +97,27 @@ std::string Dataset::location(const RecordLocation& loc) const {
         (loc.file < files.size() ? files[loc.file].string() : std::string("?")) + ":" + std::to_string(loc.line);
     if (loc.element >= 0) s += " (element " + std::to_string(loc.element) + ")";
     return s;
+}
+
+const std::vector<std::string>& dataset_keys() {
+    static const std::vector<std::string> keys = {"instruction", "input",         "output", "system",
+                                                  "history",     "messages",      "conversations",
+                                                  "prompt",      "completion",    "text",   "tools"};
+    return keys;
+}
+
+std::pair<std::string, std::string> parse_column_mapping(std::string_view spec) {
+    const size_t eq = spec.find('=');
+    std::string key(spec.substr(0, eq == std::string_view::npos ? spec.size() : eq));
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 >= spec.size())
+        throw_invalid("column mapping \"" + std::string(spec) +
+                      "\": expected KEY=COLUMN, e.g. instruction=question (the dataset key, then the file's column)");
+    const auto& keys = dataset_keys();
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+        throw_invalid("column mapping \"" + std::string(spec) + "\": \"" + key +
+                      "\" is not a dataset key; use instruction, input, output, system, history, messages, "
+                      "conversations, prompt, completion, text or tools");
+    return {key, std::string(spec.substr(eq + 1))};
 }
 
 DatasetFormat format_from_keys(const std::vector<std::string>& keys) noexcept {
@@ -241,6 +266,19 @@ void finish_conversation(std::vector<Message>& messages) {
         }
     if (last == messages.size()) bad(InvalidReason::NoAssistantTurn, "conversation has no assistant turn");
     messages.resize(last + 1);
+}
+
+// Applies ReadOptions::columns to one record: the file's key becomes the dataset key.
+void rename_columns(json& obj, const std::map<std::string, std::string>& columns) {
+    if (columns.empty() || !obj.is_object()) return;
+    for (const auto& [key, src] : columns) {
+        if (key == src) continue;
+        auto it = obj.find(src);
+        if (it == obj.end()) continue;
+        json v = std::move(*it);
+        obj.erase(src);
+        obj[key] = std::move(v);
+    }
 }
 
 Record convert_alpaca(json& obj) {
@@ -639,7 +677,9 @@ struct Reader {
             return std::nullopt;
         }
         try {
-            return json::parse(s);
+            json v = json::parse(s);
+            rename_columns(v, options.columns);
+            return v;
         } catch (const json::parse_error& e) {
             if (record_errors) {
                 size_t l, col;
@@ -789,6 +829,13 @@ struct Reader {
             names.push_back(lower_trimmed(f));
             shown += (shown.empty() ? "" : ", ") + ("\"" + f + "\"");
         }
+        for (const auto& [key, src] : options.columns) {
+            const auto it = std::find(names.begin(), names.end(), lower_trimmed(src));
+            if (it == names.end())
+                throw_invalid(header_at + ": the column mapping " + key + "=" + src + " names a column the header "
+                              "lacks: its columns are " + shown);
+            *it = key;
+        }
         for (size_t a = 0; a < names.size(); ++a)
             for (size_t b = a + 1; b < names.size(); ++b)
                 if (!names[a].empty() && names[a] == names[b])
@@ -909,6 +956,92 @@ struct Reader {
                           ") but no data rows");
     }
 
+    // A .parquet file: top-level columns are the keys; the known ones are decoded, each row is one record.
+    void read_parquet() {
+        const parquet::File file(text, path_str);
+        const std::vector<std::string> columns = file.fields();
+        // The dataset key each column stands for (itself unless mapped).
+        std::vector<std::string> fields = columns;
+        for (const auto& [key, src] : options.columns) {
+            const auto it = std::find(columns.begin(), columns.end(), src);
+            if (it == columns.end()) {
+                std::string all;
+                for (const auto& c : columns) all += (all.empty() ? "" : ", ") + ("\"" + c + "\"");
+                throw_invalid(path_str + ": the column mapping " + key + "=" + src +
+                              " names a column the Parquet file lacks: its columns are " + all);
+            }
+            fields[static_cast<size_t>(it - columns.begin())] = key;
+        }
+        std::string shown;
+        for (const auto& f : fields) shown += (shown.empty() ? "" : ", ") + ("\"" + f + "\"");
+        const auto has = [&](std::string_view k) { return std::find(fields.begin(), fields.end(), k) != fields.end(); };
+        DatasetFormat format = options.format;
+        if (format == DatasetFormat::Auto) {
+            if (has("chosen") && has("rejected"))
+                throw_unsupported(path_str +
+                                  ": this is a preference (DPO) dataset (columns \"chosen\"/\"rejected\"); "
+                                  "supervised fine-tuning needs alpaca, chat, sharegpt, prompt_completion or "
+                                  "text records");
+            format = format_from_keys(fields);
+            if (format == DatasetFormat::Auto)
+                throw_invalid(path_str + ": cannot tell the dataset format: the Parquet file's columns are " +
+                              (shown.empty() ? std::string("none") : shown) + ". Expected: " + kFormatNeeds +
+                              ". Rename the columns (e.g. with pyarrow or datasets' rename_column) or convert the "
+                              "file to JSON Lines");
+        }
+        out.format = format;
+        static const char* kKnown[] = {"instruction", "input",    "output", "system", "history",    "messages",
+                                       "conversations", "prompt", "completion", "text", "tools"};
+        std::vector<std::string> wanted;  // the file's names of the columns to decode
+        for (const char* k : kKnown)
+            if (has(k)) wanted.push_back(columns[static_cast<size_t>(std::find(fields.begin(), fields.end(), k) - fields.begin())]);
+        std::vector<json> rows = file.read_rows(wanted);
+        out.records.reserve(rows.size());
+        for (size_t i = 0; i < rows.size(); ++i) {
+            ++out.total_records;
+            const Chunk c{0, 0, static_cast<uint32_t>(std::min<size_t>(i + 1, UINT32_MAX))};
+            json& obj = rows[i];
+            rename_columns(obj, options.columns);
+            std::string bad_col;
+            if (!valid_utf8(obj, bad_col)) {
+                invalid(c, InvalidReason::InvalidUtf8, "invalid UTF-8 in column \"" + bad_col + "\" (row " +
+                                                           std::to_string(i + 1) + ")");
+                continue;
+            }
+            // Chat columns stored as JSON text (a common export) are parsed like the CSV reader does.
+            for (const char* k : {"messages", "conversations", "history"}) {
+                auto it = obj.find(k);
+                if (it == obj.end() || !it->is_string()) continue;
+                json v = json::parse(it->get_ref<const std::string&>(), nullptr, false);
+                if (!v.is_discarded()) *it = std::move(v);
+            }
+            try {
+                Record r = convert(obj, format);
+                r.location = {0, c.line, -1};
+                out.records.push_back(std::move(r));
+            } catch (const RecordError& e) {
+                invalid(c, e.reason, e.message);
+            }
+            json().swap(obj);  // free the row as we go
+        }
+        if (out.total_records == 0) throw_invalid(path_str + ": the Parquet file holds no rows");
+    }
+
+    static bool valid_utf8(const json& v, std::string& where) {
+        if (v.is_string()) return utf8::is_valid(v.get_ref<const std::string&>());
+        if (v.is_array()) {
+            for (const auto& e : v)
+                if (!valid_utf8(e, where)) return false;
+        } else if (v.is_object()) {
+            for (auto it = v.begin(); it != v.end(); ++it)
+                if (!valid_utf8(it.value(), where)) {
+                    where = it.key();  // the outermost key wins: the column
+                    return false;
+                }
+        }
+        return true;
+    }
+
     void check_counts() {
         std::string first;
         for (size_t k = 0; k < out.invalid.first.size() && k < 5; ++k)
@@ -932,17 +1065,27 @@ struct Reader {
 }  // namespace
 
 Dataset read_dataset(const std::filesystem::path& path, const ReadOptions& options) {
+    for (const auto& [key, src] : options.columns) (void)parse_column_mapping(key + "=" + src);  // validates
     Dataset out;
     out.files.push_back(path);
     out.invalid.max_kept = options.max_reported_invalid;
     const std::string text = read_file(path);
     const std::string p = path.string();
     if (text.empty()) throw_invalid(p + ": the file is empty");
+    std::string lower_ext = path.extension().string();
+    std::transform(lower_ext.begin(), lower_ext.end(), lower_ext.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    if (lower_ext == ".parquet" || parquet::has_magic(text)) {
+        Reader reader{path, options, text, out};
+        reader.read_parquet();
+        reader.check_counts();
+        return out;
+    }
     if (const void* nul = std::memchr(text.data(), 0, text.size()))
         throw_invalid(p + ": looks like a binary file (NUL byte at offset " +
                       std::to_string(static_cast<const char*>(nul) - text.data()) +
-                      "); expected JSON, JSON Lines, CSV/TSV or plain text (Parquet/Arrow files must be converted to "
-                      "JSONL first)");
+                      "); expected JSON, JSON Lines, CSV/TSV, Parquet or plain text (Arrow / other binary files must be "
+                      "converted to JSONL first)");
     size_t start = 0;
     if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) start = 3;  // UTF-8 byte order mark
     size_t first = start;

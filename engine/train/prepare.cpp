@@ -47,6 +47,7 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
     opt.validation_fraction = config.data.validation_fraction;
     opt.seed = config.seed;
     opt.read.format = *parse_dataset_format(config.data.format == "completion" ? "prompt_completion" : config.data.format);
+    opt.read.columns = config.data.columns;
     opt.render.max_seq_len = config.data.max_seq_len;
     opt.render.chat_template = config.data.chat_template;
     opt.render.train_on_all_tokens = config.data.train_on_all_tokens;

@@ -143,6 +143,7 @@ void validate_run_config(const RunConfig& c) {
         throw_invalid("data.format: '" + d.format + "' is unknown; use auto, alpaca, chat, sharegpt, prompt_completion or text");
     if (d.max_seq_len < 0) throw_invalid("data.max_seq_len: must be 0 (no limit) or positive, got " + std::to_string(d.max_seq_len));
     if (d.chat_template.empty()) throw_invalid("data.template: empty; use auto or a built-in template name");
+    for (const auto& [key, src] : d.columns) (void)parse_column_mapping(key + "=" + src);
     validate_lora_config(c.lora, "lora");
     const TrainingConfig& t = c.training;
     if (!(std::isfinite(t.lr) && t.lr > 0)) throw_invalid("training.lr: " + num(t.lr) + " must be a positive number");
@@ -206,6 +207,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
     };
     // Only when set: a run written before the key existed must still compare equal on resume.
     if (c.data.train_on_all_tokens) j["data"]["train_on_all_tokens"] = true;
+    if (!c.data.columns.empty()) j["data"]["columns"] = c.data.columns;
 }
 
 RunConfig parse_run_config(const nlohmann::json& j) {
@@ -226,7 +228,15 @@ RunConfig parse_run_config(const nlohmann::json& j) {
     if (j.contains("data")) {
         const json& d = j.at("data");
         check_keys(d, "data", {"dataset", "validation", "validation_fraction", "format", "max_seq_len", "packing", "template",
-                               "train_on_all_tokens"});
+                               "train_on_all_tokens", "columns"});
+        if (d.contains("columns")) {
+            const json& m = d.at("columns");
+            if (!m.is_object()) throw_invalid("data.columns: expected an object {\"KEY\": \"COLUMN\"}");
+            for (auto it = m.begin(); it != m.end(); ++it) {
+                if (!it->is_string()) throw_invalid("data.columns." + it.key() + ": expected a column name (a string)");
+                c.data.columns[it.key()] = it->get<std::string>();
+            }
+        }
         read_string(d, "data", "dataset", c.data.dataset);
         read_string(d, "data", "validation", c.data.validation);
         read_number(d, "data", "validation_fraction", c.data.validation_fraction);

@@ -52,7 +52,19 @@ struct ReadOptions {
     TextSplit text_split = TextSplit::BlankLines;
     double max_invalid_fraction = 0.10;  // loading fails when more than this share of records is invalid
     size_t max_reported_invalid = 20;    // invalid records kept with their location (all are counted)
+    // Column mapping for files whose keys are named otherwise: dataset key -> the file's column / JSON key,
+    // e.g. {"instruction": "question", "output": "answer"}. Applied before format detection, by every reader
+    // (JSON keys, CSV/TSV header names case-insensitively, Parquet top-level columns). Keys must be ones of
+    // dataset_keys(); for CSV/TSV and Parquet a mapped column that the file lacks is refused naming its columns.
+    std::map<std::string, std::string> columns;
 };
+
+// The record keys the readers know: instruction, input, output, system, history, messages, conversations,
+// prompt, completion, text, tools.
+const std::vector<std::string>& dataset_keys();
+
+// Parses "KEY=COLUMN" (the CLI's --column); throws Error{InvalidInput} naming the problem.
+std::pair<std::string, std::string> parse_column_mapping(std::string_view spec);
 
 // One conversation turn after normalisation. role is system, user, assistant or tool.
 struct Message {
@@ -125,6 +137,10 @@ struct Dataset {
 // its column names (case and surrounding spaces ignored) are the JSON keys: instruction/output (+ input,
 // system) -> Alpaca, prompt/completion, text, messages / conversations (cells holding JSON arrays), chosen by
 // format_from_keys when format is Auto; other columns are ignored. Each row is one record.
+// .parquet files (or any file starting with the Parquet magic) are read by engine/data/parquet.cpp: top-level
+// columns are the keys (messages as list<struct<role, content>> or as JSON text), each row one record, its
+// "line" the 1-based row number; a malformed or unsupported file is Error{InvalidInput} naming the file,
+// row group, column and page.
 // Throws Error{InvalidInput} naming the file for: empty file, binary file (NUL byte), truncated JSON array,
 // no recognisable format (the message lists the keys seen and the keys each format needs), nothing valid
 // left, or more than max_invalid_fraction invalid records (the message quotes the first ones with file:line);

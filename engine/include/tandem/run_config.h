@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -49,6 +50,7 @@ struct DataConfig {
     bool packing = true;
     std::string chat_template = "auto";  // "auto" (the model's) or a built-in name
     bool train_on_all_tokens = false;    // train on prompts too, not only on the replies
+    std::map<std::string, std::string> columns;  // dataset key -> the file's column (ReadOptions::columns)
     bool operator==(const DataConfig&) const = default;
 };
 
@@ -100,7 +102,7 @@ struct RunConfig {
 void validate_run_config(const RunConfig& config);
 
 // JSON keys: schema_version, model, init_adapter, data{dataset, validation, validation_fraction, format, max_seq_len,
-// packing, template, train_on_all_tokens (written only when true, so older runs' config.json still equal
+// packing, template, train_on_all_tokens and columns (written only when set, so older runs' config.json still equal
 // a default config on resume)}, lora{...}, training{lr, schedule, warmup_steps, warmup_ratio, epochs, max_steps,
 // batch_tokens, grad_accum, max_grad_norm, weight_decay, betas [b1, b2], eps, eval_every,
 // checkpoint_every, checkpoint_minutes, keep_checkpoints, max_nonfinite_steps}, memory{checkpointing}, device, seed, output_dir. Missing keys keep the
