@@ -486,6 +486,32 @@ private slots:
         QCOMPARE(preset->currentIndex(), 0);
     }
 
+    // The target boxes are the model's own projections: Phi-3's fused qkv_proj / gate_up_proj instead of the
+    // seven Llama names, with the checked names carried over (all of q/k/v checked -> qkv_proj checked).
+    void trainPageTargetsFollowTheModel() {
+        TrainPage page;
+        auto shown = [&] {
+            QStringList names;
+            for (auto* check : child<QWidget>(&page, "targetsBox")->findChildren<QCheckBox*>())
+                if (!check->isHidden()) names.append(check->text());
+            names.sort();
+            return names;
+        };
+        QCOMPARE(shown(), (QStringList{"down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"}));
+        child<QCheckBox>(&page, "target_gate_proj")->setChecked(false);
+        page.setModel(QString::fromUtf8(TANDEM_FIXTURES_DIR "/models/phi3"), true);
+        QCOMPARE(shown(), (QStringList{"down_proj", "gate_up_proj", "o_proj", "qkv_proj"}));
+        QVERIFY(child<QCheckBox>(&page, "target_qkv_proj")->isChecked());
+        QVERIFY(!child<QCheckBox>(&page, "target_gate_up_proj")->isChecked());  // gate_proj was unchecked
+        QCOMPARE(page.config().lora.target_modules, (std::vector<std::string>{"qkv_proj", "o_proj", "down_proj"}));
+        // Back to a Llama-family model: the fused names map to nothing there; the seven boxes come back.
+        page.setModel(QString::fromUtf8(TANDEM_FIXTURES_DIR "/models/gemma3"), true);
+        QCOMPARE(shown(), (QStringList{"down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"}));
+        QVERIFY(child<QCheckBox>(&page, "target_o_proj")->isChecked());
+        QVERIFY(child<QCheckBox>(&page, "target_k_proj")->isChecked());  // from qkv_proj
+        QVERIFY(!child<QCheckBox>(&page, "target_up_proj")->isChecked());
+    }
+
     // The GUI hides smart-single (a measurement aid; the CLI keeps it) and cuda when no GPU is usable.
     void trainPageHidesSmartSingleAndUnusableCuda() {
         TrainPage page;

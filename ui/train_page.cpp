@@ -20,6 +20,7 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QVBoxLayout>
@@ -298,20 +299,20 @@ QWidget* TrainPage::buildLoraBox() {
     m_rslora->setToolTip(tr("Rank-stabilised LoRA: scale by alpha / sqrt(r), which keeps high ranks learning"));
     m_targetsBox = new QGroupBox(tr("Target projections"));
     m_targetsBox->setObjectName(QStringLiteral("targetsBox"));
-    m_targetsBox->setToolTip(tr("Which projections of every decoder layer get an adapter"));
-    auto* targetsLayout = new QGridLayout(m_targetsBox);
-    int i = 0;
+    m_targetsBox->setToolTip(tr("Which projections of every decoder layer get an adapter (the model's own "
+                                "projections: Phi-3 stores q/k/v as one qkv_proj)"));
+    new QGridLayout(m_targetsBox);
     for (const std::string& t : lora_known_targets()) {
         const QString name = QString::fromStdString(t);
         auto* check = new QCheckBox(name);
         check->setObjectName(QStringLiteral("target_") + name);
-        check->setToolTip(lora_target_is_attention(t) ? tr("Attention projection %1 (self_attn.%1)").arg(name)
-                                                      : tr("MLP projection %1 (mlp.%1)").arg(name));
+        check->setToolTip(lora_target_is_attention(t) ? tr("Attention projection %1").arg(name)
+                                                      : tr("MLP projection %1").arg(name));
         connect(check, &QCheckBox::toggled, this, &TrainPage::onFieldEdited);
-        targetsLayout->addWidget(check, i / 4, i % 4);
         m_targets.insert(name, check);
-        ++i;
     }
+    for (const std::string& t : lora_default_targets()) m_modelTargets.append(QString::fromStdString(t));
+    showTargets(lora_default_targets());
     m_initAdapter = new QLineEdit;
     m_initAdapter->setObjectName(QStringLiteral("initAdapterEdit"));
     m_initAdapter->setPlaceholderText(tr("none: train a new adapter"));
@@ -577,8 +578,7 @@ void TrainPage::fillFields(const RunConfig& c) {
     m_alpha->setValue(c.lora.alpha);
     m_dropout->setValue(c.lora.dropout);
     m_rslora->setChecked(c.lora.use_rslora);
-    for (auto it = m_targets.begin(); it != m_targets.end(); ++it)
-        it.value()->setChecked(c.lora.targets(it.key().toStdString()));
+    showTargets(c.lora.target_modules);
     m_lr->setText(QLocale::c().toString(c.training.lr, 'g', QLocale::FloatingPointShortest));
     m_schedule->setCurrentIndex(m_schedule->findData(engineName(lr_schedule_name(c.training.schedule))));
     m_warmup->setValue(static_cast<int>(std::min<int64_t>(c.training.warmup_steps, m_warmup->maximum())));
@@ -614,8 +614,8 @@ RunConfig TrainPage::config() const {
     c.lora.dropout = m_dropout->value();
     c.lora.use_rslora = m_rslora->isChecked();
     c.lora.target_modules.clear();
-    for (const std::string& t : lora_known_targets())
-        if (m_targets.value(QString::fromStdString(t))->isChecked()) c.lora.target_modules.push_back(t);
+    for (const QString& t : m_modelTargets)
+        if (m_targets.value(t)->isChecked()) c.lora.target_modules.push_back(t.toStdString());
     bool ok = false;
     const double lr = QLocale::c().toDouble(m_lr->text().trimmed(), &ok);
     c.training.lr = ok ? lr : std::numeric_limits<double>::quiet_NaN();
@@ -682,10 +682,57 @@ QString TrainPage::runsFolder() const {
 }
 
 void TrainPage::setModel(const QString& folder, bool supported) {
+    // What is checked now, carried over to the new model's boxes (a fused name also as the names it stands for).
+    std::vector<std::string> wanted;
+    for (const QString& t : m_modelTargets)
+        if (m_targets.value(t)->isChecked()) {
+            wanted.push_back(t.toStdString());
+            if (m_modelConfig)
+                for (const std::string& part : lora_target_parts(*m_modelConfig, t.toStdString())) wanted.push_back(part);
+        }
     m_model = folder;
     m_modelSupported = supported;
     m_modelConfirmed = true;
+    m_modelConfig.reset();
+    std::vector<std::string> targets = lora_default_targets();
+    try {
+        m_modelConfig = load_model_config(folder.toStdString());  // a small file
+        targets = lora_targets(*m_modelConfig);
+    } catch (const std::exception&) {
+        // Not a readable model: the Model page says why; the Llama names stay.
+    }
+    m_modelTargets.clear();
+    for (const std::string& t : targets) m_modelTargets.append(QString::fromStdString(t));
+    showTargets(wanted);
     onFieldsChanged();
+}
+
+void TrainPage::showTargets(const std::vector<std::string>& wanted) {
+    // A box is checked when its name is wanted, or (a fused projection) when all the names it stands for are.
+    auto checked = [&](const std::string& t) {
+        auto has = [&](const std::string& n) { return std::find(wanted.begin(), wanted.end(), n) != wanted.end(); };
+        if (has(t)) return true;
+        if (!m_modelConfig) return false;
+        const auto parts = lora_target_parts(*m_modelConfig, t);
+        return parts.size() > 1 && std::all_of(parts.begin(), parts.end(), has);
+    };
+    auto* grid = static_cast<QGridLayout*>(m_targetsBox->layout());
+    for (QCheckBox* check : std::as_const(m_targets)) {
+        grid->removeWidget(check);
+        check->setVisible(false);
+    }
+    int i = 0;
+    for (const QString& t : std::as_const(m_modelTargets)) {
+        QCheckBox* check = m_targets.value(t);
+        if (!check) continue;
+        {
+            const QSignalBlocker quiet(check);  // the callers refresh the page once
+            check->setChecked(checked(t.toStdString()));
+        }
+        grid->addWidget(check, i / 4, i % 4);
+        check->setVisible(true);
+        ++i;
+    }
 }
 
 void TrainPage::setDataset(const QString& path, const QString& format, bool valid) {

@@ -29,12 +29,15 @@
 //    reopened config that names one of them shows auto instead.
 #pragma once
 
+#include <optional>
+
 #include <QHash>
 #include <QString>
 #include <QStringList>
 #include <QTimer>
 #include <QWidget>
 
+#include "tandem/model_config.h"
 #include "tandem/run_config.h"
 #include "tandem/trainer.h"
 
@@ -142,7 +145,12 @@ private:
     QDoubleSpinBox* m_dropout = nullptr;
     QCheckBox* m_rslora = nullptr;
     QGroupBox* m_targetsBox = nullptr;
-    QHash<QString, QCheckBox*> m_targets;
+    QHash<QString, QCheckBox*> m_targets;  // one box per name any family offers (lora_known_targets)
+    QStringList m_modelTargets;            // the shown boxes: the model's LoRA targets (lora_targets), in order
+    std::optional<ModelConfig> m_modelConfig;  // the chosen model's config.json, when it parses
+    // Shows the boxes of m_modelTargets (in order) and checks those `wanted` selects, resolved against the model
+    // (Phi-3: q_proj, k_proj, v_proj -> qkv_proj).
+    void showTargets(const std::vector<std::string>& wanted);
     QLineEdit* m_lr = nullptr;
     QComboBox* m_schedule = nullptr;
     QSpinBox* m_warmup = nullptr;

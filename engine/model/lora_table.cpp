@@ -49,6 +49,19 @@ const ProjectionSpec* fused_holding(const ArchSpec& arch, const std::string& nam
 
 }  // namespace
 
+std::vector<std::string> lora_target_parts(const ModelConfig& model, const std::string& target) {
+    const ArchSpec arch = arch_spec(model);
+    for (const LayerSpec& l : arch.layers)
+        for (const ProjectionSpec& p : l.projections)
+            if (p.target == target) {
+                if (p.feeds.size() < 2) return {target};
+                std::vector<std::string> parts;
+                for (int slot : p.feeds) parts.push_back(kModuleNames[slot]);
+                return parts;
+            }
+    return {};
+}
+
 LoraConfig resolve_lora_targets(const ModelConfig& model, const LoraConfig& config) {
     const ArchSpec arch = arch_spec(model);
     const std::vector<std::string> offered = arch.lora_targets();
