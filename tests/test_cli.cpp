@@ -362,6 +362,28 @@ private slots:
         expect_failure({"train", "--resume"}, 2, "--out");
     }
 
+    // The rendering and optimizer settings the studio has are flags too, and they land in the run's config.json.
+    void train_flags_for_template_prompts_and_optimizer() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        QCOMPARE(run_cli({"demo", "--out", qs(root / "demo")}).exit_code, 0);
+        const CliResult r = run_cli({"train", "--model", qs(root / "demo"), "--dataset",
+                                     qs(source_dir() / "datasets/demo_alpaca.jsonl"), "--out", qs(root / "run"),
+                                     "--max-steps", "2", "--batch-tokens", "256", "--max-seq-len", "128", "--device",
+                                     "cpu", "--lora-r", "4", "--template", "alpaca", "--train-on-all-tokens",
+                                     "--weight-decay", "0.01", "--warmup-ratio", "0.5"});
+        QVERIFY2(r.exit_code == 0, r.err.right(800).constData());
+        const auto j = nlohmann::json::parse(tandem::read_file(root / "run/config.json"));
+        QCOMPARE(j["data"]["template"].get<std::string>(), std::string("alpaca"));
+        QVERIFY(j["data"]["train_on_all_tokens"].get<bool>());
+        QCOMPARE(j["training"]["weight_decay"].get<double>(), 0.01);
+        QCOMPARE(j["training"]["warmup_ratio"].get<double>(), 0.5);
+        expect_failure({"train", "--model", qs(root / "demo"), "--dataset",
+                        qs(source_dir() / "datasets/demo_alpaca.jsonl"), "--out", qs(root / "run2"), "--template",
+                        "vicuna"},
+                       2, "vicuna");
+    }
+
     // lr 1e5 turns the demo's loss non-finite within a few steps: the run stops itself after 3 such steps in a
     // row, exits 2 saying what to change (once), keeps only checkpoints from before, writes no adapter.
     void train_divergence_exits_2_saying_what_to_change() {

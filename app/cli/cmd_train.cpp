@@ -70,11 +70,14 @@ private:
 
 Run add_train_command(CLI::App& app) {
     struct Opts {
-        std::string config, model, init_adapter, dataset, out, targets, packing, device, validation, schedule;
+        std::string config, model, init_adapter, dataset, out, targets, packing, device, validation, schedule,
+            chat_template;
         std::vector<std::string> columns;
         std::string checkpointing;
         std::optional<int> lora_r, grad_accum, batch_tokens, max_seq_len;
-        std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm, checkpoint_minutes;
+        std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm, checkpoint_minutes,
+            weight_decay, warmup_ratio;
+        bool train_on_all_tokens = false;
         std::optional<int64_t> epochs, max_steps, checkpoint_every, eval_every, warmup_steps, max_nonfinite_steps,
             keep_checkpoints;
         std::optional<uint64_t> seed;
@@ -91,6 +94,10 @@ Run add_train_command(CLI::App& app) {
     sub->add_option("--column", o->columns,
                     "KEY=COLUMN: read the dataset's COLUMN as the key KEY (repeatable), e.g. output=answer");
     sub->add_option("--validation-fraction", o->validation_fraction, "share of records held out for eval");
+    sub->add_option("--template", o->chat_template,
+                    "chat template: auto (the model's) | chatml | alpaca | llama3 (for models without one)");
+    sub->add_flag("--train-on-all-tokens", o->train_on_all_tokens,
+                  "train on the prompts too (default: only on the replies)");
     sub->add_option("--out", o->out, "run folder (config, metrics, checkpoints, adapter)");
     sub->add_option("--lora-r", o->lora_r, "LoRA rank");
     sub->add_option("--lora-alpha", o->lora_alpha, "LoRA alpha");
@@ -99,6 +106,8 @@ Run add_train_command(CLI::App& app) {
     sub->add_option("--lr", o->lr, "peak learning rate");
     sub->add_option("--schedule", o->schedule, "constant|linear|cosine");
     sub->add_option("--warmup-steps", o->warmup_steps, "linear warmup steps");
+    sub->add_option("--warmup-ratio", o->warmup_ratio, "linear warmup as a share of the steps (instead of steps)");
+    sub->add_option("--weight-decay", o->weight_decay, "AdamW weight decay on the LoRA weights");
     sub->add_option("--epochs", o->epochs, "epochs (max-steps wins)");
     sub->add_option("--max-steps", o->max_steps, "optimizer steps");
     sub->add_option("--batch-tokens", o->batch_tokens, "micro-batch token budget");
@@ -159,6 +168,8 @@ Run add_train_command(CLI::App& app) {
             c.data.columns[key] = column;
         }
         if (o->validation_fraction) c.data.validation_fraction = *o->validation_fraction;
+        if (!o->chat_template.empty()) c.data.chat_template = o->chat_template;
+        if (o->train_on_all_tokens) c.data.train_on_all_tokens = true;
         if (!o->out.empty()) c.output_dir = o->out;
         if (o->lora_r) c.lora.r = *o->lora_r;
         if (o->lora_alpha) c.lora.alpha = *o->lora_alpha;
@@ -182,6 +193,8 @@ Run add_train_command(CLI::App& app) {
             c.training.schedule = *s;
         }
         if (o->warmup_steps) c.training.warmup_steps = *o->warmup_steps;
+        if (o->warmup_ratio) c.training.warmup_ratio = *o->warmup_ratio;
+        if (o->weight_decay) c.training.weight_decay = *o->weight_decay;
         if (o->epochs) c.training.epochs = *o->epochs;
         if (o->max_steps) c.training.max_steps = *o->max_steps;
         if (o->batch_tokens) c.training.batch_tokens = *o->batch_tokens;
