@@ -8,6 +8,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "export/merged.h"
 #include "export/peft_adapter.h"
 #include "tandem/error.h"
 #include "tandem/lora.h"
@@ -356,6 +358,109 @@ private slots:
         // PEFT's "all-linear" on Phi-3 is the four fused/unfused projections.
         edit_config(dir, [](json& k) { k["target_modules"] = "all-linear"; });
         QVERIFY(read_peft_adapter(dir, m).tensors == t);
+    }
+
+    // The merged export against PEFT's own merge_and_unload of each fixture adapter (fp32, tests/reference/
+    // make_merged_fixtures.py): every merged projection, the untouched tensors byte for byte, bf16 rounded once,
+    // a sharded base kept sharded, and no folder left behind on refusal or cancel.
+    void mergedExportMatchesPeft() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        for (const char* v : {"llama", "phi3", "gemma3"}) {
+            const fs::path dir = tandem::test::fixtures() / "models" / v;
+            const ModelConfig m = load_model_config(dir);
+            const PeftAdapter a = read_peft_adapter(dir / "adapter", m);
+            MergeOptions o;
+            o.dtype = DType::F32;
+            write_merged_model(dir, m, a.config, a.tensors, root / v, o);
+            const SafetensorsSet out = SafetensorsSet::open(root / v);
+            const SafetensorsFile ref(dir / "merged_reference.safetensors");
+            const SafetensorsFile base(dir / "model.safetensors");
+            int merged = 0;
+            for (const TensorInfo& t : ref.tensors()) {
+                if (t.name == "logits") continue;
+                const auto want = tensor_to_f32(t), got = tensor_to_f32(out.at(t.name));
+                QCOMPARE(got.size(), want.size());
+                double worst = 0, peak = 0;
+                for (size_t i = 0; i < want.size(); ++i) {
+                    worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+                    peak = std::max(peak, std::fabs(double(want[i])));
+                }
+                QVERIFY2(worst <= 1e-6 * peak, qPrintable(QString("%1 %2: %3").arg(v).arg(t.name.c_str()).arg(worst)));
+                ++merged;
+            }
+            QCOMPARE(merged, int(lora_tensor_specs(m, a.config).size() / 2));  // every adapted tensor changed
+            // An untouched tensor is copied as it was (the fixtures are fp32).
+            const TensorInfo& e = base.at("model.embed_tokens.weight");
+            QVERIFY(std::equal(e.data.begin(), e.data.end(), out.at("model.embed_tokens.weight").data.begin()));
+            const auto cfg = read_json_file(root / v / "config.json");
+            QCOMPARE(cfg.value("dtype", cfg.value("torch_dtype", std::string())), std::string("float32"));
+        }
+
+        // bf16: the fp32 merge rounded once.
+        const fs::path llama_dir = tandem::test::fixtures() / "models" / "llama";
+        const ModelConfig m = load_model_config(llama_dir);
+        const PeftAdapter a = read_peft_adapter(llama_dir / "adapter", m);
+        write_merged_model(llama_dir, m, a.config, a.tensors, root / "bf16");
+        {
+            const SafetensorsSet b = SafetensorsSet::open(root / "bf16");
+            const SafetensorsSet f = SafetensorsSet::open(root / "llama");
+            const std::string name = "model.layers.1.mlp.down_proj.weight";
+            QVERIFY(b.at(name).dtype == DType::BF16);
+            const auto want = tensor_to_f32(f.at(name));
+            const auto* bits = reinterpret_cast<const uint16_t*>(b.at(name).data.data());
+            for (size_t i = 0; i < want.size(); ++i) QCOMPARE(bits[i], f32_to_bf16(want[i]));
+            QCOMPARE(read_json_file(root / "bf16" / "config.json").value("torch_dtype", std::string()),
+                     std::string("bfloat16"));
+        }
+
+        // A sharded base (two files + index) stays sharded, with the same values.
+        const fs::path sharded = root / "sharded-base";
+        fs::create_directories(sharded);
+        fs::copy_file(llama_dir / "config.json", sharded / "config.json");
+        {
+            const SafetensorsFile whole(llama_dir / "model.safetensors");
+            std::vector<TensorToWrite> first, second;
+            nlohmann::json map = nlohmann::json::object();
+            for (const TensorInfo& t : whole.tensors()) {
+                const bool one = t.name.find("layers.1.") == std::string::npos;
+                (one ? first : second).push_back({t.name, t.dtype, t.shape, t.data});
+                map[t.name] = one ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+            }
+            write_safetensors(sharded / "model-00001-of-00002.safetensors", first);
+            write_safetensors(sharded / "model-00002-of-00002.safetensors", second);
+            tandem::test::write_file(sharded / "model.safetensors.index.json",
+                                     nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", map}}.dump());
+        }
+        MergeOptions o32;
+        o32.dtype = DType::F32;
+        write_merged_model(sharded, m, a.config, a.tensors, root / "sharded-out", o32);
+        QVERIFY(fs::exists(root / "sharded-out" / "model-00002-of-00002.safetensors"));
+        QVERIFY(fs::exists(root / "sharded-out" / "model.safetensors.index.json"));
+        {
+            const SafetensorsSet s2 = SafetensorsSet::open(root / "sharded-out");
+            const SafetensorsSet s1 = SafetensorsSet::open(root / "llama");
+            QCOMPARE(s2.names(), s1.names());
+            for (const std::string& n : s1.names()) QVERIFY2(tensor_to_f32(s2.at(n)) == tensor_to_f32(s1.at(n)), n.c_str());
+        }
+
+        // Refusals and cancel leave nothing behind.
+        expect_error([&] { write_merged_model(llama_dir, m, a.config, a.tensors, root / "bf16"); },
+                     ErrorCategory::InvalidInput, {"bf16", "not empty", "overwriting"});
+        std::atomic<bool> cancel{true};
+        MergeOptions oc;
+        oc.cancel = &cancel;
+        expect_error([&] { write_merged_model(llama_dir, m, a.config, a.tensors, root / "cancelled", oc); },
+                     ErrorCategory::Cancelled, {"cancelled"});
+        QVERIFY(!fs::exists(root / "cancelled"));
+        for (const auto& entry : fs::directory_iterator(root))
+            QVERIFY2(entry.path().filename().string().find(".partial-") == std::string::npos, entry.path().c_str());
+        LoraTensors missing = a.tensors;
+        missing.erase(missing.begin());
+        expect_error([&] { write_merged_model(llama_dir, m, a.config, missing, root / "missing"); },
+                     ErrorCategory::InvalidInput, {"is missing"});
+        QVERIFY(!fs::exists(root / "missing"));
+        expect_error([&] { parse_merge_dtype("int4"); }, ErrorCategory::InvalidInput, {"int4", "bf16, fp16 or fp32"});
     }
 
     void roundTripExact() {

@@ -40,6 +40,7 @@ std::string rope_scaling_name(const RopeScaling& r) {
     case RopeScalingType::None: return "none";
     case RopeScalingType::Linear: return "linear";
     case RopeScalingType::Llama3: return "llama3";
+    case RopeScalingType::LongRope: return "longrope";
     case RopeScalingType::Yarn: return "yarn";
     }
     return "?";

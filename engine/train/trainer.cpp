@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "export/merged.h"
 #include "io/atomic_file.h"
 #include "tandem/error.h"
 #include "tandem/model_config.h"
@@ -675,29 +676,70 @@ Trainer make_trainer(TrainerInputs in, TrainerOptions options) {
 
 }  // namespace train
 
-std::string export_run_adapter(const fs::path& run_dir, const fs::path& out_dir, bool overwrite) {
-    const RunConfig config = load_run_config(run_dir / "config.json");
-    const ModelConfig model = load_model_config(config.model);
-    if (!overwrite && fs::exists(out_dir / kPeftConfigName))
-        throw_invalid(out_dir.string() + ": already holds an adapter; pass --force to overwrite it");
-    const PeftWriteOptions wo{.overwrite = overwrite};
+namespace {
+
+// The adapter a run would export: the final one, else the latest complete checkpoint's LoRA values.
+struct RunAdapter {
+    RunConfig config;
+    ModelConfig model;
+    LoraConfig lora;
+    LoraTensors tensors;
+    std::string from;  // "adapter" or "checkpoints/step-N"
+};
+
+RunAdapter load_run_adapter(const fs::path& run_dir) {
+    RunAdapter r;
+    r.config = load_run_config(run_dir / "config.json");
+    r.model = load_model_config(r.config.model);
     if (fs::exists(run_dir / "adapter" / kPeftConfigName)) {
-        const PeftAdapter a = read_peft_adapter(run_dir / "adapter", model);
-        write_peft_adapter(out_dir, a.config, model, config.model, a.tensors, wo);
-        return "adapter";
+        PeftAdapter a = read_peft_adapter(run_dir / "adapter", r.model);
+        r.lora = a.config;
+        r.tensors = std::move(a.tensors);
+        r.from = "adapter";
+        return r;
     }
     const auto latest = latest_checkpoint(run_dir);
     if (!latest)
         throw_invalid(run_dir.string() + ": the run has neither a final adapter nor a complete checkpoint to export");
     const SafetensorsFile lora(*latest / kLoraName);
-    LoraTensors tensors;
-    for (const auto& spec : lora_tensor_specs(model, config.lora)) {
+    for (const auto& spec : lora_tensor_specs(r.model, r.config.lora)) {
         size_t numel = 1;
         for (auto d : spec.shape) numel *= static_cast<size_t>(d);
-        tensors[spec.name] = read_f32(lora, spec.name, numel);
+        r.tensors[spec.name] = read_f32(lora, spec.name, numel);
     }
-    write_peft_adapter(out_dir, config.lora, model, config.model, tensors, wo);
-    return "checkpoints/" + latest->filename().string();
+    r.lora = r.config.lora;
+    r.from = "checkpoints/" + latest->filename().string();
+    return r;
+}
+
+}  // namespace
+
+std::string export_run_adapter(const fs::path& run_dir, const fs::path& out_dir, bool overwrite) {
+    ExportOptions o;
+    o.overwrite = overwrite;
+    return export_run(run_dir, out_dir, o);
+}
+
+std::string export_run(const fs::path& run_dir, const fs::path& out_dir, const ExportOptions& o) {
+    if (o.format != "peft" && o.format != "merged")
+        throw_invalid("export format '" + o.format + "': expected peft or merged");
+    const DType dtype = parse_merge_dtype(o.dtype);  // checked before any work
+    if (o.format == "peft" && !o.overwrite && fs::exists(out_dir / kPeftConfigName))
+        throw_invalid(out_dir.string() + ": already holds an adapter; pass --force to overwrite it");
+    const RunAdapter a = load_run_adapter(run_dir);
+    if (o.format == "peft") {
+        PeftWriteOptions wo;
+        wo.overwrite = o.overwrite;
+        write_peft_adapter(out_dir, a.lora, a.model, a.config.model, a.tensors, wo);
+    } else {
+        MergeOptions m;
+        m.dtype = dtype;
+        m.overwrite = o.overwrite;
+        m.progress = o.progress;
+        m.cancel = o.cancel;
+        write_merged_model(a.config.model, a.model, a.lora, a.tensors, out_dir, m);
+    }
+    return a.from;
 }
 
 }  // namespace tandem

@@ -24,6 +24,8 @@
 // Plain structs, no Qt.
 #pragma once
 
+#include <functional>
+
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -162,5 +164,19 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 // and !overwrite. Returns what was exported from ("adapter" or "checkpoints/step-N").
 std::string export_run_adapter(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir,
                                bool overwrite);
+
+// A run's export in any format: "peft" (the adapter, as export_run_adapter) or "merged" (the base model with the
+// adapter folded in, dtype bf16 | fp16 | fp32, a Hugging Face model folder: export/merged.h).
+struct ExportOptions {
+    std::string format = "peft";  // peft | merged
+    std::string dtype = "bf16";   // merged only
+    bool overwrite = false;
+    std::function<void(uint64_t done, uint64_t total)> progress;  // merged only: bytes written so far
+    const std::atomic<bool>* cancel = nullptr;                    // merged only: Error{Cancelled}, nothing left
+};
+// Returns what was exported from ("adapter" or "checkpoints/step-N"). Error{InvalidInput} for an unknown format
+// or dtype, as export_run_adapter otherwise.
+std::string export_run(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir,
+                       const ExportOptions& options);
 
 }  // namespace tandem

@@ -1,0 +1,181 @@
+// Merged-model export (see merged.h): shard by shard, each adapted weight merged in fp32 and rounded once.
+#include "export/merged.h"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <set>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+#include "core/files.h"
+#include "io/atomic_file.h"
+#include "kernels/cpu/gemm.h"
+#include "tandem/error.h"
+
+namespace tandem {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Files of a model folder that travel with the weights (everything a loader or a chat front end reads).
+const char* const kCopied[] = {"generation_config.json", "tokenizer.json",     "tokenizer_config.json",
+                               "special_tokens_map.json", "tokenizer.model",   "vocab.json",
+                               "merges.txt",              "added_tokens.json", "chat_template.jinja",
+                               "chat_template.json"};
+
+const char* torch_dtype_name(DType d) {
+    switch (d) {
+    case DType::BF16: return "bfloat16";
+    case DType::F16: return "float16";
+    default: return "float32";
+    }
+}
+
+// fp32 values -> `dtype` bytes (round to nearest even).
+void store(const std::vector<float>& v, DType dtype, std::vector<std::byte>& out) {
+    out.resize(v.size() * dtype_size(dtype));
+    if (dtype == DType::F32) {
+        std::memcpy(out.data(), v.data(), out.size());
+        return;
+    }
+    auto* o = reinterpret_cast<uint16_t*>(out.data());
+    for (size_t i = 0; i < v.size(); ++i) o[i] = dtype == DType::BF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+}
+
+// Removes a folder on scope exit unless released (the temporary output on any failure).
+struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+        std::error_code ec;
+        if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+};
+
+}  // namespace
+
+DType parse_merge_dtype(const std::string& name) {
+    if (name == "bf16" || name == "bfloat16") return DType::BF16;
+    if (name == "fp16" || name == "f16" || name == "float16") return DType::F16;
+    if (name == "fp32" || name == "f32" || name == "float32") return DType::F32;
+    throw_invalid("dtype '" + name + "': expected bf16, fp16 or fp32");
+}
+
+void write_merged_model(const fs::path& model_dir, const ModelConfig& model, const LoraConfig& lora,
+                        const LoraTensors& tensors, const fs::path& out_dir, const MergeOptions& options) {
+    if (options.dtype != DType::BF16 && options.dtype != DType::F16 && options.dtype != DType::F32)
+        throw_invalid("merged export: the dtype must be bf16, fp16 or fp32");
+    std::error_code ec;
+    if (fs::exists(out_dir, ec) && !options.overwrite && !fs::is_empty(out_dir, ec))
+        throw_invalid(out_dir.string() + ": exists and is not empty; choose another folder, or allow overwriting");
+
+    // The LoRA pair of every adapted checkpoint tensor: "model.layers.3.self_attn.qkv_proj.weight" -> (A, B).
+    struct Pair {
+        const std::vector<float>* a = nullptr;
+        const std::vector<float>* b = nullptr;
+        int64_t out = 0, in = 0;
+    };
+    std::map<std::string, Pair> pairs;
+    for (const LoraTensorSpec& s : lora_tensor_specs(model, lora)) {
+        const auto it = tensors.find(s.name);
+        const int64_t numel = s.shape.at(0) * s.shape.at(1);
+        if (it == tensors.end() || int64_t(it->second.size()) != numel)
+            throw_invalid("merged export: LoRA tensor " + s.name + " " + shape_to_string(s.shape) +
+                          (it == tensors.end() ? " is missing" : " has the wrong size") +
+                          "; the adapter does not match its LoRA config");
+        Pair& p = pairs[lora_module_path(s.layer, s.path) + ".weight"];
+        (s.is_a ? p.a : p.b) = &it->second;
+        if (s.is_a) p.in = s.shape.at(1);
+        else p.out = s.shape.at(0);
+    }
+    const float scaling = float(lora.scaling());
+    const int r = lora.r;
+
+    const SafetensorsSet base = SafetensorsSet::open(model_dir);
+    uint64_t total = 0, done = 0;
+    for (const std::string& name : base.names())
+        total += uint64_t(base.at(name).data.size()) / dtype_size(base.at(name).dtype) * dtype_size(options.dtype);
+    for (const auto& [name, p] : pairs)
+        if (!base.find(name))
+            throw_invalid(base.source_name() + ": the adapter adapts " + name + ", which the model does not have");
+
+    // Written under a temporary name next to out_dir, renamed into place at the end.
+    const fs::path parent = out_dir.parent_path().empty() ? fs::path(".") : out_dir.parent_path();
+    fs::create_directories(parent, ec);
+    const fs::path tmp = parent / (out_dir.filename().string() + ".partial-" +
+                                   std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+    fs::create_directories(tmp, ec);
+    if (ec) throw_io(tmp.string() + ": cannot create the export folder: " + ec.message());
+    Cleanup cleanup{tmp};
+
+    const auto& files = base.files();
+    const bool sharded = files.size() > 1 || !base.index_path().empty();
+    nlohmann::json weight_map = nlohmann::json::object();
+    std::vector<float> w;
+    for (size_t f = 0; f < files.size(); ++f) {
+        const SafetensorsFile& file = files[f];
+        const std::string out_name =
+            sharded ? file.path().filename().string() : std::string("model.safetensors");
+        std::vector<std::vector<std::byte>> bytes;  // this shard's output tensors
+        std::vector<TensorToWrite> out;
+        bytes.reserve(file.size());
+        for (const TensorInfo& t : file.tensors()) {
+            if (base.file_of(t.name) != file.path()) continue;  // not this shard's by the index
+            if (options.cancel && options.cancel->load()) throw Error(ErrorCategory::Cancelled, "export cancelled");
+            bytes.emplace_back();
+            const auto pit = pairs.find(t.name);
+            if (pit == pairs.end() && t.dtype == options.dtype) {
+                bytes.back().assign(t.data.begin(), t.data.end());
+            } else {
+                if (!dtype_converts_to_f32(t.dtype))
+                    throw_unsupported(base.source_name() + ": tensor " + t.name + " has dtype " +
+                                      std::string(dtype_name(t.dtype)) + ", which a merged export cannot convert");
+                w.resize(size_t(t.numel()));
+                tensor_to_f32(t, w);
+                if (pit != pairs.end()) {
+                    const Pair& p = pit->second;
+                    if (t.shape.size() != 2 || t.shape[0] != p.out || t.shape[1] != p.in)
+                        throw_invalid(base.source_name() + ": tensor " + t.name + " is " + shape_to_string(t.shape) +
+                                      "; the adapter's LoRA is [" + std::to_string(p.out) + ", " +
+                                      std::to_string(p.in) + "]");
+                    // W[out,in] += scaling * B[out,r] @ A[r,in], in fp32
+                    cpu::gemm(false, false, int(p.out), int(p.in), r, scaling, p.b->data(), r, p.a->data(),
+                              int(p.in), 1.0f, w.data(), int(p.in));
+                }
+                store(w, options.dtype, bytes.back());
+            }
+            out.push_back({t.name, options.dtype, t.shape, bytes.back()});
+            weight_map[t.name] = out_name;
+            done += bytes.back().size();
+            if (options.progress) options.progress(done, total);
+        }
+        write_safetensors(tmp / out_name, out, {{"format", "pt"}});
+    }
+    if (sharded)
+        write_file_atomic(tmp / "model.safetensors.index.json",
+                          nlohmann::json{{"metadata", {{"total_size", done}}}, {"weight_map", weight_map}}.dump(2));
+
+    // config.json with the new dtype (and without a quantization_config: these are plain weights).
+    nlohmann::json config = read_json_file(model_dir / "config.json", size_t(16) << 20);
+    config["dtype"] = torch_dtype_name(options.dtype);        // transformers >= 4.56
+    config["torch_dtype"] = torch_dtype_name(options.dtype);  // older readers
+    config.erase("quantization_config");
+    write_file_atomic(tmp / "config.json", config.dump(2));
+    for (const char* name : kCopied)
+        if (fs::is_regular_file(model_dir / name, ec)) {
+            fs::copy_file(model_dir / name, tmp / name, fs::copy_options::overwrite_existing, ec);
+            if (ec) throw_io((tmp / name).string() + ": cannot copy " + name + ": " + ec.message());
+        }
+
+    if (fs::exists(out_dir, ec)) {
+        fs::remove_all(out_dir, ec);
+        if (ec) throw_io(out_dir.string() + ": cannot replace it: " + ec.message());
+    }
+    fs::rename(tmp, out_dir, ec);
+    if (ec) throw_io(out_dir.string() + ": cannot move the export into place: " + ec.message());
+    cleanup.dir.clear();
+}
+
+}  // namespace tandem

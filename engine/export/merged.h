@@ -1,0 +1,48 @@
+// Merged-model export: the base model with a LoRA adapter folded into its weights, written as a Hugging Face
+// model folder that transformers (and vLLM, llama.cpp's converter) load as a plain model.
+// Decisions a reader must know:
+//  - Each adapted weight is merged in fp32 and rounded once to the chosen dtype: W' = W + scaling * B A, with
+//    scaling = alpha / r (alpha / sqrt(r) with rsLoRA), B A over the whole [out, in] of the checkpoint tensor
+//    (a fused projection such as Phi-3's qkv_proj is one LoRA pair on one tensor, as in PEFT). Every other tensor
+//    is copied when the dtype is the base's, else converted (round to nearest even).
+//  - The output keeps the base's sharding: one output shard per input shard, same tensor names and grouping, and
+//    model.safetensors.index.json when the base has one (or more than one file). Only one shard's tensors are
+//    in host memory at a time.
+//  - config.json is copied with "dtype" and "torch_dtype" set to the chosen dtype; generation_config.json and the
+//    tokenizer files are copied as they are.
+//  - Nothing half-written is left behind: the folder is written next to `out_dir` under a temporary name and
+//    renamed into place at the end (an existing `out_dir` is replaced only with `overwrite`).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "model/lora_table.h"
+#include "tandem/lora.h"
+#include "tandem/model_config.h"
+#include "tandem/safetensors.h"
+
+namespace tandem {
+
+struct MergeOptions {
+    DType dtype = DType::BF16;  // BF16, F16 or F32
+    bool overwrite = false;
+    // Called after each tensor with the bytes written so far and the total (from the worker thread).
+    std::function<void(uint64_t done, uint64_t total)> progress;
+    const std::atomic<bool>* cancel = nullptr;  // set: stop with Error{Cancelled}, nothing left behind
+};
+
+// "bf16" | "fp16" | "fp32" -> the dtype; Error{InvalidInput} for anything else.
+DType parse_merge_dtype(const std::string& name);
+
+// Writes the merged model of `model_dir` (config `model`) and the adapter (`lora`, `tensors` as
+// lora_tensor_specs names them) into `out_dir`. Error{InvalidInput} for a missing/misshapen LoRA tensor or
+// base weight, an existing `out_dir` without `overwrite`; Error{Io} when writing fails; Error{Cancelled}.
+void write_merged_model(const std::filesystem::path& model_dir, const ModelConfig& model, const LoraConfig& lora,
+                        const LoraTensors& tensors, const std::filesystem::path& out_dir,
+                        const MergeOptions& options = {});
+
+}  // namespace tandem
