@@ -343,6 +343,19 @@ private slots:
         QTest::mouseClick(child<QPushButton>(dialog, "exportButton"), Qt::LeftButton);
         QTRY_COMPARE_WITH_TIMEOUT(exported.count(), 2, 30000);
         QVERIFY(QFileInfo(out + "/adapter_model.safetensors").lastModified() >= before);
+
+        // The merged model: a full model folder (the demo base with the adapter folded in), with progress.
+        auto* format = child<QComboBox>(dialog, "exportFormatCombo");
+        format->setCurrentIndex(format->findData(QStringLiteral("merged:fp32")));
+        const QString merged = path("merged model");
+        child<QLineEdit>(dialog, "exportFolderEdit")->setText(merged);
+        QTest::mouseClick(child<QPushButton>(dialog, "exportButton"), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(exported.count(), 3, 30000);
+        QVERIFY(QFileInfo::exists(merged + "/config.json"));
+        QVERIFY(QFileInfo::exists(merged + "/model.safetensors"));
+        QVERIFY(QFileInfo::exists(merged + "/tokenizer.json"));
+        QVERIFY2(result->text().contains("model.safetensors"), qPrintable(result->text()));
+        QCOMPARE(child<QProgressBar>(dialog, "exportProgress")->value(), 1000);
         dialog->close();
 
         // The exported adapter loads back in the engine (as the starting adapter of a new run).

@@ -2,6 +2,7 @@
 // never touches the filesystem beyond a QFileInfo check of the chosen folder.
 #include "ui/export_dialog.h"
 
+#include <QComboBox>
 #include <QDesktopServices>
 #include <QDialogButtonBox>
 #include <QDir>
@@ -13,6 +14,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
+#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
@@ -32,7 +34,7 @@ namespace tandem::ui {
 
 ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(parent), m_runDir(runDir) {
     setObjectName(QStringLiteral("exportDialog"));
-    setWindowTitle(tr("Export adapter"));
+    setWindowTitle(tr("Export"));
     setWindowIcon(QIcon(QStringLiteral(":/icons/export.svg")));
 
     auto* runLabel = new QLabel(QDir::toNativeSeparators(runDir), this);
@@ -65,10 +67,32 @@ ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(par
     form->addRow(tr("Run:"), runLabel);
     form->addRow(tr("Target folder:"), folderRow);
 
-    auto* format = new QLabel(tr("Format: PEFT LoRA adapter (loads with peft.PeftModel.from_pretrained and with "
-                                 "Tandem's init adapter)."),
-                              this);
+    m_format = new QComboBox(this);
+    m_format->setObjectName(QStringLiteral("exportFormatCombo"));
+    m_format->addItem(tr("LoRA adapter (PEFT)"), QStringLiteral("peft"));
+    m_format->addItem(tr("Merged model, bf16"), QStringLiteral("merged:bf16"));
+    m_format->addItem(tr("Merged model, fp16"), QStringLiteral("merged:fp16"));
+    m_format->addItem(tr("Merged model, fp32"), QStringLiteral("merged:fp32"));
+    m_format->setToolTip(tr("The adapter alone (small; loads with peft and as Tandem's init adapter), or the base "
+                            "model with the adapter merged in (a full model folder for transformers, vLLM or "
+                            "llama.cpp's converter; as large as the base model)"));
+    form->addRow(tr("Format:"), m_format);
+    auto* format = new QLabel(this);
     format->setWordWrap(true);
+    auto describe = [this, format, runDir] {
+        const bool merged = m_format->currentData().toString().startsWith(QStringLiteral("merged"));
+        format->setText(merged ? tr("A model folder: the base model's weights with the adapter merged in "
+                                    "(merged in fp32, rounded once), its config and tokenizer files.")
+                               : tr("Adapter files: adapter_config.json and adapter_model.safetensors (loads with "
+                                    "peft.PeftModel.from_pretrained and as Tandem's init adapter)."));
+        const QString name = QFileInfo(m_folder->text()).fileName();
+        const QString suffix = merged ? QStringLiteral("-merged") : QStringLiteral("-adapter");
+        const QString run = QFileInfo(runDir).fileName();
+        if (name == run + QStringLiteral("-adapter") || name == run + QStringLiteral("-merged"))
+            m_folder->setText(QDir(QFileInfo(m_folder->text()).absolutePath()).filePath(run + suffix));
+    };
+    connect(m_format, &QComboBox::currentIndexChanged, this, describe);
+    describe();
 
     m_progress = new QProgressBar(this);
     m_progress->setObjectName(QStringLiteral("exportProgress"));
@@ -106,7 +130,15 @@ ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(par
     connect(m_openFolder, &QPushButton::clicked, this,
             [this] { QDesktopServices::openUrl(QUrl::fromLocalFile(m_target)); });
 
+    m_cancel = new QPushButton(tr("Cancel export"), this);
+    m_cancel->setObjectName(QStringLiteral("exportCancelButton"));
+    m_cancel->setToolTip(tr("Stop the export; nothing is left in the target folder"));
+    m_cancel->setVisible(false);
+    connect(m_cancel, &QPushButton::clicked, this, [this] {
+        if (m_cancelFlag) m_cancelFlag->store(true);
+    });
     m_buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
+    m_buttons->addButton(m_cancel, QDialogButtonBox::ActionRole);
     m_buttons->addButton(m_openFolder, QDialogButtonBox::ActionRole);
     m_buttons->addButton(m_exportButton, QDialogButtonBox::ActionRole);
     connect(m_buttons, &QDialogButtonBox::rejected, this, &ExportDialog::reject);
@@ -160,8 +192,20 @@ void ExportDialog::startExport() {
             return;
         }
     }
+    const QString choice = m_format->currentData().toString();
+    const bool merged = choice.startsWith(QStringLiteral("merged"));
     bool overwrite = false;
-    if (holdsAdapter(target)) {
+    if (merged && QDir(target).exists() && !QDir(target).isEmpty()) {
+        const auto answer = QMessageBox::question(
+            this, tr("Replace the folder?"),
+            tr("%1 is not empty. Replace everything in it with the merged model?").arg(QDir::toNativeSeparators(target)),
+            QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+        if (answer != QMessageBox::Yes) {
+            setResult(tr("Not exported: %1 was kept as it is.").arg(QDir::toNativeSeparators(target)), false);
+            return;
+        }
+        overwrite = true;
+    } else if (!merged && holdsAdapter(target)) {
         const auto answer = QMessageBox::question(
             this, tr("Replace the adapter?"),
             tr("%1 already holds an adapter. Replace its adapter files?").arg(QDir::toNativeSeparators(target)),
@@ -178,12 +222,32 @@ void ExportDialog::startExport() {
     setResult(tr("Exporting…"), false);
     const std::string run = m_runDir.toStdString(), out = m_target.toStdString();
     const QString outDir = m_target;
-    m_watcher.setFuture(QtConcurrent::run([run, out, outDir, overwrite]() -> Outcome {
+    ExportOptions eo;
+    eo.format = merged ? "merged" : "peft";
+    eo.dtype = merged ? choice.section(QLatin1Char(':'), 1).toStdString() : std::string("bf16");
+    eo.overwrite = overwrite;
+    m_cancelFlag = std::make_shared<std::atomic<bool>>(false);
+    eo.cancel = m_cancelFlag.get();
+    if (merged) {
+        m_progress->setRange(0, 1000);
+        m_progress->setValue(0);
+        QPointer<QProgressBar> bar = m_progress;
+        eo.progress = [bar](uint64_t done, uint64_t total) {
+            const int value = total ? int(1000.0 * double(done) / double(total)) : 0;
+            QMetaObject::invokeMethod(bar, [bar, value] { if (bar) bar->setValue(value); }, Qt::QueuedConnection);
+        };
+    } else {
+        m_progress->setRange(0, 0);  // busy
+    }
+    m_cancel->setVisible(merged);
+    const auto flag = m_cancelFlag;  // kept alive by the worker
+    m_watcher.setFuture(QtConcurrent::run([run, out, outDir, eo, flag, merged]() -> Outcome {
         Outcome o;
         try {
-            o.source = QString::fromStdString(tandem::export_run_adapter(run, out, overwrite));
-            o.files = QDir(outDir).entryList({QStringLiteral("adapter_*"), QStringLiteral("README*")},
-                                             QDir::Files, QDir::Name);
+            o.source = QString::fromStdString(tandem::export_run(run, out, eo));
+            o.files = merged ? QDir(outDir).entryList(QDir::Files, QDir::Name)
+                             : QDir(outDir).entryList({QStringLiteral("adapter_*"), QStringLiteral("README*")},
+                                                      QDir::Files, QDir::Name);
             o.ok = true;
         } catch (const tandem::Error& e) {
             o.message = QString::fromStdString(e.what());
@@ -199,6 +263,11 @@ void ExportDialog::startExport() {
 void ExportDialog::onFinished() {
     const Outcome o = m_watcher.result();
     setBusy(false);
+    if (!o.ok && m_cancelFlag && m_cancelFlag->load()) {
+        setResult(tr("Export cancelled: nothing was written to %1.").arg(QDir::toNativeSeparators(m_target)), false);
+        emit exportFailed(o.message);
+        return;
+    }
     if (!o.ok) {
         showError(tr("Export failed: %1").arg(o.message));
         emit exportFailed(o.message);
@@ -230,6 +299,8 @@ void ExportDialog::setResult(const QString& text, bool error) {
 
 void ExportDialog::setBusy(bool busy) {
     m_progress->setVisible(busy);
+    m_format->setEnabled(!busy);
+    if (!busy) m_cancel->setVisible(false);
     m_exportButton->setEnabled(!busy);
     m_browse->setEnabled(!busy);
     m_folder->setEnabled(!busy);

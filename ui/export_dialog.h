@@ -1,7 +1,9 @@
-// tandem::ui::ExportDialog — exports a run's LoRA adapter (PEFT layout) to a folder the user picks: the final
-// adapter of a finished run, or the latest checkpoint's LoRA values of an unfinished one.
+// tandem::ui::ExportDialog — exports a run to a folder the user picks, from the final adapter of a finished run
+// or the latest checkpoint's LoRA values of an unfinished one: the LoRA adapter (PEFT layout), or the model with
+// the adapter merged in (bf16 / fp16 / fp32, a Hugging Face model folder).
+//  - A merged export shows its progress (bytes written) and can be cancelled; it leaves no folder behind then.
 // Decisions a reader must know:
-//  - tandem::export_run_adapter runs on a worker (QtConcurrent) with a busy bar; the dialog stays responsive
+//  - tandem::export_run runs on a worker (QtConcurrent) with a busy bar; the dialog stays responsive
 //    and errors become a message in the dialog, never an exception.
 //  - A folder that already holds an adapter (adapter_config.json or adapter_model.safetensors) is only
 //    overwritten after the user confirms in a QMessageBox::question; no other file is touched.
@@ -18,6 +20,10 @@
 #include <QString>
 #include <QStringList>
 
+#include <atomic>
+#include <memory>
+
+class QComboBox;
 class QDialogButtonBox;
 class QLabel;
 class QLineEdit;
@@ -66,6 +72,9 @@ private:
 
     QString m_runDir;
     QLineEdit* m_folder = nullptr;
+    QComboBox* m_format = nullptr;  // data: "peft" or "merged:bf16" / "merged:fp16" / "merged:fp32"
+    QPushButton* m_cancel = nullptr;
+    std::shared_ptr<std::atomic<bool>> m_cancelFlag;
     QPushButton* m_browse = nullptr;
     QPushButton* m_exportButton = nullptr;
     QPushButton* m_openFolder = nullptr;
