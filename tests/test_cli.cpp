@@ -362,6 +362,38 @@ private slots:
         expect_failure({"train", "--resume"}, 2, "--out");
     }
 
+    // plan: the memory estimate from config.json alone, and --max-context: the longest single sample that fits,
+    // which is a boundary (that length fits, 64 more do not) unless the model's own context is the limit.
+    void plan_and_longest_context() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        write_file(root / "m/config.json",
+                   R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 256, "intermediate_size": 1024,
+                       "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                       "vocab_size": 1000, "max_position_embeddings": 1048576})");
+        const CliResult p = run_cli({"plan", "--model", qs(root / "m"), "--device", "cpu"});
+        QVERIFY2(p.exit_code == 0, p.err.constData());
+        QVERIFY(p.out.contains("activations") && p.out.contains("fits"));
+        const CliResult r = run_cli({"plan", "--model", qs(root / "m"), "--device", "cpu", "--max-context"});
+        QVERIFY2(r.exit_code == 0, (r.out + r.err).constData());
+        const QString out = QString::fromUtf8(r.out);
+        const int at = out.indexOf("longest sample that fits: ");
+        QVERIFY2(at >= 0, qPrintable(out));
+        const qint64 n = out.mid(at + 26).section(' ', 0, 0).toLongLong();
+        QVERIFY2(n >= 64 && n % 64 == 0, qPrintable(out));
+        const QString len = QString::number(n), more = QString::number(n + 64);
+        QCOMPARE(run_cli({"plan", "--model", qs(root / "m"), "--device", "cpu", "--batch-tokens", len, "--max-seq-len",
+                          len})
+                     .exit_code,
+                 0);
+        if (n < 1048576)
+            QCOMPARE(run_cli({"plan", "--model", qs(root / "m"), "--device", "cpu", "--batch-tokens", more,
+                              "--max-seq-len", more})
+                         .exit_code,
+                     3);
+        expect_failure({"plan", "--device", "cpu"}, 2, "--model");
+    }
+
     // The rendering and optimizer settings the studio has are flags too, and they land in the run's config.json.
     void train_flags_for_template_prompts_and_optimizer() {
         QTemporaryDir tmp;

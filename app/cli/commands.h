@@ -22,5 +22,6 @@ Run add_export_command(CLI::App& app);
 Run add_selftest_command(CLI::App& app);
 Run add_bench_command(CLI::App& app);
 Run add_download_command(CLI::App& app);
+Run add_plan_command(CLI::App& app);
 
 }  // namespace tandem::cli

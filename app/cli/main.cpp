@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
     add(tandem::cli::add_selftest_command);
     add(tandem::cli::add_bench_command);
     add(tandem::cli::add_download_command);
+    add(tandem::cli::add_plan_command);
 
     try {
         app.parse(argc, argv);

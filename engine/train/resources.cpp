@@ -115,4 +115,35 @@ MemoryEstimate estimate_memory(const RunConfig& in) {
     return e;
 }
 
+LongestContext longest_context(const RunConfig& in) {
+    constexpr int64_t kStep = 64;
+    const ModelConfig mc = load_model_config(in.model);
+    const int64_t cap = std::max<int64_t>(kStep, mc.max_position_embeddings / kStep * kStep);
+    auto at = [&](int64_t len) {
+        RunConfig c = in;
+        c.training.batch_tokens = int32_t(len);
+        c.data.max_seq_len = int32_t(len);
+        c.training.grad_accum = 1;
+        return estimate_memory(c);
+    };
+    LongestContext best;
+    // The estimate grows with the length: binary search over multiples of 64.
+    int64_t lo = 0, hi = cap / kStep;  // lo fits (0: nothing yet), hi may not
+    {
+        MemoryEstimate e = at(hi * kStep);
+        if (e.fits) return {hi * kStep, e};
+    }
+    while (hi - lo > 1) {
+        const int64_t mid = (lo + hi) / 2;
+        MemoryEstimate e = at(mid * kStep);
+        if (e.fits) {
+            lo = mid;
+            best = {mid * kStep, std::move(e)};
+        } else {
+            hi = mid;
+        }
+    }
+    return best;
+}
+
 }  // namespace tandem

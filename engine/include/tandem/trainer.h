@@ -114,6 +114,16 @@ struct MemoryEstimate {
 // for --device cuda without a usable GPU.
 MemoryEstimate estimate_memory(const RunConfig& config);
 
+// The longest single sample that trains with these settings: the largest length L (a multiple of 64, at most
+// the model's max_position_embeddings) for which a micro-batch of one L-token sample (batch_tokens =
+// max_seq_len = L, grad_accum 1) fits, by estimate_memory (so with the same device and checkpointing choice,
+// and `auto` still picking the fastest policy that fits). 0 when not even 64 tokens fit.
+struct LongestContext {
+    int64_t tokens = 0;
+    MemoryEstimate estimate;  // at that length
+};
+LongestContext longest_context(const RunConfig& config);
+
 struct Plan {
     RunConfig config;  // resolved: device chosen, warmup_steps computed, checkpointing policy chosen
     MemoryPlan memory;
