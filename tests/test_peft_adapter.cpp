@@ -809,6 +809,14 @@ private slots:
         bad({{"target_modules", ".*"}}, U, {"matches lm_head"});
         bad({{"target_modules", "(?P<x>q_proj)"}}, U,
             {"regular expression", "cannot evaluate", "list the module names"});
+        // Patterns std::regex cannot bound (found by fuzz_peft_config): refused at once, never a crash or a hang.
+        bad({{"target_modules", "\\3333333333333333333333"}}, U, {"backreference", "list the module names"});
+        bad({{"target_modules", "a{99999999999999999999}"}}, U, {"repeat count above 1000"});
+        bad({{"target_modules", std::string(30000, '(') + "q_proj" + std::string(30000, ')')}}, U,
+            {"longer than 512"});
+        bad({{"target_modules", std::string(20, '(') + "q_proj" + std::string(20, ')')}}, U, {"16 nested groups"});
+        bad({{"target_modules", "(.*.*.*.*.*.*.*.*)*X"}}, U, {"unbounded repetitions"});
+        bad({{"target_modules", "(.*_proj)+"}}, U, {"exponential matching"});
         bad({{"target_modules", "model\\.layers\\.0\\.self_attn\\.q_proj|model\\.layers\\.1\\.self_attn\\.v_proj"}}, U,
             {"different projections in different layers", "layer 0: q_proj", "layer 1: v_proj"});
         // layers

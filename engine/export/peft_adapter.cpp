@@ -224,6 +224,75 @@ TargetResolution resolve_list(const ConfigReader& cr, const json& list, const Mo
     return r;
 }
 
+// std::regex has no bounds of its own: its compiler recurses per nesting level and overflows on huge repeat counts
+// or backreference numbers, and its matcher backtracks exponentially on nested repetition. An adapter's
+// target_modules must not be able to crash or hang Tandem, so a pattern is evaluated only when it stays inside
+// what people write for PEFT (".*\\.(q_proj|v_proj)", "model.layers.\\d+.self_attn.(q|k|v)_proj"): at most 512
+// characters and 16 nested groups, no backreference, repeat counts up to 1000, at most 6 unbounded repetitions
+// and none of them repeated again. Returns why not, or "".
+std::string regex_outside_subset(const std::string& s) {
+    if (s.size() > 512) return "longer than 512 characters";
+    std::vector<bool> group_repeats;  // per open group: it holds an unbounded repetition
+    bool last_group_repeats = false;  // the group just closed holds one (a quantifier may follow)
+    bool after_group = false;
+    int unbounded = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        const bool closed = after_group;
+        after_group = false;
+        if (c == '\\') {
+            if (i + 1 < s.size() && s[i + 1] >= '1' && s[i + 1] <= '9') return "it uses a backreference";
+            ++i;
+            continue;
+        }
+        if (c == '[') {  // a character class: skip to its end
+            size_t j = i + 1;
+            if (j < s.size() && s[j] == '^') ++j;
+            if (j < s.size() && s[j] == ']') ++j;
+            while (j < s.size() && s[j] != ']') j += s[j] == '\\' ? 2 : 1;
+            i = j;
+            continue;
+        }
+        if (c == '(') {
+            group_repeats.push_back(false);
+            if (group_repeats.size() > 16) return "more than 16 nested groups";
+            continue;
+        }
+        if (c == ')') {
+            if (group_repeats.empty()) continue;  // std::regex reports it
+            last_group_repeats = group_repeats.back();
+            group_repeats.pop_back();
+            if (last_group_repeats && !group_repeats.empty()) group_repeats.back() = true;
+            after_group = true;
+            continue;
+        }
+        bool unbounded_here = c == '*' || c == '+';
+        if (c == '{') {
+            size_t j = i + 1;
+            std::string lo, hi;
+            bool comma = false;
+            while (j < s.size() && s[j] != '}') {
+                if (s[j] == ',') comma = true;
+                else (comma ? hi : lo) += s[j];
+                ++j;
+            }
+            for (const std::string* n : {&lo, &hi})
+                if (n->size() > 4 || (!n->empty() && std::stoi(*n) > 1000)) return "a repeat count above 1000";
+            unbounded_here = comma && hi.empty();
+            i = j;
+        }
+        if (unbounded_here || c == '?' || c == '{') {
+            if (closed && last_group_repeats && (unbounded_here || c == '{'))
+                return "a repetition inside a repeated group (exponential matching)";
+            if (unbounded_here) {
+                if (++unbounded > 6) return "more than 6 unbounded repetitions";
+                if (!group_repeats.empty()) group_repeats.back() = true;
+            }
+        }
+    }
+    return "";
+}
+
 TargetResolution resolve_string(const ConfigReader& cr, const std::string& s, const ModelConfig& model) {
     TargetResolution r;
     const auto modules = lora_modules(model);
@@ -232,6 +301,10 @@ TargetResolution resolve_string(const ConfigReader& cr, const std::string& s, co
         for (const LoraModuleRef& m : modules) add_pair(r, m.layer, m.target);
         return r;
     }
+    if (const std::string why = regex_outside_subset(s); !why.empty())
+        cr.unsupported("target_modules is the regular expression \"" + s.substr(0, 80) + (s.size() > 80 ? "..." : "") +
+                       "\", which Tandem does not evaluate (" + why + "); list the module names instead, e.g. " +
+                       "[\"q_proj\", \"v_proj\"]");
     std::regex re;
     try {
         re = std::regex(s, std::regex::ECMAScript);
