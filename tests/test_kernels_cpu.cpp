@@ -103,12 +103,15 @@ constexpr double kTol = 2e-5;      // fp32 kernel vs double naive
 constexpr double kFwdTol = 1e-5;   // vs PyTorch, forward
 constexpr double kGradTol = 1e-4;  // vs PyTorch, gradients
 
-// Central finite differences of f at a few coordinates of x against grad (all double).
-void check_fd(const std::function<double(const vecd&)>& f, vecd x, const vecd& grad, const char* what) {
-    const double h = 1e-6;
+// Central finite differences of f against grad: at a few coordinates of x with step h = 1e-6 for double
+// functions (tolerance 1e-6 of the largest gradient); fp32 kernels (f32 = true) at every coordinate with
+// h = 1e-2, as fp32 rounding would swamp a smaller step (tolerance 1e-3).
+void check_fd(const std::function<double(const vecd&)>& f, vecd x, const vecd& grad, const char* what,
+              bool f32 = false) {
+    const double h = f32 ? 1e-2 : 1e-6;
     double gmax = 1e-12;
     for (double g : grad) gmax = std::max(gmax, std::fabs(g));
-    const size_t step = std::max<size_t>(1, x.size() / 23);
+    const size_t step = f32 ? 1 : std::max<size_t>(1, x.size() / 23);
     for (size_t i = 0; i < x.size(); i += step) {
         const double x0 = x[i];
         x[i] = x0 + h;
@@ -117,27 +120,8 @@ void check_fd(const std::function<double(const vecd&)>& f, vecd x, const vecd& g
         const double fm = f(x);
         x[i] = x0;
         const double fd = (fp - fm) / (2 * h);
-        QVERIFY2(std::fabs(fd - grad[i]) <= 1e-6 * gmax + 1e-7,
-                 qPrintable(
-                     QString("%1: finite difference at %2: %3 vs analytic %4").arg(what).arg(i).arg(fd).arg(grad[i])));
-    }
-}
-
-// The same for f computed by fp32 kernels: a wider step (fp32 rounding would swamp h = 1e-6) and a tolerance
-// of 1e-3 of the largest gradient.
-void check_fd_f32(const std::function<double(const vecd&)>& f, vecd x, const vecd& grad, const char* what) {
-    const double h = 1e-2;
-    double gmax = 1e-12;
-    for (double g : grad) gmax = std::max(gmax, std::fabs(g));
-    for (size_t i = 0; i < x.size(); i++) {
-        const double x0 = x[i];
-        x[i] = x0 + h;
-        const double fp = f(x);
-        x[i] = x0 - h;
-        const double fm = f(x);
-        x[i] = x0;
-        const double fd = (fp - fm) / (2 * h);
-        QVERIFY2(std::fabs(fd - grad[i]) <= 1e-3 * gmax,
+        const double tol = f32 ? 1e-3 * gmax : 1e-6 * gmax + 1e-7;
+        QVERIFY2(std::fabs(fd - grad[i]) <= tol,
                  qPrintable(
                      QString("%1: finite difference at %2: %3 vs analytic %4").arg(what).arg(i).arg(fd).arg(grad[i])));
     }
@@ -779,7 +763,7 @@ private slots:
         vecf dq(q.size()), dk(k.size()), dv(v.size());
         attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
                            lse.data(), cu.data(), 2, T, Hq, Hkv, D, scale, 0, cap);
-        check_fd_f32([&](const vecd& x) { return fwd(x, cap); }, to_d(q), to_d(dq), "capped attention dq");
+        check_fd([&](const vecd& x) { return fwd(x, cap); }, to_d(q), to_d(dq), "capped attention dq", true);
         vecf out00(q.size());
         attention_forward(out00.data(), lse.data(), q.data(), k.data(), v.data(), cu.data(), 2, T, Hq, Hkv, D, scale, 0,
                           0.0f);
@@ -794,7 +778,7 @@ private slots:
             return lm_head_cross_entropy(nullptr, hf.data(), w.data(), targets.data(), N, C, V, 1.0f, 2, sc.data(), 2.0f);
         };
         lm_head_cross_entropy(dh.data(), h.data(), w.data(), targets.data(), N, C, V, 1.0f, 2, scratch.data(), 2.0f);
-        check_fd_f32(loss, to_d(h), to_d(dh), "capped cross-entropy dhidden");
+        check_fd(loss, to_d(h), to_d(dh), "capped cross-entropy dhidden", true);
         vecf logits(size_t(N) * V);
         lm_head_logits(logits.data(), h.data(), w.data(), N, C, V, 2.0f);
         for (float x : logits) QVERIFY(std::fabs(x) < 2.0f);

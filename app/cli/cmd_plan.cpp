@@ -8,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "run_flags.h"
 #include "tandem/error.h"
 #include "tandem/run_config.h"
 #include "tandem/trainer.h"
@@ -67,29 +68,10 @@ Run add_plan_command(CLI::App& app) {
         if (c.data.dataset.empty()) c.data.dataset = "(plan)";
         if (c.output_dir.empty()) c.output_dir = "(plan)";
         if (o->lora_r) c.lora.r = *o->lora_r;
-        if (!o->targets.empty()) {
-            c.lora.target_modules.clear();
-            size_t pos = 0;
-            while (pos <= o->targets.size()) {
-                const size_t comma = o->targets.find(',', pos);
-                const std::string name = o->targets.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-                if (!name.empty()) c.lora.target_modules.push_back(name);
-                if (comma == std::string::npos) break;
-                pos = comma + 1;
-            }
-        }
+        if (!o->targets.empty()) c.lora.target_modules = split_list(o->targets);
         if (o->batch_tokens) c.training.batch_tokens = *o->batch_tokens;
         if (o->max_seq_len) c.data.max_seq_len = *o->max_seq_len;
-        if (!o->checkpointing.empty()) {
-            const auto p = parse_checkpoint_policy(o->checkpointing);
-            if (!p) throw_invalid("--checkpointing " + o->checkpointing + ": expected auto, off, selective, recompute, smart or smart-single");
-            c.memory.checkpointing = *p;
-        }
-        if (!o->device.empty()) {
-            const auto d = parse_device_choice(o->device);
-            if (!d) throw_invalid("--device " + o->device + ": expected cpu, cuda or auto");
-            c.device = *d;
-        }
+        apply_choice_flags(c, o->checkpointing, o->device);
         if (o->max_context) {
             const LongestContext l = longest_context(c);
             if (l.tokens == 0) {

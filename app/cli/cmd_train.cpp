@@ -15,6 +15,7 @@
 #include <string>
 
 #include "commands.h"
+#include "run_flags.h"
 #include "hub_progress.h"
 #include "tandem/hub.h"
 #include "tandem/data.h"
@@ -174,18 +175,7 @@ Run add_train_command(CLI::App& app) {
         if (o->lora_r) c.lora.r = *o->lora_r;
         if (o->lora_alpha) c.lora.alpha = *o->lora_alpha;
         if (o->lora_dropout) c.lora.dropout = *o->lora_dropout;
-        if (!o->targets.empty()) {
-            c.lora.target_modules.clear();
-            std::string t = o->targets;
-            size_t pos = 0;
-            while (pos <= t.size()) {
-                const size_t comma = t.find(',', pos);
-                const std::string name = t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-                if (!name.empty()) c.lora.target_modules.push_back(name);
-                if (comma == std::string::npos) break;
-                pos = comma + 1;
-            }
-        }
+        if (!o->targets.empty()) c.lora.target_modules = split_list(o->targets);
         if (o->lr) c.training.lr = *o->lr;
         if (!o->schedule.empty()) {
             const auto s = parse_lr_schedule(o->schedule);
@@ -206,16 +196,7 @@ Run add_train_command(CLI::App& app) {
             c.data.packing = o->packing == "on";
         }
         if (o->seed) c.seed = *o->seed;
-        if (!o->checkpointing.empty()) {
-            const auto p = parse_checkpoint_policy(o->checkpointing);
-            if (!p) throw_invalid("--checkpointing " + o->checkpointing + ": expected off, selective, recompute, smart, smart-single or auto");
-            c.memory.checkpointing = *p;
-        }
-        if (!o->device.empty()) {
-            const auto d = parse_device_choice(o->device);
-            if (!d) throw_invalid("--device " + o->device + ": expected cpu, cuda or auto");
-            c.device = *d;
-        }
+        apply_choice_flags(c, o->checkpointing, o->device);
         if (o->checkpoint_every) c.training.checkpoint_every = *o->checkpoint_every;
         if (o->checkpoint_minutes) c.training.checkpoint_minutes = *o->checkpoint_minutes;
         if (o->keep_checkpoints) c.training.keep_checkpoints = *o->keep_checkpoints;

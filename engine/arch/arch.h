@@ -98,5 +98,19 @@ void add_projection(LayerSpec& l, ProjectionSpec p);
 // The mixture-of-experts fields every MoE family shares (top-k and the range checks), after the family read
 // num_experts and moe_intermediate_size.
 void parse_experts(const ConfigFields& r, ModelConfig& c);
+// Mixtral / gpt-oss: num_local_experts experts of intermediate_size each, then parse_experts.
+void parse_local_experts(const ConfigFields& r, ModelConfig& c);
+// Qwen3's attention fields (Qwen3 and Qwen3-MoE): q/k norms, attention_bias, the window with use_sliding_window.
+void parse_qwen3_attention(const ConfigFields& r, ModelConfig& c);
+// An MoE layer: the dense layer's attention and norms, the router `router` [E, H] (+ bias), and each expert's
+// three projections at `experts_path`.N.{gate,up,down}, named as the family stores them.
+struct ExpertNames {
+    const char* router;       // "mlp.gate"
+    const char* experts;      // "mlp.experts"
+    const char* gate;         // "gate_proj" (Mixtral: "w1")
+    const char* up;           // "up_proj"   ("w3")
+    const char* down;         // "down_proj" ("w2")
+};
+LayerSpec moe_layer(const ModelConfig& c, const ExpertNames& n);
 
 }  // namespace tandem

@@ -98,6 +98,31 @@ void parse_layer_types(const ConfigFields& r, ModelConfig& c, int64_t pattern) {
     }
 }
 
+void parse_local_experts(const ConfigFields& r, ModelConfig& c) {
+    c.num_experts = r.integer("num_local_experts");
+    c.moe_intermediate_size = c.intermediate_size;
+    parse_experts(r, c);
+}
+
+void parse_qwen3_attention(const ConfigFields& r, ModelConfig& c) {
+    c.qk_norm = true;
+    c.attention_bias = c.o_proj_bias = r.boolean("attention_bias", false);
+    if (r.boolean("use_sliding_window", false)) c.sliding_window = r.integer("sliding_window", 0);
+}
+
+LayerSpec moe_layer(const ModelConfig& c, const ExpertNames& n) {
+    LayerSpec s = dense_layer(c, false);
+    const int64_t H = c.hidden_size, Im = c.moe_intermediate_size;
+    s.tensors.push_back({std::string(n.router) + ".weight", {c.num_experts, H}});
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+        const std::string x = std::string(n.experts) + "." + std::to_string(e) + ".";
+        s.tensors.push_back({x + n.gate + ".weight", {Im, H}});
+        s.tensors.push_back({x + n.up + ".weight", {Im, H}});
+        s.tensors.push_back({x + n.down + ".weight", {H, Im}});
+    }
+    return s;
+}
+
 ArchSpec arch_spec(const ModelConfig& c) {
     const Family* f = find_family(c.architecture);
     if (!f) throw_internal("arch_spec: no family for architecture '" + c.architecture + "'");

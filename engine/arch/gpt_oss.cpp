@@ -12,9 +12,7 @@ void parse(const ConfigFields& r, ModelConfig& c) {
     c.attention_bias = c.o_proj_bias = r.boolean("attention_bias", true);
     c.attention_sinks = true;
     c.sliding_window = r.integer("sliding_window", 0);
-    c.num_experts = r.integer("num_local_experts");
-    c.moe_intermediate_size = c.intermediate_size;
-    parse_experts(r, c);
+    parse_local_experts(r, c);
 }
 
 LayerSpec layer(const ModelConfig& c, int64_t) {

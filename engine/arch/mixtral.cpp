@@ -9,22 +9,11 @@ namespace {
 
 void parse(const ConfigFields& r, ModelConfig& c) {
     c.sliding_window = r.integer("sliding_window", 0);
-    c.num_experts = r.integer("num_local_experts");
-    c.moe_intermediate_size = c.intermediate_size;
-    parse_experts(r, c);
+    parse_local_experts(r, c);
 }
 
 LayerSpec layer(const ModelConfig& c, int64_t) {
-    LayerSpec s = dense_layer(c, false);
-    const int64_t H = c.hidden_size, Im = c.moe_intermediate_size;
-    s.tensors.push_back({"block_sparse_moe.gate.weight", {c.num_experts, H}});
-    for (int64_t e = 0; e < c.num_experts; ++e) {
-        const std::string x = "block_sparse_moe.experts." + std::to_string(e) + ".";
-        s.tensors.push_back({x + "w1.weight", {Im, H}});
-        s.tensors.push_back({x + "w2.weight", {H, Im}});
-        s.tensors.push_back({x + "w3.weight", {Im, H}});
-    }
-    return s;
+    return moe_layer(c, {"block_sparse_moe.gate", "block_sparse_moe.experts", "w1", "w3", "w2"});
 }
 
 }  // namespace

@@ -6,16 +6,11 @@ namespace tandem {
 
 namespace {
 
-void parse(const ConfigFields& r, ModelConfig& c) {
-    c.qk_norm = true;
-    c.attention_bias = c.o_proj_bias = r.boolean("attention_bias", false);
-    if (r.boolean("use_sliding_window", false)) c.sliding_window = r.integer("sliding_window", 0);
-}
-
 LayerSpec layer(const ModelConfig& c, int64_t) { return dense_layer(c); }
 
 }  // namespace
 
-extern const Family kQwen3Family = {"Qwen3ForCausalLM", "qwen3", true, 32768, 1e-6, 10000.0, 128, true, parse, layer};
+extern const Family kQwen3Family = {"Qwen3ForCausalLM", "qwen3", true, 32768, 1e-6, 10000.0, 128, true,
+                                    parse_qwen3_attention, layer};
 
 }  // namespace tandem

@@ -8,9 +8,7 @@ namespace tandem {
 namespace {
 
 void parse(const ConfigFields& r, ModelConfig& c) {
-    c.qk_norm = true;
-    c.attention_bias = c.o_proj_bias = r.boolean("attention_bias", false);
-    if (r.boolean("use_sliding_window", false)) c.sliding_window = r.integer("sliding_window", 0);
+    parse_qwen3_attention(r, c);
     c.num_experts = r.integer("num_experts");
     c.moe_intermediate_size = r.integer("moe_intermediate_size");
     c.decoder_sparse_step = r.integer("decoder_sparse_step", 1);
@@ -29,16 +27,7 @@ void parse(const ConfigFields& r, ModelConfig& c) {
 
 LayerSpec layer(const ModelConfig& c, int64_t l) {
     if (!c.is_moe_layer(l)) return dense_layer(c);
-    LayerSpec s = dense_layer(c, false);
-    const int64_t H = c.hidden_size, Im = c.moe_intermediate_size;
-    s.tensors.push_back({"mlp.gate.weight", {c.num_experts, H}});
-    for (int64_t e = 0; e < c.num_experts; ++e) {
-        const std::string x = "mlp.experts." + std::to_string(e) + ".";
-        s.tensors.push_back({x + "gate_proj.weight", {Im, H}});
-        s.tensors.push_back({x + "up_proj.weight", {Im, H}});
-        s.tensors.push_back({x + "down_proj.weight", {H, Im}});
-    }
-    return s;
+    return moe_layer(c, {"mlp.gate", "mlp.experts", "gate_proj", "up_proj", "down_proj"});
 }
 
 }  // namespace

@@ -1,0 +1,43 @@
+// Run-config flags that `train` and `plan` share: the comma-separated target list and the checkpointing /
+// device choices, with the same refusals.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tandem/error.h"
+#include "tandem/run_config.h"
+
+namespace tandem::cli {
+
+// "q_proj,v_proj" -> {"q_proj", "v_proj"} (empty entries dropped).
+inline std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while (pos <= s.size()) {
+        const size_t comma = s.find(',', pos);
+        const std::string name = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        if (!name.empty()) out.push_back(name);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return out;
+}
+
+// --checkpointing and --device, when given.
+inline void apply_choice_flags(RunConfig& c, const std::string& checkpointing, const std::string& device) {
+    if (!checkpointing.empty()) {
+        const auto p = parse_checkpoint_policy(checkpointing);
+        if (!p)
+            throw_invalid("--checkpointing " + checkpointing +
+                          ": expected off, selective, recompute, smart, smart-single or auto");
+        c.memory.checkpointing = *p;
+    }
+    if (!device.empty()) {
+        const auto d = parse_device_choice(device);
+        if (!d) throw_invalid("--device " + device + ": expected cpu, cuda or auto");
+        c.device = *d;
+    }
+}
+
+}  // namespace tandem::cli
