@@ -743,6 +743,12 @@ void TrainPage::setDataset(const QString& path, const QString& format, bool vali
     onFieldsChanged();
 }
 
+void TrainPage::setColumns(const QVariantMap& columns) {
+    m_base.data.columns.clear();
+    for (auto it = columns.begin(); it != columns.end(); ++it)
+        m_base.data.columns[it.key().toStdString()] = it.value().toString().toStdString();
+}
+
 void TrainPage::setRunning(bool running) {
     m_running = running;
     updateTrainButton();
