@@ -32,6 +32,12 @@ using hub::RepoType;
 
 namespace {
 
+// A status line that takes no room while empty.
+void setShown(QLabel* label, const QString& text, Tone tone) {
+    setStatusText(label, text, tone);
+    label->setVisible(!text.isEmpty());
+}
+
 QString repoWord(RepoType type) { return type == RepoType::Model ? QStringLiteral("model") : QStringLiteral("dataset"); }
 
 QString hubPageUrl(const QString& endpoint, RepoType type, const QString& repoId) {
@@ -186,13 +192,16 @@ HubCheck checkHubRepo(RepoType type, const QString& repoId, const QString& revis
         req.revision = revision.toStdString();
         auto plan = std::make_shared<hub::RepoPlan>(hub::plan_download(req, options));
         const qint64 missing = plan->total_bytes - plan->cached_bytes;
-        r.preview = QObject::tr("%1 to download, %2 in all%3.")
-                        .arg(humanBytes(static_cast<uint64_t>(missing)))
-                        .arg(QObject::tr("%1, %2").arg(countOf(static_cast<qint64>(plan->files.size()), QObject::tr("file")),
-                                                       humanBytes(static_cast<uint64_t>(plan->total_bytes))))
-                        .arg(plan->cached_bytes > 0
-                                 ? QObject::tr(" (%1 already downloaded)").arg(humanBytes(static_cast<uint64_t>(plan->cached_bytes)))
-                                 : QString());
+        const QString files = QObject::tr("%1, %2").arg(countOf(static_cast<qint64>(plan->files.size()), QObject::tr("file")),
+                                                         humanBytes(static_cast<uint64_t>(plan->total_bytes)));
+        if (missing <= 0)
+            r.preview = QObject::tr("Nothing to download: %1, all already downloaded.").arg(files);
+        else if (plan->cached_bytes > 0)
+            r.preview = QObject::tr("%1 to download of %2 (%3 already downloaded).")
+                            .arg(humanBytes(static_cast<uint64_t>(missing)), files,
+                                 humanBytes(static_cast<uint64_t>(plan->cached_bytes)));
+        else
+            r.preview = QObject::tr("%1 to download: %2.").arg(humanBytes(static_cast<uint64_t>(missing)), files);
         if (!plan->skipped.empty())
             r.preview += ' ' + QObject::tr("%1 of the repo not needed for training, skipped.")
                                    .arg(countOf(static_cast<qint64>(plan->skipped.size()), QObject::tr("file")));
@@ -263,6 +272,8 @@ HubDownloadBox::HubDownloadBox(RepoType type, QWidget* parent)
     m_status->setObjectName(QStringLiteral("hubStatusLabel"));
     m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
     wrapMessage(m_status);
+    m_preview->setVisible(false);
+    m_status->setVisible(false);
 
     auto* row = new QHBoxLayout;
     row->addWidget(m_repo, 1);
@@ -282,7 +293,7 @@ HubDownloadBox::HubDownloadBox(RepoType type, QWidget* parent)
     connect(m_cancel, &QPushButton::clicked, this, &HubDownloadBox::cancel);
     connect(m_repo, &QLineEdit::textChanged, this, [this] {
         ++m_checkGeneration;  // a preview for another id is stale
-        m_preview->clear();
+        setShown(m_preview, QString(), Tone::Neutral);
         m_fit->setVisible(false);
         setBusy(m_busy);
     });
@@ -308,7 +319,7 @@ void HubDownloadBox::check() {
     if (m_busy) return;
     QString id, revision;
     if (!parseRepoSpec(m_repo->text(), &id, &revision)) {
-        setStatusText(m_status,
+        setShown(m_status,
                       tr("\"%1\" is not a Hugging Face repo id: write ORG/NAME as on its Hub page (letters, digits, "
                          "'-', '_', '.'), optionally followed by @ and a branch, tag or commit.")
                           .arg(m_repo->text().trimmed()),
@@ -316,9 +327,9 @@ void HubDownloadBox::check() {
         return;
     }
     const quint64 generation = ++m_checkGeneration;
-    m_preview->clear();
+    setShown(m_preview, QString(), Tone::Neutral);
     m_fit->setVisible(false);
-    setStatusText(m_status, tr("Checking %1…").arg(id), Tone::Neutral);
+    setShown(m_status, tr("Checking %1…").arg(id), Tone::Neutral);
     setBusy(true);
     const RepoType type = m_type;
     runAsync(
@@ -327,15 +338,15 @@ void HubDownloadBox::check() {
             setBusy(false);
             if (generation != m_checkGeneration) return;
             if (!r.error.isEmpty()) {
-                setStatusText(m_status, r.error, Tone::Bad);
+                setShown(m_status, r.error, Tone::Bad);
                 return;
             }
-            setStatusText(m_preview, r.preview, Tone::Neutral);
+            setShown(m_preview, r.preview, Tone::Neutral);
             if (!r.fit.isEmpty()) {
                 setStatusText(m_fit, r.fit, static_cast<Tone>(r.fitTone));
                 m_fit->setVisible(true);
             }
-            setStatusText(m_status,
+            setShown(m_status,
                           r.plan->cached_bytes == r.plan->total_bytes
                               ? tr("%1 is already downloaded: press Download to use it.").arg(id)
                               : tr("Press Download to get %1.").arg(id),
@@ -355,7 +366,7 @@ void HubDownloadBox::download() {
     setBusy(true);
     m_progress->setValue(0);
     m_progress->setVisible(true);
-    setStatusText(m_status, tr("Starting the download of %1…").arg(id), Tone::Neutral);
+    setShown(m_status, tr("Starting the download of %1…").arg(id), Tone::Neutral);
     m_poll.start();
     const RepoType type = m_type;
     runAsync(
@@ -396,11 +407,11 @@ void HubDownloadBox::download() {
             m_transfer.reset();
             setBusy(false);
             if (!r.error.isEmpty()) {
-                setStatusText(m_status, r.error, r.error.startsWith(tr("Download cancelled")) ? Tone::Warning : Tone::Bad);
+                setShown(m_status, r.error, r.error.startsWith(tr("Download cancelled")) ? Tone::Warning : Tone::Bad);
                 return;
             }
             m_progress->setValue(1000);
-            setStatusText(m_status,
+            setShown(m_status,
                           tr("Downloaded %1 (%2) into the Hugging Face cache.")
                               .arg(id, countOf(r.files.size(), tr("file"))),
                           Tone::Good);
@@ -412,7 +423,7 @@ void HubDownloadBox::cancel() {
     if (!m_transfer) return;
     m_transfer->cancel = true;
     m_cancel->setEnabled(false);
-    setStatusText(m_status, tr("Cancelling…"), Tone::Neutral);
+    setShown(m_status, tr("Cancelling…"), Tone::Neutral);
 }
 
 void HubDownloadBox::pollProgress() {
@@ -435,7 +446,7 @@ void HubDownloadBox::pollProgress() {
     if (p.eta_s >= 0) text += tr(", about %1 left").arg(formatDuration(p.eta_s));
     text += tr(" (%1 of %2 files done)").arg(p.files_done).arg(p.files_total);
     if (!notice.isEmpty()) text += '\n' + notice;
-    setStatusText(m_status, text, Tone::Neutral);
+    setShown(m_status, text, Tone::Neutral);
 }
 
 }  // namespace tandem::ui
