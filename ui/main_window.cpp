@@ -269,7 +269,7 @@ void MainWindow::openDataset() {
     showPage(DataPageIndex);
     const QString start = QSettings().value(QStringLiteral("data/lastFolder"), QDir::homePath()).toString();
     const QString file = QFileDialog::getOpenFileName(this, tr("Open a dataset"), start,
-                                                      tr("Datasets (*.jsonl *.json *.txt *.csv *.tsv);;All files (*)"));
+                                                      tr("Datasets (*.jsonl *.json *.parquet *.csv *.tsv *.txt);;All files (*)"));
     if (!file.isEmpty()) m_data->selectDataset(file);
 }
 

@@ -501,7 +501,7 @@ QWidget* TrainPage::buildValidationBox() {
             m_validationFile->text().isEmpty() ? QFileInfo(m_dataset).absolutePath() : m_validationFile->text();
         const QString file =
             QFileDialog::getOpenFileName(this, tr("Choose a validation file"), start,
-                                         tr("Datasets (*.jsonl *.json *.csv *.tsv *.txt);;All files (*)"));
+                                         tr("Datasets (*.jsonl *.json *.parquet *.csv *.tsv *.txt);;All files (*)"));
         if (!file.isEmpty()) m_validationFile->setText(file);
     });
     m_evalEvery = new QSpinBox;
