@@ -14,6 +14,7 @@
 #include <QListWidget>
 #include <QMimeData>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSpinBox>
 #include <QSplitter>
@@ -22,6 +23,9 @@
 
 #include <vector>
 
+#include "tandem/data.h"
+#include "ui/column_mapping_dialog.h"
+#include "ui/hub_download.h"
 #include "ui/length_histogram.h"
 #include "ui/run_async.h"
 #include "ui/screen_words.h"
@@ -34,6 +38,23 @@ namespace {
 const QString kTrainedStyle = QStringLiteral("background-color:#ffd966; color:#000000;");
 
 QString fileNameOf(const QString& path) { return QFileInfo(path).fileName(); }
+
+const QString kMappingsKey = QStringLiteral("data/columnMappings");
+
+// The repo file to read first: a train split when there is one ("data/train-00000-of-00001.parquet",
+// "train.jsonl"), else the first file.
+int trainFileIndex(const QStringList& files) {
+    static const QRegularExpression train(QStringLiteral("(^|[/_.-])train([/_.-]|$)"),
+                                          QRegularExpression::CaseInsensitiveOption);
+    for (int i = 0; i < files.size(); ++i)
+        if (train.match(files[i]).hasMatch()) return i;
+    return 0;
+}
+
+bool isDataFile(const QString& path) {
+    static const QStringList exts = {"parquet", "jsonl", "json", "csv", "tsv", "txt", "ndjson"};
+    return exts.contains(QFileInfo(path).suffix().toLower());
+}
 
 QString droppedFile(const QMimeData* mime) {
     if (!mime->hasUrls() || mime->urls().isEmpty() || !mime->urls().first().isLocalFile()) return {};
@@ -50,7 +71,7 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     m_browse = new QPushButton(tr("Choose dataset…"));
     m_browse->setObjectName(QStringLiteral("browseDatasetButton"));
     m_browse->setToolTip(
-        tr("A .jsonl, .json, .csv, .tsv or .txt file: alpaca, chat messages, ShareGPT, prompt/completion or "
+        tr("A .jsonl, .json, .parquet, .csv, .tsv or .txt file: alpaca, chat messages, ShareGPT, prompt/completion or "
            "plain text (Ctrl+D)"));
     connect(m_browse, &QPushButton::clicked, this, &DataPage::browse);
     m_pathLabel = new QLabel(tr("No dataset selected. Choose a file or drop one here."));
@@ -75,6 +96,33 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     });
     m_formatLabel = new QLabel;
     m_formatLabel->setObjectName(QStringLiteral("detectedFormatLabel"));
+    m_mapButton = new QPushButton(tr("Map columns…"));
+    m_mapButton->setObjectName(QStringLiteral("mapColumnsButton"));
+    m_mapButton->setToolTip(
+        tr("Say which column of the file is the instruction, output, prompt, completion, messages or text "
+           "(remembered for this file)"));
+    m_mapButton->setEnabled(false);
+    connect(m_mapButton, &QPushButton::clicked, this, &DataPage::mapColumns);
+    m_mappingLabel = new QLabel;
+    m_mappingLabel->setObjectName(QStringLiteral("columnMappingLabel"));
+    wrapMessage(m_mappingLabel);
+    m_mappingLabel->setVisible(false);
+
+    m_hub = new HubDownloadBox(hub::RepoType::Dataset);
+    connect(m_hub, &HubDownloadBox::downloaded, this, &DataPage::showDownloadedFiles);
+    m_hubFilesLabel = new QLabel(tr("File"));
+    m_hubFiles = new QComboBox;
+    m_hubFiles->setObjectName(QStringLiteral("hubFileCombo"));
+    m_hubFiles->setToolTip(tr("The downloaded repo holds several data files (splits): the one to train on"));
+    m_hubFiles->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    connect(m_hubFiles, &QComboBox::activated, this,
+            [this](int index) { selectDataset(m_hubFiles->itemData(index).toString()); });
+    for (QWidget* w : {static_cast<QWidget*>(m_hubFilesLabel), static_cast<QWidget*>(m_hubFiles)}) w->setVisible(false);
+    auto* hubFilesRow = new QHBoxLayout;
+    hubFilesRow->addWidget(m_hubFilesLabel);
+    hubFilesRow->addWidget(m_hubFiles);
+    hubFilesRow->addStretch(1);
+    qobject_cast<QVBoxLayout*>(m_hub->layout())->addLayout(hubFilesRow);
 
     auto* top = new QHBoxLayout;
     top->addWidget(m_browse);
@@ -82,6 +130,7 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
     top->addWidget(new QLabel(tr("Format")));
     top->addWidget(m_formatCombo);
     top->addWidget(m_formatLabel);
+    top->addWidget(m_mapButton);
 
     auto* recentList = new PlaceholderListWidget;
     recentList->setPlaceholderText(tr("No recent datasets yet. Choose a file or drop one here."));
@@ -194,6 +243,8 @@ DataPage::DataPage(QWidget* parent) : QWidget(parent) {
 
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(top);
+    layout->addWidget(m_mappingLabel);
+    layout->addWidget(m_hub);
     layout->addWidget(splitter, 1);
 
     m_summaryDebounce.setSingleShot(true);
@@ -214,13 +265,14 @@ void DataPage::browse() {
     QSettings settings;
     const QString start = settings.value(QStringLiteral("data/lastFolder"), QDir::homePath()).toString();
     const QString file = QFileDialog::getOpenFileName(this, tr("Choose a dataset"), start,
-                                                      tr("Datasets (*.jsonl *.json *.csv *.tsv *.txt);;All files (*)"));
+                                                      tr("Datasets (*.jsonl *.json *.parquet *.csv *.tsv *.txt);;All files (*)"));
     if (file.isEmpty()) return;
     settings.setValue(QStringLiteral("data/lastFolder"), QFileInfo(file).absolutePath());
     selectDataset(file);
 }
 
-void DataPage::selectDatasetWithFormat(const QString& path, const QString& format) {
+void DataPage::selectDatasetWithFormat(const QString& path, const QString& format, const QVariantMap& columns) {
+    if (!columns.isEmpty()) rememberColumns(QDir::cleanPath(QFileInfo(path).absoluteFilePath()), columns);
     const int index =
         m_formatCombo->findData(format == QLatin1String("completion") ? QStringLiteral("prompt_completion") : format);
     {
@@ -234,6 +286,9 @@ void DataPage::selectDatasetWithFormat(const QString& path, const QString& forma
 void DataPage::selectDataset(const QString& path) {
     m_path = QDir::cleanPath(QFileInfo(path).absoluteFilePath());
     m_pathLabel->setText(m_path);
+    m_columns = rememberedColumns(m_path);
+    m_mappingOffered.clear();
+    m_mapButton->setEnabled(true);
     startRead();
 }
 
@@ -280,8 +335,9 @@ void DataPage::startRead() {
     showTokens();
     setStatusText(m_records, tr("Reading %1…").arg(QFileInfo(m_path).fileName()), Tone::Neutral);
     const QString path = m_path, format = m_format;
+    const QVariantMap columns = m_columns;
     runAsync(
-        this, [path, format] { return readDatasetFile(path, format); },
+        this, [path, format, columns] { return readDatasetFile(path, format, columns); },
         [this, generation](const DatasetRead& result) {
             if (generation != m_readGeneration) return;
             m_read = result;
@@ -292,6 +348,11 @@ void DataPage::startRead() {
             showRead();
             emitChanged();
             startTokenize();
+            // Keys training does not know: offer the mapping once per selection (Map columns… reopens it).
+            if (m_read.columnsUnknown && m_mappingOffered != m_read.path) {
+                m_mappingOffered = m_read.path;
+                mapColumns();
+            }
         });
 }
 
@@ -354,6 +415,8 @@ void DataPage::startSummary() {
 }
 
 void DataPage::showRead() {
+    m_mappingLabel->setVisible(!m_columns.isEmpty());
+    setStatusText(m_mappingLabel, tr("Columns mapped: %1").arg(describeMapping(m_columns)), Tone::Neutral);
     if (m_path.isEmpty()) {
         m_records->setText(tr("No dataset."));
         m_formatLabel->clear();
@@ -361,7 +424,13 @@ void DataPage::showRead() {
         return;
     }
     if (!m_read.dataset) {
-        if (!m_read.error.isEmpty()) setStatusText(m_records, m_read.error, Tone::Bad);
+        if (!m_read.error.isEmpty())
+            setStatusText(m_records,
+                          m_read.columnsUnknown
+                              ? m_read.error + QStringLiteral("\n") +
+                                    tr("Press Map columns… to say which column holds what.")
+                              : m_read.error,
+                          Tone::Bad);
         m_formatLabel->clear();
         showInvalid();
         return;
@@ -474,7 +543,77 @@ void DataPage::emitChecked() {
 
 void DataPage::emitChanged() {
     m_lastEmittedValid = datasetValid();
+    emit datasetColumns(m_columns);
     emit datasetChanged(m_path, m_format, m_lastEmittedValid);
+}
+
+QVariantMap DataPage::rememberedColumns(const QString& path) {
+    return QSettings().value(kMappingsKey).toMap().value(path).toMap();
+}
+
+void DataPage::rememberColumns(const QString& path, const QVariantMap& columns) {
+    QSettings settings;
+    QVariantMap all = settings.value(kMappingsKey).toMap();
+    if (columns.isEmpty())
+        all.remove(path);
+    else
+        all.insert(path, columns);
+    settings.setValue(kMappingsKey, all);
+}
+
+void DataPage::mapColumns() {
+    if (m_path.isEmpty()) return;
+    const QString path = m_path;
+    m_mappingOffered = path;  // opened once: a cleared or cancelled mapping does not reopen it by itself
+    m_mapButton->setEnabled(false);
+    struct Columns {
+        QStringList names;
+        QString error;
+    };
+    runAsync(
+        this,
+        [path] {
+            Columns c;
+            try {
+                for (const std::string& name : dataset_columns(path.toStdString()))
+                    c.names.append(QString::fromStdString(name));
+            } catch (const std::exception& e) {
+                c.error = QString::fromUtf8(e.what());
+            }
+            return c;
+        },
+        [this, path](const Columns& c) {
+            m_mapButton->setEnabled(true);
+            if (path != m_path) return;  // another file was chosen meanwhile
+            if (!c.error.isEmpty()) {
+                setStatusText(m_records, c.error, Tone::Bad);
+                return;
+            }
+            auto* dialog = new ColumnMappingDialog(QFileInfo(path).fileName(), c.names, m_columns, this);
+            dialog->setAttribute(Qt::WA_DeleteOnClose);
+            connect(dialog, &QDialog::accepted, this, [this, dialog, path] {
+                if (path != m_path) return;
+                m_columns = dialog->mapping();
+                rememberColumns(path, m_columns);
+                startRead();
+            });
+            dialog->open();
+        });
+}
+
+void DataPage::showDownloadedFiles(const QString& snapshot, const QStringList& files) {
+    QStringList data;
+    for (const QString& f : files)
+        if (isDataFile(f)) data.append(f);
+    m_hubFiles->clear();
+    for (const QString& f : data) m_hubFiles->addItem(f, QDir(snapshot).filePath(f));
+    const bool several = data.size() > 1;
+    m_hubFilesLabel->setVisible(several);
+    m_hubFiles->setVisible(several);
+    if (data.isEmpty()) return;
+    const int index = trainFileIndex(data);
+    m_hubFiles->setCurrentIndex(index);
+    selectDataset(m_hubFiles->itemData(index).toString());
 }
 
 void DataPage::dragEnterEvent(QDragEnterEvent* event) {

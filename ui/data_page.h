@@ -11,6 +11,11 @@
 //  - The preview decodes one sample at a time on the GUI thread (cheap: at most kPreviewTokens tokens).
 //  - The chat template and "train on prompt tokens too" are run settings chosen here, where their effect is
 //    seen (renderingChanged -> TrainPage::setRendering); a reopened run sets them back with setRendering.
+//  - A dataset can come from the Hub (hub_download.h): after the download the repo's data files are listed
+//    (hubFileCombo, shown when there are several) with the train split preselected, and the chosen one is read.
+//  - Column mapping (column_mapping_dialog.h): when the file's keys are not recognised the dialog opens (and
+//    "Map columns…" reopens it); the mapping is remembered per file in QSettings (data/columnMappings) and
+//    sent to the Train page (datasetColumns) before each datasetChanged, so the run config carries it.
 //  - checked(problem, warnings) tells the Train page what the data means for a run at its limits: a problem
 //    blocks training (no sample left at Max seq len), warnings do not (a template the tokenizer does not know).
 #pragma once
@@ -18,6 +23,7 @@
 #include <QString>
 #include <QStringList>
 #include <QTimer>
+#include <QVariantMap>
 #include <QWidget>
 
 #include "ui/dataset_analysis.h"
@@ -33,6 +39,7 @@ class QTextBrowser;
 
 namespace tandem::ui {
 
+class HubDownloadBox;
 class LengthHistogram;
 
 class DataPage : public QWidget {
@@ -46,12 +53,21 @@ public:
 
     QString datasetPath() const { return m_path; }
     QString format() const { return m_format; }  // "auto" or a forced format name
+    QVariantMap columns() const { return m_columns; }  // the column mapping in effect (key -> column)
+    // The mapping remembered for a file (QSettings), or set for it.
+    static QVariantMap rememberedColumns(const QString& path);
+    static void rememberColumns(const QString& path, const QVariantMap& columns);
     bool datasetValid() const;
 
 public slots:
     void selectDataset(const QString& path);
     // The same with the format forced (a reopened run's "auto" or format name), read once.
-    void selectDatasetWithFormat(const QString& path, const QString& format);
+    // columns: the run's column mapping, remembered for the file.
+    void selectDatasetWithFormat(const QString& path, const QString& format, const QVariantMap& columns = {});
+    // Opens the column-mapping dialog for the current file (its columns are read on a worker first).
+    void mapColumns();
+    // After a Hub download: list the data files, preselect the train split and read it.
+    void showDownloadedFiles(const QString& snapshot, const QStringList& files);
     void setModel(const QString& folder);
     void setLimits(int maxSeqLen, int batchTokens, bool packing);
     // chatTemplate: "auto" or a built-in name (chatml, alpaca, llama3); re-renders when either changes.
@@ -60,6 +76,7 @@ public slots:
 
 signals:
     void datasetChanged(const QString& path, const QString& format, bool valid);
+    void datasetColumns(const QVariantMap& columns);  // just before each datasetChanged
     void renderingChanged(const QString& chatTemplate, bool trainOnAll);
     void checked(const QString& problem, const QStringList& warnings);
 
@@ -81,6 +98,8 @@ private:
 
     QString m_path;
     QString m_format = QStringLiteral("auto");
+    QVariantMap m_columns;
+    QString m_mappingOffered;  // the file the dialog opened for by itself (once per selection)
     QString m_model;
     int m_maxSeqLen = 2048;
     int m_batchTokens = 4096;
@@ -98,6 +117,11 @@ private:
     QTimer m_summaryDebounce;
     RecentList m_recent{QStringLiteral("data/recent")};
 
+    HubDownloadBox* m_hub = nullptr;
+    QComboBox* m_hubFiles = nullptr;
+    QLabel* m_hubFilesLabel = nullptr;
+    QPushButton* m_mapButton = nullptr;
+    QLabel* m_mappingLabel = nullptr;
     QPushButton* m_browse = nullptr;
     QLabel* m_pathLabel = nullptr;
     QComboBox* m_formatCombo = nullptr;

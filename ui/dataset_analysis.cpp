@@ -40,7 +40,7 @@ QString describeInvalid(const InvalidRecord& record, const QString& path) {
              QString::fromStdString(record.message));
 }
 
-DatasetRead readDatasetFile(const QString& path, const QString& format) {
+DatasetRead readDatasetFile(const QString& path, const QString& format, const QVariantMap& columns) {
     DatasetRead r;
     r.path = path;
     r.format = format;
@@ -51,6 +51,8 @@ DatasetRead readDatasetFile(const QString& path, const QString& format) {
         options.format = *parsed;
         options.max_invalid_fraction = 1.0;
         options.max_reported_invalid = kShownInvalid;
+        for (auto it = columns.begin(); it != columns.end(); ++it)
+            options.columns[it.key().toStdString()] = it.value().toString().toStdString();
         auto dataset = std::make_shared<Dataset>(read_dataset(path.toStdString(), options));
         r.detectedFormat = QString::fromUtf8(std::string(dataset_format_name(dataset->format)).c_str());
         r.totalRecords = dataset->total_records;
@@ -72,6 +74,10 @@ DatasetRead readDatasetFile(const QString& path, const QString& format) {
         r.dataset = std::move(dataset);
     } catch (const std::exception& e) {
         r.error = message(e);
+        r.columnsUnknown = r.error.contains(QLatin1String("cannot tell the dataset format")) ||
+                           r.error.contains(QLatin1String("no known column set")) ||
+                           r.error.contains(QLatin1String("the column mapping")) ||
+                           r.error.contains(QLatin1String("the header lacks the columns"));
     }
     return r;
 }

@@ -16,6 +16,7 @@
 
 #include <QString>
 #include <QStringList>
+#include <QVariantMap>
 
 #include <cstdint>
 #include <memory>
@@ -38,8 +39,12 @@ struct DatasetRead {
     int64_t invalidRecords = 0;
     QStringList invalid;  // "line 3: json_syntax: …", the first ones
     bool valid = false;   // training would accept the records
+    // The file's keys / columns are not ones training knows (or a column mapping names one it lacks): the page
+    // offers the column-mapping dialog.
+    bool columnsUnknown = false;
 };
-DatasetRead readDatasetFile(const QString& path, const QString& format);
+// columns: the column mapping (dataset key -> the file's column), ReadOptions::columns.
+DatasetRead readDatasetFile(const QString& path, const QString& format, const QVariantMap& columns = {});
 
 struct DatasetTokens {
     std::shared_ptr<const Tokenizer> tokenizer;

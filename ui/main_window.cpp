@@ -95,6 +95,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(m_model, &ModelPage::modelChanged, m_data, [this](const QString& folder, bool) { m_data->setModel(folder); });
     connect(m_model, &ModelPage::modelShape, m_train, &TrainPage::setModelShape);
     connect(m_model, &ModelPage::modelChanged, m_train, &TrainPage::setModel);
+    connect(m_data, &DataPage::datasetColumns, m_train, &TrainPage::setColumns);
     connect(m_data, &DataPage::datasetChanged, m_train, &TrainPage::setDataset);
     connect(m_data, &DataPage::renderingChanged, m_train, &TrainPage::setRendering);
     connect(m_data, &DataPage::checked, m_train, &TrainPage::setDataCheck);
@@ -248,8 +249,12 @@ void MainWindow::reopenSettings(const tandem::RunConfig& config) {
     if (!model.isEmpty() && !samePath(m_model->modelPath(), model)) m_model->selectModel(model);
     const QString dataset = QString::fromStdString(config.data.dataset);
     const QString format = QString::fromStdString(config.data.format);
-    if (!dataset.isEmpty() && (!samePath(m_data->datasetPath(), dataset) || m_data->format() != format))
-        m_data->selectDatasetWithFormat(dataset, format);
+    QVariantMap columns;
+    for (const auto& [key, column] : config.data.columns)
+        columns.insert(QString::fromStdString(key), QString::fromStdString(column));
+    if (!dataset.isEmpty() &&
+        (!samePath(m_data->datasetPath(), dataset) || m_data->format() != format || m_data->columns() != columns))
+        m_data->selectDatasetWithFormat(dataset, format, columns);
     showPage(TrainPageIndex);
 }
 
@@ -264,7 +269,7 @@ void MainWindow::openDataset() {
     showPage(DataPageIndex);
     const QString start = QSettings().value(QStringLiteral("data/lastFolder"), QDir::homePath()).toString();
     const QString file = QFileDialog::getOpenFileName(this, tr("Open a dataset"), start,
-                                                      tr("Datasets (*.jsonl *.json *.txt *.csv *.tsv);;All files (*)"));
+                                                      tr("Datasets (*.jsonl *.json *.parquet *.csv *.tsv *.txt);;All files (*)"));
     if (!file.isEmpty()) m_data->selectDataset(file);
 }
 

@@ -20,6 +20,7 @@
 
 #include "ui/app_paths.h"
 #include "ui/hf_cache.h"
+#include "ui/hub_download.h"
 #include "ui/run_async.h"
 #include "ui/status_text.h"
 
@@ -62,6 +63,14 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
     connect(m_browse, &QPushButton::clicked, this, &ModelPage::browse);
     connect(m_demo, &QPushButton::clicked, this, &ModelPage::selectDemo);
 
+    m_hub = new HubDownloadBox(hub::RepoType::Model);
+    // A finished download: the cache list refreshes and shows the model selected, and the model is inspected.
+    connect(m_hub, &HubDownloadBox::downloaded, this, [this](const QString& snapshot) {
+        m_selectAfterScan = snapshot;
+        rescanHfCache();
+        selectModel(snapshot);
+    });
+
     auto* top = new QHBoxLayout;
     top->addWidget(m_browse);
     top->addWidget(m_demo);
@@ -75,8 +84,8 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
     m_recentList->setToolTip(tr("Model folders you used before: double-click one (or press Enter) to select it"));
     auto* hfList = new PlaceholderListWidget;
     hfList->setPlaceholderText(
-        tr("No models in the Hugging Face cache. Download one (e.g. huggingface-cli download Qwen/Qwen3-0.6B), "
-           "then press Refresh."));
+        tr("No models in the Hugging Face cache. Download one above (e.g. Qwen/Qwen3-0.6B); models downloaded "
+           "with Python tools appear after Refresh."));
     m_hfList = hfList;
     m_hfList->setObjectName(QStringLiteral("hfCacheModels"));
     m_hfList->setToolTip(
@@ -136,6 +145,7 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
 
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(top);
+    layout->addWidget(m_hub);
     layout->addWidget(splitter, 1);
 
     reloadRecent();
@@ -229,7 +239,9 @@ void ModelPage::rescanHfCache() {
                 auto* item = new QListWidgetItem(m.repoId, m_hfList);
                 item->setData(Qt::UserRole, m.snapshot);
                 item->setToolTip(QDir::toNativeSeparators(m.snapshot));
+                if (!m_selectAfterScan.isEmpty() && m.snapshot == m_selectAfterScan) m_hfList->setCurrentItem(item);
             }
+            m_selectAfterScan.clear();
             m_hfLabel->setText(models.isEmpty() ? tr("Hugging Face cache: no models in %1").arg(dir)
                                                 : tr("Hugging Face cache (%1)").arg(dir));
         });

@@ -1,11 +1,13 @@
 // The Model page: choose the Hugging Face model folder to fine-tune (file dialog, drag and drop of a folder,
-// the recent list, models found in the local Hugging Face cache, or the built-in demo) and see what it is:
+// the recent list, models found in the local Hugging Face cache, a download from the Hub by repo id
+// (hub_download.h: size preview, progress, cancel, resume), or the built-in demo) and see what it is:
 // architecture, size, dtype, tokenizer, chat template, and whether Tandem can train it or why not.
 // Decisions a reader must know:
 //  - Inspecting reads every safetensors header (and the tokenizer), so it runs on a worker thread
 //    (QtConcurrent); only the latest selection's result is shown, earlier ones are dropped when they land.
 //  - The lists show what belongs in them while empty (PlaceholderListWidget); the Hugging Face cache is
-//    scanned at start and on Refresh (a download made while the studio runs).
+//    scanned at start, on Refresh (a download made by other tools) and after a download made here, which is
+//    then selected.
 //  - modelChanged fires once per selection, when its inspection is done (supported or not); modelPath()
 //    is the selection at once, modelSupported() stays false until the inspection says otherwise.
 #pragma once
@@ -23,6 +25,8 @@ class QListWidget;
 class QPushButton;
 
 namespace tandem::ui {
+
+class HubDownloadBox;
 
 class ModelPage : public QWidget {
     Q_OBJECT
@@ -63,6 +67,9 @@ private:
     quint64 m_generation = 0;  // the selection whose result is awaited
     RecentList m_recent{QStringLiteral("model/recent")};
 
+    QString m_selectAfterScan;  // a downloaded snapshot to show selected once the cache list is rescanned
+
+    HubDownloadBox* m_hub = nullptr;
     QPushButton* m_browse = nullptr;
     QPushButton* m_demo = nullptr;
     QLabel* m_pathLabel = nullptr;

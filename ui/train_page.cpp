@@ -501,7 +501,7 @@ QWidget* TrainPage::buildValidationBox() {
             m_validationFile->text().isEmpty() ? QFileInfo(m_dataset).absolutePath() : m_validationFile->text();
         const QString file =
             QFileDialog::getOpenFileName(this, tr("Choose a validation file"), start,
-                                         tr("Datasets (*.jsonl *.json *.csv *.tsv *.txt);;All files (*)"));
+                                         tr("Datasets (*.jsonl *.json *.parquet *.csv *.tsv *.txt);;All files (*)"));
         if (!file.isEmpty()) m_validationFile->setText(file);
     });
     m_evalEvery = new QSpinBox;
@@ -741,6 +741,12 @@ void TrainPage::setDataset(const QString& path, const QString& format, bool vali
     m_datasetValid = valid;
     m_datasetConfirmed = true;
     onFieldsChanged();
+}
+
+void TrainPage::setColumns(const QVariantMap& columns) {
+    m_base.data.columns.clear();
+    for (auto it = columns.begin(); it != columns.end(); ++it)
+        m_base.data.columns[it.key().toStdString()] = it.value().toString().toStdString();
 }
 
 void TrainPage::setRunning(bool running) {

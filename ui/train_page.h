@@ -35,6 +35,7 @@
 #include <QString>
 #include <QStringList>
 #include <QTimer>
+#include <QVariantMap>
 #include <QWidget>
 
 #include "tandem/model_config.h"
@@ -76,6 +77,8 @@ public:
 public slots:
     void setModel(const QString& folder, bool supported);
     void setDataset(const QString& path, const QString& format, bool valid);
+    // The Data page's column mapping (dataset key -> the file's column), carried in config().data.columns.
+    void setColumns(const QVariantMap& columns);
     void setRunning(bool running);
     void applyPreset(const QString& resourcePath);
     // Whether the cuda device can be chosen (called with system_info's answer; tests call it directly).

@@ -1064,6 +1064,40 @@ struct Reader {
 
 }  // namespace
 
+std::vector<std::string> dataset_columns(const std::filesystem::path& path) {
+    const std::string text = read_file(path);
+    const std::string p = path.string();
+    if (text.empty()) throw_invalid(p + ": the file is empty");
+    std::string ext = path.extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (ext == ".parquet" || parquet::has_magic(text)) return parquet::File(text, p).fields();
+    size_t start = 0;
+    if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) start = 3;
+    std::vector<std::string> out;
+    if (ext == ".csv" || ext == ".tsv") {
+        CsvScanner scanner(text, start, ext == ".tsv" ? '\t' : ',', p);
+        CsvRow header;
+        if (scanner.next(header))
+            for (const std::string& f : header.fields) out.push_back(f);
+        return out;
+    }
+    if (ext == ".txt") return out;
+    size_t first = start;
+    while (first < text.size() && is_ws(text[first])) ++first;
+    if (first == text.size()) return out;
+    const std::vector<Chunk> chunks = text[first] == '[' ? split_json_array(text, first, p) : split_lines(text, start);
+    int objects = 0;
+    for (size_t k = 0; k < chunks.size() && objects < 32; ++k) {
+        const json v = json::parse(std::string_view(text).substr(chunks[k].begin, chunks[k].end - chunks[k].begin),
+                                   nullptr, false);
+        if (v.is_discarded() || !v.is_object()) continue;
+        ++objects;
+        for (auto it = v.begin(); it != v.end(); ++it)
+            if (std::find(out.begin(), out.end(), it.key()) == out.end()) out.push_back(it.key());
+    }
+    return out;
+}
+
 Dataset read_dataset(const std::filesystem::path& path, const ReadOptions& options) {
     for (const auto& [key, src] : options.columns) (void)parse_column_mapping(key + "=" + src);  // validates
     Dataset out;

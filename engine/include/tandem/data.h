@@ -149,6 +149,11 @@ struct Dataset {
 // Error{Io} when the file cannot be read.
 Dataset read_dataset(const std::filesystem::path& path, const ReadOptions& options = {});
 
+// The column names / keys a dataset file offers, for a front end's column-mapping choice: the header of a
+// .csv / .tsv file (as written), a Parquet file's top-level columns, the keys of the first 32 records of a
+// JSON / JSON Lines file (first seen first). Empty for a .txt file. Reads the file; throws as read_dataset.
+std::vector<std::string> dataset_columns(const std::filesystem::path& path);
+
 // The format a set of keys matches (Auto when none): messages -> Chat, conversations -> ShareGpt,
 // instruction+output -> Alpaca, prompt+completion -> PromptCompletion, text -> Text.
 DatasetFormat format_from_keys(const std::vector<std::string>& keys) noexcept;
