@@ -51,6 +51,13 @@ out('safetensors', 'empty_tensor.safetensors',
     st({"z": {"dtype": "F32", "shape": [0, 4], "data_offsets": [0, 0]}, "u": {"dtype": "U64", "shape": [1], "data_offsets": [0, 8]}}, bytes(8)))
 out('safetensors', 'empty_header.safetensors', st({}))
 
+# --- model.safetensors.index.json (the two shards are written by fuzz_safetensors_index.cpp itself) --------
+s1, s2 = 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors'
+out('safetensors_index', 'two_shards.json', json.dumps({"metadata": {"total_size": 48}, "weight_map": {
+    "lm_head.weight": s2, "model.embed_tokens.weight": s1, "model.norm.weight": s1}}, indent=2))
+out('safetensors_index', 'subset.json', json.dumps({"weight_map": {"model.norm.weight": s1}}))
+out('safetensors_index', 'missing_tensor.json', json.dumps({"weight_map": {"model.layers.0.x": s2}}))
+
 # --- config.json ----------------------------------------------------------------------------------------
 for m in ('llama', 'mistral', 'mistral-window', 'phi3', 'qwen2', 'qwen3'):
     with open(os.path.join(ROOT, 'tests/fixtures/models', m, 'config.json'), 'rb') as f:
@@ -159,6 +166,11 @@ out('peft_config', 'all_linear.json', json.dumps(dict(base, target_modules="all-
 out('peft_config', 'fused_phi3.json', json.dumps(dict(base, target_modules=["qkv_proj", "gate_up_proj", "o_proj"], layers_to_transform=1)))
 out('peft_config', 'list_layers_pattern.json', json.dumps(dict(base, target_modules=["q_proj", "v_proj"], layers_to_transform=[0, 2], layers_pattern="layers", use_rslora=True)))
 out('peft_config', 'dora_refused.json', json.dumps(dict(base, target_modules=["q_proj"], use_dora=True, rank_pattern={"q_proj": 4})))
+
+# adapter_model.safetensors of the PEFT fixtures, behind the byte that picks their config (fuzz_peft_adapter.cpp)
+for i, v in enumerate(('bf16', 'layers', 'regex', 'regex_layer')):
+    with open(os.path.join(ROOT, 'tests/fixtures/peft', v, 'adapter_model.safetensors'), 'rb') as f:
+        out('peft_adapter', v + '.bin', bytes([i]) + f.read())
 
 # --- run config ------------------------------------------------------------------------------------------------
 for p in ('quick_test', 'balanced', 'max_quality'):

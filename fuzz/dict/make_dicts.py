@@ -104,3 +104,13 @@ write('run_config', 'run.json (parse_run_config, engine/train/run_config.cpp; lo
        'keep_checkpoints', 'max_nonfinite_steps', 'checkpointing', 'cpu', 'cuda', 'auto', 'constant', 'linear',
        'cosine', 'off', 'recompute', 'selective', 'smart', 'smart-single', 'chatml', 'alpaca', 'llama3', 'q_proj',
        'v_proj'])
+write('safetensors_index', 'model.safetensors.index.json (SafetensorsSet::open_index)',
+      ['metadata', 'total_size', 'weight_map', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors',
+       'model.safetensors.index.json', 'model.embed_tokens.weight', 'model.norm.weight', 'lm_head.weight', '.', '..',
+       '/', 'model.safetensors'])
+write('peft_adapter', 'adapter_model.safetensors of a PEFT adapter (read_peft_adapter)',
+      ['__metadata__', 'dtype', 'shape', 'data_offsets', 'format', 'pt', 'F32', 'F16', 'BF16', 'I8',
+       'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight',
+       'base_model.model.model.layers.1.mlp.down_proj.lora_B.weight', 'base_model.model.', 'model.layers.',
+       '.self_attn.', '.mlp.', 'q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj',
+       '.lora_A.weight', '.lora_B.weight', '.lora_A.default.weight', 'lora_embedding_A', '.bias'])
