@@ -32,6 +32,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         parsed = true;
     });
     if (!parsed) return 0;
+    // KNOWN FINDING, left to the owner of engine/export/ (docs/fuzzing.md, "Findings"; reproducers in
+    // fuzz/findings/peft_config-regex-*.json): a target_modules string other than "all-linear" is compiled and
+    // matched with std::regex, whose compiler has signed-overflow UB on big counts ("\\3333333333333333333333",
+    // "a{99999999999999999999}"), overflows the stack on deep nesting and whose matcher backtracks
+    // exponentially ("(.*.*.*.*.*.*.*.*)*X" hangs). Skipped here until resolve_string stops handing untrusted
+    // patterns to std::regex, so the target keeps finding other bugs; remove these two lines then.
+    if (j.is_object() && j.contains("target_modules") && j["target_modules"].is_string() &&
+        j["target_modules"] != "all-linear")
+        return 0;
     for (int m = 0; m < 2; ++m)
         tandem::fuzz::run_parser([&] {
             const auto a = tandem::parse_peft_adapter_config(j, model(m), "adapter_config.json");
