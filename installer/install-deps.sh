@@ -12,6 +12,7 @@ PACKAGES=(
   libpcre2-dev libutf8proc-dev                                    # tokenizer: pre-tokenizer regexes, Unicode normalisation
   libopenblas-dev                                                 # CPU backend GEMMs
   dpkg-dev file                                                   # cpack -G DEB: dpkg-shlibdeps computes Depends
+  clang libclang-rt-14-dev                                        # fuzz preset: clang 14, libFuzzer + ASan/UBSan runtimes
 )
 
 missing=()
