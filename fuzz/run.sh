@@ -4,14 +4,15 @@
 # folder, with its dictionary (fuzz/dict/<target>.dict) when there is one. Prints one line per target
 # (executions, cov, ft, corpus size) and exits non-zero if any target found something: the input is saved
 # as <build>/findings/<target>-crash-... (or leak-, timeout-, oom-) and the log is printed.
-#   fuzz/run.sh [-t SECONDS] [-b BUILD_DIR] [-j JOBS] [TARGET...]     (default: 30 s, build/fuzz, 1, all)
+#   fuzz/run.sh [-t SECONDS] [-b BUILD_DIR] [TARGET...]     (default: 30 s, build/fuzz, all targets)
+# Two cores: run two of these at once on different targets (each target is one process).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-seconds=30 build=build/fuzz jobs=1
-while getopts "t:b:j:" o; do
+seconds=30 build=build/fuzz
+while getopts "t:b:" o; do
   case $o in
-    t) seconds=$OPTARG ;; b) build=$OPTARG ;; j) jobs=$OPTARG ;;
-    *) echo "usage: $0 [-t SECONDS] [-b BUILD_DIR] [-j JOBS] [TARGET...]" >&2; exit 2 ;;
+    t) seconds=$OPTARG ;; b) build=$OPTARG ;;
+    *) echo "usage: $0 [-t SECONDS] [-b BUILD_DIR] [TARGET...]" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -31,10 +32,6 @@ for t in "${targets[@]}"; do
         -artifact_prefix="$build/findings/$t-")
   [ -f "fuzz/dict/$name.dict" ] && args+=(-dict="fuzz/dict/$name.dict")
   log=$build/logs/$t.log
-  if [ "$jobs" -gt 1 ]; then
-    # -fork keeps one corpus and merges what the workers find; a finding stops the run.
-    args+=(-fork="$jobs")
-  fi
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     "$bin" "${args[@]}" "$work" "fuzz/corpus/$name" >"$log" 2>&1
   rc=$?
