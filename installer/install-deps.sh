@@ -14,6 +14,7 @@ PACKAGES=(
   libsnappy-dev libzstd-dev zlib1g-dev                            # Parquet datasets: SNAPPY, ZSTD, GZIP pages
   libcurl4-openssl-dev libssl-dev                                 # Hub downloads (HTTP, sha256)
   dpkg-dev file                                                   # cpack -G DEB: dpkg-shlibdeps computes Depends
+  clang libclang-rt-14-dev                                        # fuzz preset: clang 14, libFuzzer + ASan/UBSan runtimes
 )
 
 missing=()

@@ -62,6 +62,11 @@ private slots:
         test::expect_error([&] { read_json_file(root / "bad.json"); }, ErrorCategory::InvalidInput, {"bad.json:3:"});
         test::write_file(root / "nul.json", std::string("{}\0junk", 7));
         test::expect_error([&] { read_json_file(root / "nul.json"); }, ErrorCategory::InvalidInput, {"NUL"});
+        // Found by fuzz_model_config: a number beyond double's range is an out_of_range exception in nlohmann,
+        // not a parse_error; it must still be an InvalidInput naming the file.
+        test::write_file(root / "huge.json", "{\"rope_theta\": 1e309}");
+        test::expect_error([&] { read_json_file(root / "huge.json"); }, ErrorCategory::InvalidInput,
+                           {"huge.json", "number overflow"});
         test::write_file(root / "good.json", "{\"x\": [1, 2]}");
         QCOMPARE(read_json_file(root / "good.json").at("x").size(), size_t(2));
     }

@@ -431,6 +431,24 @@ private slots:
         QVERIFY(contains(d.invalid.first[1].message, "invalid JSON at line 62"));
     }
 
+    // Found by fuzz_dataset: nlohmann refuses a number beyond double's range with out_of_range (not
+    // parse_error), which escaped read_dataset as a non-tandem exception instead of one invalid record.
+    void number_beyond_double_is_one_invalid_record() {
+        std::string s;
+        for (int i = 0; i < 20; ++i) s += "{\"text\": \"t\"}\n";
+        const auto d = read_dataset(file("huge.jsonl", s + "{\"text\": \"x\", \"n\": 1e309}\n"));
+        QCOMPARE(d.records.size(), size_t(20));
+        QCOMPARE(d.invalid.count, int64_t(1));
+        QCOMPARE(d.invalid.by_reason.count("json_syntax"), size_t(1));
+        QVERIFY(contains(d.invalid.first[0].location, "huge.jsonl:21"));
+        QVERIFY(contains(d.invalid.first[0].message, "number overflow"));
+        std::string a = "[";
+        for (int i = 0; i < 20; ++i) a += "{\"text\": \"t\"},";
+        const auto arr = read_dataset(file("huge.json", a + "{\"text\": -1e400}]"));
+        QCOMPARE(arr.records.size(), size_t(20));
+        QCOMPARE(arr.invalid.by_reason.count("json_syntax"), size_t(1));
+    }
+
     void invalid_utf8_offset() {
         const std::string good = "{\"text\": \"fine\"}\n";
         std::string s;

@@ -816,6 +816,8 @@ private slots:
             {"longer than 512"});
         bad({{"target_modules", std::string(20, '(') + "q_proj" + std::string(20, ')')}}, U, {"16 nested groups"});
         bad({{"target_modules", "(.*.*.*.*.*.*.*.*)*X"}}, U, {"unbounded repetitions"});
+        bad({{"target_modules", ".*.*.*.*X"}}, U, {"more than 3 unbounded"});
+        bad({{"target_modules", "(a|aa)+_proj"}}, U, {"a repeated group"});
         bad({{"target_modules", "(.*_proj)+"}}, U, {"exponential matching"});
         bad({{"target_modules", "model\\.layers\\.0\\.self_attn\\.q_proj|model\\.layers\\.1\\.self_attn\\.v_proj"}}, U,
             {"different projections in different layers", "layer 0: q_proj", "layer 1: v_proj"});

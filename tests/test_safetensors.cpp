@@ -472,6 +472,10 @@ private slots:
         row("empty name", raw_file(R"({"":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", d16), "empty name");
         row("metadata not object", raw_file(R"({"__metadata__":"pt"})", ""), "__metadata__ must be an object");
         row("metadata value int", raw_file(R"({"__metadata__":{"format":1}})", ""), "must be a string");
+        // Found by fuzz_safetensors: nlohmann refuses a number beyond double's range with out_of_range, not
+        // parse_error, which escaped as a non-tandem exception (the CLI's internal-error exit).
+        row("number beyond double", raw_file(R"({"a":1e309})", ""), "number overflow");
+        row("number beyond double in metadata", raw_file(R"({"__metadata__":{"x":-2e400}})", ""), "not valid JSON");
     }
 
     void badFiles() {

@@ -624,6 +624,29 @@ void TestTokenizer::bad_input() {
     expect_error([&] { Tokenizer::load(write("wrongtype", wrong_type)); }, ErrorCategory::InvalidInput,
                  "added_tokens[0]");
 
+    // Found by fuzz_tokenizer: a post-processor id outside the id space (or negative, or beyond int32, which
+    // was truncated) came out of encode(add_special_tokens=true) unchecked, past the vocabulary size.
+    auto with_template_id = [&](const Json& id) {
+        return tiny_tokenizer(vocab, Json::array({"a b"}),
+                              {{"post_processor",
+                                {{"type", "TemplateProcessing"},
+                                 {"single", Json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                                         {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+                                 {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", Json::array({id})}}}}}}}});
+    };
+    expect_error([&] { Tokenizer::load(write("pp_big", with_template_id(256000))); }, ErrorCategory::InvalidInput,
+                 "adds token id 256000");
+    expect_error([&] { Tokenizer::load(write("pp_neg", with_template_id(-1))); }, ErrorCategory::InvalidInput,
+                 "post_processor");
+    expect_error([&] { Tokenizer::load(write("pp_wrap", with_template_id(int64_t(1) << 32))); },
+                 ErrorCategory::InvalidInput, "4294967296");
+    Json bert = tiny_tokenizer(vocab, Json::array({"a b"}),
+                               {{"post_processor", {{"type", "BertProcessing"},
+                                                    {"cls", Json::array({"a", 0})},
+                                                    {"sep", Json::array({"b", 7})}}}});
+    expect_error([&] { Tokenizer::load(write("pp_bert", bert)); }, ErrorCategory::InvalidInput, "adds token id 7");
+    QCOMPARE(Tokenizer::load(write("pp_ok", with_template_id(2))).encode("ab", true), (std::vector<int32_t>{2, 2}));
+
     // A folder with only tokenizer.model: explain how to make tokenizer.json.
     tandem::test::write_file(dir / "sp" / "tokenizer.model", "\x0a\x05hello");
     expect_error([&] { Tokenizer::load(dir / "sp"); }, ErrorCategory::Unsupported, "save_pretrained");

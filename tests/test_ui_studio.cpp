@@ -14,6 +14,7 @@
 #include <QComboBox>
 #include <QDesktopServices>
 #include <QDir>
+#include <QFile>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -224,6 +225,27 @@ private slots:
         }
         MainWindow again;
         QCOMPARE(again.size(), QSize(1111, 777));
+    }
+
+    void aboutShowsLicences() {
+        MainWindow w;
+        w.show();
+        child<QAction>(&w, "aboutAction")->trigger();
+        auto* about = child<AboutDialog>(&w, "aboutDialog");
+        QVERIFY(about);
+        const QString text = child<QLabel>(about, "licenseLabel")->text();
+        for (const char* needle : {"GPL-3.0-or-later", "Qt 6: LGPL-3.0", "QCustomPlot: GPL-3.0-or-later",
+                                   "nlohmann/json: MIT", "CLI11 (tandem-cli): BSD-3-Clause", "PCRE2: BSD-3-Clause",
+                                   "utf8proc: MIT", "OpenBLAS: BSD-3-Clause", "NVIDIA proprietary"})
+            QVERIFY2(text.contains(QLatin1String(needle)), qPrintable(QString("missing '%1' in: %2").arg(needle, text)));
+        // The same licences as the Debian copyright file the package installs.
+        QFile copyright(QString::fromStdString((tandem::test::source_dir() / "installer" / "copyright").string()));
+        QVERIFY(copyright.open(QIODevice::ReadOnly));
+        const QString deb = QString::fromUtf8(copyright.readAll());
+        for (const char* needle : {"License: GPL-3+", "LGPL-3", "QCustomPlot", "nlohmann/json", "CLI11", "PCRE2 exception",
+                                   "utf8proc", "OpenBLAS", "cuDNN"})
+            QVERIFY2(deb.contains(QLatin1String(needle)), needle);
+        about->close();
     }
 
     void aboutShowsVersions() {

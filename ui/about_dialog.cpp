@@ -1,5 +1,6 @@
 // AboutDialog: the Tandem and Qt versions, and what tandem::system_info() reports about the CUDA backend
-// and the GPU (name, memory, CUDA runtime and driver, cuDNN), or why the GPU is not usable.
+// and the GPU (name, memory, CUDA runtime and driver, cuDNN), or why the GPU is not usable; then the licences
+// (keep them in step with installer/copyright, which the .deb installs with the full texts).
 #include "ui/about_dialog.h"
 
 #include <QDialogButtonBox>
@@ -39,6 +40,23 @@ QStringList AboutDialog::versionLines() {
     return lines;
 }
 
+QStringList AboutDialog::licenseLines() {
+    QStringList lines;
+    lines << tr("Tandem is free software under the GNU General Public License, version 3 or later "
+                "(GPL-3.0-or-later), and comes with ABSOLUTELY NO WARRANTY.");
+    lines << tr("It uses these libraries:");
+    lines << tr("Qt 6: LGPL-3.0");
+    lines << tr("QCustomPlot: GPL-3.0-or-later");
+    lines << tr("nlohmann/json: MIT");
+    lines << tr("CLI11 (tandem-cli): BSD-3-Clause");
+    lines << tr("PCRE2: BSD-3-Clause with the PCRE2 exception");
+    lines << tr("utf8proc: MIT");
+    lines << tr("OpenBLAS: BSD-3-Clause");
+    lines << tr("CUDA runtime, cuBLAS, cuDNN (CUDA builds): NVIDIA proprietary licences, not shipped with Tandem");
+    lines << tr("Full texts: /usr/share/doc/tandem/copyright and the LICENSE file of the sources.");
+    return lines;
+}
+
 AboutDialog::AboutDialog(QWidget* parent) : QDialog(parent) {
     setObjectName(QStringLiteral("aboutDialog"));
     setWindowTitle(tr("About Tandem"));
@@ -51,6 +69,11 @@ AboutDialog::AboutDialog(QWidget* parent) : QDialog(parent) {
     versions->setObjectName(QStringLiteral("versionLabel"));
     versions->setTextFormat(Qt::RichText);
     versions->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* licenses = new QLabel(licenseLines().join(QStringLiteral("<br>")), this);
+    licenses->setObjectName(QStringLiteral("licenseLabel"));
+    licenses->setTextFormat(Qt::RichText);
+    licenses->setWordWrap(true);
+    licenses->setTextInteractionFlags(Qt::TextSelectableByMouse);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
 
@@ -58,6 +81,7 @@ AboutDialog::AboutDialog(QWidget* parent) : QDialog(parent) {
     layout->addWidget(icon, 0, Qt::AlignHCenter);
     layout->addWidget(title, 0, Qt::AlignHCenter);
     layout->addWidget(versions);
+    layout->addWidget(licenses);
     layout->addWidget(buttons);
 }
 

@@ -48,6 +48,11 @@ nlohmann::json parse_json(const std::string& text, const std::filesystem::path& 
         if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
         throw_invalid(path_for_errors.string() + ":" + std::to_string(line) + ":" + std::to_string(col) +
                       ": invalid JSON: " + what);
+    } catch (const nlohmann::json::out_of_range& e) {
+        // A number beyond double's range (1e309) is out_of_range.406 in nlohmann, not a parse_error.
+        std::string what = e.what();
+        if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+        throw_invalid(path_for_errors.string() + ": invalid JSON: " + what + " (beyond the range of a double)");
     }
 }
 

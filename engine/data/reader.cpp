@@ -692,6 +692,13 @@ struct Reader {
                 invalid(c, InvalidReason::JsonSyntax, msg);
             }
             return std::nullopt;
+        } catch (const json::out_of_range& e) {  // a number beyond double's range (1e309): no byte offset
+            if (record_errors) {
+                std::string what = e.what();
+                if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+                invalid(c, InvalidReason::JsonSyntax, "invalid JSON: " + what + " (beyond the range of a double)");
+            }
+            return std::nullopt;
         }
     }
 

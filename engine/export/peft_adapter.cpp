@@ -228,8 +228,9 @@ TargetResolution resolve_list(const ConfigReader& cr, const json& list, const Mo
 // or backreference numbers, and its matcher backtracks exponentially on nested repetition. An adapter's
 // target_modules must not be able to crash or hang Tandem, so a pattern is evaluated only when it stays inside
 // what people write for PEFT (".*\\.(q_proj|v_proj)", "model.layers.\\d+.self_attn.(q|k|v)_proj"): at most 512
-// characters and 16 nested groups, no backreference, repeat counts up to 1000, at most 6 unbounded repetitions
-// and none of them repeated again. Returns why not, or "".
+// characters and 16 nested groups, no backreference, repeat counts up to 1000, no repeated group (only "?" may
+// follow a group) and at most 3 unbounded repetitions, so matching a module path is polynomial and small.
+// Returns why not, or "".
 std::string regex_outside_subset(const std::string& s) {
     if (s.size() > 512) return "longer than 512 characters";
     std::vector<bool> group_repeats;  // per open group: it holds an unbounded repetition
@@ -282,10 +283,11 @@ std::string regex_outside_subset(const std::string& s) {
             i = j;
         }
         if (unbounded_here || c == '?' || c == '{') {
-            if (closed && last_group_repeats && (unbounded_here || c == '{'))
-                return "a repetition inside a repeated group (exponential matching)";
+            if (closed && (unbounded_here || c == '{'))
+                return last_group_repeats ? "a repetition inside a repeated group (exponential matching)"
+                                          : "a repeated group";
             if (unbounded_here) {
-                if (++unbounded > 6) return "more than 6 unbounded repetitions";
+                if (++unbounded > 3) return "more than 3 unbounded repetitions";
                 if (!group_repeats.empty()) group_repeats.back() = true;
             }
         }

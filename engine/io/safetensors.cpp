@@ -329,9 +329,12 @@ void SafetensorsFile::Impl::parse() {
     json header;
     try {
         header = json::parse(text.begin(), text.end(), cb);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond double (1e309)
         std::string what = e.what();
-        if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
+        if (auto p = what.find("parse error"); p != std::string::npos)
+            what = what.substr(p);
+        else if (auto q = what.find("] "); q != std::string::npos)
+            what = what.substr(q + 2);
         bad("safetensors header is not valid JSON: " + what);
     }
     if (!header.is_object()) bad(std::string("safetensors header must be a JSON object, found ") + header.type_name());

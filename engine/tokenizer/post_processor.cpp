@@ -1,6 +1,7 @@
 // Post-processors (see post_processor.h).
 #include "tokenizer/post_processor.h"
 
+#include <cstdint>
 #include <sstream>
 
 namespace tandem::tok {
@@ -41,6 +42,13 @@ public:
     }
 };
 
+// A token id as written in the file: an integer in [0, 2^31), never truncated to int32.
+int32_t token_id(const Json& v, const Source& src, const std::string& where, const char* what) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+        throw_bad_field(src, where, std::string(what) + " must be token ids (integers from 0), got " + v.dump());
+    return static_cast<int32_t>(v.get<int64_t>());
+}
+
 // Resolves a SpecialToken id through the template's "special_tokens" table.
 std::vector<int32_t> special_ids(const Json& j, const std::string& name, const Source& src, const std::string& where) {
     const Json* table = find(j, "special_tokens");
@@ -49,10 +57,7 @@ std::vector<int32_t> special_ids(const Json& j, const std::string& name, const S
     const Json& ids = require(*entry, "ids", src, where + ".special_tokens");
     if (!ids.is_array()) throw_bad_field(src, where, "\"ids\" must be a list");
     std::vector<int32_t> out;
-    for (const Json& v : ids) {
-        if (!v.is_number_integer()) throw_bad_field(src, where, "\"ids\" must be integers");
-        out.push_back(static_cast<int32_t>(v.get<int64_t>()));
-    }
+    for (const Json& v : ids) out.push_back(token_id(v, src, where, "\"ids\""));
     return out;
 }
 
@@ -94,7 +99,7 @@ std::unique_ptr<PostProcessor> make_cls_sep(const Json& j, const Source& src, co
         const Json& v = require(j, key, src, where);
         if (!v.is_array() || v.size() != 2 || !v[1].is_number_integer())
             throw_bad_field(src, where, std::string("\"") + key + "\" must be [token, id]");
-        return static_cast<int32_t>(v[1].get<int64_t>());
+        return token_id(v[1], src, where, key);
     };
     auto t = std::make_unique<TemplateProcessor>();
     t->items.push_back({false, {read("cls")}});

@@ -68,6 +68,17 @@ std::unique_ptr<Tokenizer::Impl> build_tokenizer(const Json& root, const std::fi
         if (added) impl->added.load(*added, src, [&](std::string_view s) { return bpe.token_to_id(s); });
         impl->added.build(impl->normalizer.get());
         impl->vocab_size = std::max(bpe.max_id(), impl->added.max_id()) + 1;
+        // The ids the post-processor adds (what it makes of an empty text) must exist too: encode never
+        // returns an id the embedding table of a model with this vocabulary does not have.
+        if (impl->post_processor) {
+            std::vector<int32_t> special;
+            impl->post_processor->process(special);
+            for (int32_t id : special)
+                if (id >= impl->vocab_size)
+                    throw_bad_field(src, "post_processor",
+                                    "adds token id " + std::to_string(id) + ", which is neither in the vocabulary nor an "
+                                    "added token (ids 0.." + std::to_string(impl->vocab_size - 1) + ")");
+        }
 
         impl->sentencepiece_style =
             !impl->byte_level &&
