@@ -812,6 +812,7 @@ private slots:
         // Patterns std::regex cannot bound (found by fuzz_peft_config): refused at once, never a crash or a hang.
         bad({{"target_modules", "\\3333333333333333333333"}}, U, {"backreference", "list the module names"});
         bad({{"target_modules", "a{99999999999999999999}"}}, U, {"repeat count above 1000"});
+        bad({{"target_modules", "all-{lWn}iA"}}, U, {"not a number"});
         bad({{"target_modules", std::string(30000, '(') + "q_proj" + std::string(30000, ')')}}, U,
             {"longer than 512"});
         bad({{"target_modules", std::string(20, '(') + "q_proj" + std::string(20, ')')}}, U, {"16 nested groups"});

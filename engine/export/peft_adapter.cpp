@@ -277,8 +277,11 @@ std::string regex_outside_subset(const std::string& s) {
                 else (comma ? hi : lo) += s[j];
                 ++j;
             }
-            for (const std::string* n : {&lo, &hi})
+            for (const std::string* n : {&lo, &hi}) {
+                if (!std::all_of(n->begin(), n->end(), [](char d) { return d >= '0' && d <= '9'; }))
+                    return "a repeat count that is not a number";
                 if (n->size() > 4 || (!n->empty() && std::stoi(*n) > 1000)) return "a repeat count above 1000";
+            }
             unbounded_here = comma && hi.empty();
             i = j;
         }
