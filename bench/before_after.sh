@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Before / after on one GPU machine: the working tree (new) beside an earlier commit (old), both built there
 # and measured in the same run, so a refactoring is judged by the same GPU, driver and minute.
 #   here:  bench/before_after.sh prepare REV      git archive of REV -> .carry/old-src (git-ignored; the GPU

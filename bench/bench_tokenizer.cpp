@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // bench_tokenizer: encode throughput of tandem::Tokenizer on real files, single thread.
 //   bench_tokenizer TOKENIZER_JSON FILE...
 // Same inputs and MB/s definition as bench/hf_tokenizers_baseline.py (the HF `tokenizers` baseline):

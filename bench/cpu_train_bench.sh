@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # CPU training throughput of tandem-cli train (LoRA r=16 on all seven projections, packed 2048-token
 # micro-batches, fp32 CPU backend) for the real tiny Llama of the shared assets and a ~50M-parameter random
 # Llama (hidden 512, 10 layers, vocab 32000). Reports the median tokens/s of steps 3..8 (steps 1-2 warm up)

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The glue-code measurements: the three glue-code optimizations, each on and off in the same run, on one GPU,
 # and the checkpointing policies.
 #   bench/glue_bench.sh TANDEM_CLI OUTDIR [stage...]

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Turns the files of bench/glue_bench.sh OUTDIR into OUTDIR/table.md (the glue-code tables of docs/benchmarks.md).
 
 usage: bench/glue_table.py OUTDIR

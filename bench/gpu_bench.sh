@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Issue 4's benchmark: LoRA training throughput of tandem-cli bench against HF PEFT on the same GPU.
 #   bench/gpu_bench.sh TANDEM_CLI OUTDIR
 # For each config (qwen3-0.6b 8x2048, llama-3.2-1b 8x2048, llama-3.1-8b 2x2048 tokens per step) it runs

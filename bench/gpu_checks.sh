@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The GPU checks of the CUDA engine, run on a machine with an NVIDIA GPU; every result lands in
 # OUTDIR as a log or JSON file. Usage: bench/gpu_checks.sh OUTDIR ASSETS [stage...]
 #   stages: build selftest sanitizer track bench (default: all, in that order)

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """HF PEFT baseline for `tandem-cli bench`: the same architecture, LoRA and optimizer in transformers + PEFT.
 
     python3 bench/hf_peft_baseline.py --config llama-3.2-1b [--batch 8] [--seq-len 2048] [--steps 20]

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """HF `tokenizers` baseline for bench_tokenizer: same inputs, same splitting, same MB/s definition.
 
     python3 bench/hf_tokenizers_baseline.py TOKENIZER_JSON FILE...

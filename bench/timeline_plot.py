@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Draws the timeline JSON of `tandem-cli bench --timeline FILE` as a PNG: one lane per stream (compute,
 copy), one bar per layer's forward / backward / offload / reload, so a reader sees whether copies overlap
 compute. usage: bench/timeline_plot.py OUT.png TIMELINE.json [TIMELINE.json ...] (one panel per file)."""

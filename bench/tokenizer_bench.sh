@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Tokenizer throughput, Tandem vs HF `tokenizers`, in one run on one machine (docs/benchmarks.md).
 #   bench/tokenizer_bench.sh [ASSETS_DIR] [BUILD_DIR]
 # Builds bench_tokenizer (Release) if needed, then for each real tokenizer encodes tinyshakespeare (line by

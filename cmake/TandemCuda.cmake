@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # CUDA detection. AUTO turns the backend on only when nvcc, cuBLAS and cuDNN are all present; the toolkit is
 # detected, never downloaded. Release builds cover every architecture from Ampere to Blackwell that the
 # installed nvcc knows; CI passes one architecture (CMAKE_CUDA_ARCHITECTURES) to stay fast.

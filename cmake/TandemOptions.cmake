@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Compiler warnings and optional sanitizers shared by every target of the project.
 add_library(tandem_options INTERFACE)
 if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes the Jinja subset behind chat templates (engine/tokenizer/jinja_lexer.cpp, jinja_parser.cpp,
 // jinja_eval.cpp, jinja_value.cpp): the input is a template source, compiled and rendered with a fixed
 // conversation (system, user, an assistant tool call, a tool reply, an assistant answer) and tools, with and

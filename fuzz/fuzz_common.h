@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Shared by the fuzz targets: the error policy and scratch files for parsers that take a path.
 // Policy: a parser may reject any input, but only with tandem::Error of a user-facing category
 // (InvalidInput, Unsupported, Io, OutOfMemory). An Error{Internal} (a bug by definition) or any other

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes the dataset readers (engine/data/reader.cpp): JSON arrays, JSON Lines, ShareGPT / chat / alpaca /
 // prompt-completion / text records, plain text and CSV/TSV. The first input byte picks what a user picks:
 // the file extension (bits 0-2: .json .jsonl .txt .csv .tsv .ndjson, and none), the text split (bits 3-4)

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The conversation the chat-template targets render: every role, a tool call and tools, so template
 // branches on message.tool_calls, tools and the roles are reachable.
 #pragma once

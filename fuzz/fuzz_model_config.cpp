@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes config.json -> ModelConfig (engine/io/model_config.cpp + the family files in engine/arch/):
 // parse_model_config on the parsed JSON, then what callers do next with a config that parsed (the
 // expected tensor list, the parameter count, the MoE layer test).

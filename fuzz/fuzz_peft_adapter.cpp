@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes reading a PEFT adapter folder's weights (read_peft_adapter, engine/export/peft_adapter.cpp): the
 // tensor names PEFT writes (base_model.model.model.layers.N.<module>.lora_A.weight, ...), their pairing,
 // shapes and dtypes, on top of the safetensors reader. The first input byte picks one of the four

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes adapter_config.json -> LoRA settings (parse_peft_adapter_config, engine/export/peft_adapter.cpp):
 // target_modules as a list, a module name, a regex or "all-linear", layers_to_transform, the refused LoRA
 // variants. Each input is resolved against two small models: Llama (separate q/k/v, gate/up) and Phi-3

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes the run config (parse_run_config + validate_run_config, engine/train/run_config.cpp, with the LoRA
 // section's from_json in engine/model/lora_config.cpp): the run.json a user writes or the studio saves. A
 // config that validates must survive to_json -> parse_run_config unchanged (resume compares them).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes the safetensors reader (engine/io/safetensors.cpp): 8-byte header length, JSON header, offsets.
 // The input is a whole .safetensors file; every tensor of a file that opens is converted to fp32 when its
 // dtype allows, so the spans handed out are read to their end (ASan checks they stay in the mapping).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes model.safetensors.index.json (SafetensorsSet::open_index, engine/io/safetensors.cpp): the
 // weight_map that says which shard holds which tensor, and the shard names it may point at. Two valid
 // shards sit next to the index (written once), so a map that names them really opens and checks them.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes tokenizer.json loading (engine/tokenizer/: the BPE model, normalizers, pre-tokenizers with their
 // PCRE2 patterns, post-processors, decoders, added tokens) through Tokenizer::load, the path every front end
 // takes. A tokenizer that loads then encodes a fixed set of texts (ASCII, accents, CJK, emoji, spaces,

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes tokenizer_config.json (engine/tokenizer/tokenizer_config.cpp: special tokens as strings or
 // AddedToken objects, chat_template as a string or a list of {name, template}), then compiles and renders
 // the chat template it holds with its bos/eos tokens, as make_text_codec does.

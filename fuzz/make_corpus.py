@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Regenerates the seed corpora in fuzz/corpus/ (small files only, a few KB each).
 
 Sources: the committed test fixtures (tests/fixtures, tests/*.inc, tests/test_model_config.cpp), the

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Runs the parser fuzz targets of a `fuzz` build (docs/fuzzing.md), each for a fixed time on its committed
 # seed corpus (fuzz/corpus/<target>/, read only) plus a work corpus in the build folder, with its dictionary
 # (fuzz/dict/<target>.dict) when there is one; -p N runs N targets at a time (one process each). Prints one

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Installs Tandem's build, test and packaging dependencies from Debian 12 packages. Idempotent: packages
 # already present are not touched, and apt-get runs only when something is missing. The CUDA toolkit is
 # detected by CMake, never downloaded here.

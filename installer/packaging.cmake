@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Install layout of the desktop integration and the CPack configuration: a .deb for Debian 12 and a .tar.gz.
 # Included (not add_subdirectory) from the top-level CMakeLists.txt, last: include(CPack) must run in the
 # top-level directory so that CPackConfig.cmake lands in the build root where `cpack` looks for it, and the

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """A stand-in for the Hugging Face Hub on loopback, for tests/test_hub.cpp (CI has no internet).
 
     python3 tests/mock_hub.py [--serve model:ORG/NAME=DIR ...]

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem-cli end to end: every subcommand on real assets, and the bad-input suite through the real binary —
 // each bad input must exit with code 2 (invalid input) or 4 (unsupported), name the offending file (or
 // stdin line) on stderr, and never die from a signal. `train` on the demo model: the resume hint printed

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // engine/core: error categories and exit codes, strict UTF-8, whole-file reads and JSON errors with
 // file:line:col.
 #include <QTemporaryDir>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Tests for the CUDA backend. They need a CUDA build and a GPU: without either, initTestCase
 // skips the whole suite with the reason (CI has no GPU).
 //  1. selftest: tandem::run_selftest — every CUDA op and whole training steps (CudaModel vs CpuModel on

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // engine/data: dataset readers (every format, auto-detection, every kind of bad input), rendering and loss
 // masks (with a fake byte-level codec, and with the real Qwen3 / Llama 3 tokenizers), packing invariants,
 // the summary, and the real datasets in ../shared/assets/datasets.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // engine/hub: downloads from a mock Hub on loopback (tests/mock_hub.py, started per test case; CI has no
 // internet): the cache layout against tests/fixtures/hub/expected_layout.json (huggingface_hub's layout),
 // the default file choice, gated / missing repos, 429 with Retry-After, a connection cut mid-file (resume),

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Tests for engine/kernels/cpu, the fp32 reference backend that every CUDA kernel is compared against.
 // Three kinds of checks:
 //  1. every forward and backward against a naive double-precision version written here (tiny, odd shapes,

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Tests for config.json parsing (every architecture, modelled on the released configs, with their known
 // parameter counts), rope variants, the bad-config suite, and model folder inspection (real babyllama, tiny
 // generated folders, sharded folders, pickle-only, missing/misshapen tensors).

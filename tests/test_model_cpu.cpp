@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Tests for engine/model: the CPU reference model against PyTorch/PEFT and the real tiny babyllama.
 //  1. tests/fixtures/models/<variant> (tests/fixtures/README.md): logits of the four sequences packed into
 //     ONE batch vs PyTorch running each separately (isolation), the loss, all 28 LoRA gradients, and a

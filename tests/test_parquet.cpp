@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // engine/data/parquet: every fixture pyarrow wrote (tests/fixtures/parquet, made by
 // tests/reference/make_parquet_fixtures.py) reads back row for row; Parquet datasets give the same records as
 // the same rows written as JSON Lines; and bad files (hand-built with a small Thrift writer below, or mutated

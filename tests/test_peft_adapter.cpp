@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Tests for LoraConfig (validation, JSON) and PEFT adapter folders: the tensors a model + config imply,
 // write -> read round trips, the exact adapter_config.json and safetensors layout we write, every rejection
 // of the writer and the reader, atomicity, and the adapters PEFT 0.21 itself wrote

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Tests for engine/io: memory mapping, atomic writes, the safetensors reader/writer (round trips, golden
 // bytes, the torch-written fixture, the real babyllama weights) and a bad-input suite of corrupt files.
 // Every bad file must throw tandem::Error with the expected category and a message naming the file.

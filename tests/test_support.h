@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Helpers shared by the Qt Test suites: where the shared assets and committed fixtures are, running
 // tandem-cli as a child process, and writing scratch files.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Tokenizer suite: tandem::Tokenizer against real tokenizers (Qwen3, Llama 3, Llama 2, Mistral, the
 // char-level babyllama) and against the HF `tokenizers` fixture (tests/fixtures/tokenizer/hf_encodings.json,
 // made by tests/reference/ with Python `tokenizers`). Every case must match id for id, and decode must

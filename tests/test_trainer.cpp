@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // engine/train: the trainer loop with a small exact fake model (a least-squares "model" whose parameters are
 // real PEFT-shaped LoRA tensors): LR schedules vs transformers' formulas, exact gradient accumulation,
 // clipping, bitwise reproducibility, stop + resume == uninterrupted, the run directory and its atomicity,

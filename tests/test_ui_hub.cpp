@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The studio's Hub downloads and column mapping, driven as a user drives them, against the mock Hub on
 // loopback (tests/mock_hub.py, as test_hub starts it; CI has no internet): the Model page's Check (size
 // preview, "fits your GPU?"), Download (progress, the cache list refreshed, the model selected), Cancel and

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The Model, Data, Train and Runs pages driven the way a user drives them: buttons clicked, fields edited,
 // list items double-clicked and table rows selected, and the visible outcome checked (labels, lists, plots,
 // button states, signals). The demo model is written into a temporary folder; datasets come from datasets/;

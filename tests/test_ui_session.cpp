@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // TrainingSession on its own: tiny CPU runs on the demo model (datasets/demo_alpaca.jsonl). Signals must
 // arrive on the GUI thread with sane values; Stop must end the run with a checkpoint and Resume must finish
 // it; a run whose loss turns non-finite must end with `diverged` (not `finished`); bad inputs must become

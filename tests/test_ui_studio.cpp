@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The studio end to end through MainWindow, the way a user works: demo model, demo dataset, tiny settings,
 // Train, watch the Monitor (plots and progress), Stop, Resume, finish, Export through the dialog (and the
 // overwrite question), and load the exported adapter back in the engine. Bad inputs (unsupported model

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The build dependencies of the headless engine + tandem-cli (nlohmann_json, CLI11, PCRE2, utf8proc, OpenBLAS),
 # carried to the lent GPU machine, which has CUDA, cmake, ninja and gcc but no network and none of these.
 #

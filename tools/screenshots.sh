@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Screenshots of every page of the studio for docs/screenshots/: builds `tandem` (or uses a build), then runs
 # `tandem --demo --screenshot-dir DIR` under Xvfb. The app selects the demo model and dataset, starts a short
 # CPU run, saves one PNG per page (QWidget::grab) and quits; this script only provides the X server, a fresh

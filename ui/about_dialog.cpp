@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // AboutDialog: the Tandem and Qt versions, and what tandem::system_info() reports about the CUDA backend
 // and the GPU (name, memory, CUDA runtime and driver, cuDNN), or why the GPU is not usable; then the licences
 // (keep them in step with installer/copyright, which the .deb installs with the full texts).

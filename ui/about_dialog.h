@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ui::AboutDialog — what this build is: Tandem's version, Qt (built against and running), the
 // backends compiled in, and the GPU details as far as the engine's public API reports them; then the
 // licences: Tandem's (GPL-3.0-or-later) and those of the libraries it links (as in installer/copyright).

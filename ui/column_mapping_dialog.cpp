@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // See column_mapping_dialog.h.
 #include "ui/column_mapping_dialog.h"
 

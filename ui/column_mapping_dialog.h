@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The Data page's column-mapping dialog: for a CSV / TSV / Parquet / JSON file whose column names training
 // does not recognise, say which column is the instruction / input / output, the prompt / completion, the chat
 // messages or the text. The result is the engine's column mapping (ReadOptions::columns, RunConfig

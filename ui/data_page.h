@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The Data page: choose a dataset file and see how training will read it: the detected format (override
 // possible), record count, invalid records with their line numbers, rendered samples with the trained
 // (label) tokens highlighted, a token-length histogram with the max_seq_len cut-off, and the packing

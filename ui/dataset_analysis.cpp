@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // See dataset_analysis.h.
 #include "ui/dataset_analysis.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The Data page's three worker-thread stages, through the engine's public data API (tandem/data.h), the way
 // `tandem-cli data` and the trainer read a dataset:
 //   1. readDatasetFile: records, detected format, invalid records with their line numbers;

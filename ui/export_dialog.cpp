@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // ExportDialog: the worker returns an Outcome by value (files listed on the worker too), so the GUI thread
 // never touches the filesystem beyond a QFileInfo check of the chosen folder.
 #include "ui/export_dialog.h"

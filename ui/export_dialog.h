@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ui::ExportDialog — exports a run to a folder the user picks, from the final adapter of a finished run
 // or the latest checkpoint's LoRA values of an unfinished one: the LoRA adapter (PEFT layout), or the model with
 // the adapter merged in (bf16 / fp16 / fp32, a Hugging Face model folder).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Marking a settings field as invalid: a red border and the reason as its tooltip, restored when the field
 // is valid again. The field's own tooltip is kept in a dynamic property so the reason never replaces it for
 // good. Used by the Train page, whose reasons come from validate_run_config (which names the field).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Hugging Face hub cache layout: see hf_cache.h.
 #include "ui/hf_cache.h"
 

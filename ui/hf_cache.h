@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Models in the local Hugging Face hub cache, for the Model page's "found on this machine" list.
 // Decisions a reader must know:
 //  - The cache folder follows huggingface_hub: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The "Download from the Hugging Face Hub" box of the Model and Data pages: a repo id (ORG/NAME, optionally
 // @REVISION), Check (the size preview: files, total bytes, bytes already cached; for a model also whether it
 // fits this machine's GPU at default settings), Download with a progress bar (bytes, speed, ETA), Cancel.

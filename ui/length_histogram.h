@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The Data page's token-length histogram: samples per length bin (QCPBars) with the max_seq_len cut-off as
 // a dashed vertical line, so a user sees at a glance how many samples the limit truncates.
 // Decisions a reader must know:

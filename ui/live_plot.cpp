@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // LivePlot: one QCPGraph per series; axes rescale to the data on every refresh, with a margin so the
 // curves do not touch the frame. The timer only runs while there is something to draw.
 // The legend is never left empty: an empty QCPLegend reports a maximum width of its margins, which caps the

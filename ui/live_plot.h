@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ui::LivePlot — a QCustomPlot that receives points while a run goes on. Appending only stores the
 // point and marks the plot dirty; a 200 ms timer copies the buffers into the graphs and replots, only when
 // dirty and visible (a hidden page costs nothing; it catches up when shown).

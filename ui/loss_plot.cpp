@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // LossPlot: the smoothed graph is not a buffered series; it is derived from "train" at each refresh.
 #include "ui/loss_plot.h"
 

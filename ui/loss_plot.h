@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ui::LossPlot — training and evaluation loss against the step, with TensorBoard's smoothing and a
 // log-scale option. Series names: "train" (every reported step), "eval" (the steps that evaluated).
 // Decisions a reader must know:

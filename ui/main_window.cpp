@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // MainWindow: construction (pages, list, menus, status bar), the contract's wiring, and the run actions.
 #include "ui/main_window.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ui::MainWindow — the studio's window: a page list (Model, Data, Train, Monitor, Runs) beside a
 // stack of the pages, menus with shortcuts, a status bar with the device and the run state, and the one
 // TrainingSession that runs the engine.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // See model_inspection.h. Mirrors app/cli/cmd_info.cpp: a folder without tokenizer.json is still described,
 // but it cannot be trained (the data pipeline needs the tokenizer), so it is reported unsupported.
 #include "ui/model_inspection.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // What the Model page shows about a model folder, gathered off the GUI thread through the engine's public
 // API exactly as `tandem-cli info` does: inspect_model_dir (config, every tensor's shape, dtypes) plus the
 // tokenizer when the folder has one. Every failure becomes `error` (with the engine's message, which names

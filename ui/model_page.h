@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The Model page: choose the Hugging Face model folder to fine-tune (file dialog, drag and drop of a folder,
 // the recent list, models found in the local Hugging Face cache, a download from the Hub by repo id
 // (hub_download.h: size preview, progress, cancel, resume), or the built-in demo) and see what it is:

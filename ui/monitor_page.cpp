@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // MonitorPage: layout (status and buttons, progress, a 2x2 grid of plots over the log pane in a splitter)
 // and the slots that turn session signals into what the user sees.
 #include "ui/monitor_page.h"

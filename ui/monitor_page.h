@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ui::MonitorPage — the live view of a run: status, progress with epoch and ETA, four plots (loss,
 // throughput, memory, learning rate and gradient norm), the engine's events, and Stop / Resume / Export.
 // Decisions a reader must know:

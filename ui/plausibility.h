@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Settings that are valid but probably not what the user wants, said on the Train page before Train is
 // pressed: a learning rate far above what LoRA trains with, a rank above the model's hidden size, a max seq
 // len above the model's context (the engine caps it and only a log line would say so). They warn and never

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The "recent" lists of the Model and Data pages, kept in QSettings under one key each ("model/recent",
 // "data/recent"). Most recent first, no duplicates (two spellings of one folder or file, e.g. through a
 // symlink, are one entry), at most kMaxEntries; paths that no longer exist are dropped when the list is read,

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The one way the pages run engine work off the GUI thread: `job` runs on the global QThreadPool
 // (QtConcurrent::run), `done(result)` runs on `owner`'s thread when it finishes — unless `owner` was
 // destroyed first (the watcher is its child). Jobs capture values only, never the page, so a page may

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Reading the runs folder for the Runs page: one RunEntry per subfolder holding a config.json, and the loss
 // curve of a run from its metrics.jsonl. Both touch many files (a run of 100k steps has a 15 MB metrics
 // file), so the page calls them on a worker thread.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Metatype registration and category names for the values in run_types.h.
 #include "ui/run_types.h"
 

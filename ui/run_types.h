@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The values that cross from the training thread to the GUI thread: the engine's StepMetrics and RunEvent,
 // plus RunInfo (what a started run will do) and RunFailure (why it ended with an error).
 // Decisions a reader must know:

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The Runs page: every run in the runs folder and in other folders the user adds (name, model, dataset,
 // status, steps, final loss, learning rate, rank, batch tokens, seq len, duration, device, date), the loss
 // curves of the selected runs overlaid (training and eval, smoothing, log scale, x by step or by tokens

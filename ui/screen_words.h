@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The engine's messages in the studio's words. The engine names config keys ("training.lr: ...") and CLI
 // flags ("use --device cpu", "resume with --resume") because tandem-cli and run.json users type those; the
 // studio shows the labels on its screens ("Learning rate: ...") and the action to take there ("choose

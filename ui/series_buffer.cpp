@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // SeriesBuffer: kept points are the appended points whose index is a multiple of the stride; halving the
 // kept points (even positions) and doubling the stride keeps that invariant.
 #include "ui/series_buffer.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ui::SeriesBuffer — the points of one plotted series, with bounded memory. A 100k-step run must not
 // grow the plots without limit, so when the buffer holds `capacity` points it drops every other one and from
 // then on keeps only every stride-th appended point (stride doubles at each decimation).

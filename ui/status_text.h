@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // One look for status lines across the pages: neutral, good (green), warning (amber) or bad (red) text on a
 // QLabel. The colours are mid-tones readable on both the light and the dark palette, so they follow no theme switch.
 // Message labels in box layouts wrap (wrapMessage): a long one-line error must grow the label downwards,

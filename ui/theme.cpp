@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Theme: palettes and plot colours. The dark palette follows the common Fusion dark scheme; disabled text
 // is dimmed explicitly because Fusion does not derive it from a custom palette.
 #include "ui/theme.h"

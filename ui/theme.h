@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ui::Theme — the studio's dark and light looks (Fusion style with a palette) and the plot colours.
 // Decisions a reader must know:
 //  - Qt 6.4 has no QStyleHints::colorScheme, so "follow the system" means: TANDEM_THEME=dark|light wins;

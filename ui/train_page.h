@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The Train page: every setting of a run (LoRA or an adapter to continue, optimizer, sequence and batch sizes,
 // validation, checkpoints, device, packing, checkpointing), presets, the runs folder, a memory estimate
 // against the device's capacity, warnings about implausible settings, and the Train button — disabled, with

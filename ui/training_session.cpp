@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // TrainingSession and its worker. The worker is a QObject moved to the session's thread; its run() slot is
 // the only code that touches the Trainer. It keeps its outcome in members that the session reads after
 // QThread::finished (the thread has ended, so no lock is needed). Filesystem errors (a runs folder that

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ui::TrainingSession — runs one training run at a time on its own QThread and reports it through
 // Qt signals. The GUI thread never calls the engine: a worker object moved to the thread calls
 // Trainer::prepare, plan and run; a ProgressSink on that thread emits the metrics as queued signals.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli bench --config NAME [--batch-tokens 16384] [--seq-len 2048] [--steps 20] [--warmup 3]
 // [--checkpointing off|selective|recompute|smart|smart-single] [--attention auto|cudnn|inhouse] [--rank 16]
 // [--cuda-graphs on|off] [--json FILE]`, or `tandem-cli bench --plans FILE` — LoRA training throughput of the CUDA backend on an architecture preset

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli chat --tokenizer PATH [--add-generation-prompt] [--ids] [--template NAME] [--vars JSON]`
 // Each stdin line is a JSON array of messages; prints the rendered chat template as a JSON string (or the
 // token ids of the rendering with --ids). The template is the model's own (tokenizer_config.json); a model

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli data --model DIR --dataset FILE [--format F] [--column KEY=COLUMN]... [--max-seq-len N] [--pack TOKENS] [--limit N] [--json]`
 // Reads a dataset the way training will (format detection, invalid records with file:line, chat template,
 // loss masks, truncation, packing) and reports what it found; with --json also the first N rendered samples

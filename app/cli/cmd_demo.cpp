@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli demo [--out DIR] [--seed N]` — writes the built-in demo model (tiny, random weights from a fixed
 // seed, no download) as a Hugging Face model folder and prints where it went.
 #include <iostream>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli download ORG/NAME [--revision R] [--dataset] [--include GLOB]... [--dry-run] [--json]`
 // Downloads a model (or dataset) repo from the Hugging Face Hub into the standard Hugging Face cache (HF_HOME /
 // HF_HUB_CACHE; files shared with Python tools) and prints the snapshot folder on stdout. Progress on stderr;

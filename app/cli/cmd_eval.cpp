@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli eval --model DIR [--adapter DIR] --sequences FILE.json [--dump OUT.safetensors] [--grads]
 // [--device cpu|cuda|auto]` — the loss of token sequences under a model (+ LoRA adapter), on the CPU
 // reference model. FILE.json is {"sequences": [[ids...], ...]}; all sequences go into ONE packed batch, each

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli export --run DIR --out DIR [--format peft|merged] [--dtype bf16|fp16|fp32] [--force]` — writes a
 // run's LoRA adapter in PEFT's layout, or the base model with the adapter merged in (a Hugging Face model
 // folder), from the final adapter or the latest complete checkpoint when the run did not finish. GGUF is not

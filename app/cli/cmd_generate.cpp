@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli generate --model DIR [--adapter DIR] --prompt TEXT [--chat] [--max-new-tokens N]
 // [--temperature T] [--seed S]` — text continuation on the CPU reference model. Greedy at T = 0 (default),
 // else sampling from softmax(logits / T) with a seeded SplitMix64. An empty prompt starts from BOS; --chat

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli info MODEL_DIR [--json]` — what a model folder holds: architecture, sizes, parameter count,
 // dtype, tokenizer and chat template, and whether Tandem can train it (or why not). Validates the folder the
 // way training will (every tensor the config implies, with the right shape), so a folder that passes `info`

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli plan --model DIR [settings] [--max-context]` — the memory a run would need, from config.json alone
 // (no weights, no data): per purpose, the device and the checkpointing policy `auto` would choose, and whether
 // it fits; with --max-context, the longest single sample that trains with these settings.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli selftest --device cuda [--filter S] [--seed N] [--json FILE] [--list] [--verbose]` — every
 // CUDA op and whole training steps against the CPU reference on fresh random inputs (tandem/selftest.h).
 // Prints one line per compared tensor as it is known (status, relative error, tolerance, name; the detail

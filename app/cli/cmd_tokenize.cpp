@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli tokenize --tokenizer PATH [--decode] [--add-special-tokens]`
 // Encode: each stdin line is a JSON string; prints a JSON array of ids per line (no special tokens added
 // unless asked). Decode: each line is a JSON array of ids; prints the text as a JSON string.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli train --config run.json [flags]` — one LoRA fine-tuning run. Every setting of the run config
 // also exists as a flag; flags override the file. Progress goes to stderr (one \r-updated line on a TTY,
 // a line per step otherwise); stdout gets the adapter path at the end. SIGINT asks the trainer to stop:

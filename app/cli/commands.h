@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem-cli subcommands: each file registers one subcommand on the CLI11 app and returns a callback that
 // runs it. Callbacks throw tandem::Error; main() turns errors into messages and exit codes.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Shared by `tandem-cli download` and `train --model ORG/NAME`: a one-line progress meter on stderr (bytes,
 // speed, ETA; redrawn in place on a terminal, a line every few seconds otherwise) and Ctrl-C as the hub's
 // cancel flag while a download runs.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem-cli: the headless front end of the engine. Exit codes: 0 ok, 1 internal error, 2 invalid input,
 // 3 out of memory, 4 unsupported, 130 cancelled. Every engine error is printed as one line on stderr
 // ("tandem-cli: invalid input: PATH: what was wrong; what to do").

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Run-config flags that `train` and `plan` share: the comma-separated target list and the checkpointing /
 // device choices, with the same refusals.
 #pragma once

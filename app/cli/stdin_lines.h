@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Line-by-line JSON input for the streaming subcommands (tokenize, chat): one JSON value per stdin line;
 // errors name "stdin:LINE". Blank lines are skipped.
 #pragma once

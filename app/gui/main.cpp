@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem — the desktop studio. Creates the QApplication (organisation and application "Tandem", the names
 // QSettings and AppDataLocation use), applies the theme, opens the main window.
 // Options: --demo (the built-in demo model and datasets/demo_alpaca.jsonl), --screenshot-dir DIR (a tour of

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // ScreenshotTour: a chain of waits and grabs on the event loop (no nested loops, no sleeps).
 #include "screenshot_tour.h"
 

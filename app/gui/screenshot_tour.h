@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // ScreenshotTour — drives the main window through every page during a real short CPU run and saves one PNG
 // per page (QWidget::grab of the whole window), then quits the application. For tools/screenshots.sh
 // (`tandem --demo --screenshot-dir DIR`).

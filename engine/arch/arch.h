@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Architectures as data. Each family (one file in arch/: llama.cpp, mistral.cpp, qwen2.cpp, qwen3.cpp,
 // phi3.cpp, and the parsed-only mixture-of-experts families) says how its config.json reads and what its
 // checkpoint holds; everything else is derived from the ArchSpec it produces: the expected tensors and the

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // ConfigFields: typed access to the fields of a JSON object (config.json), with errors that name the source
 // file and the field (Error{InvalidInput}). Shared by the config parser (io/model_config.cpp) and the family
 // files (arch/*.cpp), which read their own fields with it.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The family registry and what every family shares: the dense layer, the tensor list, the LoRA targets.
 #include "arch/arch.h"
 

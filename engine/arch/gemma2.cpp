@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Gemma2ForCausalLM (modeling_gemma2): Llama's projections in a block with (1 + w) RMSNorms computed in fp32,
 // sandwich norms (the attention and MLP outputs are normed before each residual add: post_attention_layernorm,
 // post_feedforward_layernorm; the MLP's input norm is pre_feedforward_layernorm), GeGLU with the tanh GELU,

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Gemma3ForCausalLM (modeling_gemma3, the text model, model_type "gemma3_text"): Gemma 2's block with (1 + w)
 // RMSNorms on q and k per head (q_norm, k_norm), no soft-capping by default, five sliding layers to one full
 // one (layer_types, or sliding_window_pattern, default 6), and a RoPE per layer type: the full layers use

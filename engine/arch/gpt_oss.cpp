@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // GptOssForCausalLM (modeling_gpt_oss): attention with biases (q/k/v/o) and a learned sink logit per head;
 // every layer's MLP is a biased router over experts stored fused (gate_up_proj [E, H, 2I] with interleaved
 // gate/up columns, down_proj [E, I, H], with biases). This lists the unquantized (bf16) layout; released

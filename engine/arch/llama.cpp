@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // LlamaForCausalLM (transformers' LlamaConfig / modeling_llama): the dense pre-norm block with SwiGLU;
 // attention_bias puts biases on q/k/v and o_proj, mlp_bias on gate/up/down.
 #include "arch/arch.h"

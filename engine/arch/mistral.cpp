@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // MistralForCausalLM (modeling_mistral): Llama's block without biases (MistralAttention has none whatever
 // the file says), with an optional sliding attention window (v0.1: 4096).
 #include "arch/arch.h"

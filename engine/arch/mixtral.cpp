@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // MixtralForCausalLM (modeling_mixtral): Mistral's attention; every layer's MLP is a router
 // (block_sparse_moe.gate) over num_local_experts SwiGLU experts stored as w1 (gate), w2 (down), w3 (up).
 // Parsed and listed; not trainable yet.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Phi3ForCausalLM (modeling_phi3; also Phi-4 and Phi-4-mini): Llama's block with fused projections:
 // self_attn.qkv_proj [Q + 2 KV, H] holds q, k, v in that row order, mlp.gate_up_proj [2 I, H] holds gate then
 // up (`gate, up = gate_up.chunk(2, dim=-1)`); no biases. RoPE may be LongRoPE (rope_scaling type "longrope",

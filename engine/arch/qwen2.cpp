@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Qwen2ForCausalLM (modeling_qwen2): biases on q/k/v always, none on o_proj; head_dim is always
 // hidden_size / num_attention_heads; the window only with use_sliding_window.
 #include "arch/arch.h"

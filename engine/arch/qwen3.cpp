@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Qwen3ForCausalLM (modeling_qwen3): Llama's block plus a per-head RMSNorm on q and k before RoPE;
 // head_dim defaults to 128; attention_bias as Llama's; the window only with use_sliding_window.
 #include "arch/arch.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Qwen3MoeForCausalLM (modeling_qwen3_moe): Qwen3's attention; every decoder_sparse_step-th layer not in
 // mlp_only_layers has a router (mlp.gate) and num_experts SwiGLU experts (mlp.experts.N.*), the others a
 // dense MLP. Parsed and listed; not trainable yet.

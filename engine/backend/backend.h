@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The op table: every op the decoder blocks use, as a C++20 concept that each backend must satisfy, and
 // the list of the ops' names (the self-test checks that each has at least one case).
 // Decisions a reader must know:

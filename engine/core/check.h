@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Argument checks shared by the CPU and CUDA kernels. A failed check is a bug in the caller (the model code sized
 // a buffer wrongly or passed a null pointer), never something a user can cause, so it throws
 // Error{Internal} naming the function and the condition. The checks are O(1) or O(S): cheap enough to keep

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Error categories, their names and tandem-cli exit codes.
 #include "tandem/error.h"
 

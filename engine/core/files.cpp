@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Whole-file reads and JSON parsing with errors that name the file (see files.h).
 #include "core/files.h"
 

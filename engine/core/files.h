@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Small file helpers: whole-file reads with user-facing errors, and JSON parsing that names the file and
 // line of a syntax error. (Memory-mapping and atomic writes live in io/.)
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // ArenaLayout: the byte layout of one arena as named, 256-byte aligned pieces. A plan is a few of these;
 // plan() reports their sizes without allocating, load() allocates each once and carves it by the same
 // offsets, so what is planned is what is allocated, byte for byte, on every backend.

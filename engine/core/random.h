@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // SplitMix64: the one deterministic generator of the engine (LoRA initialisation, demo weights, dropout
 // masks, sampling, per-step seeds). Chosen over <random> distributions, whose output differs between
 // standard libraries; this is the same on every platform.

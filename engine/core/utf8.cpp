@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Strict UTF-8 decoding/encoding (see utf8.h).
 #include "core/utf8.h"
 

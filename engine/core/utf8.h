@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // UTF-8 helpers shared by the tokenizer, the chat-template renderer and the dataset readers.
 // Decoding is strict (no overlongs, no surrogates, nothing above U+10FFFF) so invalid input is reported with
 // its byte offset instead of being silently mangled.

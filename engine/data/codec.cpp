@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // TextCodec for a real model: the Tokenizer's encode and its chat template (or a built-in one).
 // Kept apart from render.cpp so that the rendering logic links and is testable with a fake codec alone.
 // The codec holds a reference to the tokenizer: the tokenizer must outlive it.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Packing tokenized samples into fixed-size micro-batches (T = token_budget tokens each).
 // Decisions:
 //  * Best-fit-decreasing: samples sorted longest first (a seed-shuffled order breaks ties), each placed in the

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Parquet reader (see parquet.h for the subset and the decisions). Layout of this file: a bounded byte cursor,
 // the Thrift compact protocol, the footer structs, decompression, level / value decoding, then the Dremel
 // assembly of rows from the leaf columns.

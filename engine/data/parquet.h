@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // A small Parquet reader for the subset the Hugging Face Hub's datasets use: rows -> JSON objects, which the
 // dataset reader (reader.cpp) turns into Records exactly as it does JSON Lines.
 // Decisions a reader must know:

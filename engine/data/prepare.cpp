@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // prepare_data: read -> train/validation split -> tokenize -> summary, for tandem-cli and the trainer.
 // The validation part comes from a second file when one is given, else from validation_fraction of the
 // records (split by record, before rendering, so a conversation split per turn never straddles both parts).

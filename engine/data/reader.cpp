@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Dataset readers: JSON arrays, JSON Lines (also inside .json files), CSV/TSV (RFC 4180, header row) and plain
 // text -> normalised Records.
 // Decisions:

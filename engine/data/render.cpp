@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Rendering records into token ids + labels (loss masks).
 // Decisions:
 //  * Chat-style records go through the chat template prefix by prefix: messages[:i] with

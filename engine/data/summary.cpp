@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // DataSummary: what `tandem-cli data` prints (text and JSON) and the Data page shows.
 #include <algorithm>
 #include <cmath>

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Merged-model export (see merged.h): shard by shard, each adapted weight merged in fp32 and rounded once.
 #include "export/merged.h"
 

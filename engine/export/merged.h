@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Merged-model export: the base model with a LoRA adapter folded into its weights, written as a Hugging Face
 // model folder that transformers (and vLLM, llama.cpp's converter) load as a plain model.
 // Decisions a reader must know:

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // PEFT adapter folders: writing (adapter_config.json + adapter_model.safetensors) and reading them back,
 // including adapters made by PEFT itself. See peft_adapter.h for the layout and the decisions.
 // How PEFT decides which modules get LoRA (mirrored when reading target_modules):

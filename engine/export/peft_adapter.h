@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // LoRA adapters in Hugging Face PEFT's on-disk layout: a folder with adapter_config.json and
 // adapter_model.safetensors, so PEFT, vLLM and llama.cpp's converter load what we write, and we load what
 // PEFT writes.

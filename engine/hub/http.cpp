@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // libcurl wrapper (see http.h). curl_global_init runs once, thread-safely, on first use.
 #include "hub/http.h"
 

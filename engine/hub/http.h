@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // A small blocking HTTP client over libcurl for the Hub downloader: one request per call, every response
 // of a redirect chain's headers kept (the Hub's X-Repo-Commit / X-Linked-Etag / X-Linked-Size are on the first
 // response, the file on the last), bodies streamed to a sink only for 200/206 answers.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The Hub downloader (see tandem/hub.h for the cache layout and the contract).
 // Flow: plan_download lists the repo once (GET api/{models,datasets}/ID/revision/REV?blobs=true: the commit,
 // every file with its size, git blob id and LFS sha256) and selects files; download fetches each missing blob

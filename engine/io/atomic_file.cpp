@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Atomic writes: temp file in the same folder -> fsync -> rename -> fsync(folder). See atomic_file.h.
 #include "io/atomic_file.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Atomic file writes: a crash, a full disk or an exception never leaves a half-written file under the
 // target name. Bytes go to a temporary file in the same folder (same filesystem, so rename is atomic),
 // which is fsync'ed, renamed over the target, and then the folder is fsync'ed so the rename itself is

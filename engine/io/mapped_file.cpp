@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // MappedFile: open + fstat + mmap(PROT_READ, MAP_PRIVATE), see mapped_file.h.
 #include "io/mapped_file.h"
 

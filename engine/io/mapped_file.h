@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // MappedFile — a read-only, whole-file POSIX memory mapping with an RAII owner.
 // Weights are mapped rather than read so a 16 GB checkpoint costs no heap and pages are loaded on demand.
 // The descriptor is closed right after mmap (the mapping keeps the file alive). Known limit: if another

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // config.json -> ModelConfig: parsing, per-family defaults (as in transformers' config classes), validation
 // with messages that name the file and the field, expected tensor names/shapes, parameter counts.
 // Limits on sizes are deliberately generous (10x today's largest models) — they exist to catch corrupt or

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Model folder inspection (see tandem/model_dir.h). Weight files are chosen like transformers does:
 // model.safetensors.index.json first, then model.safetensors, then any other *.safetensors (except
 // Mistral's consolidated*.safetensors, which uses different tensor names and duplicates the HF shards).

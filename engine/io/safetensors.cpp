@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // safetensors reader and writer (see tandem/safetensors.h for the format and the validation rules).
 // The reader validates the whole header before any span is handed out: a file either opens with every
 // tensor in bounds and the data section exactly covered, or throws Error{InvalidInput} naming the file.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Architecture presets (tandem/arch_presets.h): real config.json contents of a few models, parsed by
 // parse_model_config so every derived field (architecture, supported, head_dim defaults, parameter count)
 // comes from the same code that reads a downloaded model. Fields that do not change shapes or numerics

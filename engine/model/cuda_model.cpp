@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::CudaModel (see cuda_model.h): the decoder (model/decoder.h, the blocks written once) on the CUDA
 // backend: its plan with what the CUDA runtime adds, construction (allocation, weight upload, LoRA init) and
 // the public API. The runtime itself (metadata upload, attention dispatch, offload copies, CUDA graphs) is

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::CudaModel — the decoder family of model.h on the CUDA backend: the same blocks, the same
 // explicit forward/backward order, the same contract (see model.h: loss SUM over predicted tokens, LoRA
 // gradients accumulate until zero_grads, scaled by grad_scale; LoRA dropout masks from the same hash),

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // CudaModel::Impl (engine-internal, CUDA builds only): the state of a CUDA model, its decoder
 // (model/decoder.h) and the runtime the decoder runs on. cuda_model.cpp builds it (plan, allocation, weights)
 // and implements the public API; cuda_runtime.cpp implements the runtime: batch metadata upload, attention

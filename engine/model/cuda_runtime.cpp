@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The CUDA runtime of CudaModel::Impl (model/cuda_model_impl.h): what the decoder's blocks ask of the GPU
 // beyond the ops (DecoderRuntime), and the per-batch machinery around them.
 // Decisions a reader must know:

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Decoder<B>: the decoder blocks written once over the op table (backend/backend.h), instantiated for the
 // CPU (fp32, the oracle) and CUDA (bf16) backends. Forward, recompute and backward of the dense Llama-family
 // block: RMSNorm -> q/k/v (+bias, + LoRA with dropout) -> q/k norm -> RoPE -> causal GQA attention -> o_proj

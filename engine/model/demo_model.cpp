@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Built-in demo model (see tandem/demo_model.h). Weights come from a SplitMix64 stream + Box-Muller, not
 // <random> distributions, so the files are identical on every platform and standard library.
 #include "tandem/demo_model.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // evaluate_sequences / generate_tokens on the CpuModel (see tandem/inference.h).
 // V = vocab. Without an adapter the model is loaded with a rank-1 LoRA whose B is zero, so it adds exactly 0.
 #include "tandem/inference.h"

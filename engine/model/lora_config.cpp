@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // LoraConfig: validation and JSON. The struct is public (tandem/lora.h) so the run config, the UI and the
 // PEFT reader share it; the LoRA table (model/lora_table.h) turns it into tensors.
 #include "tandem/lora.h"

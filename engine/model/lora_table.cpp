@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The LoRA table (see lora_table.h): specs from the model's architecture (arch/), the targets a model
 // offers, PEFT names, the slot index of both backends, PEFT's initialisation.
 #include "model/lora_table.h"

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The LoRA table of a (model, LoRA config) pair: which projections of which layers carry an adapter, the
 // shapes and PEFT names of their A and B matrices, the module ids both backends use, and PEFT's
 // initialisation. Owned by the model; the PEFT reader/writer (export/) serialises it.

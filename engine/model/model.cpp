@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // CpuModel: the decoder (model/decoder.h, the blocks written once) on the CPU backend, fp32: the reference
 // every CUDA op and step is checked against. Dimension legend: model/plan.h.
 // Decisions a reader must know:

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::CpuModel — the decoder family (docs/architecture.md) on the CPU backend (fp32): the blocks of
 // model/decoder.h (embedding, L blocks of RMSNorm -> q/k/v (+bias) -> q/k norm -> RoPE -> packed causal GQA
 // attention -> o_proj + residual -> RMSNorm -> SwiGLU MLP + residual, final RMSNorm, lm_head or tied

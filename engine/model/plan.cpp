@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The decoder's memory plan (see plan.h): one function lays out the arenas for every backend and policy.
 #include "model/plan.h"
 

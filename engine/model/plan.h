@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The memory plan of the decoder, for every backend: the model's dimensions (Dims), and make_plan, which lays
 // out the four arenas (base weights, LoRA state, activations, workspace) as named pieces for a checkpointing
 // policy. plan() of a model reports the sizes; load() allocates each arena once and carves it by the same

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::system_info (see tandem/system_info.h). The CUDA part reads the device properties and library
 // versions directly; it does not create the engine's per-thread context (no handles, no workspace).
 #include "tandem/system_info.h"

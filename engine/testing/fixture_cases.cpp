@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The self-test's PyTorch fixture cases (tests/fixtures/models/<variant>: CudaModel against transformers +
 // PEFT) and the out-of-memory case, added by add_fixture_cases only when a fixtures folder is given (--list
 // always shows them). Only with TANDEM_WITH_CUDA.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The self-test's cases for the ops over n flat elements: dropout (whose keep mask must match exactly),
 // AdamW with the global gradient norm, the elementwise ops and conversions, sum and fill_uniform, each against
 // its CPU twin (fill_uniform: against the distribution), and add_flat_op_cases, which lists them. They run

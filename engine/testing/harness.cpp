@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The self-test harness's definitions (testing/harness.h): formatting, bf16 rounding, device transfers on the
 // compute stream, and Check's comparisons. Empty without TANDEM_WITH_CUDA.
 #include "testing/harness.h"

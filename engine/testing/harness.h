@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The CUDA self-test's harness (tandem/selftest.h), shared by the case files (op_cases.cpp, flat_op_cases.cpp,
 // step_cases.cpp, fixture_cases.cpp) and runner.cpp: tolerances, seeded random inputs, device buffers and
 // transfers, and Check, which compares a GPU result with its CPU twin and reports it. All in tandem::testing

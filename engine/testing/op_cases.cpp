@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The self-test's cases for the model's layer ops (embedding, RMSNorm, RoPE, SwiGLU, matmul, LoRA, lm_head +
 // cross-entropy, attention), each against its fp32 twin in engine/kernels/cpu on fresh random inputs, and
 // add_op_cases, which lists them with their shapes (letters: the legend in harness.h). The ops over flat

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The CUDA self-test's entry points (tandem/selftest.h; run by `tandem-cli selftest --device cuda` and
 // tests/test_cuda.cpp): the case list in its fixed order and the loop that runs it, one Check per case, stopping
 // at a device that broke. Harness and decisions: harness.h; cases: op_cases, flat_op_cases, step_cases and

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The self-test's whole training steps: CudaModel against CpuModel on small generated models (one
 // StepReference per variant: model folder, batch and CPU results, made once and shared by its cases), then the
 // runtime paths that must match a plain step bit for bit (checkpointing policies, the asynchronous step, CUDA

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Added-token extraction (see added_tokens.h).
 #include "tokenizer/added_tokens.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Added tokens ("added_tokens" of tokenizer.json): special tokens such as <|im_end|> and extra tokens such
 // as <think>. Like HF's AddedVocabulary they are cut out of the text before the model sees it:
 //  1. tokens with normalized=false are matched in the raw text;

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // BPE model (see bpe.h).
 #include "tokenizer/bpe.h"
 

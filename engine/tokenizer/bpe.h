@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The BPE model of tokenizer.json ("model": {"type": "BPE", ...}), merged exactly as HF's `Word::merge_all`:
 // symbols start as single characters (with continuing_subword_prefix / end_of_word_suffix, byte_fallback to
 // <0xNN> tokens, unk with fuse_unk), then the adjacent pair with the lowest merge rank (leftmost on ties) is

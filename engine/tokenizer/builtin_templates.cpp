@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The built-in chat templates (resources/chat_templates/*.jinja), embedded as raw string literals so the
 // engine needs no build step or resource file at run time. test_chat_template checks byte for byte that these
 // strings equal the .jinja files; edit both together.

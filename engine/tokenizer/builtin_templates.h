@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Built-in chat templates for models that ship without one (ChatTemplate::builtin). The sources are the files
 // in resources/chat_templates/, embedded at compile time as string literals (no build plumbing).
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Byte-level character map and lossy UTF-8 (see byte_level.h).
 #include "tokenizer/byte_level.h"
 

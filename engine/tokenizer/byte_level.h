@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // GPT-2's reversible byte <-> character map used by byte-level BPE (every byte becomes one printable
 // character: printable Latin-1 maps to itself, the rest to U+0100.. in order), and Rust's
 // String::from_utf8_lossy, which HF applies after mapping decoded characters back to bytes.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // ChatTemplate: compiles a Hugging Face chat template with tandem::jinja and renders it with the variables
 // transformers' apply_chat_template passes: messages, add_generation_prompt, bos_token / eos_token (only when
 // set, as transformers passes only the special tokens a tokenizer has), tools=None and documents=None unless

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Decoders (see decoder.h). Invalid UTF-8 is replaced exactly as HF does: ByteLevel decodes the joined
 // bytes with Rust's from_utf8_lossy; ByteFallback turns a run of <0xNN> tokens that is not valid UTF-8
 // into one U+FFFD per byte.

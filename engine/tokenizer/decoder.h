@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Decoders of tokenizer.json ("decoder"): ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace,
 // BPEDecoder and Sequence. Like HF's Decoder::decode_chain each step maps the list of token strings to a
 // new list; Tokenizer::decode joins the final list.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::jinja — the Jinja2 subset behind ChatTemplate: parse a template once (jinja_parser.h), render it
 // many times with different variables (this header). Rendering follows jinja2 3.1 as transformers configures
 // it (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, default Undefined): scoping

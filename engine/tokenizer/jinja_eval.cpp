@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Jinja evaluator: walks the AST of jinja_parser.h with Python semantics from jinja_value.h. Holds the
 // built-in filters, tests, global functions and the str/dict/list methods templates call.
 // Decisions: scopes are a chain of shared frames (a for-loop iteration, macro call, {% with %}, {% filter %}

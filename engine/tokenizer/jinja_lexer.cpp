@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Jinja lexer (see jinja_lexer.h). The structure follows jinja2's lexer state machine so that the whitespace
 // rules come out identical: text runs to the first `{{`, `{%` or `{#`; a `-` after the opening delimiter
 // strips all whitespace before it, otherwise lstrip_blocks strips a whitespace-only line prefix before `{%`

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Jinja lexer: splits a template into text and the tokens of its {{ }} / {% %} tags, applying jinja2's
 // whitespace rules exactly as transformers configures them (trim_blocks, lstrip_blocks, `-`/`+` markers,
 // keep_trailing_newline=False, newlines normalised to \n). Comments are dropped here and {% raw %} becomes text.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Recursive-descent parser from jinja_lexer tokens to the AST in jinja_parser.h, mirroring jinja2's
 // parser.py function by function (parse_tuple, parse_condexpr, ..., parse_unary, parse_postfix,
 // parse_filter_expr) so that precedence quirks match. Nesting depth is capped so a hostile template gives an

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Jinja AST and parser. The grammar and operator precedence follow jinja2's parser.py (filters bind tighter
 // than arithmetic: `messages|length - 1` is `(messages|length) - 1`; `**` is left-associative; `x if c`
 // without else is undefined when c is false). Filters, tests and tags outside the supported subset are

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Python semantics of jinja::Value: truthiness, str()/repr(), ==/<, iteration, json.dumps, and the str
 // methods chat templates use, all in code points like Python. Case mapping uses utf8proc's simple mappings;
 // the ~100 characters whose Python mapping is not one-to-one (ß -> SS, final sigma, ligatures) are refused as

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::jinja::Value — the dynamic value of the Jinja evaluator, modelled on the Python objects jinja2
 // works with, because chat templates are rendered by Python's jinja2 in transformers and we must print
 // exactly what Python prints: str() of lists/dicts is Python repr (single quotes, True/None), floats print as

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // JSON access helpers for the tokenizer loader (see json_util.h).
 #include "tokenizer/json_util.h"
 

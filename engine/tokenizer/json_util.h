@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // JSON access helpers for the tokenizer loader: every malformed field becomes Error{InvalidInput} naming the
 // file and the JSON location ("model.merges[12]"), and every component type we do not implement becomes
 // Error{Unsupported} naming the file, the kind of component and the type string.

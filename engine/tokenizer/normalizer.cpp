@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Normalizers (see normalizer.h). Each mirrors the HF component of the same name; Replace matches with
 // Oniguruma iteration rules through Pattern, so regex replacements land exactly where HF's do.
 #include "tokenizer/normalizer.h"

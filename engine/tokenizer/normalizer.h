@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Normalizers of tokenizer.json ("normalizer"): NFC/NFD/NFKC/NFKD, Replace (string or regex), Prepend,
 // Lowercase, Strip, StripAccents, ByteLevel and Sequence. They rewrite one piece of text in place; HF runs
 // them on each span between added tokens separately, and so does Tandem.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Pattern matching with Oniguruma semantics on top of PCRE2 (see pattern.h).
 #include "tokenizer/pattern.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Pattern: the "pattern" of HF Split / Replace components ({"String": s} or {"Regex": r}), matched with the
 // iteration rules of the Oniguruma engine HF `tokenizers` uses, so the matches (and hence the ids) agree.
 //  - Regexes run through PCRE2 (UTF + UCP, JIT). Oniguruma syntax is translated where PCRE2 differs:

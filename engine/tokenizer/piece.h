@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Piece: one span of text moving through the encode pipeline (added-token split -> normalizer ->
 // pre-tokenizer -> model). HF tracks full offset alignments; Tandem only needs ids, so a piece carries its
 // text, the id of an added token already matched, and whether it begins the original input (the one offset

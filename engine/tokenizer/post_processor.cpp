@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Post-processors (see post_processor.h).
 #include "tokenizer/post_processor.h"
 

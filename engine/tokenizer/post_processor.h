@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Post-processors of tokenizer.json ("post_processor"), applied when encode(add_special_tokens=true):
 // TemplateProcessing (the "single" template), RobertaProcessing, BertProcessing, ByteLevel (ids unchanged)
 // and Sequence. Only single sequences are encoded, so "pair" templates are read but not used.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Pre-tokenizers (see pre_tokenizer.h). The split behaviors follow HF's NormalizedString::split exactly:
 // the subject is cut into match / non-match segments (Pattern::segments or a character predicate), the
 // behavior merges or removes segments, and empty results are dropped.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Pre-tokenizers of tokenizer.json ("pre_tokenizer"): Split (regex or string, every delimiter behavior,
 // invert), ByteLevel, Metaspace, Digits, Whitespace, WhitespaceSplit, Punctuation, BertPreTokenizer and
 // Sequence. Each cuts the pieces that are not added tokens into smaller pieces (and may rewrite them);

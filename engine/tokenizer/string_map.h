@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Hash containers for the tokenizer's hot path. libstdc++'s unordered_map does not cache hash codes for a
 // transparent string hash, so every probe re-hashed the keys of a bucket chain (a third of encode time);
 // these open-addressing maps keep each key's 64-bit hash next to it and the key bytes in one arena.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::Tokenizer: loading tokenizer.json (+ tokenizer_config.json) and the public encode/decode API.
 // Only BPE models are supported; any other model or component type is refused with Error{Unsupported}
 // naming the file, never approximated, because a silently different tokenization would corrupt training.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tokenizer_config.json reader. Special tokens may be plain strings or AddedToken objects
 // ({"content": ..., "__type": "AddedToken"}); chat_template may be a string or a list of {name, template}
 // (the one named "default" is used, else the first). Newer transformers versions write the template to

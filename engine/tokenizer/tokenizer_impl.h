@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Tokenizer::Impl: the loaded pipeline. Encode runs, per HF `tokenizers`:
 //   added tokens (raw text) -> normalizer per span -> added tokens (normalized) -> pre-tokenizer
 //   -> BPE per pre-token -> post-processor (only with add_special_tokens).

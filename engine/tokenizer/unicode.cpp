@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Unicode predicates and normalization (see unicode.h).
 #include "tokenizer/unicode.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Unicode character predicates with the meaning Rust's `char` methods have, because HF `tokenizers` (Rust)
 // decides added-token word boundaries, Strip, WhitespaceSplit, Digits and Punctuation with them.
 // Backed by utf8proc's general categories; White_Space is an explicit list (it is not a category).

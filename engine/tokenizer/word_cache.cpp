@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // WordCache (see word_cache.h).
 #include "tokenizer/word_cache.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // WordCache: pre-token -> ids, the BPE model's memo. Encoding spends most of its time looking words up
 // here, and the table is larger than the CPU caches, so each entry is one 64-byte cache line holding the
 // word and its ids inline: a lookup costs one memory access, not three (slot, key bytes, id list).

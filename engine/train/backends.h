@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The backends behind Trainer::prepare (engine-internal, train/prepare.cpp): each turns a resolved RunConfig
 // into a TrainableModel. cpu_model_adapter.cpp holds the CPU one; cuda_model_adapter.cpp the CUDA one,
 // including the memory plan that decides checkpointing and refuses runs that cannot fit; resources.cpp the

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The CPU backend behind the trainer: CpuModelAdapter, the only code that touches CpuModel, and
 // load_cpu_model for Trainer::prepare (train/prepare.cpp).
 #include <memory>

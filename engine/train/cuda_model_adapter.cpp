@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The CUDA backend behind the trainer: CudaModelAdapter (the only code that touches CudaModel) and the
 // device memory plan of a run (see backends.h).
 // Decisions: Auto checkpointing takes the first of Off, Selective, Recompute, Smart, SmartSingle whose plan fits in 95%

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Trainer::prepare: validates a RunConfig, resolves the device and the limits, plans CUDA memory (refusing
 // a run that cannot fit before anything is loaded), then loads the tokenizer, the data and the model, and
 // hands them to the trainer loop (trainer.cpp). Kept apart from trainer.cpp so the trainer and its tests

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // What a run needs from the machine: the device choice and the sequence-length cap (shared by
 // Trainer::prepare and estimate_memory), the host's RAM, and tandem::estimate_memory — the memory a run will
 // need, from config.json alone, resolved the way Trainer::prepare resolves it (device auto, checkpointing auto). For front ends that show a memory bar as the

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // RunConfig JSON and validation. Every message names the field with its JSON path ("training.lr").
 #include "tandem/run_config.h"
 

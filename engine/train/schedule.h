@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Learning-rate schedules and per-micro-batch seeds of the trainer. The schedules are transformers'
 // LambdaLR multipliers; `current_step` is the number of optimizer steps already taken (0 for the first
 // step, so with warmup the first step runs at lr 0, exactly as HF's Trainer does):

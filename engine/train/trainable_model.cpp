@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The host implementations of TrainableModel's optimizer and memory report (see trainable_model.h).
 #include "train/trainable_model.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::TrainableModel — what the trainer needs from a model, as an interface, so the training loop is
 // testable with a small exact fake model and independent of the backend. CpuModelAdapter
 // (cpu_model_adapter.cpp) is the only code that touches CpuModel, CudaModelAdapter (cuda_model_adapter.cpp)

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The training loop, checkpoints, resume and the run directory (see tandem/trainer.h for the contract).
 // Decisions a reader must know:
 //  - Micro-batches are consumed in order across epochs: epoch e's batches are pack_dataset(seed + e); an

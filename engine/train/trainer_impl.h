@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Internal entry to the trainer: build a Trainer from a model and tokenized data that are already loaded.
 // Trainer::prepare (prepare.cpp) loads the model + data and calls this; tests pass a fake model.
 #pragma once

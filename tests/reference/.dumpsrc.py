@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 import inspect, sys
 import transformers.models.gemma2.modeling_gemma2 as g2
 import transformers.models.gemma3.modeling_gemma3 as g3

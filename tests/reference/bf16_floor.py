@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """How far do PyTorch's own bf16 LoRA gradients land from the fp32 fixtures? (the "bf16 floor")
 
 For each tests/fixtures/models/<variant>: the same model, adapter and four sequences as

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Checks that a LoRA adapter loads in PEFT and reproduces given logits (the "other way round" check).
 
     python3 tests/reference/check_adapter.py --model tests/fixtures/models/llama \

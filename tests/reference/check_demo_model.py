@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Checks that the built-in demo model (tandem-cli demo) is an ordinary Hugging Face model folder.
 
     tandem-cli demo --out DEMO

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 # The "other way round" check of an adapter Tandem trains and exports: on a machine with torch, transformers
 # and peft, fine-tune the real tiny Llama of the shared assets for a few steps with tandem-cli (so lora_B is
 # non-zero), export the adapter, dump Tandem's logits with `tandem-cli eval`, and have PEFT load the same

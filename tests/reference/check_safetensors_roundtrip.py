@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Cross-checks Tandem's safetensors reader and writer against the reference Python library.
 
   --write FILE   writes the fixture tests/fixtures/safetensors/torch_written.safetensors with

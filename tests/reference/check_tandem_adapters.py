@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """PEFT-side check that PEFT 0.21 loads adapters written by Tandem's writer (run once on the device machine,
 torch 2.11 / transformers 5.17 / peft 0.21.0, from the repo root; output recorded in the commit message).
 C holds the adapter_config.json files our write_peft_adapter wrote ("same": the tensors of the PEFT fixture

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Expected outputs for test_chat_template's Jinja-subset cases, produced by Python jinja2 configured exactly as
 transformers renders chat templates (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols,
 its tojson / raise_exception / strftime_now). Writes tests/chat_template_cases.inc (a C++ table).

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Expected chat-template renderings from transformers -> tests/fixtures/chat/hf_chat_templates.json.
 
 Run where transformers is installed (no network needed), from the repository root:

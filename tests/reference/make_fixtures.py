@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Reference fixtures for Tandem's CPU kernels and model code, made with torch, transformers and PEFT.
 
     python3 tests/reference/make_fixtures.py --out tests/fixtures          # everything

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The Hugging Face cache layout that huggingface_hub writes for tests/mock_hub.py's repos
 -> tests/fixtures/hub/expected_layout.json (tests/test_hub.cpp compares Tandem's cache with it).
 

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Merged-model fixtures: PEFT's own merge of each fixture adapter into its fp32 base model.
 
 For tests/fixtures/models/<variant> (default: llama, phi3, gemma3): loads model.safetensors + config.json with

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Small Parquet files written by pyarrow -> tests/fixtures/parquet/ (+ expected.json, the rows as JSON).
 
 Run where pyarrow is installed (no network needed), from the repository root:

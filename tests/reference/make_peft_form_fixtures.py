@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Made tests/fixtures/peft/<form>/: PEFT 0.21 adapters for the qwen3 fixture model in the less common forms
 the reader must accept (target_modules as a regex string, a regex picking one layer, layers_to_transform,
 a bf16 file). Ran on the device machine (torch 2.11, transformers 5.17, peft 0.21.0) from the repo root:

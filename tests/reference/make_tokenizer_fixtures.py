@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Expected tokenizer outputs from Hugging Face `tokenizers` -> tests/fixtures/tokenizer/hf_encodings.json.
 
 Run where `tokenizers` is installed (no network needed), from the repository root:

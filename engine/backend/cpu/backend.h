@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // CpuBackend: the op table (backend/backend.h) over kernels/cpu, fp32 activations. The fp32 oracle every
 // CUDA op and step is checked against.
 #pragma once

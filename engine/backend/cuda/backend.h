@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // CudaBackend: the op table (backend/backend.h) over kernels/cuda, bf16 activations with fp32 statistics.
 // Every op launches on the calling thread's compute stream (core/cuda/context.h). Only in CUDA builds.
 #pragma once

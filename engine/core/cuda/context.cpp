@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The device context and the error mapping of the CUDA backend (see context.h).
 #include "core/cuda/context.h"
 

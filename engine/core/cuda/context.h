@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The core of the CUDA backend (tandem::cuda), below every kernel: the bf16 type, error checks that turn
 // CUDA / cuBLAS / cuDNN failures into tandem::Error, the per-thread device context (stream, cuBLASLt
 // handle and workspace, cuDNN handle) that every op launches on, and the counted host syncs.

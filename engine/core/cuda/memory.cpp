@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Counted device / pinned allocations and the arena (see memory.h).
 #include "core/cuda/memory.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Device memory of the CUDA backend: counted allocation and owning buffers (an arena is one DeviceBuffer of
 // an ArenaLayout's size, core/layout.h). Every byte the engine takes from the device goes through
 // device_alloc, which counts it (live bytes and the high-water mark, for MemoryStats and for checking

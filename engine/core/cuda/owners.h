@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Scoped owners of CUDA resources (no naked cudaFreeHost / cudaEventDestroy / cudaStreamDestroy): a pinned
 // host buffer, an event, a stream of our own, an instantiated graph, and a captured graph until it is
 // instantiated. Each is move-only; a default-constructed owner holds nothing.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Architecture presets: the ModelConfig of a few well-known models by name, without their files, for
 // benchmarks and memory planning on random weights (`tandem-cli bench --config qwen3-0.6b`).
 // Decision a reader must know: each preset is the model's real Hugging Face config.json (the fields that

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ChatTemplate — renders a Hugging Face chat template (Jinja2) exactly as transformers'
 // `apply_chat_template(messages, tokenize=False, add_generation_prompt=...)` does, character for character.
 // The Jinja subset is implemented in engine/tokenizer/jinja.*; anything outside it is an Error{Unsupported}

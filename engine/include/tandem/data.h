@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem data — dataset files -> records -> rendered, masked token sequences -> packed micro-batches.
 // Decisions a reader must know:
 //  * Labels follow the Hugging Face convention: labels[t] == tokens[t] when token t is trained, else -100;

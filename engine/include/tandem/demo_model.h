@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The built-in demo model: a tiny Llama-architecture decoder with random weights drawn from a fixed seed,
 // written as an ordinary Hugging Face model folder so every code path (config, safetensors, tokenizer, chat
 // template) runs on it exactly as on a real model, with no download. It is labelled as a demo in its

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::Error — the one exception type the engine throws across its public API.
 // Every error carries a category (what kind of failure, which decides tandem-cli's exit code) and a message
 // written for a user: what was wrong, where (file, line, tensor name) and what to do about it.

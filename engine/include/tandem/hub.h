@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem hub — models and datasets from the Hugging Face Hub into the standard Hugging Face cache, so that
 // files Tandem downloads are reused by Python tools (transformers, datasets, huggingface_hub) and the reverse.
 // Decisions a reader must know:

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem inference — what `tandem-cli eval` and `tandem-cli generate` need from the CPU model, behind a
 // header the app may include (engine/model/model.h is engine-private).
 // Decisions: eval packs all sequences into ONE batch (each sequence isolated, positions restart at 0), the

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::LoraConfig — the LoRA settings of a run: rank, alpha, dropout, rsLoRA, which projections of each
 // decoder layer get an adapter, and optionally which layers.
 // Decisions a reader must know:

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ModelConfig — a Hugging Face `config.json` of a decoder-only model, parsed and validated.
 // Supported for training: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
 // Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM (text) — one family file each in engine/arch/, which

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Hugging Face model folders: config.json + safetensors weights (single file, or index + shards) +
 // tokenizer files. inspect_model_dir() validates a folder the way training will use it — every tensor the
 // config implies must exist with the right shape and a floating-point dtype — and reports what is there.

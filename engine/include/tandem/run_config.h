@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::RunConfig — everything one training run needs: model folder, data, LoRA, optimizer and schedule,
 // memory policy, device, seed and output folder. Stored as JSON (nlohmann) with a schema_version; the run
 // directory keeps the fully resolved copy (config.json) that resume compares against.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // safetensors — reading (memory-mapped, validated) and writing (atomic) of Hugging Face's tensor format.
 // Format: 8-byte little-endian header length N, N bytes of JSON {name: {dtype, shape, data_offsets}, ...,
 // "__metadata__": {str: str}}, then the data section. Offsets are relative to the data section.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The CUDA self-test (`tandem-cli selftest --device cuda`, tests/test_cuda.cpp): every CUDA op against its
 // fp32 CPU twin on fresh random inputs, then whole training steps of small generated models (CudaModel
 // against CpuModel). This header includes no CUDA header, so the CLI and the tests use it in every build.

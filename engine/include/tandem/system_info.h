@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::system_info — what this build and machine offer, for `tandem-cli --version` and the studio's About
 // dialog: the Tandem version, whether the CUDA backend is built in, and when a GPU is usable its name,
 // memory, compute capability, the CUDA runtime and driver versions and cuDNN's. Never throws: what cannot be

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::Tokenizer — Hugging Face `tokenizer.json` (BPE models) in C++, id for id equal to HF `tokenizers`.
 // Supports byte-level BPE (GPT-2 / Llama 3 / Qwen2-3: Split regex pre-tokenizer via PCRE2 + ByteLevel) and
 // SentencePiece-style BPE (Llama 2 / Mistral: Metaspace or Prepend/Replace "▁" normalizers, byte_fallback).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::Trainer — one LoRA fine-tuning run: prepare (load model + data, resolve the config), plan (memory
 // estimate), run (the training loop, reporting through a ProgressSink and honouring a stop flag).
 // Decisions a reader must know:

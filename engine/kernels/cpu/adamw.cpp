@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // AdamW and gradient clipping on the CPU backend (see adamw.h). P = parameter count.
 // torch's _single_tensor_adamw, per element, in float32:
 //   p   = p * (1 - lr*wd)

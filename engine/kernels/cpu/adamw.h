@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // AdamW and gradient clipping on the CPU backend, as torch.optim.AdamW and torch.nn.utils.clip_grad_norm_.
 // P = parameter count. Decisions: weight decay is decoupled (p *= 1 - lr*wd before the Adam step); step
 // counts from 1 (the first update has step = 1); the scalar factors are computed in double as Python does

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Packed causal GQA attention on the CPU backend (see attention.h).
 // T = tokens, S = samples, Hq = query heads, Hkv = kv heads, G = Hq / Hkv (query heads per kv head),
 // D = head_dim, L = length of one sample.

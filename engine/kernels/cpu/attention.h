@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Packed variable-length causal attention with grouped-query heads on the CPU backend.
 // T = tokens of the packed stream, S = samples, Hq = query heads, Hkv = key/value heads, D = head_dim.
 // Token t of sample s (cu_seqlens[s] <= t < cu_seqlens[s+1]) attends to tokens cu_seqlens[s]..t only,

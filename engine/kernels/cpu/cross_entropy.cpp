@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fused, chunked lm_head + cross-entropy on the CPU backend (see cross_entropy.h).
 // N = tokens, C = channels, V = vocab, K = rows per chunk.
 // Per chunk: scratch[K,V] = hidden_chunk @ weight^T (sgemm); per row (parallel): max, lse, loss, and the

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fused, chunked lm_head + cross-entropy on the CPU backend.
 // N = tokens, C = hidden channels, V = vocab, K = chunk_rows.
 // Decisions: logits are made K rows at a time into scratch[K,V] and turned into the loss and their

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // LoRA dropout on the CPU backend (see dropout.h): the mask is a hash of (seed, layer, module, index).
 #include "kernels/cpu/dropout.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // LoRA dropout on the CPU backend: the keep mask of element i of module `module`'s input in layer `layer`
 // is a pure function of (seed, layer, module, i) (core/random.h dropout_uniform), so forward and backward
 // agree without storing a mask, a step is reproducible for any thread count, and the CUDA twin

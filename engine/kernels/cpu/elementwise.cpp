@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Elementwise helpers of the CPU backend (see elementwise.h). n = element count.
 #include "kernels/cpu/elementwise.h"
 

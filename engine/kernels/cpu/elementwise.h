@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Elementwise helpers of the CPU backend (residual adds, scaling, copies). n = element count.
 // Trivially deterministic; in-place use is allowed wherever an output may equal an input.
 #pragma once

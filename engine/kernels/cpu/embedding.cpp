@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Token embedding lookup on the CPU backend (see embedding.h). N = tokens, C = channels, V = vocab.
 #include "kernels/cpu/embedding.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Token embedding lookup on the CPU backend. N = tokens, C = channels, V = vocab.
 // An id outside the table is a user-visible mismatch (tokenizer vs model), so it throws Error{InvalidInput}
 // naming the id, checked before anything is written. Backward ACCUMULATES into dtable and is deterministic

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Deterministic tiled sgemm of the CPU backend (see gemm.h). M, N = rows and columns of C, K = inner size.
 #include "kernels/cpu/gemm.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The one GEMM of the CPU backend: row-major sgemm that gives bitwise-identical results for any thread
 // count. Internal to kernels/cpu (matmul, lora, cross-entropy call it).
 // Why not just cblas_sgemm with OpenBLAS's threads: OpenBLAS splits C between its threads, and its tail

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Linear layers on the CPU backend (see matmul.h). N = rows, IN = input features, OUT = output features,
 // R = LoRA rank. All matrices row-major; every product goes through gemm() (gemm.h), whose fixed tiling makes
 // the result independent of the thread count.

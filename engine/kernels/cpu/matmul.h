@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Linear layers on the CPU backend: row-major wrappers over OpenBLAS sgemm, and the LoRA side branch.
 // N = rows (tokens), IN = input features, OUT = output features, R = LoRA rank.
 // Weights are stored as torch.nn.Linear stores them, [OUT, IN], so y = x W^T + b.

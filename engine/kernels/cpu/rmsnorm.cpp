@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // RMSNorm on the CPU backend (see rmsnorm.h). N = rows, C = channels.
 // Deterministic for any thread count: rows are independent; dweight is parallel over column blocks, each
 // summing all rows in order.

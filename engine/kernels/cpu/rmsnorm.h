@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // RMSNorm on the CPU backend, as transformers' LlamaRMSNorm / Qwen3RMSNorm (weight * x / sqrt(mean(x^2)+eps)).
 // N = rows, C = channels. Also the per-head q/k norm of Qwen3: N = tokens * heads, C = head_dim.
 // Decisions: rstd[N] is saved by forward for backward; backward ACCUMULATES into dinp (+=), because its

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Rotary position embedding on the CPU backend (see rope.h). T = tokens, H = heads, D = head_dim,
 // P = table positions. Rows (t, h) are independent, so the loops are deterministic for any thread count.
 #include "kernels/cpu/rope.h"

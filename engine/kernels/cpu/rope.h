@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Rotary position embedding on the CPU backend, in Hugging Face's rotate_half convention: channel i is
 // paired with channel i + D/2 (not with i+1 as in the original GPT-NeoX/Meta interleaved layout).
 // T = tokens, H = heads, D = head_dim (rotary dim = head_dim), P = max positions of the table.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The gated MLP activations on the CPU backend (see swiglu.h): SwiGLU and GeGLU over one loop pair.
 // N = rows, F = features. sigmoid(x) = 1 / (1 + exp(-x)): exp overflows to inf for x < -88 and the sigmoid
 // correctly becomes 0.

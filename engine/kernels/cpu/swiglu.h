@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The gated MLP activations on the CPU backend: SwiGLU of the Llama/Qwen MLP, out = silu(gate) * up,
 // silu(x) = x*sigmoid(x); GeGLU of Gemma, out = gelu_tanh(gate) * up.
 // N = rows (tokens), F = intermediate features. Elementwise, so trivially deterministic.

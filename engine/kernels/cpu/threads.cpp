@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Thread count of the CPU backend (see threads.h).
 #include "kernels/cpu/threads.h"
 

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // AdamW, gradient norm and clipping on the CUDA backend (see adamw.h). K = tensor count, P = elements of
 // one tensor.
 // Decisions:

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // AdamW, gradient norm and clipping on the CUDA backend (twins of kernels/cpu/adamw.h), over ALL LoRA
 // tensors in one launch each: the tensors are described by a device array of AdamWTensor built once at
 // load. Nothing here reads a value back to the host: the norm lands in device memory and the clip factor

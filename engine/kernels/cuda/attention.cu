@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Packed variable-length causal attention with GQA on the CUDA backend (see attention.h): the in-house
 // FlashAttention-2 kernels. T = tokens, S = samples, Hq = query heads, Hkv = kv heads, G = Hq / Hkv,
 // D = head_dim, L = length of one sample; token t of sample s attends to keys cu_seqlens[s]..t.

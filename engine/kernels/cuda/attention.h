@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Packed variable-length causal attention with GQA on the CUDA backend (twin of kernels/cpu/attention.h):
 // the in-house flash-attention kernels (forward and backward), used wherever cuDNN's fused attention
 // (cudnn_attention.h) does not support a case, and as the reference the cuDNN path is tested against.

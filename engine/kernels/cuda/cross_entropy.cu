@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fused, chunked lm_head + cross-entropy on the CUDA backend (see cross_entropy.h).
 // N = tokens, C = channels, V = vocab, K = rows per chunk (chunk_rows, chosen by the caller).
 // Per chunk: logits[K,V] (fp32, the workspace) = hidden_chunk @ weight^T (gemm); softmax_ce_kernel, one

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Fused, chunked lm_head + cross-entropy + gradient on the CUDA backend (twin of
 // kernels/cpu/cross_entropy.h). Rows are processed chunk_rows at a time: logits[K,V] = hidden @ weight^T in
 // fp32 into the workspace, one kernel per chunk turns each row into its loss and, in place, into the bf16

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Packed causal GQA attention through cuDNN's fused flash attention, built on the cuDNN graph BACKEND API
 // (cudnnBackendCreateDescriptor / SetAttribute / Finalize / Execute); the C++ frontend is not available, so
 // this file carries a small RAII wrapper over backend descriptors (Desc) and a graph builder.

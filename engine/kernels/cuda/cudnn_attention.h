@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Packed causal variable-length attention through cuDNN's fused flash attention (SDPA forward and
 // backward), built with the cuDNN graph/backend C API (the C++ frontend is not available). The RAII
 // wrapper over backend descriptors lives in cudnn_attention.cpp only.

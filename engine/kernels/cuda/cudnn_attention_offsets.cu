@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Device side of cudnn_attention.cpp: turns cu_seqlens into the per-sample tensors cuDNN's packed (ragged)
 // attention reads — element offsets of every sample in Q/K/V/O/stats and the per-sample lengths — so the
 // host never has to read cu_seqlens (no sync).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // LoRA dropout on the CUDA backend (see dropout.h). n = element count.
 // Decisions: the keep test is core/random.h's dropout_uniform (u >= p, in double, as on the CPU) and the
 // scale float(1.0 / (1.0 - p)) is computed on the host as on the CPU, so both backends keep the same

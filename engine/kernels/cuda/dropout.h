@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // LoRA dropout on the CUDA backend (twin of kernels/cpu/dropout.h): the keep mask of element i of module
 // `module` in layer `layer` is a pure function of (seed, layer, module, i) — the same SplitMix64 hash as
 // the CPU — so both backends drop the same elements and forward/backward agree without storing a mask.

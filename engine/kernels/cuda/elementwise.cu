@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Elementwise helpers of the CUDA backend (see elementwise.h). n = element count.
 // Decisions:
 //  - One grid-stride kernel shape for every map: each thread handles packs of 8 elements (16 bytes of bf16)

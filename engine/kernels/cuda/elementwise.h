@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Elementwise helpers of the CUDA backend (twins of kernels/cpu/elementwise.h) plus the dtype conversions
 // the CPU backend does not need. n = element count. bf16 storage, fp32 arithmetic; 16-byte vectorised
 // loads where the pointers allow (falls back to scalar otherwise). In-place use allowed as on the CPU.

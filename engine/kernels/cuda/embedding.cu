@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Token embedding lookup on the CUDA backend (see embedding.h). N = tokens, C = channels, V = vocab.
 // Decisions:
 //  - forward: one thread per 16-byte piece of an output row when C % 8 == 0 and the pointers are aligned,

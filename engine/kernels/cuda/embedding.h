@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Token embedding lookup on the CUDA backend (twin of kernels/cpu/embedding.h). ids live on the device and
 // were validated on the host (the model checks the batch before uploading it), so no id check here.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Linear layers on the CUDA backend (see matmul.h): every product is one cublasLtMatmul through gemm().
 // N = rows, IN = input features, OUT = output features, R = LoRA rank; all matrices row-major.
 // Decisions a reader must know:

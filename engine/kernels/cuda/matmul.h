@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Linear layers on the CUDA backend (twin of kernels/cpu/matmul.h) through cuBLASLt: bf16 inputs, fp32
 // accumulation (CUBLAS_COMPUTE_32F), row-major [OUT, IN] weights as torch stores them.
 // Gradient convention as on the CPU: every gradient ACCUMULATES (beta = 1); pointers may be nullptr to skip.

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // RMSNorm on the CUDA backend (see rmsnorm.h). N = rows, C = channels.
 // Decisions:
 //  - A row is handled by one warp when C <= 1024 (q/k norm, small models: many short rows) and by one block

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // RMSNorm on the CUDA backend (twin of kernels/cpu/rmsnorm.h), plus the fused residual-add variant the
 // block uses. bf16 in/out, fp32 statistics; one warp (or block for wide rows) per row.
 #pragma once

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Rotary position embedding on the CUDA backend (see rope.h). T = tokens, H = heads, D = head_dim,
 // P = table positions.
 // Decisions: one thread per 8 channel pairs (i, i + D/2) of a row when D/2 % 8 == 0 and the pointers are

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Rotary position embedding on the CUDA backend (twin of kernels/cpu/rope.h): HF rotate_half convention.
 // The cos/sin table is built on the host by cpu::rope_table_build (transformers' fp32 rounding) and
 // uploaded once (RopeTableDevice); positions[T] are on the device (the batch metadata).

@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The gated MLP activations on the CUDA backend (see swiglu.h): SwiGLU and GeGLU, one kernel pair templated on
 // the activation. N = rows, F = features.
 // Decisions: grid-stride over packs of 8 elements (16-byte loads) when every pointer is aligned, single

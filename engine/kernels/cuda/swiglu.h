@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // The gated MLP activations on the CUDA backend (twins of kernels/cpu/swiglu.h): SwiGLU (Llama, Qwen, ...)
 // and GeGLU with the tanh GELU (Gemma). bf16 storage, fp32 math, 16-byte vectors.
 #pragma once

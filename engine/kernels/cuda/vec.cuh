@@ -1,3 +1,5 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
 // Vectorised memory access shared by the CUDA kernels (.cu files only): a pack of W elements of T moved as
 // one access of up to 16 bytes, and the host-side alignment test that picks the vector path.
 #pragma once
