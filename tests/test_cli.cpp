@@ -317,6 +317,8 @@ private slots:
         expect_failure({"chat", "--tokenizer", qs(qwen)}, 2, "stdin:1", "{\"role\": \"user\"}\n");
         expect_failure({"chat", "--tokenizer", qs(qwen), "--vars", "[1]"}, 2, "--vars", "[]\n");
         expect_failure({"chat", "--tokenizer", qs(qwen), "--template", "vicuna"}, 2, "chatml", "[]\n");
+        // A number beyond double's range is invalid input too (nlohmann throws out_of_range, not parse_error).
+        expect_failure({"chat", "--tokenizer", qs(qwen), "--vars", "{\"a\": 1e309}"}, 2, "--vars", "[]\n");
         const fs::path llama2 = assets() / "tokenizer-llama2";
         expect_failure({"chat", "--tokenizer", qs(llama2)}, 2, "--template",
                        "[{\"role\": \"user\", \"content\": \"hi\"}]\n");

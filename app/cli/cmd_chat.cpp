@@ -38,7 +38,7 @@ Run add_chat_command(CLI::App& app) {
         nlohmann::ordered_json vars;
         try {
             vars = nlohmann::ordered_json::parse(o->vars);
-        } catch (const nlohmann::json::parse_error& e) {
+        } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e309
             throw_invalid(std::string("--vars: not valid JSON: ") + e.what());
         }
         if (!vars.is_object()) throw_invalid("--vars: expected a JSON object such as '{\"enable_thinking\": false}'");

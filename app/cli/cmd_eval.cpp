@@ -32,7 +32,7 @@ std::vector<std::vector<int32_t>> read_sequences(const std::string& path) {
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(ss.str());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e309
         throw_invalid(path + ": not valid JSON (" + e.what() + "); expected {\"sequences\": [[ids...], ...]}");
     }
     if (!j.is_object() || !j.contains("sequences") || !j["sequences"].is_array())

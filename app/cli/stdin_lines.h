@@ -26,7 +26,7 @@ inline void for_each_json_line(const std::function<void(const nlohmann::ordered_
         nlohmann::ordered_json value;
         try {
             value = nlohmann::ordered_json::parse(text);
-        } catch (const nlohmann::json::parse_error& e) {
+        } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e309
             throw_invalid("stdin:" + std::to_string(line) + ": not valid JSON (" + e.what() +
                           "); expected one JSON value per line");
         }
