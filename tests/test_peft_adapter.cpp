@@ -821,6 +821,8 @@ private slots:
         bad({{"target_modules", "(.*.*.*.*.*.*.*.*)*X"}}, U, {"unbounded repetitions"});
         bad({{"target_modules", ".*.*.*.*X"}}, U, {"more than 3 unbounded"});
         bad({{"target_modules", "(a|aa)+_proj"}}, U, {"a repeated group"});
+        bad({{"target_modules", "(.*.*.*.[]*.*.*.*.*)*X"}}, U, {"unbounded repetitions"});  // "[]": an empty class
+        bad({{"target_modules", ".*[q_proj"}}, U, {"unclosed character class"});
         bad({{"target_modules", "(.*_proj)+"}}, U, {"exponential matching"});
         bad({{"target_modules", "model\\.layers\\.0\\.self_attn\\.q_proj|model\\.layers\\.1\\.self_attn\\.v_proj"}}, U,
             {"different projections in different layers", "layer 0: q_proj", "layer 1: v_proj"});

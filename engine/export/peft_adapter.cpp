@@ -248,11 +248,11 @@ std::string regex_outside_subset(const std::string& s) {
             ++i;
             continue;
         }
-        if (c == '[') {  // a character class: skip to its end
+        if (c == '[') {  // a character class: skip to its end (ECMAScript: "[]" is an empty class)
             size_t j = i + 1;
             if (j < s.size() && s[j] == '^') ++j;
-            if (j < s.size() && s[j] == ']') ++j;
             while (j < s.size() && s[j] != ']') j += s[j] == '\\' ? 2 : 1;
+            if (j >= s.size()) return "an unclosed character class";
             i = j;
             continue;
         }
