@@ -809,21 +809,19 @@ private slots:
         bad({{"target_modules", json::array({"q_proj", "lm_head"})}}, U, {"'lm_head'", "not supported"});
         bad({{"target_modules", {"embed_tokens"}}}, U, {"embed_tokens"});
         bad({{"target_modules", ".*"}}, U, {"matches lm_head"});
-        bad({{"target_modules", "(?P<x>q_proj)"}}, U,
-            {"regular expression", "cannot evaluate", "list the module names"});
-        // Patterns std::regex cannot bound (found by fuzz_peft_config): refused at once, never a crash or a hang.
-        bad({{"target_modules", "\\3333333333333333333333"}}, U, {"backreference", "list the module names"});
-        bad({{"target_modules", "a{99999999999999999999}"}}, U, {"repeat count above 1000"});
-        bad({{"target_modules", "all-{lWn}iA"}}, U, {"not a number"});
-        bad({{"target_modules", std::string(30000, '(') + "q_proj" + std::string(30000, ')')}}, U,
-            {"longer than 512"});
-        bad({{"target_modules", std::string(20, '(') + "q_proj" + std::string(20, ')')}}, U, {"16 nested groups"});
-        bad({{"target_modules", "(.*.*.*.*.*.*.*.*)*X"}}, U, {"unbounded repetitions"});
-        bad({{"target_modules", ".*.*.*.*X"}}, U, {"more than 3 unbounded"});
-        bad({{"target_modules", "(a|aa)+_proj"}}, U, {"a repeated group"});
-        bad({{"target_modules", "(.*.*.*.[]*.*.*.*.*)*X"}}, U, {"unbounded repetitions"});  // "[]": an empty class
-        bad({{"target_modules", ".*[q_proj"}}, U, {"unclosed character class"});
-        bad({{"target_modules", "(.*_proj)+"}}, U, {"exponential matching"});
+        bad({{"target_modules", "(q_proj"}}, U, {"regular expression", "cannot evaluate", "list the module names"});
+        // Python's named groups work (PCRE2 has them): fullmatch of the bare name matches no module path.
+        bad({{"target_modules", "(?P<x>q_proj)"}}, I, {"matches none"});
+        // Patterns std::regex could not bound (found by fuzz_peft_config): refused at once, never a crash or a hang.
+        bad({{"target_modules", "\\3333333333333333333333"}}, I, {"matches none"});
+        bad({{"target_modules", "a{99999999999999999999}"}}, U, {"cannot evaluate"});
+        bad({{"target_modules", std::string(30000, '(') + "q_proj" + std::string(30000, ')')}}, U, {"cannot evaluate"});
+        bad({{"target_modules", std::string(40, '(') + "q_proj" + std::string(40, ')')}}, U, {"cannot evaluate"});
+        bad({{"target_modules", "(.*.*.*.*.*.*.*.*)*X"}}, I, {"matches none"});  // PCRE2 needs an X first
+        bad({{"target_modules", "(.*.*.*.[]*.*.*.*.*)*X"}}, U, {"cannot evaluate"});  // "[]" opens a class
+        bad({{"target_modules", "(..***).X"}}, U, {"cannot evaluate"});
+        bad({{"target_modules", ".*[q_proj"}}, U, {"cannot evaluate"});
+        bad({{"target_modules", "all-{lWn}iA"}}, I, {"matches none"});
         bad({{"target_modules", "model\\.layers\\.0\\.self_attn\\.q_proj|model\\.layers\\.1\\.self_attn\\.v_proj"}}, U,
             {"different projections in different layers", "layer 0: q_proj", "layer 1: v_proj"});
         // layers

@@ -7,17 +7,18 @@
 //    are ignored; layers_to_transform then keeps only the listed layer indices;
 //  - a string: re.fullmatch(string, P) over the module paths ("model.layers.0.self_attn.q_proj"), with
 //    the shorthand "all-linear" meaning every linear layer but the output layer.
-// We evaluate regexes with std::regex (ECMAScript), which agrees with Python's re on the forms people
-// write for this (".*\.(q_proj|v_proj)", "model.layers.\d+.self_attn.(q|k|v)_proj"); Python-only syntax
-// is refused as Unsupported.
+// We evaluate regexes with PCRE2 (FullMatch below: anchored at both ends like re.fullmatch), whose syntax is
+// Python's for the forms people write (".*\.(q_proj|v_proj)", "model.layers.\d+.self_attn.(q|k|v)_proj",
+// named groups), with bounds on the pattern and on each match; a pattern past them is refused as Unsupported.
 #include "export/peft_adapter.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <regex>
 #include <set>
 #include <system_error>
+
+#include <pcre2.h>
 
 #include "core/files.h"
 #include "io/atomic_file.h"
@@ -226,79 +227,56 @@ TargetResolution resolve_list(const ConfigReader& cr, const json& list, const Mo
     return r;
 }
 
-// std::regex has no bounds of its own: its compiler recurses per nesting level and overflows on huge repeat counts
-// or backreference numbers, and its matcher backtracks exponentially on nested repetition. An adapter's
-// target_modules must not be able to crash or hang Tandem, so a pattern is evaluated only when it stays inside
-// what people write for PEFT (".*\\.(q_proj|v_proj)", "model.layers.\\d+.self_attn.(q|k|v)_proj"): at most 512
-// characters and 16 nested groups, no backreference, repeat counts up to 1000, no repeated group (only "?" may
-// follow a group) and at most 3 unbounded repetitions, so matching a module path is polynomial and small.
-// Returns why not, or "".
-std::string regex_outside_subset(const std::string& s) {
-    if (s.size() > 512) return "longer than 512 characters";
-    std::vector<bool> group_repeats;  // per open group: it holds an unbounded repetition
-    bool last_group_repeats = false;  // the group just closed holds one (a quantifier may follow)
-    bool after_group = false;
-    int unbounded = 0;
-    for (size_t i = 0; i < s.size(); ++i) {
-        const char c = s[i];
-        const bool closed = after_group;
-        after_group = false;
-        if (c == '\\') {
-            if (i + 1 < s.size() && s[i + 1] >= '1' && s[i + 1] <= '9') return "it uses a backreference";
-            ++i;
-            continue;
+// Python's re.fullmatch for an adapter's target_modules pattern, through PCRE2 (its syntax is Python's for the
+// forms people write, named groups included), with bounds, because the pattern comes from a file: at most 512
+// characters and 32 nested parentheses when compiled, at most 100,000 backtracking steps, depth 1,000 and 4 MiB
+// of heap per match. A pattern past a bound is refused (Unsupported), never a crash or a hang.
+class FullMatch {
+public:
+    explicit FullMatch(const std::string& pattern) {
+        pcre2_compile_context* cctx = pcre2_compile_context_create(nullptr);
+        pcre2_set_max_pattern_length(cctx, 512);
+        pcre2_set_parens_nest_limit(cctx, 32);
+        int err = 0;
+        PCRE2_SIZE offset = 0;
+        code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                              PCRE2_ANCHORED | PCRE2_ENDANCHORED, &err, &offset, cctx);
+        pcre2_compile_context_free(cctx);
+        if (!code_) {
+            PCRE2_UCHAR buf[256];
+            pcre2_get_error_message(err, buf, sizeof buf);
+            error_ = std::string(reinterpret_cast<const char*>(buf)) + " at offset " + std::to_string(offset);
+            return;
         }
-        if (c == '[') {  // a character class: skip to its end (ECMAScript: "[]" is an empty class)
-            size_t j = i + 1;
-            if (j < s.size() && s[j] == '^') ++j;
-            while (j < s.size() && s[j] != ']') j += s[j] == '\\' ? 2 : 1;
-            if (j >= s.size()) return "an unclosed character class";
-            i = j;
-            continue;
-        }
-        if (c == '(') {
-            group_repeats.push_back(false);
-            if (group_repeats.size() > 16) return "more than 16 nested groups";
-            continue;
-        }
-        if (c == ')') {
-            if (group_repeats.empty()) continue;  // std::regex reports it
-            last_group_repeats = group_repeats.back();
-            group_repeats.pop_back();
-            if (last_group_repeats && !group_repeats.empty()) group_repeats.back() = true;
-            after_group = true;
-            continue;
-        }
-        bool unbounded_here = c == '*' || c == '+';
-        if (c == '{') {
-            size_t j = i + 1;
-            std::string lo, hi;
-            bool comma = false;
-            while (j < s.size() && s[j] != '}') {
-                if (s[j] == ',') comma = true;
-                else (comma ? hi : lo) += s[j];
-                ++j;
-            }
-            for (const std::string* n : {&lo, &hi}) {
-                if (!std::all_of(n->begin(), n->end(), [](char d) { return d >= '0' && d <= '9'; }))
-                    return "a repeat count that is not a number";
-                if (n->size() > 4 || (!n->empty() && std::stoi(*n) > 1000)) return "a repeat count above 1000";
-            }
-            unbounded_here = comma && hi.empty();
-            i = j;
-        }
-        if (unbounded_here || c == '?' || c == '{') {
-            if (closed && (unbounded_here || c == '{'))
-                return last_group_repeats ? "a repetition inside a repeated group (exponential matching)"
-                                          : "a repeated group";
-            if (unbounded_here) {
-                if (++unbounded > 3) return "more than 3 unbounded repetitions";
-                if (!group_repeats.empty()) group_repeats.back() = true;
-            }
-        }
+        mctx_ = pcre2_match_context_create(nullptr);
+        pcre2_set_match_limit(mctx_, 100000);
+        pcre2_set_depth_limit(mctx_, 1000);
+        pcre2_set_heap_limit(mctx_, 4096);  // KiB
+        data_ = pcre2_match_data_create_from_pattern(code_, nullptr);
     }
-    return "";
-}
+    ~FullMatch() {
+        pcre2_match_data_free(data_);
+        pcre2_match_context_free(mctx_);
+        pcre2_code_free(code_);
+    }
+    FullMatch(const FullMatch&) = delete;
+    FullMatch& operator=(const FullMatch&) = delete;
+
+    const std::string& error() const { return error_; }  // the compile error, "" when compiled
+    // 1: the whole subject matches, 0: it does not, -1: a bound was reached.
+    int match(const std::string& subject) const {
+        const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), 0, 0, data_,
+                                   mctx_);
+        if (rc >= 0) return 1;
+        return rc == PCRE2_ERROR_NOMATCH ? 0 : -1;
+    }
+
+private:
+    pcre2_code* code_ = nullptr;
+    pcre2_match_context* mctx_ = nullptr;
+    pcre2_match_data* data_ = nullptr;
+    std::string error_;
+};
 
 TargetResolution resolve_string(const ConfigReader& cr, const std::string& s, const ModelConfig& model) {
     TargetResolution r;
@@ -308,25 +286,28 @@ TargetResolution resolve_string(const ConfigReader& cr, const std::string& s, co
         for (const LoraModuleRef& m : modules) add_pair(r, m.layer, m.target);
         return r;
     }
-    if (const std::string why = regex_outside_subset(s); !why.empty())
+    const FullMatch re(s);
+    if (!re.error().empty())
         cr.unsupported("target_modules is the regular expression \"" + s.substr(0, 80) + (s.size() > 80 ? "..." : "") +
-                       "\", which Tandem does not evaluate (" + why + "); list the module names instead, e.g. " +
-                       "[\"q_proj\", \"v_proj\"]");
-    std::regex re;
-    try {
-        re = std::regex(s, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-        cr.unsupported("target_modules is the regular expression \"" + s + "\", which Tandem cannot evaluate (" +
-                       e.what() + "); list the module names instead, e.g. [\"q_proj\", \"v_proj\"]");
-    }
+                       "\", which Tandem cannot evaluate (" + re.error() +
+                       "); list the module names instead, e.g. [\"q_proj\", \"v_proj\"]");
+    auto matches = [&](const std::string& path) {
+        const int m = re.match(path);
+        if (m < 0)
+            cr.unsupported("target_modules is the regular expression \"" + s.substr(0, 80) +
+                           (s.size() > 80 ? "..." : "") +
+                           "\", which is too complex to evaluate (it backtracks too much); list the module names "
+                           "instead, e.g. [\"q_proj\", \"v_proj\"]");
+        return m == 1;
+    };
     for (const char* other : kOtherLinear)
-        if (std::regex_match(other, re))
+        if (matches(other))
             cr.unsupported("target_modules \"" + s + "\" matches " + other + ": LoRA on " + other +
                            " is not supported; Tandem trains LoRA on the projections " + join(targets) + " only");
     // Canonical module order for a regex: layer by layer, block order.
     std::vector<std::pair<int64_t, std::string>> found;
     for (const LoraModuleRef& m : modules)
-        if (std::regex_match(m.path, re)) found.emplace_back(m.layer, m.target);
+        if (matches(m.path)) found.emplace_back(m.layer, m.target);
     if (found.empty() && std::find(targets.begin(), targets.end(), s) != targets.end()) {
         // A bare name as a string matches nothing under PEFT's fullmatch; other tools mean the module.
         for (const LoraModuleRef& m : modules)
