@@ -114,23 +114,7 @@ QString qs(const fs::path& p) { return QString::fromStdString(p.string()); }
 
 // tandem-cli with the hub's environment.
 CliResult run_cli_env(const QStringList& args, const QProcessEnvironment& env, int timeout_ms = 120000) {
-    QProcess p;
-    p.setProcessEnvironment(env);
-    p.start(QString(TANDEM_CLI_PATH), args);
-    CliResult r;
-    if (!p.waitForStarted(10000)) return r;
-    p.closeWriteChannel();
-    if (!p.waitForFinished(timeout_ms)) {
-        p.kill();
-        p.waitForFinished();
-        r.crashed = true;
-        return r;
-    }
-    r.crashed = p.exitStatus() == QProcess::CrashExit;
-    r.exit_code = p.exitCode();
-    r.out = p.readAllStandardOutput();
-    r.err = p.readAllStandardError();
-    return r;
+    return run_cli(args, {}, timeout_ms, &env);
 }
 
 QProcessEnvironment hub_env(const MockHub& h, const fs::path& home) {

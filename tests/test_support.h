@@ -64,9 +64,12 @@ struct CliResult {
     QByteArray err;
 };
 
-// Runs tandem-cli with args, feeding `input` on stdin. Never hangs: killed after timeout_ms (then crashed).
-inline CliResult run_cli(const QStringList& args, const QByteArray& input = {}, int timeout_ms = 120000) {
+// Runs tandem-cli with args, feeding `input` on stdin, in `env` when given. Never hangs: killed after
+// timeout_ms (then crashed).
+inline CliResult run_cli(const QStringList& args, const QByteArray& input = {}, int timeout_ms = 120000,
+                         const QProcessEnvironment* env = nullptr) {
     QProcess p;
+    if (env) p.setProcessEnvironment(*env);
     p.start(QString(TANDEM_CLI_PATH), args);
     CliResult r;
     if (!p.waitForStarted(10000)) return r;
