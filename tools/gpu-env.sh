@@ -22,7 +22,8 @@
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then set -euo pipefail; fi   # not when sourced: it would change the caller's shell
 
 _gpuenv_packages="nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 libutf8proc-dev libutf8proc2
-  libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0 pkgconf-bin libpkgconf3"
+  libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0 pkgconf-bin libpkgconf3
+  libsnappy-dev libsnappy1v5"
 _gpuenv_ma=x86_64-linux-gnu
 
 _gpuenv_dir() { echo "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.carry/gpu-env"; }

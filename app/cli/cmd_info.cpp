@@ -98,6 +98,16 @@ Run add_info_command(CLI::App& app) {
         }
         j["parameters"] = info.parameter_count;
         j["dtypes"] = info.dtypes;
+        const WeightQuantization& q = c.quantization;
+        const std::string quant =
+            q.prequantized ? "4-bit " + q.quant_type + " (bitsandbytes" + (q.double_quant ? ", double quantization" : "") +
+                                 "): trained as QLoRA"
+                           : "none";
+        j["quantization"] = q.prequantized ? nlohmann::ordered_json{{"method", "bitsandbytes"},
+                                                                    {"quant_type", q.quant_type},
+                                                                    {"double_quant", q.double_quant},
+                                                                    {"skip_modules", q.skip_modules}}
+                                           : nlohmann::ordered_json(nullptr);
         j["weight_files"] = info.weight_files.size();
         j["weight_bytes"] = info.weight_bytes;
         j["tokenizer"] = tok ? nlohmann::ordered_json{{"kind", tok->kind()},
@@ -133,7 +143,8 @@ Run add_info_command(CLI::App& app) {
         std::cout << "vocab         " << c.vocab_size << (c.tie_word_embeddings ? "  (tied embeddings)" : "") << "\n"
                   << "parameters    " << info.parameter_count << " (" << human_count(info.parameter_count) << ")\n"
                   << "weights       " << info.weight_files.size() << " safetensors file(s), "
-                  << join(info.dtypes, "/") << ", " << human_bytes(info.weight_bytes) << "\n";
+                  << join(info.dtypes, "/") << ", " << human_bytes(info.weight_bytes) << "\n"
+                  << "quantization  " << quant << "\n";
         if (tok)
             std::cout << "tokenizer     " << tok->kind() << ", " << tok->vocab_size() << " ids, bos '"
                       << tok->config().bos_token << "', eos '" << tok->config().eos_token << "'\n";

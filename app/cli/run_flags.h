@@ -4,6 +4,7 @@
 // device choices, with the same refusals.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,20 @@ inline void apply_choice_flags(RunConfig& c, const std::string& checkpointing, c
         const auto d = parse_device_choice(device);
         if (!d) throw_invalid("--device " + device + ": expected cpu, cuda or auto");
         c.device = *d;
+    }
+}
+
+// --quantization and --vram-budget, when given.
+inline void apply_memory_flags(RunConfig& c, const std::string& quantization, const std::optional<double>& vram_budget) {
+    if (!quantization.empty()) {
+        const auto q = parse_quantization(quantization);
+        if (!q) throw_invalid("--quantization " + quantization + ": expected none or nf4");
+        c.quantization = *q;
+    }
+    if (vram_budget) {
+        if (!(*vram_budget > 0) || *vram_budget > 1e6)
+            throw_invalid("--vram-budget " + std::to_string(*vram_budget) + ": expected a positive number of GiB");
+        c.memory.vram_budget_gib = *vram_budget;
     }
 }
 

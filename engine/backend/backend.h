@@ -22,11 +22,14 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/quant4.h"
+
 namespace tandem {
 
 // X(op, (arguments of a call)) for every op. Argument names: x/cx an Act pointer (mutable/const), f/cf
 // float, d double, ci int32 (ids, positions, targets, cu_seqlens), seed (const uint64_t*), scale (const
-// float*), rope (B::RopeTable), ws (void* workspace), n int, n64 int64, s float, p double, flag bool.
+// float*), rope (B::RopeTable), ws (void* workspace), q4 (a 4-bit weight, core/quant4.h), n int, n64 int64,
+// s float, p double, flag bool.
 #define TANDEM_BACKEND_OPS(X)                                                       \
     X(embedding_forward, (x, ci, cx, n, n, n))                                      \
     X(embedding_backward, (f, cx, ci, n, n, n))                                     \
@@ -66,7 +69,8 @@ namespace tandem {
 template <class B>
 concept Backend = requires(typename B::Act* x, const typename B::Act* cx, float* f, const float* cf, double* d,
                            const int32_t* ci, const uint64_t* seed, const float* scale,
-                           const typename B::RopeTable& rope, void* ws, int n, int64_t n64, float s, double p,
+                           const typename B::RopeTable& rope, void* ws, const Quant4Ref& q4, int n, int64_t n64,
+                           float s, double p,
                            bool flag) {
     typename B::Act;
     typename B::RopeTable;

@@ -130,6 +130,54 @@ void parse_rope(const ConfigFields& r, const Family& fam, ModelConfig& c) {
         r.bad(where + "factor (" + std::to_string(rs.factor) + ") must be positive");
 }
 
+// quantization_config: bitsandbytes 4-bit (NF4 / FP4, uint8 storage) is trained as QLoRA; other methods
+// (GPTQ, AWQ, FP8, bitsandbytes 8-bit) store tensors Tandem cannot read: not supported, with the reason.
+void parse_quantization(const json& q, const std::string& src, ModelConfig& c) {
+    auto refuse = [&](const std::string& why) {
+        c.supported = false;
+        c.unsupported_reason = why;
+    };
+    if (!q.is_object()) {
+        refuse("quantization_config is not an object; use the original bf16/fp16 model");
+        return;
+    }
+    auto str = [&](const char* k, const std::string& def) {
+        return q.contains(k) && q[k].is_string() ? q[k].get<std::string>() : def;
+    };
+    auto flag = [&](const char* k) { return q.contains(k) && q[k].is_boolean() && q[k].get<bool>(); };
+    const std::string method = str("quant_method", "unknown");
+    if (method != "bitsandbytes") {
+        refuse("pre-quantized checkpoint (quant_method '" + method +
+               "') is not supported; use the original bf16/fp16 model (Tandem quantizes to 4-bit itself: "
+               "quantization nf4)");
+        return;
+    }
+    const bool four = flag("load_in_4bit") || flag("_load_in_4bit");
+    if (!four) {
+        refuse("bitsandbytes 8-bit checkpoints are not supported; use the bf16/fp16 model or a 4-bit (bnb-4bit) one");
+        return;
+    }
+    WeightQuantization& w = c.quantization;
+    w.four_bit = true;
+    w.prequantized = true;
+    w.quant_type = str("bnb_4bit_quant_type", "fp4");  // bitsandbytes' default
+    w.double_quant = flag("bnb_4bit_use_double_quant");
+    if (w.quant_type != "nf4" && w.quant_type != "fp4")
+        throw_unsupported(src + ": quantization_config.bnb_4bit_quant_type '" + w.quant_type +
+                          "' is not supported (nf4 or fp4)");
+    const std::string storage = str("bnb_4bit_quant_storage", "uint8");
+    if (storage != "uint8")
+        throw_unsupported(src + ": quantization_config.bnb_4bit_quant_storage '" + storage +
+                          "' is not supported (only uint8, bitsandbytes' default)");
+    if (q.contains("llm_int8_skip_modules") && q["llm_int8_skip_modules"].is_array()) {
+        for (const auto& m : q["llm_int8_skip_modules"]) {
+            if (!m.is_string())
+                throw_invalid(src + ": quantization_config.llm_int8_skip_modules must be a list of strings");
+            w.skip_modules.push_back(m.get<std::string>());
+        }
+    }
+}
+
 int64_t checked_mul(int64_t a, int64_t b) {
     int64_t out = 0;
     if (__builtin_mul_overflow(a, b, &out)) return -1;
@@ -270,15 +318,7 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
         c.supported = false;
         c.unsupported_reason = "mlp_bias=true is not yet supported";
     } else if (r.has("quantization_config")) {
-        // Pre-quantized checkpoints (GPTQ, AWQ, bitsandbytes, FP8) store packed integer tensors.
-        std::string method = "unknown";
-        if (j["quantization_config"].is_object() && j["quantization_config"].contains("quant_method") &&
-            j["quantization_config"]["quant_method"].is_string())
-            method = j["quantization_config"]["quant_method"].get<std::string>();
-        c.supported = false;
-        c.unsupported_reason =
-            "pre-quantized checkpoint (quant_method '" + method +
-            "') is not supported; use the original bf16/fp16 model (Tandem quantizes itself for QLoRA)";
+        parse_quantization(j["quantization_config"], src, c);
     }
     // sliding_window: both attention paths implement it (kernels/*/attention*: key j is visible from query t
     // when t - window < j <= t, as transformers' sliding-window mask); cuDNN is skipped for such batches.
@@ -306,6 +346,20 @@ ModelConfig load_model_config(const std::filesystem::path& path) {
         throw_invalid(path.string() + ": file not found");
     }
     return parse_model_config(read_json_file(file, size_t(16) << 20), file.string());
+}
+
+bool WeightQuantization::quantizes(const std::string& module_path) const {
+    if (!four_bit) return false;
+    for (const auto& k : skip_modules)
+        if (!k.empty() && module_path.find(k) != std::string::npos) return false;
+    return true;
+}
+
+ModelConfig with_quantization(ModelConfig config) {
+    if (config.quantization.prequantized) return config;
+    config.quantization = WeightQuantization{};
+    config.quantization.four_bit = true;
+    return config;
 }
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {

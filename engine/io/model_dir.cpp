@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/files.h"
+#include "io/quant4_checkpoint.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -119,6 +120,19 @@ void check_tensors(const ModelConfig& config, const SafetensorsSet& weights, Mod
                           shape_to_string(e.shape) + ") is missing; " + info.config_path.string() + " (" +
                           config.architecture + ", " + std::to_string(config.num_hidden_layers) +
                           " layers) requires it" + hint);
+        }
+        if (is_quant4_tensor(weights, e.name)) {
+            // A 4-bit projection (*-bnb-4bit checkpoints): its parts, checked against the float shape.
+            const Quant4Tensors q = find_quant4(weights, e.name, e.shape);
+            for (const TensorInfo* part : {q.codes, q.absmax, q.nested_absmax, q.nested_code, q.code})
+                if (part) used.insert(part->name);
+            for (const auto& name : weights.names())
+                if (name.rfind(e.name + ".quant_state.", 0) == 0) used.insert(name);
+            dtypes.insert("4-bit " + q.quant_type);
+            int64_t n = 1;
+            for (int64_t d : e.shape) n *= d;
+            params += n;
+            continue;
         }
         if (t->shape != e.shape)
             throw_invalid(weights.file_of(e.name).string() + ": tensor '" + e.name + "' has shape " +

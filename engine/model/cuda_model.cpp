@@ -28,6 +28,8 @@
 
 #include "core/random.h"
 #include "model/cuda_model_impl.h"
+#include "model/cuda_quant4_load.h"
+#include "model/quant4_load.h"
 #include "tandem/model_dir.h"
 #include "tandem/safetensors.h"
 
@@ -57,7 +59,8 @@ void validate(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOpt
 
 Dims cuda_dims(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOptions& o) {
     const int64_t k = kCeChunkBytes / (int64_t(cfg.vocab_size) * int64_t(sizeof(float)));
-    return make_dims(cfg, lora, o.max_tokens, o.max_seqlen, int(std::max<int64_t>(k / 64 * 64, 64)));
+    return make_dims(o.quantize_4bit ? with_quantization(cfg) : cfg, lora, o.max_tokens, o.max_seqlen,
+                     int(std::max<int64_t>(k / 64 * 64, 64)));
 }
 
 // The table is built for the positions a micro-batch can hold (a sample never exceeds max_tokens), not for
@@ -145,7 +148,7 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
     validate(cfg, lora, options, where);
     auto impl = std::make_unique<CudaModel::Impl>();
     CudaModel::Impl& m = *impl;
-    m.cfg = cfg;
+    m.cfg = options.quantize_4bit ? with_quantization(cfg) : cfg;
     m.lora = lora;
     m.options = options;
     m.d = cuda_dims(cfg, lora, options);
@@ -297,8 +300,17 @@ CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConf
     const SafetensorsSet& ws = md.weights;
     char* stage = m.work_base;
     const size_t stage_bytes = m.work_bytes;
-    for (const WeightEntry& e : weight_entries(m.y, d))
-        upload_weight(m.weight(e.handle), ws, e.name, e.numel, stage, stage_bytes);
+    const Quant4Stage q4{stage, stage_bytes, m.y.quant_max_blocks};
+    for (const WeightEntry& e : weight_entries(m.y, d)) {
+        if (e.handle < 0)
+            upload_quant4(m.y.weights, m.weights_mem.data(), e, d, ws, q4);
+        else if (checkpoint_is_quant4(ws, e))
+            throw_unsupported(ws.source_name() + ": tensor " + e.name +
+                              " is stored 4-bit, but the config's quantization_config keeps it in float "
+                              "(llm_int8_skip_modules); the checkpoint and its config.json disagree");
+        else
+            upload_weight(m.weight(e.handle), ws, e.name, e.numel, stage, stage_bytes);
+    }
     cuda::synchronize();  // before the mapping closes and the staging span becomes the workspace again
     return CudaModel(std::move(impl));
 }
@@ -311,8 +323,11 @@ CudaModel CudaModel::random(const ModelConfig& config, const LoraConfig& lora, u
     const float bound = 0.02f * std::sqrt(3.0f);  // uniform with std 0.02
     SplitMix64 rng(weight_seed);
     auto uniform = [&](bf16* p, int64_t n) { cuda::fill_uniform(p, n, rng.next_u64(), bound); };
+    const Quant4Stage q4{m.work_base, m.work_bytes, m.y.quant_max_blocks};
     for (const WeightEntry& e : weight_entries(m.y, d)) {
-        if (e.kind == WeightKind::Matrix)
+        if (e.handle < 0)
+            random_quant4(m.y.weights, m.weights_mem.data(), e, d, rng.next_u64(), bound, q4);
+        else if (e.kind == WeightKind::Matrix)
             uniform(m.weight(e.handle), e.numel);  // one draw of the weight seed per matrix, in file order
         else
             cuda::fill(m.weight(e.handle), e.kind == WeightKind::Norm ? 1.0f - d.norm_offset : 0.0f, e.numel);

@@ -58,6 +58,10 @@ struct CudaModelOptions {
     // bits. Shapes that never repeat (packed data of varied lengths) run eagerly as before (a key lookup);
     // a shape that comes back once is captured for nothing (20-90 ms of host time, bounded by the LRU).
     bool cuda_graphs = true;
+    // Hold the projections as 4-bit NF4 (QLoRA; with_quantization) though the checkpoint is float: quantized
+    // on the device at load, dequantized to bf16 in front of each base GEMM. A pre-quantized (*-bnb-4bit)
+    // checkpoint is 4-bit either way.
+    bool quantize_4bit = false;
 };
 
 // What the CUDA graphs of a model did (CudaModel::graph_stats()).

@@ -86,6 +86,8 @@ struct LayerWeights {
     const Act* ln2 = nullptr;  // [C]
     const Act* w[kNumModules] = {};  // q [Q,C], k [KV,C], v [KV,C], o [C,Q], gate [F,C], up [F,C], down [C,F]
     const Act* b[kNumModules] = {};  // [OUT] or nullptr
+    Quant4Ref q[kNumModules];        // a 4-bit weight (w[m] is nullptr): its codes and scales
+    int64_t q_first[kNumModules] = {};  // the slot's first element in it (a fused projection's rows)
     const Act* q_norm = nullptr;     // [D] (qk_norm only)
     const Act* k_norm = nullptr;     // [D]
     const Act* attn_out_norm = nullptr;  // [C] sandwich norms only
@@ -198,6 +200,7 @@ public:
     float* losses = nullptr;   // [T]
     void* ce_ws = nullptr;     // lm_head chunk workspace
     double* loss_sum = nullptr;  // [2] this batch's, the step's
+    Act* wq = nullptr;           // one slot's 4-bit base weight, dequantized (4-bit models only)
 
     // Points weights, activations and scratch into arenas laid out by `y` (allocated at the given bases).
     void bind(const ModelPlan& y, void* weights_base, void* acts_base, void* work_base) {
@@ -220,7 +223,13 @@ public:
             w.attn_out_norm = W.ptr<Act>(weights_base, h.attn_out_norm);
             w.mlp_out_norm = W.ptr<Act>(weights_base, h.mlp_out_norm);
             for (int m = 0; m < kNumModules; ++m) {
-                w.w[m] = W.ptr<Act>(weights_base, h.w[m]) + h.w_off[m];  // a fused projection's rows
+                if (h.q[m].codes >= 0) {
+                    w.w[m] = nullptr;
+                    w.q[m] = quant4_ref(W, weights_base, h.q[m]);
+                    w.q_first[m] = h.w_off[m];
+                } else {
+                    w.w[m] = W.ptr<Act>(weights_base, h.w[m]) + h.w_off[m];  // a fused projection's rows
+                }
                 w.b[m] = h.b[m] < 0 ? nullptr : W.ptr<Act>(weights_base, h.b[m]) + h.b_off[m];
             }
         }
@@ -270,13 +279,42 @@ public:
         losses = A.ptr<float>(acts_base, y.losses);
         ce_ws = y.work.ptr<char>(work_base, y.ce);
         loss_sum = y.work.ptr<double>(work_base, y.loss_sum);
+        wq = y.dequant < 0 ? nullptr : y.work.ptr<Act>(work_base, y.dequant);
+    }
+
+    // The pointers of a 4-bit projection's pieces.
+    Quant4Ref quant4_ref(const ArenaLayout& W, void* base, const Quant4Pieces& p) const {
+        Quant4Ref r;
+        const float* k = W.ptr<float>(base, p.consts);
+        r.codes = W.ptr<uint8_t>(base, p.codes);
+        r.code = k;
+        if (d.quant_nested) {
+            r.absmax_q = W.ptr<uint8_t>(base, p.absmax);
+            r.nested_code = k + kQuant4Codes;
+            r.nested_absmax = W.ptr<float>(base, p.nested_absmax);
+            r.offset = k + kQuant4Codes + kNestedCodes;
+        } else {
+            r.absmax = W.ptr<float>(base, p.absmax);
+        }
+        r.n = p.n;
+        r.blocksize = d.quant_blocksize;
+        return r;
+    }
+
+    // The base weight [OUT,IN] of module m of layer l: the stored one, or a 4-bit one dequantized into wq
+    // (again for every use: forward, recompute and backward).
+    const Act* base_weight(int l, int m) {
+        const LayerWeights<B>& w = layers[size_t(l)];
+        if (w.w[m]) return w.w[m];
+        B::dequantize_4bit(wq, w.q[m], w.q_first[m], int64_t(d.out_of(m)) * d.in_of(m));
+        return wq;
     }
 
     // out[T,OUT] = inp[T,IN] W^T + b (+ scaling * drop(inp) A^T B^T) for module m of layer l.
     void project(int l, int m, Act* out, const Act* inp, bool train) {
         const LayerWeights<B>& w = layers[size_t(l)];
         const int T = step.T, IN = d.in_of(m), OUT = d.out_of(m);
-        B::matmul_forward(out, inp, w.w[m], w.b[m], T, IN, OUT);
+        B::matmul_forward(out, inp, base_weight(l, m), w.b[m], T, IN, OUT);
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
         const Act* lin = inp;
@@ -290,9 +328,8 @@ public:
     // dinp[T,IN] += d(out)/d(inp) applied to dout[T,OUT]; LoRA grads += (grad_scale is already inside dout).
     // With dropout the dropped input is recomputed from inp (same hash, same values as forward).
     void project_backward(int l, int m, Act* dinp, const Act* dout, const Act* inp) {
-        const LayerWeights<B>& w = layers[size_t(l)];
         const int T = step.T, IN = d.in_of(m), OUT = d.out_of(m);
-        B::matmul_backward(dinp, nullptr, nullptr, dout, inp, w.w[m], T, IN, OUT);
+        B::matmul_backward(dinp, nullptr, nullptr, dout, inp, base_weight(l, m), T, IN, OUT);
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
         const Act* tmp = acts[size_t(l)].lora_tmp[m];

@@ -23,6 +23,7 @@
 #include "core/random.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "model/decoder.h"
+#include "model/quant4_load.h"
 #include "model/plan.h"
 #include "tandem/error.h"
 #include "tandem/model_dir.h"
@@ -123,9 +124,9 @@ CpuModel::MemoryNeeds CpuModel::plan(const ModelConfig& cfg, const LoraConfig& l
 }
 
 CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed, int max_tokens,
-                        CheckpointPolicy checkpointing) {
+                        CheckpointPolicy checkpointing, bool quantize_4bit) {
     ModelDir md = open_model_dir(model_dir);
-    const ModelConfig& cfg = md.info.config;
+    const ModelConfig cfg = quantize_4bit ? with_quantization(md.info.config) : md.info.config;
     const std::string where = model_dir.string();
     validate_model(cfg, lora, where);
     if (max_tokens <= 0) throw_invalid(where + ": max_tokens must be positive");
@@ -169,7 +170,16 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
                           " elements, the config implies " + std::to_string(numel));
         std::memcpy(m.y.weights.ptr<float>(m.weights_mem.data(), handle), v.data(), v.size() * sizeof(float));
     };
-    for (const WeightEntry& e : weight_entries(m.y, d)) put(e.handle, e.name, e.numel);
+    for (const WeightEntry& e : weight_entries(m.y, d)) {
+        if (e.handle < 0)
+            load_quant4_host(m.y.weights, m.weights_mem.data(), e, d, ws);
+        else if (checkpoint_is_quant4(ws, e))
+            throw_unsupported(ws.source_name() + ": tensor " + e.name +
+                              " is stored 4-bit, but the config's quantization_config keeps it in float "
+                              "(llm_int8_skip_modules); the checkpoint and its config.json disagree");
+        else
+            put(e.handle, e.name, e.numel);
+    }
     return CpuModel(std::move(impl));
 }
 

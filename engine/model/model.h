@@ -39,8 +39,11 @@ public:
     // parameters for `lora`: A Kaiming-uniform with a = sqrt(5) (bound 1/sqrt(in)), B zeros, as PEFT
     // initialises them, from a deterministic generator seeded with `seed`. Activations are sized for
     // micro-batches of at most `max_tokens` tokens. Throws Error{InvalidInput|Unsupported} naming the folder.
+    // quantize_4bit: hold the projections as NF4 (QLoRA; with_quantization) though the checkpoint is float.
+    // A pre-quantized (*-bnb-4bit) checkpoint is 4-bit either way.
     static CpuModel load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,
-                         int max_tokens, CheckpointPolicy checkpointing = CheckpointPolicy::Off);
+                         int max_tokens, CheckpointPolicy checkpointing = CheckpointPolicy::Off,
+                         bool quantize_4bit = false);
 
     CpuModel(CpuModel&&) noexcept;
     CpuModel& operator=(CpuModel&&) noexcept;

@@ -88,6 +88,16 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
             arch.layers[l].attn_out_norm != d.attn_out_norm_name)
             throw_unsupported(cfg.architecture + ": layer " + std::to_string(l) +
                               " has other projections than layer 0 (not a dense model)");
+    const WeightQuantization& wq = cfg.quantization;
+    if (wq.four_bit) {
+        d.quant_blocksize = wq.blocksize;
+        d.quant_nested = wq.double_quant;
+        d.quant4.assign(size_t(d.L) * d.projections.size(), 0);
+        for (int l = 0; l < d.L; ++l)
+            for (size_t pi = 0; pi < d.projections.size(); ++pi)
+                d.quant4[size_t(l) * d.projections.size() + pi] =
+                    wq.quantizes("model.layers." + std::to_string(l) + "." + d.projections[pi].path) ? 1 : 0;
+    }
     return d;
 }
 
@@ -181,12 +191,31 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
             h.attn_out_norm = y.weights.reserve(act(d.C), p + d.attn_out_norm_name);
             h.mlp_out_norm = y.weights.reserve(act(d.C), p + d.mlp_out_norm_name);
         }
-        for (const ProjectionSpec& pr : d.projections) {
-            const int w = y.weights.reserve(act(size_t(pr.out) * size_t(pr.in)), p + pr.target);
+        for (size_t pi = 0; pi < d.projections.size(); ++pi) {
+            const ProjectionSpec& pr = d.projections[pi];
+            const int64_t n = pr.out * pr.in;
+            Quant4Pieces q;
+            int w = -1;
+            if (d.quantized(l, pi)) {
+                const int64_t blocks = quant4_blocks(n, d.quant_blocksize);
+                q.n = n;
+                q.out = pr.out;
+                q.in = pr.in;
+                q.codes = y.weights.reserve(size_t(quant4_code_bytes(n)), p + pr.target + " (4-bit codes)");
+                q.absmax = y.weights.reserve(size_t(blocks) * (d.quant_nested ? 1 : 4), p + pr.target + " absmax");
+                if (d.quant_nested)
+                    q.nested_absmax = y.weights.reserve(f32(size_t(quant4_blocks(blocks, 256))),
+                                                        p + pr.target + " nested absmax");
+                q.consts = y.weights.reserve(f32(kQuant4Consts), p + pr.target + " code tables");
+                y.quant_max_blocks = std::max(y.quant_max_blocks, blocks);
+            } else {
+                w = y.weights.reserve(act(size_t(n)), p + pr.target);
+            }
             const int b = pr.bias ? y.weights.reserve(act(size_t(pr.out)), p + pr.target + " bias") : -1;
             int64_t row = 0;  // the slots' rows follow each other in the fused weight
             for (int slot : pr.feeds) {
                 h.w[slot] = w;
+                h.q[slot] = q;
                 h.w_off[slot] = row * pr.in;
                 h.b[slot] = b;
                 h.b_off[slot] = row;
@@ -341,6 +370,18 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     y.att_ws = y.work.reserve(y.att_ws_bytes, "attention workspace");
     if (any_lora && tr.grad_norm_workspace > 0) y.gn_ws = y.work.reserve(tr.grad_norm_workspace, "grad norm scratch");
     y.loss_sum = y.work.reserve(2 * sizeof(double), "loss sum (batch, step)");
+    if (!d.quant4.empty()) {
+        size_t most = 0;  // the largest slot of a 4-bit projection
+        for (int l = 0; l < d.L; ++l)
+            for (size_t pi = 0; pi < d.projections.size(); ++pi)
+                if (d.quantized(l, pi))
+                    for (int slot : d.projections[pi].feeds)
+                        most = std::max(most, size_t(d.out_of(slot)) * size_t(d.in_of(slot)));
+        if (most > 0) y.dequant = y.work.reserve(act(most), "4-bit weight, dequantized");
+        // The CUDA load quantizes through this arena: the fp32 absmax of one tensor plus chunks of it.
+        const size_t stage = round_up(int64_t(y.quant_max_blocks) * 4, 256) + kQuant4StageBytes;
+        if (y.work.size() < stage) y.work.reserve(stage - y.work.size(), "4-bit load staging");
+    }
     y.norm = y.work.reserve(sizeof(float), "grad norm");
 
     PlanBytes& b = y.bytes;
@@ -357,26 +398,26 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
 std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
     std::vector<WeightEntry> out;
     const int64_t VC = int64_t(d.V) * d.C;
-    out.push_back({y.embed, "model.embed_tokens.weight", VC, WeightKind::Matrix});
-    if (!d.tied) out.push_back({y.lm_head, "lm_head.weight", VC, WeightKind::Matrix});
-    out.push_back({y.norm_f, "model.norm.weight", d.C, WeightKind::Norm});
+    out.push_back({y.embed, {}, "model.embed_tokens.weight", VC, WeightKind::Matrix});
+    if (!d.tied) out.push_back({y.lm_head, {}, "lm_head.weight", VC, WeightKind::Matrix});
+    out.push_back({y.norm_f, {}, "model.norm.weight", d.C, WeightKind::Norm});
     for (int l = 0; l < d.L; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         const LayerWeightHandles& h = y.lw[size_t(l)];
-        out.push_back({h.ln1, p + d.ln1_name + ".weight", d.C, WeightKind::Norm});
-        out.push_back({h.ln2, p + d.ln2_name + ".weight", d.C, WeightKind::Norm});
+        out.push_back({h.ln1, {}, p + d.ln1_name + ".weight", d.C, WeightKind::Norm});
+        out.push_back({h.ln2, {}, p + d.ln2_name + ".weight", d.C, WeightKind::Norm});
         if (d.sandwich) {
-            out.push_back({h.attn_out_norm, p + d.attn_out_norm_name + ".weight", d.C, WeightKind::Norm});
-            out.push_back({h.mlp_out_norm, p + d.mlp_out_norm_name + ".weight", d.C, WeightKind::Norm});
+            out.push_back({h.attn_out_norm, {}, p + d.attn_out_norm_name + ".weight", d.C, WeightKind::Norm});
+            out.push_back({h.mlp_out_norm, {}, p + d.mlp_out_norm_name + ".weight", d.C, WeightKind::Norm});
         }
         for (const ProjectionSpec& pr : d.projections) {
             const int slot = pr.feeds.at(0);
-            out.push_back({h.w[slot], p + pr.path + ".weight", pr.out * pr.in, WeightKind::Matrix});
-            if (pr.bias) out.push_back({h.b[slot], p + pr.path + ".bias", pr.out, WeightKind::Bias});
+            out.push_back({h.w[slot], h.q[slot], p + pr.path + ".weight", pr.out * pr.in, WeightKind::Matrix});
+            if (pr.bias) out.push_back({h.b[slot], {}, p + pr.path + ".bias", pr.out, WeightKind::Bias});
         }
         if (d.qk_norm) {
-            out.push_back({h.q_norm, p + "self_attn.q_norm.weight", d.D, WeightKind::Norm});
-            out.push_back({h.k_norm, p + "self_attn.k_norm.weight", d.D, WeightKind::Norm});
+            out.push_back({h.q_norm, {}, p + "self_attn.q_norm.weight", d.D, WeightKind::Norm});
+            out.push_back({h.k_norm, {}, p + "self_attn.k_norm.weight", d.D, WeightKind::Norm});
         }
     }
     return out;

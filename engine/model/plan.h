@@ -26,6 +26,7 @@
 
 #include "arch/arch.h"
 #include "core/layout.h"
+#include "core/quant4.h"
 #include "model/lora_table.h"
 #include "tandem/lora.h"
 #include "tandem/model_config.h"
@@ -67,7 +68,14 @@ struct Dims {
     // The projections of a layer as the checkpoint stores them (arch/arch.h; every layer of a dense model has
     // the same): one weight piece each; a fused one feeds several slots at row offsets.
     std::vector<ProjectionSpec> projections;
+    // 4-bit projections (QLoRA, core/quant4.h): quant4[l * projections.size() + p] = 1 when projection p of
+    // layer l is stored as 4-bit codes; empty when none is. Every 4-bit projection has this block size and
+    // double quantization or not.
+    std::vector<uint8_t> quant4;
+    int quant_blocksize = 64;
+    bool quant_nested = true;
 
+    bool quantized(int l, size_t p) const { return !quant4.empty() && quant4[size_t(l) * projections.size() + p]; }
     int big() const { return std::max(Q, F); }
     int in_max() const { return std::max({C, Q, F}); }
     int in_of(int m) const { return m == kO ? Q : (m == kDown ? F : C); }
@@ -159,13 +167,26 @@ struct PlanBytes {
     uint64_t pinned_host = 0;
 };
 
-// A slot's weight (bias) is element w_off (b_off) of piece w (b): 0 unless its projection is fused.
+// The pieces of a 4-bit projection: codes [ceil(n/2)] uint8, absmax [blocks] (uint8 when double-quantized,
+// else fp32), nested_absmax [nested blocks] fp32 (double quantization only), and consts: fp32 code table [16],
+// nested code table [256], offset [1] (kQuant4Consts floats).
+inline constexpr int kQuant4Consts = 16 + 256 + 1;
+// The least staging a CUDA load of a 4-bit model needs beside one tensor's absmax (chunks of the weight).
+inline constexpr size_t kQuant4StageBytes = size_t(6) << 20;
+struct Quant4Pieces {
+    int codes = -1, absmax = -1, nested_absmax = -1, consts = -1;
+    int64_t n = 0, out = 0, in = 0;  // the whole (possibly fused) projection: n = out * in
+};
+
+// A slot's weight (bias) is element w_off (b_off) of piece w (b): 0 unless its projection is fused. A 4-bit
+// slot has w = -1 and its pieces in q (w_off is then the first element of its rows in the 4-bit weight).
 struct LayerWeightHandles {
     int ln1 = -1, ln2 = -1, q_norm = -1, k_norm = -1, attn_out_norm = -1, mlp_out_norm = -1;
     int w[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int b[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int64_t w_off[kNumModules] = {};
     int64_t b_off[kNumModules] = {};
+    Quant4Pieces q[kNumModules];
 };
 
 // One layer's activation pieces (-1: not present in this configuration).
@@ -201,6 +222,8 @@ struct ModelPlan {
     int64_t meta_ints = 0;  // int32 of one metadata slot
     // workspace
     int ce = -1, att_ws = -1, gn_ws = -1, loss_sum = -1, norm = -1;
+    int dequant = -1;             // one slot's 4-bit weight dequantized (act_bytes per element), 4-bit models only
+    int64_t quant_max_blocks = 0;  // the most absmax blocks of any 4-bit projection (the load's fp32 scratch)
     size_t att_ws_bytes = 0;
     PlanBytes bytes;
 };
@@ -209,7 +232,8 @@ struct ModelPlan {
 // kind of tensor it is (random models: matrices uniform, norms 1, biases 0). Both loads walk this list.
 enum class WeightKind : uint8_t { Matrix, Norm, Bias };
 struct WeightEntry {
-    int handle = -1;
+    int handle = -1;                // -1 for a 4-bit projection: its pieces are q
+    Quant4Pieces q;
     std::string name;  // "model.layers.3.self_attn.q_proj.weight"
     int64_t numel = 0;
     WeightKind kind = WeightKind::Matrix;

@@ -34,6 +34,7 @@ CudaModelOptions options_for(const RunConfig& c) {
     o.max_seqlen = std::min(c.data.max_seq_len, c.training.batch_tokens);
     o.checkpointing = c.memory.checkpointing;
     o.attention = AttentionBackend::Auto;
+    o.quantize_4bit = c.quantization == Quantization::Nf4;
     if (const char* env = std::getenv("TANDEM_CUDA_GRAPHS")) {
         const std::string v = env;
         if (v == "0" || v == "1")
@@ -123,6 +124,16 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
     TANDEM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     cudaDeviceProp prop{};
     TANDEM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (config.memory.vram_budget_gib > 0) {
+        // A smaller card emulated: its size is the budget, with what is in use now already taken.
+        const uint64_t b = uint64_t(config.memory.vram_budget_gib * double(uint64_t(1) << 30));
+        const uint64_t used = total_b - free_b;
+        if (b < total_b) {
+            total_b = b;
+            free_b = b > used ? b - used : 0;
+            notes.push_back("memory: planning for a " + gib(b) + " GPU (vram_budget_gib)");
+        }
+    }
     const uint64_t budget = uint64_t(double(free_b) * 0.95);
     // Pinned memory cannot be swapped: smart checkpointing may take at most half of the host's available RAM.
     const HostMemory host = host_memory();
@@ -204,6 +215,8 @@ MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
 
 std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init) {
 #if TANDEM_WITH_CUDA
+    if (config.memory.vram_budget_gib > 0)  // the allocator refuses what a card of that size could not hold
+        cuda::set_device_memory_limit(uint64_t(config.memory.vram_budget_gib * double(uint64_t(1) << 30)));
     CudaModel model = CudaModel::load(config.model, config.lora, config.seed, options_for(config));
     if (init) model.set_lora(init->tensors);
     return std::make_unique<CudaModelAdapter>(std::move(model));

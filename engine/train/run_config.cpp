@@ -130,7 +130,23 @@ std::optional<DeviceChoice> parse_device_choice(std::string_view n) noexcept {
     return std::nullopt;
 }
 
+std::string_view quantization_name(Quantization q) noexcept {
+    switch (q) {
+        case Quantization::None: return "none";
+        case Quantization::Nf4: return "nf4";
+    }
+    return "?";
+}
+std::optional<Quantization> parse_quantization(std::string_view n) noexcept {
+    if (n == "none") return Quantization::None;
+    if (n == "nf4") return Quantization::Nf4;
+    return std::nullopt;
+}
+
 void validate_run_config(const RunConfig& c) {
+    if (!(c.memory.vram_budget_gib >= 0) || c.memory.vram_budget_gib > 1e6)
+        throw_invalid("memory.vram_budget_gib: " + std::to_string(c.memory.vram_budget_gib) +
+                      " must be 0 (the GPU's own size) or a positive number of GiB");
     if (c.schema_version != kRunConfigSchemaVersion)
         throw_invalid("schema_version: " + std::to_string(c.schema_version) + " is not supported; this Tandem reads " +
                       std::to_string(kRunConfigSchemaVersion));
@@ -208,13 +224,15 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
         {"output_dir", c.output_dir},
     };
     // Only when set: a run written before the key existed must still compare equal on resume.
+    if (c.quantization != Quantization::None) j["quantization"] = std::string(quantization_name(c.quantization));
+    if (c.memory.vram_budget_gib > 0) j["memory"]["vram_budget_gib"] = c.memory.vram_budget_gib;
     if (c.data.train_on_all_tokens) j["data"]["train_on_all_tokens"] = true;
     if (!c.data.columns.empty()) j["data"]["columns"] = c.data.columns;
 }
 
 RunConfig parse_run_config(const nlohmann::json& j) {
     RunConfig c;
-    check_keys(j, "", {"schema_version", "model", "init_adapter", "data", "lora", "training", "memory", "device", "seed", "output_dir"});
+    check_keys(j, "", {"schema_version", "model", "init_adapter", "quantization", "data", "lora", "training", "memory", "device", "seed", "output_dir"});
     read_int(j, "", "schema_version", c.schema_version);
     read_string(j, "", "model", c.model);
     read_string(j, "", "init_adapter", c.init_adapter);
@@ -285,9 +303,17 @@ RunConfig parse_run_config(const nlohmann::json& j) {
         read_int(t, "training", "keep_checkpoints", x.keep_checkpoints);
         read_int(t, "training", "max_nonfinite_steps", x.max_nonfinite_steps);
     }
+    if (j.contains("quantization")) {
+        std::string s;
+        read_string(j, "", "quantization", s);
+        const auto v = parse_quantization(s);
+        if (!v) throw_invalid("quantization: '" + s + "' is unknown; use none or nf4");
+        c.quantization = *v;
+    }
     if (j.contains("memory")) {
         const json& m = j.at("memory");
-        check_keys(m, "memory", {"checkpointing"});
+        check_keys(m, "memory", {"checkpointing", "vram_budget_gib"});
+        read_number(m, "memory", "vram_budget_gib", c.memory.vram_budget_gib);
         if (m.contains("checkpointing")) {
             std::string s;
             read_string(m, "memory", "checkpointing", s);

@@ -14,6 +14,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/nf4.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
@@ -32,6 +33,7 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, rmsnorm_backward)
     TANDEM_FORWARD_OP(cpu, matmul_forward)
     TANDEM_FORWARD_OP(cpu, matmul_backward)
+    TANDEM_FORWARD_OP(cpu, dequantize_4bit)
     TANDEM_FORWARD_OP(cpu, lora_forward)
     TANDEM_FORWARD_OP(cpu, lora_tmp_forward)
     TANDEM_FORWARD_OP(cpu, lora_backward)

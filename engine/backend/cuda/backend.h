@@ -14,6 +14,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/nf4.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/swiglu.h"
@@ -32,6 +33,7 @@ struct CudaBackend {
     TANDEM_FORWARD_OP(cuda, rmsnorm_backward)
     TANDEM_FORWARD_OP(cuda, matmul_forward)
     TANDEM_FORWARD_OP(cuda, matmul_backward)
+    TANDEM_FORWARD_OP(cuda, dequantize_4bit)
     TANDEM_FORWARD_OP(cuda, lora_forward)
     TANDEM_FORWARD_OP(cuda, lora_tmp_forward)
     TANDEM_FORWARD_OP(cuda, lora_backward)

@@ -15,6 +15,7 @@ namespace {
 std::atomic<size_t> g_live{0};
 std::atomic<size_t> g_peak{0};
 std::atomic<size_t> g_pinned{0};
+std::atomic<uint64_t> g_limit{0};
 
 std::string gib(size_t bytes) {
     char buf[32];
@@ -24,9 +25,23 @@ std::string gib(size_t bytes) {
 
 }  // namespace
 
+void set_device_memory_limit(uint64_t bytes) noexcept { g_limit.store(bytes); }
+
 void* device_alloc(size_t bytes, const char* what) {
     if (bytes == 0) return nullptr;
     context();  // the device is selected and usable
+    if (const uint64_t limit = g_limit.load()) {
+        // An emulated smaller card: what the device has in use (any process, the context included) plus this.
+        size_t free_b = 0, total_b = 0;
+        TANDEM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        const uint64_t used = total_b - free_b;
+        if (used + bytes > limit)
+            throw Error(ErrorCategory::OutOfMemory,
+                        std::string("out of GPU memory allocating ") + gib(bytes) + " for " + what + " (" +
+                            gib(used) + " in use of the " + gib(limit) +
+                            " budget, vram_budget_gib); lower the token budget (batch_tokens) or the sequence "
+                            "length, or use checkpointing 'recompute'");
+    }
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, bytes);
     if (e == cudaErrorMemoryAllocation) {

@@ -16,6 +16,9 @@ namespace tandem::cuda {
 
 // Raw allocation; `what` names it in the OOM message ("activation arena", "layer 3 weights").
 void* device_alloc(size_t bytes, const char* what);
+// Emulate a GPU of `bytes` (0: no limit): device_alloc refuses (Error{OutOfMemory}) an allocation that would
+// take the device's memory in use (every process, the CUDA context included) past it.
+void set_device_memory_limit(uint64_t bytes) noexcept;
 void device_free(void* p, size_t bytes) noexcept;
 
 // Bytes currently allocated through device_alloc, and the most ever at once (reset_peak() restarts it).

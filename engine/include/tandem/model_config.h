@@ -39,6 +39,24 @@ struct RopeScaling {
     double beta_slow = 1.0;
 };
 
+// How the base projections (every Linear of the decoder layers) are stored: as float weights, or as 4-bit
+// codes in bitsandbytes' layout (kernels/cpu/nf4.h) with LoRA on top (QLoRA). Embeddings, norms and lm_head
+// stay float. Set from config.json's quantization_config for a pre-quantized (*-bnb-4bit) checkpoint, or by
+// with_quantization() when Tandem quantizes a float checkpoint at load.
+struct WeightQuantization {
+    bool four_bit = false;           // the projections are 4-bit in memory
+    bool prequantized = false;       // and the checkpoint already stores them so
+    std::string quant_type = "nf4";  // nf4 | fp4 (fp4: pre-quantized checkpoints only)
+    bool double_quant = true;        // the per-block absmax is itself quantized to 8 bits
+    int blocksize = 64;              // elements per absmax
+    // Modules kept in float (llm_int8_skip_modules): a projection is skipped when one of these is a
+    // substring of its dotted path ("model.layers.3.mlp.down_proj"), as transformers decides.
+    std::vector<std::string> skip_modules;
+    // True when the projection at this dotted module path is 4-bit.
+    bool quantizes(const std::string& module_path) const;
+    bool operator==(const WeightQuantization&) const = default;
+};
+
 struct ModelConfig {
     std::string architecture;          // e.g. "LlamaForCausalLM" (architectures[0])
     std::string model_type;            // e.g. "llama", "qwen3"
@@ -83,6 +101,8 @@ struct ModelConfig {
     std::vector<bool> sliding_layers;
     double rope_local_theta = 0.0;       // RoPE base of the sliding layers (Gemma 3); 0: the same as every layer
 
+    WeightQuantization quantization;   // how the projections are stored (see above)
+
     bool supported = false;            // true for the four dense families above
     std::string unsupported_reason;    // why not, when !supported
 
@@ -110,6 +130,10 @@ const std::vector<std::string>& parsed_architectures();      // all accepted, tr
 // architectures or rope_scaling types. MoE architectures parse with supported=false.
 ModelConfig load_model_config(const std::filesystem::path& path);
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source_name);
+
+// `config` with its projections quantized to 4-bit NF4 at load (blocksize 64, double quantization: what
+// QLoRA and bitsandbytes' defaults use). A pre-quantized config is returned unchanged.
+ModelConfig with_quantization(ModelConfig config);
 
 // Tensor names and shapes the config implies (HF naming: "model.layers.0.self_attn.q_proj.weight").
 struct ExpectedTensor {

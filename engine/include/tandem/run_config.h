@@ -34,6 +34,9 @@ inline constexpr int kRunConfigSchemaVersion = 1;
 enum class LrSchedule { Constant, Linear, Cosine };
 enum class CheckpointPolicy { Off, Recompute, Smart, SmartSingle, Selective, Auto };
 enum class DeviceChoice { Cpu, Cuda, Auto };
+// The base projections' format in memory: as the checkpoint stores them (a *-bnb-4bit checkpoint is 4-bit
+// either way), or quantized to 4-bit NF4 at load (QLoRA).
+enum class Quantization { None, Nf4 };
 
 std::string_view lr_schedule_name(LrSchedule s) noexcept;           // "constant", "linear", "cosine"
 std::optional<LrSchedule> parse_lr_schedule(std::string_view name) noexcept;
@@ -42,6 +45,8 @@ std::string_view checkpoint_policy_name(CheckpointPolicy p) noexcept;
 std::optional<CheckpointPolicy> parse_checkpoint_policy(std::string_view name) noexcept;
 std::string_view device_choice_name(DeviceChoice d) noexcept;          // "cpu", "cuda", "auto"
 std::optional<DeviceChoice> parse_device_choice(std::string_view name) noexcept;
+std::string_view quantization_name(Quantization q) noexcept;            // "none", "nf4"
+std::optional<Quantization> parse_quantization(std::string_view name) noexcept;
 
 struct DataConfig {
     std::string dataset;                 // .json / .jsonl / .txt
@@ -80,6 +85,8 @@ struct TrainingConfig {
 
 struct MemoryConfig {
     CheckpointPolicy checkpointing = CheckpointPolicy::Auto;
+    // Plan and allocate as if the GPU had this many GiB (0: its real size): emulates a smaller card.
+    double vram_budget_gib = 0.0;
     bool operator==(const MemoryConfig&) const = default;
 };
 
@@ -89,6 +96,7 @@ struct RunConfig {
     // A PEFT adapter folder to start from (continue training an adapter, ours or PEFT's); empty: fresh LoRA.
     // Its LoRA settings (r, alpha, rsLoRA, targets, layers) replace `lora`'s; only lora.dropout is kept.
     std::string init_adapter;
+    Quantization quantization = Quantization::None;  // nf4: QLoRA on a float checkpoint
     DataConfig data;
     LoraConfig lora;
     TrainingConfig training;

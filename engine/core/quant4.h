@@ -1,0 +1,52 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The 4-bit weight format (bitsandbytes' layout, QLoRA's NF4): the reference to one 4-bit tensor that the
+// kernels take, the code tables and the sizes of the parts. The layout and the arithmetic are described in
+// kernels/cpu/nf4.h; the checkpoint reader is io/quant4_checkpoint.h.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace tandem {
+
+inline constexpr int kQuant4Codes = 16;    // values of a 4-bit code table
+inline constexpr int kNestedCodes = 256;   // values of the 8-bit table of double-quantized absmax
+
+enum class Quant4Type : uint8_t { Nf4, Fp4 };
+
+// A 4-bit weight (pointers into one backend's memory: host on the CPU, device on CUDA). absmax (plain fp32)
+// or absmax_q + nested_code + nested_absmax + offset (double-quantized) is set.
+struct Quant4Ref {
+    const uint8_t* codes = nullptr;          // [ceil(n/2)]
+    const float* code = nullptr;             // [16] the value of each 4-bit code (quant_map)
+    const float* absmax = nullptr;           // [blocks] fp32, or nullptr when double-quantized
+    const uint8_t* absmax_q = nullptr;       // [blocks] 8-bit codes of absmax - offset
+    const float* nested_code = nullptr;      // [256] (nested_quant_map)
+    const float* nested_absmax = nullptr;    // [ceil(blocks / nested_blocksize)]
+    const float* offset = nullptr;           // [1]
+    int64_t n = 0;
+    int blocksize = 64;
+    int nested_blocksize = 256;
+
+    int64_t blocks() const { return (n + blocksize - 1) / blocksize; }
+    int64_t nested_blocks() const { return (blocks() + nested_blocksize - 1) / nested_blocksize; }
+    bool nested() const { return absmax_q != nullptr; }
+};
+
+// The code tables: NF4 (bitsandbytes' get_4bit_type("nf4"), the published QLoRA values), FP4 (1 sign, 2
+// exponent, 1 mantissa bits scaled by 1/12: get_4bit_type("fp4")), and bitsandbytes' signed 8-bit dynamic
+// code (create_dynamic_map(signed=True), sorted), computed here the way bitsandbytes computes it.
+const std::array<float, kQuant4Codes>& nf4_code();
+const std::array<float, kQuant4Codes>& fp4_code();
+const std::array<float, kNestedCodes>& dynamic_code_8bit();
+
+// The NF4 decision thresholds: thresholds[i] is the midpoint of nf4_code()[i] and [i+1] (rounded from double
+// to float once); a scaled value x gets code i+1 when x > thresholds[i].
+const std::array<float, kQuant4Codes - 1>& nf4_thresholds();
+
+// Bytes of each part of a 4-bit tensor of n elements.
+inline int64_t quant4_code_bytes(int64_t n) { return (n + 1) / 2; }
+inline int64_t quant4_blocks(int64_t n, int blocksize) { return (n + blocksize - 1) / blocksize; }
+
+}  // namespace tandem

@@ -1,0 +1,135 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// 4-bit weights on the CPU backend (see nf4.h): the code tables, quantization (NF4 + 8-bit double
+// quantization of the absmax) and dequantization. Blocks are independent, so every loop is parallel over
+// blocks and the result does not depend on the thread count.
+#include "kernels/cpu/nf4.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+
+
+namespace tandem::cpu {
+
+uint8_t nf4_code_of(float x) {
+    const auto& t = nf4_thresholds();
+    // The largest i with x > t[i-1] (comparisons with NaN are false: code 0).
+    uint8_t c = 0;
+    for (int i = 0; i < kQuant4Codes - 1; ++i)
+        if (x > t[size_t(i)]) c = uint8_t(i + 1);
+    return c;
+}
+
+namespace {
+
+// The absmax of block b of w.
+float block_absmax(const Quant4Ref& w, int64_t b) {
+    if (!w.nested()) return w.absmax[b];
+    const float a = w.nested_code[w.absmax_q[b]] * w.nested_absmax[b / w.nested_blocksize];
+    return a + w.offset[0];
+}
+
+// bitsandbytes' dQuantize<0>: binary search over the sorted 256-value code, then the nearer neighbour by
+// the midpoint rule (fp32 midpoints, ties to the lower code).
+uint8_t code8_of(const float* code, float x) {
+    int pivot = 127, upper_pivot = 255, lower_pivot = 0;
+    float lower = -1.0f, upper = 1.0f;
+    float val = code[pivot];
+    for (int i = 64; i > 0; i >>= 1) {
+        if (x > val) {
+            lower_pivot = pivot;
+            lower = val;
+            pivot += i;
+        } else {
+            upper_pivot = pivot;
+            upper = val;
+            pivot -= i;
+        }
+        val = code[pivot];
+    }
+    if (upper_pivot == 255) upper = code[upper_pivot];
+    if (lower_pivot == 0) lower = code[lower_pivot];
+    if (x > val) {
+        const float midpoint = (upper + val) * 0.5f;
+        return uint8_t(x > midpoint ? upper_pivot : pivot);
+    }
+    const float midpoint = (lower + val) * 0.5f;
+    return uint8_t(x < midpoint ? lower_pivot : pivot);
+}
+
+}  // namespace
+
+void dequantize_4bit(float* out, const Quant4Ref& w, int64_t first, int64_t count) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(w.codes);
+    TANDEM_KCHECK_PTR(w.code);
+    TANDEM_KCHECK(w.nested() ? (w.nested_code && w.nested_absmax && w.offset) : w.absmax != nullptr);
+    TANDEM_KCHECK(w.blocksize > 0 && w.nested_blocksize > 0);
+    TANDEM_KCHECK(first >= 0 && count >= 0 && first + count <= w.n);
+    const int64_t b0 = first / w.blocksize, b1 = (first + count + w.blocksize - 1) / w.blocksize;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = b0; b < b1; ++b) {
+        const float a = block_absmax(w, b);
+        const int64_t lo = std::max(first, b * w.blocksize), hi = std::min(first + count, (b + 1) * w.blocksize);
+        for (int64_t e = lo; e < hi; ++e) {
+            const uint8_t byte = w.codes[e >> 1];
+            const uint8_t c = (e & 1) ? uint8_t(byte & 0x0F) : uint8_t(byte >> 4);
+            out[e - first] = w.code[c] * a;
+        }
+    }
+}
+
+void quantize_4bit(uint8_t* codes, float* absmax, const float* in, int64_t n, int blocksize) {
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(absmax);
+    TANDEM_KCHECK_PTR(in);
+    TANDEM_KCHECK(n > 0 && blocksize > 0 && blocksize % 2 == 0);
+    const int64_t blocks = quant4_blocks(n, blocksize);
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t lo = b * blocksize, hi = std::min(n, lo + blocksize);
+        float m = -FLT_MAX;
+        for (int64_t e = lo; e < hi; ++e) m = std::fmax(m, std::fabs(in[e]));
+        absmax[b] = m;
+        const float r = 1.0f / m;
+        for (int64_t e = lo; e < hi; e += 2) {
+            const float x0 = in[e] * r;
+            const float x1 = (e + 1 < hi ? in[e + 1] : 0.0f) * r;  // an odd n pads with 0.0
+            codes[e >> 1] = uint8_t((nf4_code_of(x0) << 4) | nf4_code_of(x1));
+        }
+    }
+}
+
+float absmax_mean(const float* absmax, int64_t n) {
+    TANDEM_KCHECK_PTR(absmax);
+    TANDEM_KCHECK(n > 0);
+    double s = 0.0;
+    for (int64_t i = 0; i < n; ++i) s += double(absmax[i]);
+    return float(s / double(n));
+}
+
+void quantize_blockwise_8bit(uint8_t* q, float* block_absmax, const float* in, float offset, const float* code,
+                             int64_t n, int blocksize) {
+    TANDEM_KCHECK_PTR(q);
+    TANDEM_KCHECK_PTR(block_absmax);
+    TANDEM_KCHECK_PTR(in);
+    TANDEM_KCHECK_PTR(code);
+    TANDEM_KCHECK(n > 0 && blocksize > 0);
+    const int64_t blocks = quant4_blocks(n, blocksize);
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t lo = b * blocksize, hi = std::min(n, lo + blocksize);
+        float m = -FLT_MAX;
+        for (int64_t e = lo; e < hi; ++e) m = std::fmax(m, std::fabs(in[e] - offset));
+        block_absmax[b] = m;
+        const float r = 1.0f / m;
+        for (int64_t e = lo; e < hi; ++e) q[e] = code8_of(code, (in[e] - offset) * r);
+    }
+}
+
+}  // namespace tandem::cpu
