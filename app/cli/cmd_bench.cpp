@@ -263,7 +263,8 @@ std::string gib(uint64_t bytes) {
 // samples, LoRA r 16 on all seven projections: the golden bytes a change of the planner must reproduce.
 json plan_table() {
     json rows = json::array();
-    for (const auto& name : architecture_preset_names())
+    // The presets the golden file was recorded with (later presets are not in it).
+    for (const char* name : {"qwen3-0.6b", "llama-3.2-1b", "llama-3.1-8b", "tiny-llama"})
         for (const char* policy : {"off", "recompute", "smart", "smart-single"})
             for (int tokens : {4096, 16384}) {
                 LoraConfig lora;
@@ -298,6 +299,8 @@ std::string join(const std::vector<std::string>& v) {
 Run add_bench_command(CLI::App& app) {
     struct Opts {
         std::string config, checkpointing = "off", attention = "auto", json_path, timeline_path, plans_path;
+        std::string quantization = "none";
+        double vram_budget = 0;
         std::string cuda_graphs = CudaModelOptions{}.cuda_graphs ? "on" : "off";
         int batch_tokens = 16384, seq_len = 2048, min_seq_len = 0, steps = 20, warmup = 3, rank = 16;
         bool rebuild_metadata = false;
@@ -320,6 +323,10 @@ Run add_bench_command(CLI::App& app) {
         ->check(CLI::IsMember({"auto", "cudnn", "inhouse"}))
         ->capture_default_str();
     sub->add_option("--rank", o->rank, "LoRA rank (all seven projections)")->capture_default_str();
+    sub->add_option("--vram-budget", o->vram_budget, "plan and allocate as if the GPU had this many GiB (0: its own)");
+    sub->add_option("--quantization", o->quantization, "none|nf4 (4-bit base weights: QLoRA)")
+        ->check(CLI::IsMember({"none", "nf4"}))
+        ->capture_default_str();
     sub->add_option("--alpha", o->alpha, "LoRA alpha")->capture_default_str();
     sub->add_option("--json", o->json_path, "also write the results as JSON to this file");
     sub->add_option("--min-seq-len", o->min_seq_len,
@@ -366,6 +373,10 @@ Run add_bench_command(CLI::App& app) {
         options.attention = o->attention == "cudnn"     ? AttentionBackend::Cudnn
                             : o->attention == "inhouse" ? AttentionBackend::Inhouse
                                                         : AttentionBackend::Auto;
+        options.quantize_4bit = o->quantization == "nf4";
+#if TANDEM_WITH_CUDA
+        if (o->vram_budget > 0) cuda::set_device_memory_limit(uint64_t(o->vram_budget * double(uint64_t(1) << 30)));
+#endif
         const CudaMemoryPlan plan = CudaModel::plan(config, lora, options);
         options.rebuild_metadata_per_layer = o->rebuild_metadata;
         options.timeline = !o->timeline_path.empty();
@@ -388,6 +399,8 @@ Run add_bench_command(CLI::App& app) {
         j["seq_len"] = o->seq_len;
         j["samples"] = lengths.size();
         j["checkpointing"] = o->checkpointing;
+        j["quantization"] = o->quantization;
+        j["vram_budget_gib"] = o->vram_budget;
         j["cuda_graphs_requested"] = o->cuda_graphs;
         j["attention_requested"] = o->attention;
         j["warmup"] = o->warmup;
@@ -533,8 +546,9 @@ Run add_bench_command(CLI::App& app) {
                     flops.lora_params / 1e6);
         std::printf("  device          %s; attention %s\n", j["device"].get<std::string>().c_str(),
                     attention_backend.c_str());
-        std::printf("  batch           %d tokens = %zu samples of %d; checkpointing %s\n", o->batch_tokens,
-                    lengths.size(), o->seq_len, o->checkpointing.c_str());
+        std::printf("  batch           %d tokens = %zu samples of %d; checkpointing %s; base weights %s\n",
+                    o->batch_tokens, lengths.size(), o->seq_len, o->checkpointing.c_str(),
+                    o->quantization == "nf4" ? "4-bit nf4" : "bf16");
         std::printf("  steps           %d warmup + %d timed\n", o->warmup, o->steps);
         std::printf("  throughput      %.0f tokens/s, %.3f steps/s\n", tokens_per_s, 1e3 / step);
         std::printf("  step            %8.2f ms mean (median %.2f, min %.2f, max %.2f)\n", step, median(step_ms),

@@ -20,13 +20,15 @@ const std::array<float, kQuant4Codes>& nf4_code() {
 }
 
 const std::array<float, kQuant4Codes>& fp4_code() {
-    // Codes 0..7: 0, 0.0625, 8, 12, 4, 6, 2, 3 (sign bit clear), 8..15 the same negated; scaled by 1/12.
+    // 1 sign bit (code 8..15 negative), then 0, 0.0625, 8, 12, 4, 6, 2, 3 divided by 12, written to 8
+    // significant digits as bitsandbytes' CUDA kernels write them (its dequantization uses these, not the
+    // stored quant_map, which rounds k/12 differently in a few values).
     static const std::array<float, kQuant4Codes> t = [] {
-        const float mag[8] = {0.0f, 0.0625f, 8.0f, 12.0f, 4.0f, 6.0f, 2.0f, 3.0f};
+        const float mag[8] = {0.0f, 0.0052083333f, 0.66666667f, 1.0f, 0.33333333f, 0.5f, 0.16666667f, 0.25f};
         std::array<float, kQuant4Codes> v{};
         for (int i = 0; i < 8; ++i) {
-            v[size_t(i)] = mag[i] / 12.0f;
-            v[size_t(i) + 8] = -mag[i] / 12.0f;
+            v[size_t(i)] = mag[i];
+            v[size_t(i) + 8] = -mag[i];
         }
         return v;
     }();
@@ -48,7 +50,8 @@ const std::array<float, kNestedCodes>& dynamic_code_8bit() {
     // create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8): for exponent i = 0..6, the means of
     // neighbouring points of linspace(0.1, 1, 2^i + 1) (float32), times 10^(i-6), with both signs; then 0 and
     // 1; sorted. linspace as torch computes it in float: step = (end - start) / (steps - 1), the first half
-    // start + step * k, the second half end - step * (steps - 1 - k).
+    // start + step * k, the second half end - step * (steps - 1 - k), each a fused multiply-add (checked
+    // value for value against bitsandbytes' table: tests/test_qlora.cpp).
     static const std::array<float, kNestedCodes> t = [] {
         std::vector<float> data;
         for (int i = 0; i < 7; ++i) {
@@ -58,7 +61,7 @@ const std::array<float, kNestedCodes>& dynamic_code_8bit() {
             const int halfway = steps / 2;
             std::vector<float> b(static_cast<size_t>(steps));
             for (int k = 0; k < steps; ++k)
-                b[size_t(k)] = k < halfway ? start + step * float(k) : end - step * float(steps - k - 1);
+                b[size_t(k)] = k < halfway ? std::fma(step, float(k), start) : std::fma(-step, float(steps - k - 1), end);
             const float scale = float(std::pow(10.0, double(i - 6)));
             for (int k = 0; k + 1 < steps; ++k) {
                 const float mean = (b[size_t(k)] + b[size_t(k) + 1]) / 2.0f;

@@ -130,11 +130,24 @@ json tiny_llama() {
     };
 }
 
+// Qwen3-14B (its config.json on the Hub): the QLoRA benchmark's model.
+json qwen3_14b() {
+    json j = qwen3_0_6b();
+    j["hidden_size"] = 5120;
+    j["intermediate_size"] = 17408;
+    j["num_attention_heads"] = 40;
+    j["num_hidden_layers"] = 40;
+    j["num_key_value_heads"] = 8;
+    j["tie_word_embeddings"] = false;
+    return j;
+}
+
 constexpr Preset kPresets[] = {
     {"qwen3-0.6b", qwen3_0_6b},
     {"llama-3.2-1b", llama_3_2_1b},
     {"llama-3.1-8b", llama_3_1_8b},
     {"tiny-llama", tiny_llama},
+    {"qwen3-14b", qwen3_14b},
 };
 
 const Preset* find_preset(std::string_view name) {

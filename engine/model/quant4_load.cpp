@@ -24,9 +24,10 @@ Quant4Consts nf4_consts(float offset) {
 }
 
 Quant4Consts checkpoint_consts(const Quant4Tensors& q) {
-    std::array<float, kQuant4Codes> code{};
+    // The code table its quant_type names (find_quant4 checked the stored quant_map against it): FP4's stored
+    // table rounds a few values differently from the constants bitsandbytes dequantizes with.
+    const std::array<float, kQuant4Codes>& code = q.quant_type == "fp4" ? fp4_code() : nf4_code();
     std::array<float, kNestedCodes> nested{};
-    std::memcpy(code.data(), q.code->data.data(), sizeof code);
     if (q.nested) std::memcpy(nested.data(), q.nested_code->data.data(), sizeof nested);
     return quant4_consts(code.data(), q.nested ? nested.data() : nullptr, q.offset);
 }

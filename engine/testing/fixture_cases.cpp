@@ -43,14 +43,14 @@ constexpr double kTolFixture = 2e-2;
 // "no worse than HF PEFT's bf16 training, with margin"; the detail prints both numbers.
 constexpr double kFixtureFloorFactor = 1.5;
 
-double fixture_grad_tolerance(const fs::path& dir, std::string* note) {
+double fixture_grad_tolerance(const fs::path& dir, std::string* note, const std::string& floor_variant = "") {
     const fs::path floor = dir.parent_path() / "bf16_floor.json";
     if (!fs::exists(floor)) {
         *note = "no bf16_floor.json: plain 2e-2";
         return kTolFixture;
     }
     const nlohmann::json j = read_json_file(floor);
-    const std::string variant = dir.filename().string();
+    const std::string variant = floor_variant.empty() ? dir.filename().string() : floor_variant;
     if (!j.at("variants").contains(variant)) {
         *note = "no bf16 floor for " + variant + ": plain 2e-2";
         return kTolFixture;
@@ -65,21 +65,35 @@ PackedBatch fixture_batch(const fs::path& dir) {
     return batch_from_sequences(j.at("sequences").get<std::vector<std::vector<int32_t>>>());
 }
 
-CudaModel fixture_model(const fs::path& dir, int max_tokens, AttentionBackend attention) {
-    const ModelConfig config = load_model_config(dir);
-    const PeftAdapter adapter = read_peft_adapter(dir / "adapter", config);
+// The model of a fixture: its weights from model_dir (quantized to 4-bit at load when asked), the adapter of
+// adapter_dir (the variant's folder unless the fixture reuses another's, as llama-nf4 reuses llama's).
+CudaModel fixture_model(const fs::path& dir, int max_tokens, AttentionBackend attention, bool quantize = false,
+                        const fs::path& adapter_dir = {}) {
+    const fs::path ad = adapter_dir.empty() ? dir : adapter_dir;
+    const ModelConfig config = load_model_config(ad);
+    const PeftAdapter adapter = read_peft_adapter(ad / "adapter", config);
     CudaModelOptions opt;
     opt.max_tokens = max_tokens;
     opt.attention = attention;
+    opt.quantize_4bit = quantize;
     CudaModel m = CudaModel::load(dir, adapter.config, 7, opt);
     m.set_lora(adapter.tensors);
     return m;
 }
 
-void fixture_case(Check& c, const fs::path& dir, AttentionBackend attention) {
-    const SafetensorsFile exp(dir / "expected.safetensors");
-    const PackedBatch batch = fixture_batch(dir);
-    CudaModel m = fixture_model(dir, 64, attention);
+// expected_dir holds expected.safetensors; model_dir the weights; data_dir sequences.json and adapter/.
+struct FixtureSpec {
+    fs::path expected_dir, model_dir, data_dir;
+    bool quantize = false;
+    std::string floor_variant;  // the bf16 floor to use ("": the expected folder's own)
+};
+
+void fixture_case(Check& c, const fs::path& dir, AttentionBackend attention, const FixtureSpec* spec = nullptr) {
+    const FixtureSpec own{dir, dir, dir, false, ""};
+    const FixtureSpec& f = spec ? *spec : own;
+    const SafetensorsFile exp(f.expected_dir / "expected.safetensors");
+    const PackedBatch batch = fixture_batch(f.data_dir);
+    CudaModel m = fixture_model(f.model_dir, 64, attention, f.quantize, f.data_dir);
     c.tensor("logits", m.logits(batch), tensor_to_f32(exp.at("logits")), kTolFixture);
     const double ref_loss = tensor_to_f32(exp.at("loss")).at(0);
     m.zero_grads();
@@ -104,7 +118,7 @@ void fixture_case(Check& c, const fs::path& dir, AttentionBackend attention) {
         }
     }
     std::string floor_note;
-    const double tol = fixture_grad_tolerance(dir, &floor_note);
+    const double tol = fixture_grad_tolerance(f.expected_dir, &floor_note, f.floor_variant);
     c.result("lora grads", worst, tol,
              std::to_string(m.lora_params().size()) + " tensors, worst " + worst_name + "; " + floor_note);
 }
@@ -152,6 +166,13 @@ void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
             for (auto at : {AttentionBackend::Inhouse, AttentionBackend::Auto})
                 add(std::string("fixture ") + v + " attention=" + attention_name(at),
                     [=](Check& c) { fixture_case(c, dir, at); });
+        }
+        // QLoRA against PEFT + bitsandbytes: the *-bnb-4bit checkpoint, and the float model quantized at load.
+        for (const bool at_load : {false, true}) {
+            const FixtureSpec spec{models / "llama-nf4", at_load ? models / "llama" : models / "llama-nf4",
+                                   models / "llama", at_load, "llama"};
+            add(std::string("fixture llama-nf4 ") + (at_load ? "quantized at load" : "bnb-4bit checkpoint"),
+                [=](Check& c) { fixture_case(c, models / "llama-nf4", AttentionBackend::Inhouse, &spec); });
         }
         add("out of memory: impossible load", [=](Check& c) { oom_case(c, models / "llama"); });
     }

@@ -216,6 +216,8 @@ void add_flat_op_cases(std::vector<Case>& cases);
 void add_step_cases(std::vector<Case>& cases);
 // The PyTorch fixture cases and the out-of-memory case; none when fixtures_dir is empty.
 void add_fixture_cases(std::vector<Case>& cases, const std::string& fixtures_dir);
+// The 4-bit weight ops (quant4_cases.cpp): CUDA vs CPU, and with a fixtures folder vs bitsandbytes.
+void add_quant4_cases(std::vector<Case>& cases, const std::string& fixtures_dir);
 
 }  // namespace tandem::testing
 #endif  // TANDEM_WITH_CUDA

@@ -72,6 +72,7 @@ const std::map<std::string_view, std::vector<std::string_view>>& op_case_prefixe
         {"fill", {"elementwise "}},
         {"zero", {"elementwise "}},
         {"sum", {"sum "}},
+        {"dequantize_4bit", {"nf4 "}},
     };
     return m;
 }
@@ -101,6 +102,7 @@ std::vector<Case> make_cases(const std::string& fixtures_dir) {
     std::vector<Case> cs;
     testing::add_op_cases(cs);
     testing::add_flat_op_cases(cs);
+    testing::add_quant4_cases(cs, fixtures_dir);
     testing::add_step_cases(cs);
     testing::add_fixture_cases(cs, fixtures_dir);
     add_op_table_case(cs);
