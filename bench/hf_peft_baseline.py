@@ -146,6 +146,9 @@ def parse_args():
     p.add_argument("--alpha", type=float, default=32.0)
     p.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa unless you know better)")
     p.add_argument("--json", help="also write the JSON result to this file")
+    p.add_argument("--load-in-4bit", action="store_true",
+                   help="QLoRA: every decoder Linear replaced by bitsandbytes' Linear4bit (nf4, double quantization, "
+                        "blocksize 64, compute bf16), quantized from the random bf16 weights; needs bitsandbytes")
     a = p.parse_args()
     if a.batch < 1 or a.seq_len < 2 or a.steps < 1 or a.warmup < 0:
         p.error("--batch >= 1, --seq-len >= 2, --steps >= 1 and --warmup >= 0 are required")
@@ -164,6 +167,27 @@ def build_model(name, attn):
     return model
 
 
+def quantize_4bit(model):
+    """Every nn.Linear inside the decoder layers -> bnb.nn.Linear4bit holding the same weights in NF4 (what
+    from_pretrained(quantization_config=BitsAndBytesConfig(load_in_4bit, nf4, double quant)) builds)."""
+    import bitsandbytes as bnb
+    for layer in model.model.layers:
+        for parent in list(layer.modules()):
+            for name, child in list(parent.named_children()):
+                if type(child) is not torch.nn.Linear:
+                    continue
+                q = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=child.bias is not None,
+                                      compute_dtype=torch.bfloat16, compress_statistics=True, quant_type="nf4",
+                                      device="meta")
+                q.weight = bnb.nn.Params4bit(child.weight.data.to("cpu"), requires_grad=False, quant_type="nf4",
+                                             compress_statistics=True, blocksize=64).to("cuda")
+                if child.bias is not None:
+                    q.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
+                setattr(parent, name, q)
+        torch.cuda.empty_cache()
+    return model
+
+
 def emit(result, path):
     text = json.dumps(result, indent=2)
     print(text)
@@ -176,6 +200,10 @@ def run(a, result):
     torch.manual_seed(0)
     model = build_model(a.config, a.attn)
     result["parameters"] = sum(p.numel() for p in model.parameters())  # tied embeddings counted once
+    result["load_in_4bit"] = a.load_in_4bit
+    if a.load_in_4bit:
+        model = quantize_4bit(model)
+        torch.cuda.reset_peak_memory_stats()
     if a.gc == "on":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     lora = peft.LoraConfig(r=a.rank, lora_alpha=a.alpha, lora_dropout=0.0, target_modules=TARGETS, bias="none",
