@@ -359,8 +359,8 @@ void add_tokenizer(GgufHeader& h, const fs::path& model_dir, const ModelConfig& 
         const auto r = rank.find(s);
         scores.push_back(r == rank.end() ? 0.0f : -float(r->second));
         int32_t type = 1;  // NORMAL
-        if (const auto a = added.find(id); a != added.end()) type = a->second ? 3 : 4;  // CONTROL | USER_DEFINED
-        else if (!byte_level && s == unk) type = 2;                                     // UNKNOWN
+        if (!byte_level && s == unk) type = 2;                                               // UNKNOWN
+        else if (const auto a = added.find(id); a != added.end()) type = a->second ? 3 : 4;  // CONTROL | USER_DEFINED
         else if (!byte_level && s.size() == 6 && s.rfind("<0x", 0) == 0 && s[5] == '>') type = 6;  // BYTE
         types.push_back(type);
     }
