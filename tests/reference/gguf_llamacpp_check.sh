@@ -7,7 +7,9 @@
 # CPU-only (OUT/llama-build) together with our driver tests/reference/gguf_llamacpp_logits.cpp, which only calls
 # llama.cpp's C API. TANDEM_CLI: a built tandem-cli; without it a CPU-only tandem-cli is built in OUT/tandem-build.
 # Needs a C++ toolchain, CMake, python3 with torch, transformers, peft and numpy; no network.
-# Results: OUT/results.json.
+# Environment: TANDEM_ASSETS (default ../shared/assets beside the repo, else shared/assets inside it),
+# FAMILIES (default llama,mistral,qwen2,qwen3,phi3,gemma2,gemma3). Builds are incremental when OUT is kept.
+# Results: OUT/results.json (written after each family, so a cut-off run still reports what it did).
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: $0 LLAMA_SRC OUT [TANDEM_CLI]" >&2
@@ -46,6 +48,9 @@ cmake -S "$OUT/driver" -B "$OUT/llama-build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Rele
 cmake --build "$OUT/llama-build" --target gguf_llamacpp_logits -j"$JOBS" > "$OUT/llama-build.log"
 DRIVER=$(find "$OUT/llama-build" -name gguf_llamacpp_logits -type f -perm -u+x | head -1)
 
+ASSETS=${TANDEM_ASSETS:-$REPO/../shared/assets}
+[ -d "$ASSETS" ] || ASSETS=$REPO/shared/assets
 python3 "$REPO/tests/reference/gguf_llamacpp_check.py" --llama-src "$SRC" --out "$OUT" --tandem-cli "$CLI" \
-  --driver "$DRIVER" 2>&1 | tee "$OUT/check.log"
+  --driver "$DRIVER" --assets "$ASSETS" --families "${FAMILIES:-llama,mistral,qwen2,qwen3,phi3,gemma2,gemma3}" \
+  2>&1 | tee "$OUT/check.log"
 echo "results: $OUT/results.json"
