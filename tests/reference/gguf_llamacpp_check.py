@@ -61,6 +61,15 @@ def make_model(variant, fixtures, tok_dir, dst, vocab=None, small=False):
         over["layer_types"] = ["sliding_attention", "full_attention"] * 2
     if variant in ("mistral", "qwen2", "qwen3", "llama") and getattr(cfg, "sliding_window", None):
         over["sliding_window"] = 4096  # llama.cpp's llama/qwen graphs have no window: keep it beyond the text
+    if getattr(cfg, "layer_types", None) and "layer_types" not in over:
+        over["layer_types"] = [cfg.layer_types[0]] * over["num_hidden_layers"]
+    if variant == "phi3":  # longrope factors: one per rotary pair of the new head_dim
+        rp = dict(cfg.rope_parameters)
+        n = over["head_dim"] // 2
+        for k in ("long_factor", "short_factor"):
+            old = rp[k]
+            rp[k] = [old[i * len(old) // n] for i in range(n)]
+        over["rope_parameters"] = rp
     if small:
         over.pop("layer_types", None)
     for k, v in over.items():
