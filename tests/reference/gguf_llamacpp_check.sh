@@ -8,7 +8,8 @@
 # llama.cpp's C API. TANDEM_CLI: a built tandem-cli; without it a CPU-only tandem-cli is built in OUT/tandem-build.
 # Needs a C++ toolchain, CMake, python3 with torch, transformers, peft and numpy; no network.
 # Environment: TANDEM_ASSETS (default ../shared/assets beside the repo, else shared/assets inside it),
-# FAMILIES (default llama,mistral,qwen2,qwen3,phi3,gemma2,gemma3). Builds are incremental when OUT is kept.
+# FAMILIES (default llama,mistral,qwen2,qwen3,phi3,gemma2,gemma3), GGML_NATIVE=OFF when llama.cpp dies of an
+# illegal instruction (it did on the 2-core dev VM for quantized types). Builds are incremental when OUT is kept.
 # Results: OUT/results.json (written after each family, so a cut-off run still reports what it did).
 set -euo pipefail
 if [ $# -lt 2 ]; then
@@ -42,7 +43,7 @@ add_executable(gguf_llamacpp_logits "$REPO/tests/reference/gguf_llamacpp_logits.
 target_link_libraries(gguf_llamacpp_logits PRIVATE llama)
 CMAKE
 cmake -S "$OUT/driver" -B "$OUT/llama-build" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
-  -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF \
+  -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_NATIVE="${GGML_NATIVE:-ON}" -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_COMMON=OFF -DBUILD_SHARED_LIBS=OFF > "$OUT/llama-configure.log"
 cmake --build "$OUT/llama-build" --target gguf_llamacpp_logits -j"$JOBS" > "$OUT/llama-build.log"
