@@ -15,6 +15,7 @@
 #include <QIcon>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QMessageBox>
 #include <QPointer>
 #include <QProgressBar>
@@ -75,23 +76,49 @@ ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(par
     m_format->addItem(tr("Merged model, bf16"), QStringLiteral("merged:bf16"));
     m_format->addItem(tr("Merged model, fp16"), QStringLiteral("merged:fp16"));
     m_format->addItem(tr("Merged model, fp32"), QStringLiteral("merged:fp32"));
-    m_format->setToolTip(tr("The adapter alone (small; loads with peft and as Tandem's init adapter), or the base "
-                            "model with the adapter merged in (a full model folder for transformers, vLLM or "
-                            "llama.cpp's converter; as large as the base model)"));
+    m_format->addItem(tr("GGUF for llama.cpp / Ollama, Q4_K_M (smallest)"), QStringLiteral("gguf:q4_k_m"));
+    m_format->addItem(tr("GGUF for llama.cpp / Ollama, Q5_K_M"), QStringLiteral("gguf:q5_k_m"));
+    m_format->addItem(tr("GGUF for llama.cpp / Ollama, Q6_K"), QStringLiteral("gguf:q6_k"));
+    m_format->addItem(tr("GGUF for llama.cpp / Ollama, Q8_0"), QStringLiteral("gguf:q8_0"));
+    m_format->addItem(tr("GGUF for llama.cpp / Ollama, f16"), QStringLiteral("gguf:f16"));
+    m_format->addItem(tr("GGUF for llama.cpp / Ollama, bf16"), QStringLiteral("gguf:bf16"));
+    m_format->addItem(tr("GGUF LoRA adapter (llama.cpp --lora), f16"), QStringLiteral("gguf-lora:f16"));
+    m_format->setToolTip(tr("The adapter alone (small; loads with peft and as Tandem's init adapter), the base "
+                            "model with the adapter merged in (a full model folder for transformers or vLLM; as "
+                            "large as the base model), the merged model as one GGUF file with an Ollama Modelfile "
+                            "(llama.cpp, Ollama, LM Studio; quantized), or the adapter as a GGUF LoRA adapter"));
     form->addRow(tr("Format:"), m_format);
+    m_size = new QLabel(this);
+    m_size->setObjectName(QStringLiteral("exportSizeLabel"));
+    m_size->setToolTip(tr("About how much the export writes"));
+    form->addRow(tr("Size:"), m_size);
     auto* format = new QLabel(this);
     format->setWordWrap(true);
     auto describe = [this, format, runDir] {
-        const bool merged = m_format->currentData().toString().startsWith(QStringLiteral("merged"));
-        format->setText(merged ? tr("A model folder: the base model's weights with the adapter merged in "
-                                    "(merged in fp32, rounded once), its config and tokenizer files.")
-                               : tr("Adapter files: adapter_config.json and adapter_model.safetensors (loads with "
-                                    "peft.PeftModel.from_pretrained and as Tandem's init adapter)."));
+        const QString choice = m_format->currentData().toString();
+        const QString kind = choice.section(QLatin1Char(':'), 0, 0);
+        if (kind == QStringLiteral("merged"))
+            format->setText(tr("A model folder: the base model's weights with the adapter merged in (merged in fp32, "
+                               "rounded once), its config and tokenizer files."));
+        else if (kind == QStringLiteral("gguf"))
+            format->setText(tr("One GGUF file (the merged model, quantized as chosen, with its tokenizer and chat "
+                               "template) and a Modelfile: ollama create NAME -f Modelfile, or llama-cli -m FILE."));
+        else if (kind == QStringLiteral("gguf-lora"))
+            format->setText(tr("The adapter as a GGUF LoRA adapter: llama-cli -m BASE.gguf --lora FILE, over a GGUF "
+                               "of the same base model."));
+        else
+            format->setText(tr("Adapter files: adapter_config.json and adapter_model.safetensors (loads with "
+                               "peft.PeftModel.from_pretrained and as Tandem's init adapter)."));
         const QString name = QFileInfo(m_folder->text()).fileName();
-        const QString suffix = merged ? QStringLiteral("-merged") : QStringLiteral("-adapter");
+        const QString suffix = kind == QStringLiteral("peft") ? QStringLiteral("-adapter") : QLatin1Char('-') + kind;
         const QString run = QFileInfo(runDir).fileName();
-        if (name == run + QStringLiteral("-adapter") || name == run + QStringLiteral("-merged"))
-            m_folder->setText(QDir(QFileInfo(m_folder->text()).absolutePath()).filePath(run + suffix));
+        for (const char* known : {"-adapter", "-merged", "-gguf", "-gguf-lora"})
+            if (name == run + QLatin1String(known)) {
+                m_folder->setText(QDir(QFileInfo(m_folder->text()).absolutePath()).filePath(run + suffix));
+                break;
+            }
+        const uint64_t bytes = tandem::estimate_export_bytes(runDir.toStdString(), optionsFor(choice));
+        m_size->setText(bytes ? tr("about %1").arg(QLocale().formattedDataSize(qint64(bytes))) : tr("unknown"));
     };
     connect(m_format, &QComboBox::currentIndexChanged, this, describe);
     describe();
@@ -158,6 +185,15 @@ ExportDialog::ExportDialog(const QString& runDir, QWidget* parent) : QDialog(par
     connect(&m_watcher, &QFutureWatcher<Outcome>::finished, this, &ExportDialog::onFinished);
 }
 
+ExportOptions ExportDialog::optionsFor(const QString& choice) {
+    ExportOptions eo;
+    eo.format = choice.section(QLatin1Char(':'), 0, 0).toStdString();
+    const std::string arg = choice.section(QLatin1Char(':'), 1).toStdString();
+    if (eo.format == "merged") eo.dtype = arg;
+    else if (eo.format == "gguf" || eo.format == "gguf-lora") eo.quant = arg;
+    return eo;
+}
+
 ExportDialog::~ExportDialog() {
     m_watcher.waitForFinished();  // the worker only holds copies, but let it finish its files
 }
@@ -195,12 +231,12 @@ void ExportDialog::startExport() {
         }
     }
     const QString choice = m_format->currentData().toString();
-    const bool merged = choice.startsWith(QStringLiteral("merged"));
+    const bool merged = !choice.startsWith(QStringLiteral("peft"));  // a whole folder, written with progress
     bool overwrite = false;
     if (merged && QDir(target).exists() && !QDir(target).isEmpty()) {
         const auto answer = QMessageBox::question(
             this, tr("Replace the folder?"),
-            tr("%1 is not empty. Replace everything in it with the merged model?").arg(QDir::toNativeSeparators(target)),
+            tr("%1 is not empty. Replace everything in it with the export?").arg(QDir::toNativeSeparators(target)),
             QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
         if (answer != QMessageBox::Yes) {
             setResult(tr("Not exported: %1 was kept as it is.").arg(QDir::toNativeSeparators(target)), false);
@@ -224,9 +260,7 @@ void ExportDialog::startExport() {
     setResult(tr("Exporting…"), false);
     const std::string run = m_runDir.toStdString(), out = m_target.toStdString();
     const QString outDir = m_target;
-    ExportOptions eo;
-    eo.format = merged ? "merged" : "peft";
-    eo.dtype = merged ? choice.section(QLatin1Char(':'), 1).toStdString() : std::string("bf16");
+    ExportOptions eo = optionsFor(choice);
     eo.overwrite = overwrite;
     m_cancelFlag = std::make_shared<std::atomic<bool>>(false);
     eo.cancel = m_cancelFlag.get();

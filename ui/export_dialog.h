@@ -2,8 +2,10 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // tandem::ui::ExportDialog — exports a run to a folder the user picks, from the final adapter of a finished run
 // or the latest checkpoint's LoRA values of an unfinished one: the LoRA adapter (PEFT layout), or the model with
-// the adapter merged in (bf16 / fp16 / fp32, a Hugging Face model folder).
-//  - A merged export shows its progress (bytes written) and can be cancelled; it leaves no folder behind then.
+// the adapter merged in (bf16 / fp16 / fp32, a Hugging Face model folder), the merged model as GGUF (Q4_K_M …
+// bf16) with an Ollama Modelfile, or the adapter as a GGUF LoRA adapter; each with a size estimate.
+//  - Every export but the PEFT adapter shows its progress (bytes written) and can be cancelled; it leaves no
+//    folder behind then.
 // Decisions a reader must know:
 //  - tandem::export_run runs on a worker (QtConcurrent) with a busy bar; the dialog stays responsive
 //    and errors become a message in the dialog, never an exception.
@@ -24,6 +26,8 @@
 
 #include <atomic>
 #include <memory>
+
+#include "tandem/trainer.h"
 
 class QComboBox;
 class QDialogButtonBox;
@@ -49,6 +53,8 @@ public:
     QStringList writtenFiles() const { return m_written; }  // file names of the last successful export
 
     static bool holdsAdapter(const QString& folder);
+    // The engine's options for a format entry's data ("gguf:q4_k_m").
+    static ExportOptions optionsFor(const QString& choice);
 
 public slots:
     void startExport();
@@ -74,7 +80,9 @@ private:
 
     QString m_runDir;
     QLineEdit* m_folder = nullptr;
-    QComboBox* m_format = nullptr;  // data: "peft" or "merged:bf16" / "merged:fp16" / "merged:fp32"
+    // data: "peft", "merged:bf16|fp16|fp32", "gguf:q4_k_m|q5_k_m|q6_k|q8_0|f16|bf16" or "gguf-lora:f16"
+    QComboBox* m_format = nullptr;
+    QLabel* m_size = nullptr;  // estimate_export_bytes of the chosen format
     QPushButton* m_cancel = nullptr;
     std::shared_ptr<std::atomic<bool>> m_cancelFlag;
     QPushButton* m_browse = nullptr;

@@ -58,6 +58,41 @@ struct Cleanup {
 
 }  // namespace
 
+LoraMerge::LoraMerge(const ModelConfig& model, const LoraConfig& lora, const LoraTensors& tensors)
+    : scaling_(float(lora.scaling())), r_(lora.r) {
+    for (const LoraTensorSpec& s : lora_tensor_specs(model, lora)) {
+        const auto it = tensors.find(s.name);
+        const int64_t numel = s.shape.at(0) * s.shape.at(1);
+        if (it == tensors.end() || int64_t(it->second.size()) != numel)
+            throw_invalid("merge: LoRA tensor " + s.name + " " + shape_to_string(s.shape) +
+                          (it == tensors.end() ? " is missing" : " has the wrong size") +
+                          "; the adapter does not match its LoRA config");
+        Pair& p = pairs_[lora_module_path(s.layer, s.path) + ".weight"];
+        (s.is_a ? p.a : p.b) = &it->second;
+        if (s.is_a) p.in = s.shape.at(1);
+        else p.out = s.shape.at(0);
+    }
+}
+
+std::vector<std::string> LoraMerge::weights() const {
+    std::vector<std::string> out;
+    for (const auto& [name, p] : pairs_) out.push_back(name);
+    return out;
+}
+
+void LoraMerge::apply(const std::string& weight, std::span<const int64_t> shape, std::vector<float>& w,
+                      const std::string& source) const {
+    const auto it = pairs_.find(weight);
+    if (it == pairs_.end()) return;
+    const Pair& p = it->second;
+    if (shape.size() != 2 || shape[0] != p.out || shape[1] != p.in || int64_t(w.size()) != p.out * p.in)
+        throw_invalid(source + ": tensor " + weight + " is " + shape_to_string(shape) + "; the adapter's LoRA is [" +
+                      std::to_string(p.out) + ", " + std::to_string(p.in) + "]");
+    // W[out,in] += scaling * B[out,r] @ A[r,in], in fp32
+    cpu::gemm(false, false, int(p.out), int(p.in), r_, scaling_, p.b->data(), r_, p.a->data(), int(p.in), 1.0f,
+              w.data(), int(p.in));
+}
+
 DType parse_merge_dtype(const std::string& name) {
     if (name == "bf16" || name == "bfloat16") return DType::BF16;
     if (name == "fp16" || name == "f16" || name == "float16") return DType::F16;
@@ -73,33 +108,13 @@ void write_merged_model(const fs::path& model_dir, const ModelConfig& model, con
     if (fs::exists(out_dir, ec) && !options.overwrite && !fs::is_empty(out_dir, ec))
         throw_invalid(out_dir.string() + ": exists and is not empty; choose another folder, or allow overwriting");
 
-    // The LoRA pair of every adapted checkpoint tensor: "model.layers.3.self_attn.qkv_proj.weight" -> (A, B).
-    struct Pair {
-        const std::vector<float>* a = nullptr;
-        const std::vector<float>* b = nullptr;
-        int64_t out = 0, in = 0;
-    };
-    std::map<std::string, Pair> pairs;
-    for (const LoraTensorSpec& s : lora_tensor_specs(model, lora)) {
-        const auto it = tensors.find(s.name);
-        const int64_t numel = s.shape.at(0) * s.shape.at(1);
-        if (it == tensors.end() || int64_t(it->second.size()) != numel)
-            throw_invalid("merged export: LoRA tensor " + s.name + " " + shape_to_string(s.shape) +
-                          (it == tensors.end() ? " is missing" : " has the wrong size") +
-                          "; the adapter does not match its LoRA config");
-        Pair& p = pairs[lora_module_path(s.layer, s.path) + ".weight"];
-        (s.is_a ? p.a : p.b) = &it->second;
-        if (s.is_a) p.in = s.shape.at(1);
-        else p.out = s.shape.at(0);
-    }
-    const float scaling = float(lora.scaling());
-    const int r = lora.r;
+    const LoraMerge merge(model, lora, tensors);
 
     const SafetensorsSet base = SafetensorsSet::open(model_dir);
     uint64_t total = 0, done = 0;
     for (const std::string& name : base.names())
         total += uint64_t(base.at(name).data.size()) / dtype_size(base.at(name).dtype) * dtype_size(options.dtype);
-    for (const auto& [name, p] : pairs)
+    for (const std::string& name : merge.weights())
         if (!base.find(name))
             throw_invalid(base.source_name() + ": the adapter adapts " + name + ", which the model does not have");
 
@@ -127,8 +142,8 @@ void write_merged_model(const fs::path& model_dir, const ModelConfig& model, con
             if (base.file_of(t.name) != file.path()) continue;  // not this shard's by the index
             if (options.cancel && options.cancel->load()) throw Error(ErrorCategory::Cancelled, "export cancelled");
             bytes.emplace_back();
-            const auto pit = pairs.find(t.name);
-            if (pit == pairs.end() && t.dtype == options.dtype) {
+            const bool adapted = merge.adapts(t.name);
+            if (!adapted && t.dtype == options.dtype) {
                 bytes.back().assign(t.data.begin(), t.data.end());
             } else {
                 if (!dtype_converts_to_f32(t.dtype))
@@ -136,16 +151,7 @@ void write_merged_model(const fs::path& model_dir, const ModelConfig& model, con
                                       std::string(dtype_name(t.dtype)) + ", which a merged export cannot convert");
                 w.resize(size_t(t.numel()));
                 tensor_to_f32(t, w);
-                if (pit != pairs.end()) {
-                    const Pair& p = pit->second;
-                    if (t.shape.size() != 2 || t.shape[0] != p.out || t.shape[1] != p.in)
-                        throw_invalid(base.source_name() + ": tensor " + t.name + " is " + shape_to_string(t.shape) +
-                                      "; the adapter's LoRA is [" + std::to_string(p.out) + ", " +
-                                      std::to_string(p.in) + "]");
-                    // W[out,in] += scaling * B[out,r] @ A[r,in], in fp32
-                    cpu::gemm(false, false, int(p.out), int(p.in), r, scaling, p.b->data(), r, p.a->data(),
-                              int(p.in), 1.0f, w.data(), int(p.in));
-                }
+                merge.apply(t.name, t.shape, w, base.source_name());
                 store(w, options.dtype, bytes.back());
             }
             out.push_back({t.name, options.dtype, t.shape, bytes.back()});

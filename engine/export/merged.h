@@ -20,6 +20,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <span>
+#include <vector>
 #include <string>
 
 #include "model/lora_table.h"
@@ -28,6 +31,30 @@
 #include "tandem/safetensors.h"
 
 namespace tandem {
+
+// The adapter's LoRA pairs keyed by the checkpoint weight they adapt ("model.layers.3.self_attn.qkv_proj.weight"),
+// checked against the LoRA table. The one merge both the merged and the GGUF export use.
+class LoraMerge {
+public:
+    // Error{InvalidInput} for a missing or misshapen LoRA tensor.
+    LoraMerge(const ModelConfig& model, const LoraConfig& lora, const LoraTensors& tensors);
+    bool adapts(const std::string& weight) const { return pairs_.count(weight) != 0; }
+    std::vector<std::string> weights() const;  // every adapted weight name
+    // w [out, in] (fp32, the base weight `weight` of shape `shape`) += scaling * B [out, r] @ A [r, in]; nothing
+    // when the weight is not adapted. Error{InvalidInput} naming `source` when the shape disagrees.
+    void apply(const std::string& weight, std::span<const int64_t> shape, std::vector<float>& w,
+               const std::string& source) const;
+
+private:
+    struct Pair {
+        const std::vector<float>* a = nullptr;
+        const std::vector<float>* b = nullptr;
+        int64_t out = 0, in = 0;
+    };
+    std::map<std::string, Pair> pairs_;
+    float scaling_ = 1.0f;
+    int r_ = 0;
+};
 
 struct MergeOptions {
     DType dtype = DType::BF16;  // BF16, F16 or F32

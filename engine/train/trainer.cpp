@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "export/gguf.h"
 #include "export/merged.h"
 #include "io/atomic_file.h"
 #include "tandem/error.h"
@@ -722,10 +723,37 @@ std::string export_run_adapter(const fs::path& run_dir, const fs::path& out_dir,
     return export_run(run_dir, out_dir, o);
 }
 
+const std::vector<std::string>& export_formats() {
+    static const std::vector<std::string> f = {"peft", "merged", "gguf", "gguf-lora"};
+    return f;
+}
+
+const std::vector<std::string>& export_gguf_quants() {
+    static const std::vector<std::string> q = {"f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m"};
+    return q;
+}
+
+uint64_t estimate_export_bytes(const fs::path& run_dir, const ExportOptions& o) {
+    try {
+        const RunConfig config = load_run_config(run_dir / "config.json");
+        const ModelConfig model = load_model_config(config.model);
+        if (o.format == "gguf") return estimate_gguf_model_bytes(config.model, model, parse_gguf_quant(o.quant));
+        uint64_t lora = 0;
+        for (const auto& s : lora_tensor_specs(model, config.lora)) lora += uint64_t(s.shape.at(0) * s.shape.at(1));
+        if (o.format == "peft") return lora * 4;
+        if (o.format == "gguf-lora") return lora * (parse_gguf_quant(o.quant) == GgufQuant::F32 ? 4 : 2);
+        if (o.format == "merged") return uint64_t(model.parameter_count()) * dtype_size(parse_merge_dtype(o.dtype));
+    } catch (const Error&) {
+    }
+    return 0;
+}
+
 std::string export_run(const fs::path& run_dir, const fs::path& out_dir, const ExportOptions& o) {
-    if (o.format != "peft" && o.format != "merged")
-        throw_invalid("export format '" + o.format + "': expected peft or merged");
+    if (std::find(export_formats().begin(), export_formats().end(), o.format) == export_formats().end())
+        throw_invalid("export format '" + o.format + "': expected peft, merged, gguf or gguf-lora");
     const DType dtype = parse_merge_dtype(o.dtype);  // checked before any work
+    const bool gguf = o.format == "gguf" || o.format == "gguf-lora";
+    const GgufQuant quant = gguf ? parse_gguf_quant(o.quant) : GgufQuant::F16;
     if (o.format == "peft" && !o.overwrite && fs::exists(out_dir / kPeftConfigName))
         throw_invalid(out_dir.string() + ": already holds an adapter; pass --force to overwrite it");
     const RunAdapter a = load_run_adapter(run_dir);
@@ -733,13 +761,21 @@ std::string export_run(const fs::path& run_dir, const fs::path& out_dir, const E
         PeftWriteOptions wo;
         wo.overwrite = o.overwrite;
         write_peft_adapter(out_dir, a.lora, a.model, a.config.model, a.tensors, wo);
-    } else {
+    } else if (o.format == "merged") {
         MergeOptions m;
         m.dtype = dtype;
         m.overwrite = o.overwrite;
         m.progress = o.progress;
         m.cancel = o.cancel;
         write_merged_model(a.config.model, a.model, a.lora, a.tensors, out_dir, m);
+    } else {
+        GgufOptions g;
+        g.quant = quant;
+        g.overwrite = o.overwrite;
+        g.progress = o.progress;
+        g.cancel = o.cancel;
+        if (o.format == "gguf") write_gguf_model(a.config.model, a.model, a.lora, a.tensors, out_dir, g);
+        else write_gguf_lora(a.config.model, a.model, a.lora, a.tensors, out_dir, g);
     }
     return a.from;
 }

@@ -37,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tandem/run_config.h"
 
@@ -177,17 +178,25 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 std::string export_run_adapter(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir,
                                bool overwrite);
 
-// A run's export in any format: "peft" (the adapter, as export_run_adapter) or "merged" (the base model with the
-// adapter folded in, dtype bf16 | fp16 | fp32, a Hugging Face model folder: export/merged.h).
+// A run's export in any format: "peft" (the adapter, as export_run_adapter), "merged" (the base model with the
+// adapter folded in, dtype bf16 | fp16 | fp32, a Hugging Face model folder: export/merged.h), "gguf" (the merged
+// model as one GGUF file + an Ollama Modelfile, quant f16 | bf16 | q8_0 | q4_k_m | q5_k_m | q6_k) or "gguf-lora"
+// (the adapter as a GGUF LoRA adapter for llama.cpp's --lora, quant f32 | f16 | bf16): export/gguf.h.
 struct ExportOptions {
-    std::string format = "peft";  // peft | merged
+    std::string format = "peft";  // peft | merged | gguf | gguf-lora
     std::string dtype = "bf16";   // merged only
+    std::string quant = "f16";    // gguf and gguf-lora
     bool overwrite = false;
-    std::function<void(uint64_t done, uint64_t total)> progress;  // merged only: bytes written so far
-    const std::atomic<bool>* cancel = nullptr;                    // merged only: Error{Cancelled}, nothing left
+    std::function<void(uint64_t done, uint64_t total)> progress;  // merged and GGUF: bytes written so far
+    const std::atomic<bool>* cancel = nullptr;                    // merged and GGUF: Error{Cancelled}, nothing left
 };
-// Returns what was exported from ("adapter" or "checkpoints/step-N"). Error{InvalidInput} for an unknown format
-// or dtype, as export_run_adapter otherwise.
+// The formats and the GGUF quants, in the order a UI lists them.
+const std::vector<std::string>& export_formats();
+const std::vector<std::string>& export_gguf_quants();
+// About how many bytes export_run writes for these options (0 when it cannot tell, e.g. no adapter yet).
+uint64_t estimate_export_bytes(const std::filesystem::path& run_dir, const ExportOptions& options);
+// Returns what was exported from ("adapter" or "checkpoints/step-N"). Error{InvalidInput} for an unknown format,
+// dtype or quant, Error{Unsupported} for a model the format cannot hold, as export_run_adapter otherwise.
 std::string export_run(const std::filesystem::path& run_dir, const std::filesystem::path& out_dir,
                        const ExportOptions& options);
 
