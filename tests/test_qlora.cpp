@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "export/merged.h"
 #include "export/peft_adapter.h"
 #include "io/quant4_checkpoint.h"
 #include "kernels/cpu/nf4.h"
@@ -323,6 +324,43 @@ private slots:
             qInfo("  LoRA grads: worst rel %.3g over %zu tensors", worst, m.lora_params().size());
             QVERIFY(worst <= 1e-3);
         }
+    }
+
+    // A merged export from the 4-bit base: dequantized (bitsandbytes' arithmetic), the adapter folded in, float
+    // weights with no quantization_config; its logits are PEFT + bitsandbytes' (expected.safetensors).
+    void merged_export_from_a_4bit_base() {
+        const fs::path llama = fixtures() / "models" / "llama", nf4 = fixtures() / "models" / "llama-nf4";
+        const fs::path out = fs::path(QDir::tempPath().toStdString()) / "tandem_qlora_merged";
+        fs::remove_all(out);
+        const ModelConfig cfg = load_model_config(nf4);
+        const PeftAdapter a = read_peft_adapter(llama / "adapter", load_model_config(llama));
+        MergeOptions o;
+        o.dtype = DType::F32;
+        write_merged_model(nf4, cfg, a.config, a.tensors, out, o);
+        const nlohmann::json mc = read_json(out / "config.json");
+        QVERIFY(!mc.contains("quantization_config"));
+        const SafetensorsFile merged(out / "model.safetensors");
+        for (const auto& t : merged.tensors()) {
+            QVERIFY2(t.dtype == DType::F32, t.name.c_str());
+            QVERIFY2(t.name.find("absmax") == std::string::npos && t.name.find("quant") == std::string::npos,
+                     t.name.c_str());
+        }
+        QCOMPARE(merged.at("model.layers.0.mlp.down_proj.weight").shape, (std::vector<int64_t>{64, 96}));
+        LoraConfig none = a.config;  // a fresh LoRA (B = 0) changes nothing
+        CpuModel m = CpuModel::load(out, none, 3, 64);
+        QVERIFY(!m.config().quantization.four_bit);
+        const PackedBatch batch = batch_from_sequences(
+            read_json(llama / "sequences.json")["sequences"].get<std::vector<std::vector<int32_t>>>());
+        const std::vector<float> got = m.logits(batch);
+        const std::vector<float> want = tensor_to_f32(SafetensorsFile(nf4 / "expected.safetensors").at("logits"));
+        double err = 0, ref = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+            err = std::max(err, std::fabs(double(got[i]) - want[i]));
+            ref = std::max(ref, std::fabs(double(want[i])));
+        }
+        qInfo("merged from the 4-bit base: logits rel %.3g vs PEFT + bitsandbytes", err / ref);
+        QVERIFY(err / ref <= 1e-4);
+        fs::remove_all(out);
     }
 
     void plan_counts_the_4bit_weights() {

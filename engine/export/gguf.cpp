@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "export/base_weights.h"
 #include "export/gguf_file.h"
 #include "export/merged.h"
 #include "io/atomic_file.h"
@@ -227,11 +228,12 @@ std::vector<Planned> plan_model(const SafetensorsSet& base, const ModelConfig& c
     for (const SafetensorsFile& file : base.files())
         for (const TensorInfo& t : file.tensors()) {
             if (base.file_of(t.name) != file.path()) continue;
+            if (!is_base_tensor(base, t.name)) continue;  // a 4-bit weight's absmax, quant_state, ...
             Planned p;
             p.hf = t.name;
             p.name = gguf_tensor_name(t.name, arch, c, p.layer);
             if (p.name.empty()) continue;
-            p.shape = t.shape;
+            p.shape = base_tensor_shape(base, t);  // a 4-bit weight: its float shape
             has_output |= p.name == "output.weight";
             out.push_back(std::move(p));
         }
@@ -594,12 +596,8 @@ void write_gguf_model(const fs::path& model_dir, const ModelConfig& model, const
             w = p.computed;
         } else {
             const TensorInfo& t = base.at(p.hf);
-            if (!dtype_converts_to_f32(t.dtype))
-                throw_unsupported(base.source_name() + ": tensor " + t.name + " has dtype " +
-                                  std::string(dtype_name(t.dtype)) + ", which the GGUF export cannot convert");
-            w.resize(size_t(t.numel()));
-            tensor_to_f32(t, w);
-            merge.apply(t.name, t.shape, w, base.source_name());
+            read_base_tensor(base, t, w, "the GGUF export");  // 4-bit weights dequantized first
+            merge.apply(t.name, p.shape, w, base.source_name());
             if (arch.gemma && p.name.find("norm.weight") != std::string::npos)
                 for (float& v : w) v += 1.0f;
             if (arch.permute_qk && (is_q(p.name) || is_k(p.name))) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "export/base_weights.h"
 #include "io/atomic_file.h"
 #include "kernels/cpu/gemm.h"
 #include "tandem/error.h"
@@ -112,8 +113,12 @@ void write_merged_model(const fs::path& model_dir, const ModelConfig& model, con
 
     const SafetensorsSet base = SafetensorsSet::open(model_dir);
     uint64_t total = 0, done = 0;
-    for (const std::string& name : base.names())
-        total += uint64_t(base.at(name).data.size()) / dtype_size(base.at(name).dtype) * dtype_size(options.dtype);
+    for (const std::string& name : base.names()) {
+        if (!is_base_tensor(base, name)) continue;
+        uint64_t n = 1;
+        for (int64_t d : base_tensor_shape(base, base.at(name))) n *= uint64_t(d);
+        total += n * dtype_size(options.dtype);
+    }
     for (const std::string& name : merge.weights())
         if (!base.find(name))
             throw_invalid(base.source_name() + ": the adapter adapts " + name + ", which the model does not have");
@@ -140,21 +145,19 @@ void write_merged_model(const fs::path& model_dir, const ModelConfig& model, con
         bytes.reserve(file.size());
         for (const TensorInfo& t : file.tensors()) {
             if (base.file_of(t.name) != file.path()) continue;  // not this shard's by the index
+            if (!is_base_tensor(base, t.name)) continue;         // a 4-bit weight's absmax, quant_state, ...
             if (options.cancel && options.cancel->load()) throw Error(ErrorCategory::Cancelled, "export cancelled");
             bytes.emplace_back();
             const bool adapted = merge.adapts(t.name);
+            const std::vector<int64_t> shape = base_tensor_shape(base, t);  // a 4-bit weight: its float shape
             if (!adapted && t.dtype == options.dtype) {
                 bytes.back().assign(t.data.begin(), t.data.end());
             } else {
-                if (!dtype_converts_to_f32(t.dtype))
-                    throw_unsupported(base.source_name() + ": tensor " + t.name + " has dtype " +
-                                      std::string(dtype_name(t.dtype)) + ", which a merged export cannot convert");
-                w.resize(size_t(t.numel()));
-                tensor_to_f32(t, w);
-                merge.apply(t.name, t.shape, w, base.source_name());
+                read_base_tensor(base, t, w, "a merged export");  // 4-bit weights dequantized first
+                merge.apply(t.name, shape, w, base.source_name());
                 store(w, options.dtype, bytes.back());
             }
-            out.push_back({t.name, options.dtype, t.shape, bytes.back()});
+            out.push_back({t.name, options.dtype, shape, bytes.back()});
             weight_map[t.name] = out_name;
             done += bytes.back().size();
             if (options.progress) options.progress(done, total);

@@ -25,6 +25,17 @@ std::string shape_str(const std::vector<int64_t>& s) { return shape_to_string(s)
 
 }  // namespace
 
+bool is_quant4_part(const SafetensorsSet& set, const std::string& name) {
+    for (const char* s : {".absmax", ".nested_absmax", ".nested_quant_map", ".quant_map",
+                          ".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4"}) {
+        const std::string suffix = s;
+        if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+            is_quant4_tensor(set, name.substr(0, name.size() - suffix.size())))
+            return true;
+    }
+    return false;
+}
+
 bool is_quant4_tensor(const SafetensorsSet& set, const std::string& weight_name) {
     const TensorInfo* t = set.find(weight_name);
     return t && t->dtype == DType::U8 && state_tensor(set, weight_name) != nullptr;
@@ -70,11 +81,16 @@ Quant4Tensors find_quant4(const SafetensorsSet& set, const std::string& w, const
         if (!d.is_number_integer()) bad(st->name, "shape must be a list of integers");
         got.push_back(d.get<int64_t>());
     }
-    if (got != shape)
+    if (!shape.empty() && got != shape)
         bad(st->name, "says shape " + shape_str(got) + ", but the config implies " + shape_str(shape));
     if (j.contains("dtype") && j["dtype"].is_string()) q.dtype = j["dtype"].get<std::string>();
+    if (got.empty()) bad(st->name, "has an empty shape");
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : got) {
+        if (d <= 0 || d > (int64_t(1) << 40) || n > (int64_t(1) << 46) / d) bad(st->name, "has an absurd shape");
+        n *= d;
+    }
+    q.shape = got;
     const int64_t blocks = quant4_blocks(n, q.blocksize);
 
     auto need = [&](const std::string& name, DType dt, int64_t numel) -> const TensorInfo* {
@@ -84,7 +100,7 @@ Quant4Tensors find_quant4(const SafetensorsSet& set, const std::string& w, const
             bad(name, "has dtype " + std::string(dtype_name(t->dtype)) + ", expected " + std::string(dtype_name(dt)));
         if (t->numel() != numel)
             bad(name, "has " + std::to_string(t->numel()) + " elements, expected " + std::to_string(numel) +
-                          " for a weight of shape " + shape_str(shape) + " in blocks of " +
+                          " for a weight of shape " + shape_str(got) + " in blocks of " +
                           std::to_string(q.blocksize));
         return t;
     };

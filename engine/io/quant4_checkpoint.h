@@ -32,12 +32,18 @@ struct Quant4Tensors {
     bool nested = false;
     float offset = 0.0f;                        // nested_offset
     std::string dtype;                          // the original weight's dtype ("bfloat16")
+    std::vector<int64_t> shape;                 // the float weight's shape (from the quant_state)
 };
 
 // True when `weight_name` is stored 4-bit in `set` (a uint8 tensor with a quant_state beside it).
 bool is_quant4_tensor(const SafetensorsSet& set, const std::string& weight_name);
 
-// The validated tensors of the 4-bit weight `weight_name` whose float shape should be `shape`.
+// True for the companions of a 4-bit weight (absmax, nested_absmax, nested_quant_map, quant_map, quant_state):
+// not tensors of their own.
+bool is_quant4_part(const SafetensorsSet& set, const std::string& name);
+
+// The validated tensors of the 4-bit weight `weight_name` whose float shape should be `shape` (empty: whatever
+// its quant_state says).
 Quant4Tensors find_quant4(const SafetensorsSet& set, const std::string& weight_name,
                           const std::vector<int64_t>& shape);
 
