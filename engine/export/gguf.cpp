@@ -114,7 +114,7 @@ std::string gguf_tensor_name(const std::string& hf, const GgufArch& arch, const 
                 {"mlp.down_proj", "ffn_down"},           {"mlp.gate_up_proj", "ffn_up"},
                 {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"}};
             std::string g;
-            if (module == "post_attention_layernorm") g = arch.gemma ? "attn_post_norm" : "ffn_norm";
+            if (module == "post_attention_layernorm") g = arch.gemma ? "post_attention_norm" : "ffn_norm";
             else if (const auto it = common.find(module); it != common.end()) g = it->second;
             if (!g.empty() && (kind == "weight" || kind == "bias"))
                 return "blk." + std::to_string(layer) + "." + g + "." + kind;

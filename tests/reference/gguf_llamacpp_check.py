@@ -141,6 +141,28 @@ def gguf_py_read(gguf_mod, path):
             "bytes_checked": int(sum(int(t.n_bytes) for t in r.tensors))}
 
 
+def dequant_check(gguf_mod, path, ref_path):
+    """gguf-py's own dequantization (llama.cpp's reference numpy code) of every tensor of `path` against the
+    same tensor of the f16 file `ref_path`: relative RMS error per GGUF tensor type (a block-layout check
+    independent of llama.cpp's matmuls, which also quantize the activations)."""
+    import numpy as np
+    from gguf.quants import dequantize
+    ref = {t.name: np.asarray(t.data, dtype=np.float32).reshape(-1) for t in gguf_mod.GGUFReader(ref_path).tensors}
+    by_type = {}
+    for t in gguf_mod.GGUFReader(path).tensors:
+        if t.name not in ref:
+            continue
+        got = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(-1)
+        want = ref[t.name]
+        if got.size != want.size:
+            by_type.setdefault(t.tensor_type.name, []).append(float("inf"))
+            continue
+        denom = float(np.sqrt(np.mean(want.astype(np.float64) ** 2))) or 1.0
+        by_type.setdefault(t.tensor_type.name, []).append(
+            float(np.sqrt(np.mean((got.astype(np.float64) - want) ** 2))) / denom)
+    return {k: {"tensors": len(v), "max_rel_rms": max(v), "mean_rel_rms": sum(v) / len(v)} for k, v in by_type.items()}
+
+
 def check_family(variant, a, gguf_mod, work):
     res = {}
     fam = os.path.join(work, variant)
@@ -173,6 +195,16 @@ def check_family(variant, a, gguf_mod, work):
                 f16 = g
         except Exception as e:  # noqa: BLE001 - every failure is a result
             res["quants"][q] = {"error": str(e)[-2000:]}
+    if gguf_mod and f16:
+        for q in QUANTS:
+            if q in ("f16", "bf16") or "error" in res["quants"].get(q, {"error": 1}):
+                continue
+            try:
+                g = [os.path.join(fam, "gguf-" + q, f) for f in os.listdir(os.path.join(fam, "gguf-" + q))
+                     if f.endswith(".gguf")][0]
+                res["quants"][q]["gguf_py_dequant_vs_f16"] = dequant_check(gguf_mod, g, f16)
+            except Exception as e:  # noqa: BLE001
+                res["quants"][q]["gguf_py_dequant_vs_f16"] = {"error": str(e)[-500:]}
     try:
         base = export(a.tandem_cli, os.path.join(fam, "run-base"), os.path.join(fam, "gguf-base"), "gguf", "f16")
         lres = {}
