@@ -24,6 +24,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/threads.h"
 #include "model/model.h"
+#include "model/plan.h"
 #include "tandem/error.h"
 #include "tandem/inference.h"
 #include "tandem/model_config.h"
@@ -281,6 +282,68 @@ private slots:
         const auto plan_sel = CpuModel::plan(cfg, lora, 64, CheckpointPolicy::Selective);
         QVERIFY(plan_rc.activations < plan_sel.activations);
         QVERIFY(plan_sel.activations < plan_off.activations);
+    }
+
+    // Long sequences: the MLP in chunks of rows (plan.h kMlpChunkRows; 8 rows here) under the policies that drop
+    // its buffers gives the loss, logits-free eval and LoRA gradients of the unchunked MLP (fp32 sums in another
+    // order: close, not bitwise), and a smaller plan; off keeps its per-layer buffers and never chunks. Also on a
+    // 4-bit base (every chunk dequantizes its weights again).
+    void mlp_chunks_match_the_whole_mlp_data() {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<bool>("nf4");
+        QTest::newRow("babyllama") << QString::fromStdString((babyllama() / "hf").string()) << false;
+        QTest::newRow("qwen3") << QString::fromStdString((fixtures() / "models" / "qwen3").string()) << false;
+        QTest::newRow("phi3") << QString::fromStdString((fixtures() / "models" / "phi3").string()) << false;
+        QTest::newRow("llama nf4") << QString::fromStdString((fixtures() / "models" / "llama").string()) << true;
+    }
+    void mlp_chunks_match_the_whole_mlp() {
+        QFETCH(QString, model);
+        QFETCH(bool, nf4);
+        const fs::path dir = model.toStdString();
+        TANDEM_REQUIRE_ASSET(dir);
+        const ModelConfig cfg = load_model_config(dir);
+        LoraConfig lora;
+        lora.r = 4;
+        std::vector<std::vector<int32_t>> seqs;
+        for (int s = 0; s < 3; ++s) {
+            std::vector<int32_t> q;
+            for (int t = 0; t < 11 + 6 * s; ++t) q.push_back(int32_t((t * 5 + s * 17 + 1) % cfg.vocab_size));
+            seqs.push_back(q);
+        }
+        const PackedBatch b = batch_from_sequences(seqs);
+        const float scale = float(1.0 / b.num_label_tokens);
+        struct Run {
+            double loss, eval;
+            std::vector<std::vector<float>> grads;
+        };
+        auto run = [&](CheckpointPolicy p) -> Run {
+            CpuModel m = CpuModel::load(dir, lora, 5, 64, p, nf4);
+            for (auto& prm : m.lora_params())
+                if (!prm.spec.is_a)
+                    for (size_t i = 0; i < prm.value.size(); ++i) prm.value[i] = 0.01f * float(int(i % 5) - 2);
+            m.zero_grads();
+            Run r;
+            r.loss = m.forward_backward(b, scale, 3);
+            r.eval = m.forward_loss(b);
+            r.grads = grads_of(m);
+            return r;
+        };
+        set_mlp_chunk_rows(0);
+        const Run whole = run(CheckpointPolicy::Recompute);
+        const auto plan_whole = CpuModel::plan(nf4 ? with_quantization(cfg) : cfg, lora, 64, CheckpointPolicy::Recompute);
+        set_mlp_chunk_rows(8);  // 3 samples of 11..23 tokens: 51 rows, 7 chunks (the last one partial)
+        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::Selective}) {
+            const Run r = run(p);
+            QVERIFY2(std::fabs(r.loss - whole.loss) <= 1e-5 * std::fabs(whole.loss), qPrintable(QString("loss %1 vs %2").arg(r.loss).arg(whole.loss)));
+            QVERIFY(std::fabs(r.eval - whole.eval) <= 1e-5 * std::fabs(whole.eval));
+            QVERIFY2(max_rel(r.grads, whole.grads) <= 1e-4, qPrintable(QString("grads rel %1").arg(max_rel(r.grads, whole.grads))));
+        }
+        const Run off = run(CheckpointPolicy::Off);  // never chunked: bitwise the unchunked recompute
+        QCOMPARE(off.loss, whole.loss);
+        const auto plan_chunked = CpuModel::plan(nf4 ? with_quantization(cfg) : cfg, lora, 64, CheckpointPolicy::Recompute);
+        set_mlp_chunk_rows(kMlpChunkRows);
+        QVERIFY2(plan_chunked.activations < plan_whole.activations,
+                 qPrintable(QString("activations %1 (chunked) vs %2").arg(plan_chunked.activations).arg(plan_whole.activations)));
     }
 
     // Same dropout seed -> bitwise the same gradients; another seed -> different; p = 0 ignores the seed.

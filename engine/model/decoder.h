@@ -22,6 +22,7 @@
 //    ablation. The calls below are the CUDA launch sequence, op for op.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -201,6 +202,7 @@ public:
     void* ce_ws = nullptr;     // lm_head chunk workspace
     double* loss_sum = nullptr;  // [2] this batch's, the step's
     Act* wq = nullptr;           // one slot's 4-bit base weight, dequantized (4-bit models only)
+    int mlp_rows = 0;            // rows of one MLP chunk (plan.h kMlpChunkRows); >= step.T: one chunk
 
     // Points weights, activations and scratch into arenas laid out by `y` (allocated at the given bases).
     void bind(const ModelPlan& y, void* weights_base, void* acts_base, void* work_base) {
@@ -280,6 +282,7 @@ public:
         ce_ws = y.work.ptr<char>(work_base, y.ce);
         loss_sum = y.work.ptr<double>(work_base, y.loss_sum);
         wq = y.dequant < 0 ? nullptr : y.work.ptr<Act>(work_base, y.dequant);
+        mlp_rows = y.mlp_rows;
     }
 
     // The pointers of a 4-bit projection's pieces.
@@ -310,10 +313,11 @@ public:
         return wq;
     }
 
-    // out[T,OUT] = inp[T,IN] W^T + b (+ scaling * drop(inp) A^T B^T) for module m of layer l.
-    void project(int l, int m, Act* out, const Act* inp, bool train) {
+    // out[T,OUT] = inp[T,IN] W^T + b (+ scaling * drop(inp) A^T B^T) for module m of layer l. A row range (an
+    // MLP chunk): inp and out point at row r0, rows rows; the LoRA tmp is at row r0 (never with dropout).
+    void project(int l, int m, Act* out, const Act* inp, bool train, int r0 = 0, int rows = -1) {
         const LayerWeights<B>& w = layers[size_t(l)];
-        const int T = step.T, IN = d.in_of(m), OUT = d.out_of(m);
+        const int T = rows < 0 ? step.T : rows, IN = d.in_of(m), OUT = d.out_of(m);
         B::matmul_forward(out, inp, base_weight(l, m), w.b[m], T, IN, OUT);
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
@@ -322,17 +326,18 @@ public:
             B::dropout_forward(xd, inp, step.seed, l, r.drop, int64_t(T) * IN, dropout);  // xd [T,IN]
             lin = xd;
         }
-        B::lora_forward(out, acts[size_t(l)].lora_tmp[m], lin, r.a, r.b, lora_scaling, T, IN, OUT, d.R);
+        B::lora_forward(out, tmp_rows(l, m, r0), lin, r.a, r.b, lora_scaling, T, IN, OUT, d.R);
     }
+    Act* tmp_rows(int l, int m, int r0) { return acts[size_t(l)].lora_tmp[m] + int64_t(r0) * d.R; }
 
     // dinp[T,IN] += d(out)/d(inp) applied to dout[T,OUT]; LoRA grads += (grad_scale is already inside dout).
     // With dropout the dropped input is recomputed from inp (same hash, same values as forward).
-    void project_backward(int l, int m, Act* dinp, const Act* dout, const Act* inp) {
-        const int T = step.T, IN = d.in_of(m), OUT = d.out_of(m);
+    void project_backward(int l, int m, Act* dinp, const Act* dout, const Act* inp, int r0 = 0, int rows = -1) {
+        const int T = rows < 0 ? step.T : rows, IN = d.in_of(m), OUT = d.out_of(m);
         B::matmul_backward(dinp, nullptr, nullptr, dout, inp, base_weight(l, m), T, IN, OUT);
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
-        const Act* tmp = acts[size_t(l)].lora_tmp[m];
+        const Act* tmp = tmp_rows(l, m, r0);
         if (dropout > 0) {
             const int64_t n = int64_t(T) * IN;
             B::dropout_forward(xd, inp, step.seed, l, r.drop, n, dropout);
@@ -347,16 +352,16 @@ public:
 
     // Recompute: only the LoRA tmp of module m (tmp = drop(inp) @ A^T), without the projection itself
     // (lora_tmp_forward is lora_forward's first GEMM, so the same values).
-    void lora_tmp_forward(int l, int m, const Act* inp) {
+    void lora_tmp_forward(int l, int m, const Act* inp, int r0 = 0, int rows = -1) {
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
-        const int T = step.T, IN = d.in_of(m);
+        const int T = rows < 0 ? step.T : rows, IN = d.in_of(m);
         const Act* lin = inp;
         if (dropout > 0) {
             B::dropout_forward(xd, inp, step.seed, l, r.drop, int64_t(T) * IN, dropout);
             lin = xd;
         }
-        B::lora_tmp_forward(acts[size_t(l)].lora_tmp[m], lin, r.a, T, IN, d.R);
+        B::lora_tmp_forward(tmp_rows(l, m, r0), lin, r.a, T, IN, d.R);
     }
 
     // The block's norm (weights of (1 + w) for Gemma) and gated activation.
@@ -367,11 +372,11 @@ public:
                        int width) {
         B::rmsnorm_backward(dinp, nullptr, dout, inp, w, rstd, rows, width, d.norm_offset);
     }
-    void activation(Act* out, const Act* gate, const Act* up) {
+    void activation(Act* out, const Act* gate, const Act* up, int rows = -1) {
         if (d.gelu)
-            B::geglu_forward(out, gate, up, step.T, d.F);
+            B::geglu_forward(out, gate, up, rows < 0 ? step.T : rows, d.F);
         else
-            B::swiglu_forward(out, gate, up, step.T, d.F);
+            B::swiglu_forward(out, gate, up, rows < 0 ? step.T : rows, d.F);
     }
     const typename B::RopeTable& rope_of(int l) const {
         return rope_local && d.local_rope[size_t(l)] ? *rope_local : *rope;
@@ -404,16 +409,27 @@ public:
 
     // gate/up from a.ln2; with tail, also act, down and the residual: the next layer's x and ln1 (the last
     // layer: x_final and lnf).
+    // The MLP runs over chunks of mlp_rows rows when the batch has more (plan.h kMlpChunkRows): gate / up / act
+    // then hold one chunk; with one chunk this is the plain sequence gate, up, act, down.
+    bool mlp_chunked() const { return step.T > mlp_rows; }
     void mlp_block_forward(int l, bool train, bool tail) {
         LayerActs<B>& a = acts[size_t(l)];
         const int T = step.T;
-        project(l, kGate, a.gate, a.ln2, train);
-        project(l, kUp, a.up, a.ln2, train);
-        if (!tail) return;
-        Act* act = d_big3;  // [T,F] scratch
-        activation(act, a.gate, a.up);
+        if (!tail) {  // recompute_layer: gate / up (and their LoRA tmps) of an unchunked MLP
+            project(l, kGate, a.gate, a.ln2, train);
+            project(l, kUp, a.up, a.ln2, train);
+            return;
+        }
+        Act* act = d_big3;                        // [rows,F] scratch
         Act* o = d.sandwich ? a.mlp_out : d_ln;  // [T,C] (d_ln: scratch)
-        project(l, kDown, o, act, train);
+        for (int r0 = 0; r0 < T; r0 += mlp_rows) {
+            const int n = std::min(mlp_rows, T - r0);
+            const Act* in = a.ln2 + int64_t(r0) * d.C;
+            project(l, kGate, a.gate, in, train, r0, n);
+            project(l, kUp, a.up, in, train, r0, n);
+            activation(act, a.gate, a.up, n);
+            project(l, kDown, o + int64_t(r0) * d.C, act, train, r0, n);
+        }
         if (d.sandwich) {
             norm(d_ln, a.mlp_out_rstd, a.mlp_out, layers[size_t(l)].mlp_out_norm, T, d.C);
             o = d_ln;
@@ -467,6 +483,7 @@ public:
             attention_block_forward(l, true);
         else if (dropped_any({Buf::Ln2, Buf::Ln2Rstd}))
             norm(a.ln2, a.ln2_rstd, a.mid, layers[size_t(l)].ln2, step.T, d.C);
+        if (mlp_chunked()) return;  // mlp_block_backward recomputes the MLP chunk by chunk
         if (dropped_any({Buf::Gate, Buf::Up, Buf::TmpMlp})) mlp_block_forward(l, true, false);
         const bool tail = d.sandwich && dropped_any({Buf::MlpOut, Buf::MlpOutRstd});
         if (tail || (lora[size_t(l)][kDown].a && dropped[size_t(Buf::TmpMlp)])) {
@@ -486,6 +503,33 @@ public:
         LayerActs<B>& a = acts[size_t(l)];
         const LayerWeights<B>& w = layers[size_t(l)];
         const int T = step.T;
+        if (mlp_chunked()) {
+            // Chunk by chunk: gate / up (and the LoRA tmps) again, act, down's backward, the activation's, then
+            // gate's and up's into d_ln's rows (no sandwich norms and no dropout here: plan.h).
+            B::zero(d_ln, int64_t(T) * d.C);
+            for (int r0 = 0; r0 < T; r0 += mlp_rows) {
+                const int n = std::min(mlp_rows, T - r0);
+                const Act* in = a.ln2 + int64_t(r0) * d.C;
+                project(l, kGate, a.gate, in, true, r0, n);
+                project(l, kUp, a.up, in, true, r0, n);
+                Act* act = d_big3;
+                activation(act, a.gate, a.up, n);
+                lora_tmp_forward(l, kDown, act, r0, n);
+                Act* dact = d_big;
+                B::zero(dact, int64_t(n) * d.F);
+                project_backward(l, kDown, dact, d_res + int64_t(r0) * d.C, act, r0, n);
+                Act* dgate = d_big2;
+                Act* dup = d_big3;
+                if (d.gelu)
+                    B::geglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
+                else
+                    B::swiglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
+                project_backward(l, kGate, d_ln + int64_t(r0) * d.C, dgate, in, r0, n);
+                project_backward(l, kUp, d_ln + int64_t(r0) * d.C, dup, in, r0, n);
+            }
+            norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
+            return;
+        }
         Act* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
         activation(act, a.gate, a.up);
         Act* dact = d_big;

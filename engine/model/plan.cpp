@@ -4,6 +4,7 @@
 #include "model/plan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "tandem/error.h"
@@ -100,6 +101,13 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     }
     return d;
 }
+
+namespace {
+std::atomic<int> g_mlp_chunk_rows{kMlpChunkRows};
+}  // namespace
+
+int mlp_chunk_rows() { return g_mlp_chunk_rows.load(); }
+void set_mlp_chunk_rows(int rows) { g_mlp_chunk_rows.store(rows < 0 ? 0 : rows); }
 
 void check_rope_range(const Dims& d, int longest) {
     if (d.longrope_max > 0 && longest > d.longrope_max)
@@ -262,6 +270,13 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         y.recomputes |= r == Residency::Dropped;
     }
     auto res = [&](Buf b) { return y.residency[size_t(b)]; };
+    // The MLP in chunks of rows (see kMlpChunkRows) when its buffers are dropped and a batch can be longer.
+    const int chunk = mlp_chunk_rows();
+    const bool chunked = chunk > 0 && d.T > chunk && res(Buf::Gate) == Residency::Dropped &&
+                         res(Buf::Up) == Residency::Dropped && res(Buf::TmpMlp) == Residency::Dropped &&
+                         !d.dropout && !d.sandwich;
+    y.mlp_rows = chunked ? chunk : d.T;
+    const size_t rowsF = size_t(y.mlp_rows) * size_t(d.F);
     // Reserves the buffers of one set whose residency is `which` (the block input only if with_x).
     auto make_set = [&](const std::string& p, bool with_x, Residency which,
                         const std::array<bool, kNumModules>& adapted) {
@@ -285,8 +300,10 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         if (want(Buf::Mid)) s.mid = a.reserve(act(T * d.C), p + "mid");
         if (want(Buf::Ln2)) s.ln2 = a.reserve(act(T * d.C), p + "ln2");
         if (want(Buf::Ln2Rstd)) s.ln2_rstd = a.reserve(f32(T), p + "ln2 rstd");
-        if (want(Buf::Gate)) s.gate = a.reserve(act(T * d.F), p + "gate");
-        if (want(Buf::Up)) s.up = a.reserve(act(T * d.F), p + "up");
+        // Dropped gate / up hold one MLP chunk (all T rows when the MLP is not chunked).
+        const size_t gate_rows = which == Residency::Dropped ? rowsF : T * d.F;
+        if (want(Buf::Gate)) s.gate = a.reserve(act(gate_rows), p + "gate");
+        if (want(Buf::Up)) s.up = a.reserve(act(gate_rows), p + "up");
         for (int m = 0; m < kNumModules; ++m)
             if (adapted[size_t(m)] && want(m <= kO ? Buf::TmpAttn : Buf::TmpMlp))
                 s.tmp[m] = a.reserve(act(T * d.R), p + "lora " + kModuleNames[m]);
@@ -346,9 +363,11 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     y.d_res = y.acts.reserve(act(T * d.C), "d residual");
     y.d_ln = y.acts.reserve(act(T * d.C), "d ln");
     y.d_lnf = y.acts.reserve(act(T * d.C), "d final norm");
-    y.d_big = y.acts.reserve(act(T * size_t(d.big())), "d big");
-    y.d_big2 = y.acts.reserve(act(T * size_t(d.big())), "d big2");
-    y.d_big3 = y.acts.reserve(act(T * size_t(d.big())), "d big3");
+    // Backward scratch: attention's [T,Q] gradients, and the MLP's [rows,F] ones of one chunk.
+    const size_t big = std::max(T * size_t(d.Q), rowsF);
+    y.d_big = y.acts.reserve(act(big), "d big");
+    y.d_big2 = y.acts.reserve(act(big), "d big2");
+    y.d_big3 = y.acts.reserve(act(big), "d big3");
     y.d_k = y.acts.reserve(act(T * d.KV), "d k");
     if (d.qk_norm) y.d_k2 = y.acts.reserve(act(T * d.KV), "d k2");
     y.d_v = y.acts.reserve(act(T * d.KV), "d v");

@@ -89,6 +89,15 @@ struct Dims {
     }
 };
 
+// Long sequences: under a policy that drops the MLP's buffers (recompute, selective, smart, smart-single), the
+// MLP runs over chunks of this many rows when a micro-batch has more, so its [rows, F] buffers (gate, up and the
+// backward scratch) are bounded by the chunk, not by the sequence (decoder.h mlp_block_forward / _backward). Not
+// with LoRA dropout (its mask is keyed by the element index from row 0) nor with sandwich norms.
+inline constexpr int kMlpChunkRows = 4096;
+// The chunk size the planner uses (kMlpChunkRows unless a test or a benchmark changes it; 0: never chunk).
+int mlp_chunk_rows();
+void set_mlp_chunk_rows(int rows);
+
 // The checks every backend makes before planning (Error{Unsupported|InvalidInput} prefixed with `where`):
 // a supported family, silu, sane dimensions, heads divisible, an even head_dim, a valid LoRA config.
 void validate_model(const ModelConfig& cfg, const LoraConfig& lora, const std::string& where);
@@ -223,6 +232,7 @@ struct ModelPlan {
     // workspace
     int ce = -1, att_ws = -1, gn_ws = -1, loss_sum = -1, norm = -1;
     int dequant = -1;             // one slot's 4-bit weight dequantized (act_bytes per element), 4-bit models only
+    int mlp_rows = 0;             // rows of one MLP chunk (= max_tokens when the MLP is not chunked)
     int64_t quant_max_blocks = 0;  // the most absmax blocks of any 4-bit projection (the load's fp32 scratch)
     size_t att_ws_bytes = 0;
     PlanBytes bytes;
