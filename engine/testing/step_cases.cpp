@@ -33,6 +33,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "model/cuda_model.h"
 #include "model/model.h"
+#include "model/plan.h"
 #include "tandem/demo_model.h"
 #include "tandem/model_config.h"
 #include "tandem/safetensors.h"
@@ -704,6 +705,22 @@ void add_step_cases(std::vector<Case>& cs) {
                     [=](Check& c) { step_case(c, *ref, ckpt, at); });
         if (variant.name == "qwen3")
             add("checkpointing policies agree " + variant.name, [=](Check& c) { checkpointing_agree_case(c, *ref); });
+    }
+    {
+        // The MLP in chunks (long sequences, plan.h kMlpChunkRows): chunks of 16 rows on CUDA against the CPU
+        // reference's whole MLP (no dropout: chunking needs none).
+        StepVariant v = qwen3_variant();
+        v.name = "qwen3-nodropout";
+        v.lora.dropout = 0;
+        auto ref = std::make_shared<StepReference>(v);
+        for (auto p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::Selective})
+            add("step " + v.name + " mlp-chunks=16 checkpointing=" + policy_name(p), [=](Check& c) {
+                struct Rows {
+                    Rows() { set_mlp_chunk_rows(16); }
+                    ~Rows() { set_mlp_chunk_rows(kMlpChunkRows); }
+                } rows;
+                step_case(c, *ref, p, AttentionBackend::Inhouse);
+            });
     }
     {
         // Two layers offload nothing under smart (the last two inputs stay in the two buffers): five layers

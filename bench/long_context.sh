@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
+# The longest single sequence Llama-3.1-8B QLoRA (r 32, one sample per step) trains on under a VRAM budget,
+# as the plan finds it (`tandem-cli plan --max-context`), then one real step at that length under the same
+# budget (`tandem-cli bench --vram-budget`: the allocator refuses anything past it), measured.
+#   bench/long_context.sh TANDEM_CLI OUTDIR [BUDGETS...]    (default budgets: 16 24 40 80 GiB)
+# The model's config is Llama-3.1-8B's (max_position_embeddings 131072: the search stops there).
+set -u -o pipefail
+CLI=${1:?TANDEM_CLI}; OUT=${2:?OUTDIR}; shift 2
+BUDGETS=${*:-16 24 40 80}
+POLICY=${POLICY:-smart}
+mkdir -p "$OUT/llama-3.1-8b"
+python3 - "$OUT/llama-3.1-8b/config.json" <<'PY'
+import json, sys
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+           "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "head_dim": 128, "vocab_size": 128256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
+           "rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+           "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "tie_word_embeddings": False,
+           "hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "torch_dtype": "bfloat16",
+           "bos_token_id": 128000, "eos_token_id": 128001}, open(sys.argv[1], "w"), indent=1)
+PY
+for b in $BUDGETS; do
+  "$CLI" plan --model "$OUT/llama-3.1-8b" --quantization nf4 --lora-r 32 --checkpointing "$POLICY" --device cuda \
+    --vram-budget "$b" --max-context > "$OUT/plan-$b.txt" 2>&1
+  n=$(sed -n 's/^longest sample that fits: \([0-9]*\).*/\1/p' "$OUT/plan-$b.txt" | head -1)
+  echo "budget $b GiB: plan says ${n:-?} tokens"
+  [ -n "$n" ] && [ "$n" -gt 0 ] || continue
+  "$CLI" bench --config llama-3.1-8b --batch-tokens "$n" --seq-len "$n" --checkpointing "$POLICY" --quantization nf4 \
+    --rank 32 --alpha 64 --vram-budget "$b" --steps 1 --warmup 1 --json "$OUT/bench-$b.json" > "$OUT/bench-$b.log" 2>&1 \
+    || { echo "  bench at $n FAILED"; tail -3 "$OUT/bench-$b.log"; continue; }
+  grep -E "throughput|memory  " "$OUT/bench-$b.log" | sed 's/^/  /'
+done
