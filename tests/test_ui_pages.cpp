@@ -39,6 +39,7 @@
 #include <qcustomplot.h>
 
 #include "tandem/demo_model.h"
+#include "tandem/model_config.h"
 #include "tandem/run_config.h"
 #include "tandem/system_info.h"
 #include "tandem/trainer.h"
@@ -873,6 +874,32 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(weightBytes(label->text()), float16, kWaitMs);
     }
 
+    // A model far too big for this machine's RAM (a 405B-like config.json; the estimate reads nothing else): the
+    // estimate points to 4-bit weights, the longest-sample line says nothing fits.
+    void trainPageTooBigPointsToFourBit() {
+        const QString dir = m_tmp.filePath(QStringLiteral("huge-config"));
+        writeText(dir + "/config.json",
+                  R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 16384,
+                      "intermediate_size": 53248, "num_hidden_layers": 126, "num_attention_heads": 128,
+                      "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 4096,
+                      "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "torch_dtype": "bfloat16"})");
+        TrainPage page;
+        auto* device = child<QComboBox>(&page, "deviceCombo");
+        device->setCurrentIndex(device->findData(QStringLiteral("cpu")));  // RAM: no machine here holds 1.6 TB
+        page.setModel(dir, true);
+        auto* label = child<QLabel>(&page, "memoryLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(weightBytes(label->text()) > 0, kWaitMs);
+        QVERIFY2(label->text().contains("does not fit"), qPrintable(label->text()));
+        QVERIFY2(label->text().contains("Base weights: 4-bit (QLoRA)"), qPrintable(label->text()));
+        auto* longest = child<QLabel>(&page, "longestContextLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(longest->text().contains("none: not even 64 tokens fit in host memory"), kWaitMs);
+        const double float16 = weightBytes(label->text());
+        auto* combo = child<QComboBox>(&page, "quantizationCombo");
+        combo->setCurrentIndex(combo->findData(QStringLiteral("nf4")));
+        QTRY_VERIFY_WITH_TIMEOUT(weightBytes(label->text()) > 0 && weightBytes(label->text()) < float16 / 4, kWaitMs);
+        QVERIFY(!label->text().contains("Base weights: 4-bit"));  // chosen already
+    }
+
     // A model whose checkpoint is 4-bit already: the choice shows it, disabled; the user's own choice returns
     // with the next float model. The fixture is a real bitsandbytes checkpoint without a tokenizer (the Model
     // page refuses it for that); the Train page's estimate reads only its config.json.
@@ -923,11 +950,10 @@ private slots:
         QVERIFY(!longest->isHidden());
         const int tokens = fits.match(longest->text()).captured(1).toInt();
         QVERIFY(tokens >= 64 && tokens % 64 == 0);
-        // The demo model is tiny: its whole context fits, and the line says that is the model's limit.
-        RunConfig c = page.config();
-        c.data.dataset = "dataset";  // as the page asks (the estimate reads no data)
-        const LongestContext expected = longest_context(c);
-        QCOMPARE(int64_t(tokens), expected.tokens);
+        // The demo model is tiny: its whole context fits (in RAM or on any GPU), and the line says that is the
+        // model's limit.
+        const int64_t positions = load_model_config(m_demo.toStdString()).max_position_embeddings;
+        QCOMPARE(int64_t(tokens), positions / 64 * 64);
         QVERIFY2(longest->text().contains("whole context"), qPrintable(longest->text()));
         // What longest_context sets itself (max seq len, batch tokens) does not make the line stale.
         child<QSpinBox>(&page, "maxSeqLenSpin")->setValue(128);

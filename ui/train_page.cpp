@@ -1186,7 +1186,11 @@ void TrainPage::showEstimate(const MemoryEstimate& e, const QString& engineError
     text += '.';
     const QString decision = inScreenWords(QString::fromStdString(e.message));
     if (!decision.isEmpty()) text += QStringLiteral("\n") + decision;
-    if (!e.fits && m_quantization->currentData().toString() == engineName(quantization_name(Quantization::None)))
+    // Weights that are a large part of a run that does not fit: the 4-bit choice is the advice the engine's
+    // message (batch tokens, checkpointing) does not give.
+    const bool weightsMatter = m.weights >= m.total / 4;
+    if (!e.fits && weightsMatter &&
+        m_quantization->currentData().toString() == engineName(quantization_name(Quantization::None)))
         text += QStringLiteral("\n") + tr("Base weights: 4-bit (QLoRA) holds the weights in about a quarter of the "
                                           "memory.");
     m_estimateFits = e.fits;
