@@ -39,16 +39,19 @@
 #include <qcustomplot.h>
 
 #include "tandem/demo_model.h"
+#include "tandem/model_config.h"
 #include "tandem/run_config.h"
 #include "tandem/system_info.h"
 #include "tandem/trainer.h"
 #include "ui/data_page.h"
 #include "ui/hf_cache.h"
 #include "ui/length_histogram.h"
+#include "ui/model_inspection.h"
 #include "ui/model_page.h"
 #include "ui/recent_list.h"
 #include "ui/runs_page.h"
 #include "ui/screen_words.h"
+#include "ui/status_text.h"
 #include "ui/train_page.h"
 
 using namespace tandem;
@@ -74,6 +77,20 @@ T* child(QWidget* page, const char* name) {
     T* w = page->findChild<T*>(QString::fromLatin1(name));
     if (!w) qFatal("no widget named %s", name);
     return w;
+}
+
+QString fixture(const char* rel) {
+    return QString::fromUtf8(TANDEM_FIXTURES_DIR) + "/" + rel;
+}
+
+// The bytes of "weights 1.2 MiB" in the Train page's memory line; -1 when it has none.
+double weightBytes(const QString& memoryLine) {
+    static const QRegularExpression re(R"(weights (\d+(?:\.\d+)?) (KiB|MiB|GiB))");
+    const QRegularExpressionMatch m = re.match(memoryLine);
+    if (!m.hasMatch()) return -1;
+    const QString unit = m.captured(2);
+    const double scale = unit == "GiB" ? 1024.0 * 1024 * 1024 : unit == "MiB" ? 1024.0 * 1024 : 1024.0;
+    return m.captured(1).toDouble() * scale;
 }
 
 // Whether the preview holds text drawn with a background (the trained-token highlight).
@@ -304,6 +321,40 @@ private slots:
         QCOMPARE(changed.at(0).at(1).toBool(), false);
         const QString status = child<QLabel>(&page, "modelStatusLabel")->text();
         QVERIFY2(status.contains("pickle"), qPrintable(status));
+    }
+
+    // A bitsandbytes 4-bit checkpoint says so (and that it trains as QLoRA); a float model has no such row.
+    void modelPageFourBitCheckpoint() {
+        ModelPage page;
+        QSignalSpy changed(&page, &ModelPage::modelChanged);
+        auto* quantization = child<QLabel>(&page, "quantizationLabel");
+        QVERIFY(quantization->isHidden());
+        page.selectModel(fixture("models/llama-nf4"));
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 1, kWaitMs);
+        QVERIFY(!quantization->isHidden());
+        QCOMPARE(quantization->text(),
+                 QStringLiteral("4-bit NF4 (bitsandbytes, double quantization): trains as QLoRA"));
+        QVERIFY2(child<QLabel>(&page, "dtypeLabel")->text().contains("4-bit nf4"),
+                 qPrintable(child<QLabel>(&page, "dtypeLabel")->text()));
+        // The fixture has no tokenizer: described, but not trainable, and the page says why.
+        QVERIFY(!page.modelSupported());
+        QVERIFY(child<QLabel>(&page, "modelStatusLabel")->text().contains("tokenizer.json"));
+        page.selectModel(m_demo);
+        QTRY_COMPARE_WITH_TIMEOUT(changed.count(), 2, kWaitMs);
+        QVERIFY(page.modelSupported());
+        QVERIFY(quantization->isHidden());
+        QVERIFY(quantization->text().isEmpty());
+        // The words for other layouts.
+        WeightQuantization q;
+        QCOMPARE(describeQuantization(q, true), QString());  // float weights
+        q.prequantized = q.four_bit = true;
+        q.quant_type = "fp4";
+        q.double_quant = false;
+        q.skip_modules = {"lm_head", "mlp.down_proj"};
+        QCOMPARE(describeQuantization(q, true),
+                 QStringLiteral("4-bit FP4 (bitsandbytes, kept in float: lm_head, mlp.down_proj): trains as QLoRA"));
+        QCOMPARE(describeQuantization(q, false), QStringLiteral("4-bit FP4 (bitsandbytes, kept in float: lm_head, "
+                                                                "mlp.down_proj)"));
     }
 
     void modelPageHfCache() {
@@ -695,6 +746,8 @@ private slots:
         child<QCheckBox>(&page, "packingCheck")->setChecked(false);
         auto* ckpt = child<QComboBox>(&page, "checkpointingCombo");
         ckpt->setCurrentIndex(ckpt->findText(QStringLiteral("recompute")));
+        auto* quantization = child<QComboBox>(&page, "quantizationCombo");
+        quantization->setCurrentIndex(quantization->findData(QStringLiteral("nf4")));
         auto* minutes = child<QDoubleSpinBox>(&page, "checkpointMinutesSpin");
         QCOMPARE(minutes->value(), 10.0);  // the default: a crash loses at most 10 minutes
         minutes->setValue(2.5);
@@ -720,6 +773,7 @@ private slots:
         QCOMPARE(c.seed, uint64_t(7));
         QCOMPARE(c.device, DeviceChoice::Cpu);
         QCOMPARE(c.memory.checkpointing, CheckpointPolicy::Recompute);
+        QCOMPARE(c.quantization, Quantization::Nf4);
         QCOMPARE(c.training.checkpoint_minutes, 2.5);
         minutes->setValue(0);  // off
         QCOMPARE(page.config().training.checkpoint_minutes, 0.0);
@@ -736,6 +790,7 @@ private slots:
         c.training.checkpoint_every = 3;
         c.training.keep_checkpoints = 5;
         c.data.validation_fraction = 0.2;
+        c.memory.vram_budget_gib = 20;
 
         // Into a page whose fields all differ, and back.
         TrainPage other;
@@ -772,6 +827,154 @@ private slots:
         const QString before = label->text();
         child<QSpinBox>(&page, "batchTokensSpin")->setValue(65536);
         QTRY_VERIFY_WITH_TIMEOUT(label->text() != before && bytes.match(label->text()).hasMatch(), kWaitMs);
+    }
+
+    // Base weights: 16-bit or 4-bit (QLoRA), into config() and back, with its explanation.
+    void trainPageBaseWeightsChoice() {
+        TrainPage page;
+        auto* combo = child<QComboBox>(&page, "quantizationCombo");
+        auto* help = child<QLabel>(&page, "quantizationHelp");
+        QCOMPARE(combo->count(), 2);
+        QCOMPARE(combo->currentText(), QStringLiteral("16-bit (as stored)"));
+        QVERIFY(combo->isEnabled());
+        QCOMPARE(page.config().quantization, Quantization::None);
+        QVERIFY2(help->text().startsWith("16-bit"), qPrintable(help->text()));
+        combo->setCurrentIndex(combo->findText(QStringLiteral("4-bit (QLoRA)")));
+        QCOMPARE(page.config().quantization, Quantization::Nf4);
+        QVERIFY2(help->text().startsWith("4-bit (QLoRA)") && help->text().contains("quarter") &&
+                     help->text().contains("PEFT"),
+                 qPrintable(help->text()));
+        // Into another page and back; and back to 16-bit there.
+        TrainPage other;
+        QCOMPARE(other.config().quantization, Quantization::None);
+        other.setConfig(page.config());
+        auto* otherCombo = child<QComboBox>(&other, "quantizationCombo");
+        QCOMPARE(otherCombo->currentData().toString(), QStringLiteral("nf4"));
+        QCOMPARE(other.config().quantization, Quantization::Nf4);
+        otherCombo->setCurrentIndex(otherCombo->findData(QStringLiteral("none")));
+        QCOMPARE(other.config().quantization, Quantization::None);
+    }
+
+    // The estimate follows the choice: 4-bit projections need less memory for the weights.
+    void trainPageFourBitEstimateIsSmaller() {
+        TrainPage page;
+        page.setModel(m_demo, true);
+        auto* label = child<QLabel>(&page, "memoryLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(weightBytes(label->text()) > 0, kWaitMs);
+        const double float16 = weightBytes(label->text());
+        const QString barBefore = child<QProgressBar>(&page, "memoryBar")->format();
+        auto* combo = child<QComboBox>(&page, "quantizationCombo");
+        combo->setCurrentIndex(combo->findData(QStringLiteral("nf4")));
+        QTRY_VERIFY_WITH_TIMEOUT(weightBytes(label->text()) > 0 && weightBytes(label->text()) != float16, kWaitMs);
+        const double fourBit = weightBytes(label->text());
+        QVERIFY2(fourBit < float16, qPrintable(QStringLiteral("%1 -> %2").arg(float16).arg(fourBit)));
+        QVERIFY(child<QProgressBar>(&page, "memoryBar")->format() != barBefore);
+        // And back.
+        combo->setCurrentIndex(combo->findData(QStringLiteral("none")));
+        QTRY_COMPARE_WITH_TIMEOUT(weightBytes(label->text()), float16, kWaitMs);
+    }
+
+    // A model far too big for this machine's RAM (a 405B-like config.json; the estimate reads nothing else): the
+    // estimate points to 4-bit weights, the longest-sample line says nothing fits.
+    void trainPageTooBigPointsToFourBit() {
+        const QString dir = m_tmp.filePath(QStringLiteral("huge-config"));
+        writeText(dir + "/config.json",
+                  R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 16384,
+                      "intermediate_size": 53248, "num_hidden_layers": 126, "num_attention_heads": 128,
+                      "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 4096,
+                      "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "torch_dtype": "bfloat16"})");
+        TrainPage page;
+        auto* device = child<QComboBox>(&page, "deviceCombo");
+        device->setCurrentIndex(device->findData(QStringLiteral("cpu")));  // RAM: no machine here holds 1.6 TB
+        page.setModel(dir, true);
+        auto* label = child<QLabel>(&page, "memoryLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(weightBytes(label->text()) > 0, kWaitMs);
+        QVERIFY2(label->text().contains("does not fit"), qPrintable(label->text()));
+        QVERIFY2(label->text().contains("Base weights: 4-bit (QLoRA)"), qPrintable(label->text()));
+        auto* longest = child<QLabel>(&page, "longestContextLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(longest->text().contains("none: not even 64 tokens fit in host memory"), kWaitMs);
+        const double float16 = weightBytes(label->text());
+        auto* combo = child<QComboBox>(&page, "quantizationCombo");
+        combo->setCurrentIndex(combo->findData(QStringLiteral("nf4")));
+        QTRY_VERIFY_WITH_TIMEOUT(weightBytes(label->text()) > 0 && weightBytes(label->text()) < float16 / 4, kWaitMs);
+        QVERIFY(!label->text().contains("Base weights: 4-bit"));  // chosen already
+    }
+
+    // A model whose checkpoint is 4-bit already: the choice shows it, disabled; the user's own choice returns
+    // with the next float model. The fixture is a real bitsandbytes checkpoint without a tokenizer (the Model
+    // page refuses it for that); the Train page's estimate reads only its config.json.
+    void trainPagePrequantizedModel() {
+        TrainPage page;
+        auto* combo = child<QComboBox>(&page, "quantizationCombo");
+        combo->setCurrentIndex(combo->findData(QStringLiteral("nf4")));
+        page.setModel(fixture("models/llama-nf4"), true);
+        QVERIFY(!combo->isEnabled());
+        QCOMPARE(combo->currentText(), QStringLiteral("4-bit (from the checkpoint)"));
+        auto* help = child<QLabel>(&page, "quantizationHelp");
+        QVERIFY2(help->text().startsWith("4-bit from the checkpoint") && help->text().contains("NF4"),
+                 qPrintable(help->text()));
+        QCOMPARE(page.config().quantization, Quantization::Nf4);  // the user's choice, kept for the next model
+        auto* label = child<QLabel>(&page, "memoryLabel");
+        QTRY_VERIFY_WITH_TIMEOUT(weightBytes(label->text()) > 0, kWaitMs);
+        // Reopened settings keep the checkpoint's item, and bring their own choice for later.
+        RunConfig c = page.config();
+        c.quantization = Quantization::None;
+        page.setConfig(c);
+        QVERIFY(!combo->isEnabled());
+        QCOMPARE(combo->currentData().toString(), QStringLiteral("checkpoint"));
+        QCOMPARE(page.config().quantization, Quantization::None);
+        // A float model: the choice is the user's again.
+        page.setModel(m_demo, true);
+        QVERIFY(combo->isEnabled());
+        QCOMPARE(combo->findData(QStringLiteral("checkpoint")), -1);
+        QCOMPARE(combo->currentData().toString(), QStringLiteral("none"));
+        combo->setCurrentIndex(combo->findData(QStringLiteral("nf4")));
+        page.setModel(fixture("models/llama-nf4"), true);
+        page.setModel(m_demo, true);
+        QCOMPARE(combo->currentData().toString(), QStringLiteral("nf4"));
+        QCOMPARE(page.config().quantization, Quantization::Nf4);
+    }
+
+    // "Longest sample that fits with these settings": computed off the GUI thread, never stale, "cannot tell"
+    // with the reason when the engine cannot plan.
+    void trainPageLongestSample() {
+        TrainPage page;
+        auto* device = child<QComboBox>(&page, "deviceCombo");
+        const bool gpu = system_info().gpu_usable;
+        if (!gpu) QTRY_VERIFY_WITH_TIMEOUT(device->findData(QStringLiteral("cuda")) < 0, kWaitMs);  // asked at start
+        auto* longest = child<QLabel>(&page, "longestContextLabel");
+        QVERIFY(longest->isHidden());  // no model yet
+        page.setModel(m_demo, true);
+        const QRegularExpression fits(R"(^Longest sample that fits with these settings: (\d+) tokens)");
+        QTRY_VERIFY_WITH_TIMEOUT(fits.match(longest->text()).hasMatch(), kWaitMs);
+        QVERIFY(!longest->isHidden());
+        const int tokens = fits.match(longest->text()).captured(1).toInt();
+        QVERIFY(tokens >= 64 && tokens % 64 == 0);
+        // The demo model is tiny: its whole context fits (in RAM or on any GPU), and the line says that is the
+        // model's limit.
+        const int64_t positions = load_model_config(m_demo.toStdString()).max_position_embeddings;
+        QCOMPARE(int64_t(tokens), positions / 64 * 64);
+        QVERIFY2(longest->text().contains("whole context"), qPrintable(longest->text()));
+        // What longest_context sets itself (max seq len, batch tokens) does not make the line stale.
+        child<QSpinBox>(&page, "maxSeqLenSpin")->setValue(128);
+        QVERIFY(fits.match(longest->text()).hasMatch());
+        // Other settings: no number while the new one is computed.
+        child<QSpinBox>(&page, "rankSpin")->setValue(32);
+        QVERIFY2(!fits.match(longest->text()).hasMatch(), qPrintable(longest->text()));
+        QVERIFY(longest->text().contains("computing"));
+        QTRY_VERIFY_WITH_TIMEOUT(fits.match(longest->text()).hasMatch(), kWaitMs);
+        // No model: no line.
+        page.setModel(m_demo, false);
+        QTRY_VERIFY_WITH_TIMEOUT(longest->isHidden(), kWaitMs);
+        page.setModel(m_demo, true);
+        QTRY_VERIFY_WITH_TIMEOUT(fits.match(longest->text()).hasMatch(), kWaitMs);
+        if (gpu) return;  // the refusal below needs a machine without a usable GPU
+        // Device cuda without a GPU: the engine cannot plan; the line says so with the reason.
+        page.setGpuAvailable(true, {});
+        device->setCurrentIndex(device->findData(QStringLiteral("cuda")));
+        QTRY_VERIFY_WITH_TIMEOUT(longest->text().contains("cannot tell ("), kWaitMs);
+        QVERIFY(!fits.match(longest->text()).hasMatch());
+        QCOMPARE(longest->property("tone").toInt(), int(Tone::Warning));
     }
 
     void trainPageTrainRequestedAndRestored() {
@@ -994,6 +1197,22 @@ private slots:
         QCOMPARE(inScreenWords("lora: r = 0 must be between 1 and 4096"),
                  QStringLiteral("Rank: 0 must be between 1 and 4096"));
         QCOMPARE(inScreenWords("my_training.lr stays"), QStringLiteral("my_training.lr stays"));  // not a whole key
+        // QLoRA's flags and keys; the word itself stays where it is prose or part of another key.
+        QCOMPARE(inScreenWords("needs 30 GiB; try --quantization nf4"),
+                 QStringLiteral("needs 30 GiB; try Base weights: 4-bit (QLoRA) on the Train page"));
+        QCOMPARE(inScreenWords("(Tandem quantizes to 4-bit itself: quantization nf4)"),
+                 QStringLiteral("(Tandem quantizes to 4-bit itself: Base weights: 4-bit (QLoRA) on the Train page)"));
+        QCOMPARE(inScreenWords("quantization: 'int3' is unknown; use none or nf4"),
+                 QStringLiteral("Base weights: 'int3' is unknown; use none or nf4"));
+        QCOMPARE(inScreenWords("memory: planning for a 24.0 GiB GPU (vram_budget_gib)"),
+                 QStringLiteral("memory: planning for a 24.0 GiB GPU (GPU memory budget)"));
+        QCOMPARE(inScreenWords("memory.vram_budget_gib: -1 must be 0 (the GPU's own size)"),
+                 QStringLiteral("GPU memory budget: -1 must be 0 (the GPU's own size)"));
+        QCOMPARE(inScreenWords("--vram-budget 0: expected a positive number of GiB"),
+                 QStringLiteral("GPU memory budget 0: expected a positive number of GiB"));
+        for (const char* prose : {"quantization_config.bnb_4bit_quant_type 'x' is not supported",
+                                  "double quantization (nested blocks of 256)", "4-bit quantization reads BF16"})
+            QCOMPARE(inScreenWords(QString::fromLatin1(prose)), QString::fromLatin1(prose));
         QCOMPARE(countOf(1, "record"), QStringLiteral("1 record"));
         QCOMPARE(countOf(2, "record"), QStringLiteral("2 records"));
     }

@@ -8,6 +8,7 @@
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QStringList>
 
 #include <exception>
 
@@ -40,6 +41,21 @@ bool isDemoConfig(const QString& configPath) {
 
 }  // namespace
 
+QString describeQuantization(const WeightQuantization& q, bool trainable) {
+    if (!q.prequantized) return {};
+    QStringList how{QStringLiteral("bitsandbytes")};
+    if (q.double_quant) how.append(QStringLiteral("double quantization"));
+    if (!q.skip_modules.empty()) {
+        QStringList kept;
+        for (const std::string& m : q.skip_modules) kept.append(QString::fromStdString(m));
+        how.append(QStringLiteral("kept in float: %1").arg(kept.join(QStringLiteral(", "))));
+    }
+    QString text = QStringLiteral("4-bit %1 (%2)")
+                       .arg(QString::fromStdString(q.quant_type).toUpper(), how.join(QStringLiteral(", ")));
+    if (trainable) text += QStringLiteral(": trains as QLoRA");
+    return text;
+}
+
 ModelInspection inspectModelFolder(const QString& folder) {
     ModelInspection r;
     r.folder = folder;
@@ -54,6 +70,7 @@ ModelInspection inspectModelFolder(const QString& folder) {
         r.contextLength = c.max_position_embeddings;
         r.parameters = info.parameter_count;
         for (const auto& d : info.dtypes) r.dtypes.append(QString::fromStdString(d));
+        r.quantization = describeQuantization(c.quantization, c.supported);
         r.weightBytes = info.weight_bytes;
         r.hasChatTemplate = info.has_chat_template;
         for (const auto& n : info.notes) r.notes.append(QString::fromStdString(n));

@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // What the Model page shows about a model folder, gathered off the GUI thread through the engine's public
 // API exactly as `tandem-cli info` does: inspect_model_dir (config, every tensor's shape, dtypes) plus the
-// tokenizer when the folder has one. Every failure becomes `error` (with the engine's message, which names
+// tokenizer when the folder has one. A pre-quantized checkpoint's quantization is described in words
+// (describeQuantization). Every failure becomes `error` (with the engine's message, which names
 // the file and what to do), never an exception: the page only has to display the result.
 #pragma once
 
@@ -10,6 +11,8 @@
 #include <QStringList>
 
 #include <cstdint>
+
+#include "tandem/model_config.h"
 
 namespace tandem::ui {
 
@@ -25,6 +28,9 @@ struct ModelInspection {
     int64_t contextLength = 0;  // max_position_embeddings
     int64_t parameters = 0;
     QStringList dtypes;  // {"BF16"}
+    // A pre-quantized (bitsandbytes *-bnb-4bit) checkpoint's format, e.g. "4-bit NF4 (bitsandbytes, double
+    // quantization): trains as QLoRA"; empty for float weights.
+    QString quantization;
     uint64_t weightBytes = 0;
     QString tokenizer;  // "SentencePiece BPE, 356 ids" or why there is none
     bool hasTokenizer = false;
@@ -32,6 +38,10 @@ struct ModelInspection {
     bool demo = false;  // the built-in demo model (random weights)
     QStringList notes;  // the engine's remarks (ignored files, skipped checks)
 };
+
+// A pre-quantized checkpoint's quantization in words ("4-bit NF4 (bitsandbytes, double quantization): trains as
+// QLoRA"); empty when the projections are stored in float.
+QString describeQuantization(const WeightQuantization& q, bool trainable);
 
 // Runs on a worker thread. Never throws.
 ModelInspection inspectModelFolder(const QString& folder);

@@ -24,6 +24,7 @@
 #include "ui/hf_cache.h"
 #include "ui/hub_download.h"
 #include "ui/run_async.h"
+#include "ui/screen_words.h"
 #include "ui/status_text.h"
 
 namespace tandem::ui {
@@ -126,6 +127,10 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
     m_hiddenSize = valueLabel("hiddenSizeLabel");
     m_parameters = valueLabel("parametersLabel");
     m_dtype = valueLabel("dtypeLabel");
+    m_quantization = valueLabel("quantizationLabel");
+    m_quantization->setToolTip(
+        tr("The checkpoint stores its projections 4-bit (bitsandbytes): Tandem trains it as QLoRA, a LoRA adapter "
+           "over the 4-bit weights"));
     m_tokenizer = valueLabel("tokenizerLabel");
     m_chatTemplate = valueLabel("chatTemplateLabel");
     m_status = valueLabel("modelStatusLabel");
@@ -135,6 +140,9 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
     form->addRow(tr("Hidden size"), m_hiddenSize);
     form->addRow(tr("Parameters"), m_parameters);
     form->addRow(tr("Weights"), m_dtype);
+    form->addRow(tr("Quantization"), m_quantization);
+    form->setRowVisible(m_quantization, false);
+    m_summaryForm = form;
     form->addRow(tr("Tokenizer"), m_tokenizer);
     form->addRow(tr("Chat template"), m_chatTemplate);
     form->addRow(tr("Status"), m_status);
@@ -184,6 +192,8 @@ void ModelPage::inspect(const QString& folder, std::function<ModelInspection()> 
     m_pathLabel->setText(folder);
     for (QLabel* l : {m_architecture, m_layers, m_hiddenSize, m_parameters, m_dtype, m_tokenizer, m_chatTemplate})
         l->setText(QStringLiteral("…"));
+    m_quantization->clear();
+    m_summaryForm->setRowVisible(m_quantization, false);
     setStatusText(m_status, tr("Inspecting…"), Tone::Neutral);
 
     runAsync(this, std::move(job), [this, generation](const ModelInspection& result) {
@@ -200,6 +210,7 @@ void ModelPage::showInspection(const ModelInspection& r) {
         m_hiddenSize->setText(QString::number(r.hiddenSize));
         m_parameters->setText(QStringLiteral("%1 (%2)").arg(humanCount(r.parameters)).arg(r.parameters));
         m_dtype->setText(QStringLiteral("%1, %2").arg(r.dtypes.join('/'), humanBytes(r.weightBytes)));
+        m_quantization->setText(r.quantization);
         m_tokenizer->setText(r.tokenizer);
         m_chatTemplate->setText(r.hasChatTemplate ? tr("yes")
                                                   : tr("none (a built-in template is used: chatml, alpaca or llama3)"));
@@ -212,7 +223,9 @@ void ModelPage::showInspection(const ModelInspection& r) {
     } else {
         for (QLabel* l : {m_architecture, m_layers, m_hiddenSize, m_parameters, m_dtype, m_tokenizer, m_chatTemplate})
             l->setText(QStringLiteral("—"));
+        m_quantization->clear();
     }
+    m_summaryForm->setRowVisible(m_quantization, !m_quantization->text().isEmpty());  // float weights: no row
     QString notes = r.notes.isEmpty() ? QString() : QStringLiteral("\n") + r.notes.join('\n');
     if (r.supported)
         setStatusText(m_status,
@@ -221,7 +234,7 @@ void ModelPage::showInspection(const ModelInspection& r) {
                           notes,
                       Tone::Good);
     else
-        setStatusText(m_status, r.reason + notes, Tone::Bad);
+        setStatusText(m_status, inScreenWords(r.reason) + notes, Tone::Bad);
     emit modelShape(r.hiddenSize, r.contextLength);
     emit modelChanged(r.folder, r.supported);
 }

@@ -3,7 +3,8 @@
 // The Model page: choose the Hugging Face model folder to fine-tune (file dialog, drag and drop of a folder,
 // the recent list, models found in the local Hugging Face cache, a download from the Hub by repo id
 // (hub_download.h: size preview, progress, cancel, resume), or the built-in demo) and see what it is:
-// architecture, size, dtype, tokenizer, chat template, and whether Tandem can train it or why not.
+// architecture, size, dtype, quantization (a *-bnb-4bit checkpoint), tokenizer, chat template, and whether
+// Tandem can train it or why not.
 // Decisions a reader must know:
 //  - Inspecting reads every safetensors header (and the tokenizer), so it runs on a worker thread
 //    (QtConcurrent); only the latest selection's result is shown, earlier ones are dropped when they land.
@@ -22,6 +23,7 @@
 #include "ui/model_inspection.h"
 #include "ui/recent_list.h"
 
+class QFormLayout;
 class QLabel;
 class QListWidget;
 class QPushButton;
@@ -84,6 +86,8 @@ private:
     QLabel* m_hiddenSize = nullptr;
     QLabel* m_parameters = nullptr;
     QLabel* m_dtype = nullptr;
+    QLabel* m_quantization = nullptr;  // its row shows only for a pre-quantized (4-bit) checkpoint
+    QFormLayout* m_summaryForm = nullptr;
     QLabel* m_tokenizer = nullptr;
     QLabel* m_chatTemplate = nullptr;
     QLabel* m_status = nullptr;

@@ -111,6 +111,41 @@ QString checkpointingExplanation(const QString& policy) {
         "single reload buffer as the last resort). Off on the CPU.");
 }
 
+// The base-weights choice: "none", "nf4", or "checkpoint" (a pre-quantized model; `q` is its quantization).
+QString quantizationExplanation(const QString& choice, const WeightQuantization& q) {
+    if (choice == QLatin1String("checkpoint"))
+        return QObject::tr(
+                   "4-bit from the checkpoint: this model's projections are stored as 4-bit %1 (bitsandbytes), so "
+                   "it trains as QLoRA: the LoRA adapter trains in full precision and exports in the same PEFT "
+                   "format.")
+            .arg(QString::fromStdString(q.quant_type).toUpper());
+    if (choice == QLatin1String("nf4"))
+        return QObject::tr(
+            "4-bit (QLoRA): the projections are quantized to 4-bit NF4 when the model loads: about a quarter of "
+            "the weights' memory, slightly slower steps. The LoRA adapter trains in full precision and exports "
+            "in the same PEFT format.");
+    return QObject::tr(
+        "16-bit: the weights as the checkpoint stores them (bf16 on the GPU, fp32 on the CPU): the fastest "
+        "steps, the most memory for the weights.");
+}
+
+const QString kFromCheckpoint = QStringLiteral("checkpoint");
+
+// What the longest-sample line is for: the settings longest_context reads. It sets batch tokens, max seq len
+// and gradient accumulation itself, and the estimate reads no dataset and no run folder, so those are left out.
+QString longestContextKey(RunConfig c) {
+    c.output_dir.clear();
+    c.data.dataset.clear();
+    c.data.validation.clear();
+    c.data.format.clear();
+    c.data.columns.clear();
+    c.training.batch_tokens = 0;
+    c.data.max_seq_len = 0;
+    c.training.grad_accum = 1;
+    const nlohmann::json j = c;
+    return QString::fromStdString(j.dump());
+}
+
 QString packingExplanation(bool packing) {
     return packing ? QObject::tr(
                          "Packing on: several samples share each micro-batch, back to back, each attending "
@@ -439,6 +474,16 @@ QWidget* TrainPage::buildMemoryBox() {
     m_packingHelp = new QLabel;
     m_packingHelp->setObjectName(QStringLiteral("packingHelp"));
     m_packingHelp->setWordWrap(true);
+    m_quantization = new QComboBox;
+    m_quantization->setObjectName(QStringLiteral("quantizationCombo"));
+    m_quantization->addItem(tr("16-bit (as stored)"), engineName(quantization_name(Quantization::None)));
+    m_quantization->addItem(tr("4-bit (QLoRA)"), engineName(quantization_name(Quantization::Nf4)));
+    m_quantization->setToolTip(
+        tr("How the base model's weights are held while training: as the checkpoint stores them, or quantized to "
+           "4-bit NF4 at load (QLoRA, as bitsandbytes does). The LoRA adapter is the same either way"));
+    m_quantizationHelp = new QLabel;
+    m_quantizationHelp->setObjectName(QStringLiteral("quantizationHelp"));
+    m_quantizationHelp->setWordWrap(true);
     m_checkpointing = new QComboBox;
     m_checkpointing->setObjectName(QStringLiteral("checkpointingCombo"));
     // Not smart-single: it exists to measure what double buffering brings (tandem-cli --checkpointing).
@@ -459,15 +504,27 @@ QWidget* TrainPage::buildMemoryBox() {
     m_memoryLabel->setObjectName(QStringLiteral("memoryLabel"));
     m_memoryLabel->setWordWrap(true);  // in the form layout (status_text.h)
     m_memoryLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_longestLabel = new QLabel;
+    m_longestLabel->setObjectName(QStringLiteral("longestContextLabel"));
+    m_longestLabel->setWordWrap(true);  // in the form layout (status_text.h)
+    m_longestLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_longestLabel->setToolTip(
+        tr("The longest single sample these settings can train (one sample per micro-batch), from the same "
+           "memory plan as the bar. Longer samples are cut to Max seq len"));
+    m_longestLabel->setVisible(false);
+    connect(m_quantization, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
     connect(m_device, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
     connect(m_packing, &QCheckBox::toggled, this, &TrainPage::onFieldEdited);
     connect(m_checkpointing, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
     form->addRow(tr("Device"), m_device);
     form->addRow(m_packing, m_packingHelp);
+    form->addRow(tr("Base weights"), m_quantization);
+    form->addRow(QString(), m_quantizationHelp);
     form->addRow(tr("Checkpointing"), m_checkpointing);
     form->addRow(QString(), m_checkpointingHelp);
     form->addRow(tr("Memory"), m_memoryBar);
     form->addRow(QString(), m_memoryLabel);
+    form->addRow(QString(), m_longestLabel);
     return box;
 }
 
@@ -593,6 +650,7 @@ void TrainPage::fillFields(const RunConfig& c) {
     selectOrAuto(m_device, device_choice_name(c.device));
     m_packing->setChecked(c.data.packing);
     selectOrAuto(m_checkpointing, checkpoint_policy_name(c.memory.checkpointing));
+    if (!modelPrequantized()) selectOrAuto(m_quantization, quantization_name(c.quantization));  // else m_base has it
     m_checkpointMinutes->setValue(c.training.checkpoint_minutes);
     m_checkpointEvery->setValue(
         static_cast<int>(std::min<int64_t>(c.training.checkpoint_every, m_checkpointEvery->maximum())));
@@ -634,6 +692,10 @@ RunConfig TrainPage::config() const {
     c.device = parse_device_choice(m_device->currentData().toString().toStdString()).value_or(DeviceChoice::Auto);
     c.memory.checkpointing = parse_checkpoint_policy(m_checkpointing->currentData().toString().toStdString())
                                  .value_or(CheckpointPolicy::Auto);
+    const QString quantization = m_quantization->currentData().toString();
+    c.quantization = quantization == kFromCheckpoint
+                         ? m_base.quantization  // the model is 4-bit anyway; the user's choice waits for the next
+                         : parse_quantization(quantization.toStdString()).value_or(Quantization::None);
     // The boxes round to their decimals: a reopened value shown rounded stays exact until its box changes.
     c.training.checkpoint_minutes = exactOr(m_checkpointMinutes, m_base.training.checkpoint_minutes);
     c.training.warmup_ratio = exactOr(m_warmupRatio, m_base.training.warmup_ratio);
@@ -706,7 +768,33 @@ void TrainPage::setModel(const QString& folder, bool supported) {
     m_modelTargets.clear();
     for (const std::string& t : targets) m_modelTargets.append(QString::fromStdString(t));
     showTargets(wanted);
+    updateQuantizationChoice();
     onFieldsChanged();
+}
+
+bool TrainPage::modelPrequantized() const {
+    return m_modelConfig && m_modelConfig->quantization.prequantized;
+}
+
+void TrainPage::updateQuantizationChoice() {
+    const QSignalBlocker block(m_quantization);  // the caller refreshes the page once
+    const int fromCheckpoint = m_quantization->findData(kFromCheckpoint);
+    if (modelPrequantized()) {
+        if (fromCheckpoint < 0) {
+            // Kept for the next float model (config() reports it meanwhile).
+            m_base.quantization =
+                parse_quantization(m_quantization->currentData().toString().toStdString()).value_or(Quantization::None);
+            m_quantization->addItem(tr("4-bit (from the checkpoint)"), kFromCheckpoint);
+        }
+        m_quantization->setCurrentIndex(m_quantization->findData(kFromCheckpoint));
+        m_quantization->setEnabled(false);
+        return;
+    }
+    if (fromCheckpoint >= 0) {
+        m_quantization->removeItem(fromCheckpoint);
+        selectOrAuto(m_quantization, quantization_name(m_base.quantization));
+    }
+    m_quantization->setEnabled(true);
 }
 
 void TrainPage::showTargets(const std::vector<std::string>& wanted) {
@@ -832,6 +920,12 @@ void TrainPage::onFieldsChanged() {
     }
     ++m_estimateGeneration;  // an estimate still running is for older settings
     m_estimatePending = true;
+    if (!m_longestKey.isEmpty() && longestContextKey(config()) != m_longestKey) {
+        // Other settings: the line's number (or its computation) is not theirs. startEstimate computes anew.
+        m_longestKey.clear();
+        ++m_longestGeneration;
+        showLongestContext(tr("Longest sample that fits with these settings: computing…"), Tone::Neutral);
+    }
     m_estimateDebounce.start();
     updateTrainButton();
 }
@@ -847,6 +941,9 @@ void TrainPage::onFieldEdited() {
 void TrainPage::updateExplanations() {
     m_packingHelp->setText(packingExplanation(m_packing->isChecked()));
     m_checkpointingHelp->setText(checkpointingExplanation(m_checkpointing->currentData().toString()));
+    m_quantizationHelp->setText(quantizationExplanation(m_quantization->currentData().toString(),
+                                                        m_modelConfig ? m_modelConfig->quantization
+                                                                      : WeightQuantization{}));
 }
 
 void TrainPage::validateFields() {
@@ -969,12 +1066,16 @@ void TrainPage::startEstimate() {
                       m_model.isEmpty() || !m_modelSupported ? tr("Choose a supported model to estimate memory.")
                                                              : tr("Fix the marked setting to estimate memory."),
                       Tone::Neutral);
+        m_longestKey.clear();
+        ++m_longestGeneration;
+        showLongestContext(QString(), Tone::Neutral);
         updateTrainButton();
         return;
     }
     RunConfig c = config();
     if (c.data.dataset.empty()) c.data.dataset = "dataset";  // the estimate reads only the model's config.json
     setStatusText(m_memoryLabel, tr("Estimating memory…"), Tone::Neutral);
+    startLongestContext(c);
     struct Result {
         MemoryEstimate estimate;
         QString error;
@@ -993,6 +1094,58 @@ void TrainPage::startEstimate() {
         [this, generation](const Result& r) {
             if (generation == m_estimateGeneration) showEstimate(r.estimate, r.error);
         });
+}
+
+void TrainPage::startLongestContext(const RunConfig& c) {
+    const QString key = longestContextKey(c);
+    if (key == m_longestKey) return;  // shown, or being computed, for these settings
+    m_longestKey = key;
+    const quint64 generation = ++m_longestGeneration;
+    showLongestContext(tr("Longest sample that fits with these settings: computing…"), Tone::Neutral);
+    struct Result {
+        LongestContext longest;
+        int64_t cap = 0;  // the longest the search tries: the model's context, in multiples of 64
+        QString error;
+    };
+    runAsync(
+        this,
+        [c] {
+            Result r;
+            try {
+                r.longest = longest_context(c);
+                const int64_t positions = load_model_config(c.model).max_position_embeddings;
+                r.cap = std::max<int64_t>(64, positions / 64 * 64);
+            } catch (const std::exception& e) {
+                r.error = QString::fromUtf8(e.what());
+            }
+            return r;
+        },
+        [this, generation](const Result& r) {
+            if (generation != m_longestGeneration) return;  // other settings since
+            const QString prefix = tr("Longest sample that fits with these settings:");
+            if (!r.error.isEmpty()) {
+                showLongestContext(tr("%1 cannot tell (%2)").arg(prefix, inScreenWords(r.error)), Tone::Warning);
+                return;
+            }
+            const bool cpu = r.longest.estimate.device == DeviceChoice::Cpu;
+            const QString where = cpu ? tr("host memory (CPU)") : tr("GPU memory");
+            if (r.longest.tokens <= 0)
+                showLongestContext(tr("%1 none: not even 64 tokens fit in %2.").arg(prefix, where), Tone::Warning);
+            else if (r.longest.tokens >= r.cap)  // the search stops at the model's positions
+                showLongestContext(tr("%1 %2 tokens in %3: the model's whole context length.")
+                                       .arg(prefix)
+                                       .arg(r.longest.tokens)
+                                       .arg(where),
+                                   Tone::Neutral);
+            else
+                showLongestContext(tr("%1 %2 tokens in %3.").arg(prefix).arg(r.longest.tokens).arg(where),
+                                   Tone::Neutral);
+        });
+}
+
+void TrainPage::showLongestContext(const QString& text, Tone tone) {
+    setStatusText(m_longestLabel, text, tone);
+    m_longestLabel->setVisible(!text.isEmpty());
 }
 
 void TrainPage::showEstimate(const MemoryEstimate& e, const QString& engineError) {
@@ -1033,6 +1186,13 @@ void TrainPage::showEstimate(const MemoryEstimate& e, const QString& engineError
     text += '.';
     const QString decision = inScreenWords(QString::fromStdString(e.message));
     if (!decision.isEmpty()) text += QStringLiteral("\n") + decision;
+    // Weights that are a large part of a run that does not fit: the 4-bit choice is the advice the engine's
+    // message (batch tokens, checkpointing) does not give.
+    const bool weightsMatter = m.weights >= m.total / 4;
+    if (!e.fits && weightsMatter &&
+        m_quantization->currentData().toString() == engineName(quantization_name(Quantization::None)))
+        text += QStringLiteral("\n") + tr("Base weights: 4-bit (QLoRA) holds the weights in about a quarter of the "
+                                          "memory.");
     m_estimateFits = e.fits;
     // The Memory line shows the engine's advice; the blocked reason points to it instead of repeating it.
     m_estimateProblem = e.fits ? QString()

@@ -26,6 +26,14 @@
 //    selects the run's model and dataset on those pages (MainWindow::reopenSettings).
 //  - Train also waits for a runs folder that can hold a new run folder (the nearest existing folder on its
 //    path must be a writable folder): otherwise it says "choose a writable runs folder".
+//  - Base weights (RunConfig::quantization): 16-bit as stored, or 4-bit NF4 quantized at load (QLoRA). A model
+//    whose checkpoint is already 4-bit (ModelConfig::quantization.prequantized) shows "4-bit (from the
+//    checkpoint)", disabled: the engine trains it as QLoRA whatever the setting, so config() keeps the user's
+//    own choice (m_base.quantization) for the next float model instead of writing one for this model.
+//  - "Longest sample that fits": longest_context (a binary search over estimate_memory) on a worker, started
+//    with the estimate and dropped when stale like it. The settings it overrides (batch tokens, max seq len,
+//    gradient accumulation) and the run folder do not restart it: m_longestKey is the rest of the config.
+//    While it computes, the line says so (never a number for other settings).
 //  - Choices the GUI does not offer: checkpointing smart-single (a measurement aid; tandem-cli has it) and
 //    device cuda when no GPU is usable (system_info, asked once off the GUI thread; setGpuAvailable). A
 //    reopened config that names one of them shows auto instead.
@@ -43,6 +51,7 @@
 #include "tandem/model_config.h"
 #include "tandem/run_config.h"
 #include "tandem/trainer.h"
+#include "ui/status_text.h"
 
 class QCheckBox;
 class QComboBox;
@@ -113,6 +122,11 @@ private:
     void validateFields();
     void startEstimate();
     void showEstimate(const tandem::MemoryEstimate& estimate, const QString& error);
+    void startLongestContext(const tandem::RunConfig& config);
+    void showLongestContext(const QString& text, Tone tone);
+    // The base-weights choice as the model allows it (the checkpoint item for a pre-quantized model).
+    void updateQuantizationChoice();
+    bool modelPrequantized() const;
     void updateTrainButton();
     void updateExplanations();
     void chooseRunsFolder();
@@ -168,6 +182,8 @@ private:
     QComboBox* m_device = nullptr;
     QCheckBox* m_packing = nullptr;
     QLabel* m_packingHelp = nullptr;
+    QComboBox* m_quantization = nullptr;
+    QLabel* m_quantizationHelp = nullptr;
     QComboBox* m_checkpointing = nullptr;
     QLabel* m_checkpointingHelp = nullptr;
     QDoubleSpinBox* m_checkpointMinutes = nullptr;  // training.checkpoint_minutes
@@ -183,6 +199,9 @@ private:
     QLabel* m_warningsLabel = nullptr;
     QProgressBar* m_memoryBar = nullptr;
     QLabel* m_memoryLabel = nullptr;
+    QLabel* m_longestLabel = nullptr;
+    QString m_longestKey;  // the settings the longest-sample line is for (shown or computing); "" = none
+    quint64 m_longestGeneration = 0;
     QLabel* m_blockedLabel = nullptr;
     QPushButton* m_trainButton = nullptr;
 };
