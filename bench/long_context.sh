@@ -25,10 +25,12 @@ for b in $BUDGETS; do
   "$CLI" plan --model "$OUT/llama-3.1-8b" --quantization nf4 --lora-r 32 --checkpointing "$POLICY" --device cuda \
     --vram-budget "$b" --max-context > "$OUT/plan-$b.txt" 2>&1
   n=$(sed -n 's/^longest sample that fits: \([0-9]*\).*/\1/p' "$OUT/plan-$b.txt" | head -1)
-  echo "budget $b GiB: plan says ${n:-?} tokens"
+  att=auto; grep -q "attention: in-house kernels" "$OUT/plan-$b.txt" && att=inhouse
+  echo "budget $b GiB: plan says ${n:-?} tokens (attention $att)"
   [ -n "$n" ] && [ "$n" -gt 0 ] || continue
   "$CLI" bench --config llama-3.1-8b --batch-tokens "$n" --seq-len "$n" --checkpointing "$POLICY" --quantization nf4 \
-    --rank 32 --alpha 64 --vram-budget "$b" --steps 1 --warmup 1 --json "$OUT/bench-$b.json" > "$OUT/bench-$b.log" 2>&1 \
+    --rank 32 --alpha 64 --attention "$att" --vram-budget "$b" --steps 1 --warmup 1 --json "$OUT/bench-$b.json" \
+    > "$OUT/bench-$b.log" 2>&1 \
     || { echo "  bench at $n FAILED"; tail -3 "$OUT/bench-$b.log"; continue; }
   grep -E "throughput|memory  " "$OUT/bench-$b.log" | sed 's/^/  /'
 done

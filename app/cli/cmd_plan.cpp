@@ -28,7 +28,8 @@ std::string gib(uint64_t b) {
 void print(const MemoryEstimate& e) {
     const MemoryPlan& m = e.memory;
     std::cout << "device: " << device_choice_name(e.device) << ", checkpointing: "
-              << checkpoint_policy_name(e.checkpointing) << "\n"
+              << checkpoint_policy_name(e.checkpointing)
+              << (e.attention == AttentionKernels::Inhouse ? ", attention: in-house kernels" : "") << "\n"
               << "  weights        " << gib(m.weights) << "\n"
               << "  LoRA + AdamW   " << gib(m.lora_optimizer) << "\n"
               << "  activations    " << gib(m.activations) << "\n"

@@ -33,7 +33,7 @@ CudaModelOptions options_for(const RunConfig& c) {
     o.max_tokens = c.training.batch_tokens;
     o.max_seqlen = std::min(c.data.max_seq_len, c.training.batch_tokens);
     o.checkpointing = c.memory.checkpointing;
-    o.attention = AttentionBackend::Auto;
+    o.attention = c.memory.attention == AttentionKernels::Inhouse ? AttentionBackend::Inhouse : AttentionBackend::Auto;
     o.quantize_4bit = c.quantization == Quantization::Nf4;
     if (const char* env = std::getenv("TANDEM_CUDA_GRAPHS")) {
         const std::string v = env;
@@ -173,6 +173,34 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
                                                 : std::string()));
     } else {
         chosen = plan_for(config.memory.checkpointing);
+    }
+    if (!fits(chosen) && config.memory.attention == AttentionKernels::Auto) {
+        // cuDNN's backward workspace (fp32 dQ, and dK / dV expanded to every query head for grouped-query
+        // attention) grows with the tokens; the in-house kernels need 4 bytes per token and head. The policies
+        // again, in the same order, with the in-house kernels.
+        const CudaMemoryPlan with_cudnn = chosen;
+        RunConfig inhouse = config;
+        inhouse.memory.attention = AttentionKernels::Inhouse;
+        const CheckpointPolicy requested = is_auto ? CheckpointPolicy::Auto : config.memory.checkpointing;
+        const std::vector<CheckpointPolicy> order =
+            is_auto ? std::vector<CheckpointPolicy>{CheckpointPolicy::Off, CheckpointPolicy::Selective,
+                                                    CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
+                                                    CheckpointPolicy::SmartSingle}
+                    : std::vector<CheckpointPolicy>{requested};
+        for (CheckpointPolicy p : order) {
+            RunConfig c = inhouse;
+            c.memory.checkpointing = p;
+            const CudaMemoryPlan q = CudaModel::plan(mc, config.lora, options_for(c));
+            if (fits(q)) {
+                chosen = q;
+                config.memory.checkpointing = p;
+                config.memory.attention = AttentionKernels::Inhouse;
+                notes.push_back("attention: the in-house kernels (cuDNN's backward workspace would need " +
+                                gib(with_cudnn.workspace - q.workspace) + " more; checkpointing '" +
+                                std::string(checkpoint_policy_name(p)) + "' fits in " + gib(chosen.total) + ")");
+                break;
+            }
+        }
     }
     CudaPlanChoice out;
     out.memory = to_plan(chosen);

@@ -88,6 +88,7 @@ MemoryEstimate estimate_memory(const RunConfig& in) {
         e.memory = c.memory;
         e.fits = c.fits;
         e.checkpointing = config.memory.checkpointing;
+        e.attention = config.memory.attention;
         e.message = c.fits ? (notes.empty() ? std::string() : notes.front()) : c.refusal;
         return e;
     }

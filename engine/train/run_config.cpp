@@ -143,6 +143,15 @@ std::optional<Quantization> parse_quantization(std::string_view n) noexcept {
     return std::nullopt;
 }
 
+std::string_view attention_kernels_name(AttentionKernels a) noexcept {
+    return a == AttentionKernels::Inhouse ? "inhouse" : "auto";
+}
+std::optional<AttentionKernels> parse_attention_kernels(std::string_view n) noexcept {
+    if (n == "auto") return AttentionKernels::Auto;
+    if (n == "inhouse") return AttentionKernels::Inhouse;
+    return std::nullopt;
+}
+
 void validate_run_config(const RunConfig& c) {
     if (!(c.memory.vram_budget_gib >= 0) || c.memory.vram_budget_gib > 1e6)
         throw_invalid("memory.vram_budget_gib: " + std::to_string(c.memory.vram_budget_gib) +
@@ -226,6 +235,8 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
     // Only when set: a run written before the key existed must still compare equal on resume.
     if (c.quantization != Quantization::None) j["quantization"] = std::string(quantization_name(c.quantization));
     if (c.memory.vram_budget_gib > 0) j["memory"]["vram_budget_gib"] = c.memory.vram_budget_gib;
+    if (c.memory.attention != AttentionKernels::Auto)
+        j["memory"]["attention"] = std::string(attention_kernels_name(c.memory.attention));
     if (c.data.train_on_all_tokens) j["data"]["train_on_all_tokens"] = true;
     if (!c.data.columns.empty()) j["data"]["columns"] = c.data.columns;
 }
@@ -312,8 +323,15 @@ RunConfig parse_run_config(const nlohmann::json& j) {
     }
     if (j.contains("memory")) {
         const json& m = j.at("memory");
-        check_keys(m, "memory", {"checkpointing", "vram_budget_gib"});
+        check_keys(m, "memory", {"checkpointing", "vram_budget_gib", "attention"});
         read_number(m, "memory", "vram_budget_gib", c.memory.vram_budget_gib);
+        if (m.contains("attention")) {
+            std::string a;
+            read_string(m, "memory", "attention", a);
+            const auto v = parse_attention_kernels(a);
+            if (!v) throw_invalid("memory.attention: '" + a + "' is unknown; use auto or inhouse");
+            c.memory.attention = *v;
+        }
         if (m.contains("checkpointing")) {
             std::string s;
             read_string(m, "memory", "checkpointing", s);

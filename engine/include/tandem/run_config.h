@@ -37,6 +37,10 @@ enum class DeviceChoice { Cpu, Cuda, Auto };
 // The base projections' format in memory: as the checkpoint stores them (a *-bnb-4bit checkpoint is 4-bit
 // either way), or quantized to 4-bit NF4 at load (QLoRA).
 enum class Quantization { None, Nf4 };
+// The attention kernels on CUDA: auto (cuDNN's fused kernels where they fit the plan, else the in-house flash
+// kernels) or inhouse (always the in-house ones: no cuDNN backward workspace, which for grouped-query attention
+// is about 48 bytes per token and head dimension: what decides the longest sequence at a small VRAM budget).
+enum class AttentionKernels { Auto, Inhouse };
 
 std::string_view lr_schedule_name(LrSchedule s) noexcept;           // "constant", "linear", "cosine"
 std::optional<LrSchedule> parse_lr_schedule(std::string_view name) noexcept;
@@ -47,6 +51,8 @@ std::string_view device_choice_name(DeviceChoice d) noexcept;          // "cpu",
 std::optional<DeviceChoice> parse_device_choice(std::string_view name) noexcept;
 std::string_view quantization_name(Quantization q) noexcept;            // "none", "nf4"
 std::optional<Quantization> parse_quantization(std::string_view name) noexcept;
+std::string_view attention_kernels_name(AttentionKernels a) noexcept;  // "auto", "inhouse"
+std::optional<AttentionKernels> parse_attention_kernels(std::string_view name) noexcept;
 
 struct DataConfig {
     std::string dataset;                 // .json / .jsonl / .txt
@@ -87,6 +93,8 @@ struct MemoryConfig {
     CheckpointPolicy checkpointing = CheckpointPolicy::Auto;
     // Plan and allocate as if the GPU had this many GiB (0: its real size): emulates a smaller card.
     double vram_budget_gib = 0.0;
+    // auto: the memory plan falls back to the in-house kernels when cuDNN's workspace is what does not fit.
+    AttentionKernels attention = AttentionKernels::Auto;
     bool operator==(const MemoryConfig&) const = default;
 };
 

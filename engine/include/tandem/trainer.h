@@ -110,6 +110,7 @@ struct MemoryEstimate {
     MemoryPlan memory;
     DeviceChoice device = DeviceChoice::Cpu;
     CheckpointPolicy checkpointing = CheckpointPolicy::Off;
+    AttentionKernels attention = AttentionKernels::Auto;  // inhouse when the plan needed the in-house kernels
     bool fits = true;
     std::string message;  // the decision ("checkpointing: auto chose 'recompute' ...") or why it cannot fit
 };
