@@ -237,7 +237,7 @@ ChatSession ChatSession::open(const ChatSessionOptions& options) {
     Impl& m = *impl;
     m.opt = options;
     infer::InferOptions io;
-    io.slots = options.max_sequences;
+    io.num_slots = options.max_sequences;
     io.max_len = options.max_context;
     io.chunk = std::max(options.prefill_chunk, options.max_sequences);
     io.quantize_4bit = options.quantize_4bit;
@@ -280,14 +280,14 @@ std::vector<int32_t> ChatSession::prompt_ids(const GenerationRequest& r) const {
 std::string ChatSession::render(const std::vector<ChatMessage>& messages) const { return impl_->render(messages); }
 
 void ChatSession::reset() {
-    for (int s = 0; s < impl_->model->slots(); ++s) impl_->model->truncate(s, 0);
+    for (int s = 0; s < impl_->model->num_slots(); ++s) impl_->model->truncate(s, 0);
 }
 
 const std::vector<int32_t>& ChatSession::stop_ids() const { return impl_->stops; }
 const Tokenizer* ChatSession::tokenizer() const { return impl_->tok ? &*impl_->tok : nullptr; }
 const GenerationDefaults& ChatSession::defaults() const { return impl_->defaults; }
 int ChatSession::max_context() const { return impl_->model->max_len(); }
-int ChatSession::max_sequences() const { return impl_->model->slots(); }
+int ChatSession::max_sequences() const { return impl_->model->num_slots(); }
 const fs::path& ChatSession::model_dir() const { return impl_->opt.model_dir; }
 std::string ChatSession::device_name() const { return "CPU"; }
 
@@ -309,22 +309,22 @@ std::vector<GenerationResult> ChatSession::generate(const std::vector<Generation
     const auto t0 = Clock::now();
     auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     if (requests.empty()) return {};
-    if (int(requests.size()) > model.slots())
+    if (int(requests.size()) > model.num_slots())
         throw_invalid("generate: " + std::to_string(requests.size()) + " requests, but the session holds " +
-                      std::to_string(model.slots()) + " sequences at once");
+                      std::to_string(model.num_slots()) + " sequences at once");
 
     // Check every request before anything runs.
     std::vector<Running> run(requests.size());
-    std::vector<uint8_t> slot_used(size_t(model.slots()), 0);
+    std::vector<uint8_t> slot_used(size_t(model.num_slots()), 0);
     for (size_t i = 0; i < requests.size(); ++i) {
         const GenerationRequest& q = requests[i];
         const std::string where = "generate: request " + std::to_string(i);
         Running& r = run[i];
         r.request = int(i);
         r.slot = q.slot < 0 ? int(i) : q.slot;
-        if (r.slot >= model.slots())
+        if (r.slot >= model.num_slots())
             throw_invalid(where + ": slot " + std::to_string(r.slot) + " does not exist (the session holds " +
-                          std::to_string(model.slots()) + ")");
+                          std::to_string(model.num_slots()) + ")");
         if (slot_used[size_t(r.slot)]++) throw_invalid(where + ": two requests name slot " + std::to_string(r.slot));
         if (!q.adapter.empty() && !model.has_adapter(q.adapter))
             throw_invalid(where + ": no adapter named '" + q.adapter + "' is loaded");

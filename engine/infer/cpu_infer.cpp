@@ -67,10 +67,10 @@ ModelPlan decoder_plan(const Dims& d, const ModelConfig& cfg, int r) {
 }
 
 void check_options(const InferOptions& o, const std::string& where) {
-    if (o.slots < 1 || o.slots > 4096) throw_invalid(where + ": the number of sequences must be 1..4096");
+    if (o.num_slots < 1 || o.num_slots > 4096) throw_invalid(where + ": the number of sequences must be 1..4096");
     if (o.chunk < 1) throw_invalid(where + ": the prefill chunk must be at least 1 token");
-    if (o.slots > o.chunk)
-        throw_invalid(where + ": " + std::to_string(o.slots) + " sequences need a prefill chunk of at least as many rows");
+    if (o.num_slots > o.chunk)
+        throw_invalid(where + ": " + std::to_string(o.num_slots) + " sequences need a prefill chunk of at least as many rows");
     if (o.max_len < 0) throw_invalid(where + ": max_len must not be negative");
 }
 
@@ -154,7 +154,7 @@ InferBytes CpuInferModel::plan(const ModelConfig& cfg, const InferOptions& optio
     validate_model(cfg, l, "inference plan");
     const Dims d = make_dims(cfg, l, options.chunk, 0, kCeChunkRows);
     const ModelPlan y = decoder_plan(d, cfg, lora_rank);
-    const CachePlan c = cache_plan(d, options.slots, resolve_max_len(cfg, options, d));
+    const CachePlan c = cache_plan(d, options.num_slots, resolve_max_len(cfg, options, d));
     InferBytes b;
     b.weights = y.bytes.weights;
     b.activations = y.bytes.activations;
@@ -176,7 +176,7 @@ CpuInferModel CpuInferModel::load(const std::filesystem::path& model_dir, const 
     m.cfg = cfg;
     m.opt = options;
     m.d = make_dims(cfg, plan_lora(cfg, 1), options.chunk, 0, kCeChunkRows);
-    m.N = options.slots;
+    m.N = options.num_slots;
     m.M = resolve_max_len(cfg, options, m.d);
     if (m.M < 2) throw_invalid(where + ": a context of " + std::to_string(m.M) + " positions is too short to generate");
     const Dims& d = m.d;
@@ -227,7 +227,7 @@ CpuInferModel::~CpuInferModel() = default;
 
 const ModelConfig& CpuInferModel::config() const { return impl_->cfg; }
 const std::filesystem::path& CpuInferModel::model_dir() const { return impl_->dir; }
-int CpuInferModel::slots() const { return impl_->N; }
+int CpuInferModel::num_slots() const { return impl_->N; }
 int CpuInferModel::max_len() const { return impl_->M; }
 int CpuInferModel::vocab() const { return impl_->d.V; }
 

@@ -42,7 +42,7 @@
 namespace tandem::infer {
 
 struct InferOptions {
-    int slots = 1;       // N: sequences held at once
+    int num_slots = 1;       // N: sequences held at once
     int max_len = 0;     // M: positions per slot; 0: min(max_position_embeddings, 4096)
     int chunk = 256;     // rows of one forward call (prefill is cut into chunks of this many)
     bool quantize_4bit = false;  // hold the projections as NF4 (a pre-quantized checkpoint is 4-bit anyway)
@@ -83,7 +83,7 @@ public:
 
     const ModelConfig& config() const;
     const std::filesystem::path& model_dir() const;
-    int slots() const;
+    int num_slots() const;
     int max_len() const;  // M, after the LongRoPE cap
     int vocab() const;
     InferBytes bytes() const;
