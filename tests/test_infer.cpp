@@ -12,6 +12,7 @@
 //  3. the session: adapters switched per request (base = a real no-LoRA path), mixed-adapter batches, prefix
 //     reuse, seeded sampling independent of the batch, cancel, streaming text, stop ids (EOS,
 //     generation_config, the template's end token), the context limit, bad adapters, CUDA refused, the plan.
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "export/peft_adapter.h"
+#include "model/lora_table.h"
 #include "infer/cpu_infer.h"
 #include "model/model.h"
 #include "tandem/chat.h"
@@ -170,6 +172,27 @@ GenerationRequest ids_request(std::vector<int32_t> prompt, int n, std::string ad
     r.adapter = std::move(adapter);
     r.stop_at_eos = false;
     return r;
+}
+
+// A PEFT adapter for `model_dir` with random A and B (so it changes the answers), written to `dir`.
+void write_random_adapter(const fs::path& model_dir, const fs::path& dir, uint64_t seed) {
+    const ModelConfig cfg = load_model_config(model_dir);
+    LoraConfig lc;
+    lc.r = 4;
+    lc.alpha = 8;
+    lc.target_modules = {"q_proj", "v_proj", "down_proj"};
+    std::vector<LoraParam> params = init_lora_params(lora_tensor_specs(cfg, lc), seed);
+    LoraTensors t;
+    uint64_t x = seed;
+    for (auto& p : params) {
+        if (!p.spec.is_a)
+            for (float& v : p.value) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                v = float(int64_t(x >> 40) % 1000) / 1000.0f * 0.5f;
+            }
+        t[p.spec.name] = p.value;
+    }
+    write_peft_adapter(dir, lc, cfg, "", t);
 }
 
 }  // namespace
@@ -521,6 +544,48 @@ private slots:
         const GenerationDefaults bad = load_generation_defaults(dir);
         QCOMPARE(bad.sampling, SamplingOptions{});
         QVERIFY(bad.note.find("generation_config.json") != std::string::npos);
+    }
+
+    // tandem-cli generate on the engine: --compare prints the base and each adapter, the base block being
+    // what a plain run prints; --interactive keeps the conversation; --device cuda is refused (exit 4).
+    void cli() {
+        TANDEM_REQUIRE_ASSET(babyllama());
+        QTemporaryDir tmp;
+        const fs::path ad = fs::path(tmp.path().toStdString()) / "tuned";
+        write_random_adapter(babyllama(), ad, 5);
+        const QString model = QString::fromStdString(babyllama().string()), tuned = QString::fromStdString(ad.string());
+        const auto plain = tandem::test::run_cli({"generate", "--model", model, "--prompt", "Once upon a time",
+                                                  "--max-new-tokens", "30"});
+        QVERIFY2(plain.exit_code == 0, plain.err.constData());
+        const auto with = tandem::test::run_cli({"generate", "--model", model, "--adapter", tuned, "--prompt",
+                                                 "Once upon a time", "--max-new-tokens", "30", "--stats"});
+        QVERIFY2(with.exit_code == 0, with.err.constData());
+        QVERIFY(with.err.contains("tokens/s"));
+        const auto cmp = tandem::test::run_cli({"generate", "--model", model, "--adapter", tuned, "--compare",
+                                                "--prompt", "Once upon a time", "--max-new-tokens", "30"});
+        QVERIFY2(cmp.exit_code == 0, cmp.err.constData());
+        const QString out = QString::fromUtf8(cmp.out);
+        const QString want = "== base ==\n" + QString::fromUtf8(plain.out) + "== " + tuned + " ==\n" +
+                             QString::fromUtf8(with.out);
+        QCOMPARE(out, want);
+        QVERIFY(plain.out != with.out);
+        const auto chat = tandem::test::run_cli({"generate", "--model", model, "--interactive", "--max-new-tokens",
+                                                 "8", "--stats", "--system", "Be kind."},
+                                                "Hello\nAnd then?\n/reset\nHi\n");
+        QVERIFY2(chat.exit_code == 0, chat.err.constData());
+        QCOMPARE(chat.out.count('\n'), 3);
+        QVERIFY(chat.err.contains("reused"));
+        QCOMPARE(chat.err.count("(0 reused)"), 2);  // the second turn reuses the first's cache; /reset drops it
+        const auto cuda = tandem::test::run_cli({"generate", "--model", model, "--prompt", "x", "--device", "cuda"});
+        QCOMPARE(cuda.exit_code, 4);
+        QVERIFY(cuda.err.contains("CUDA"));
+        const auto nocmp = tandem::test::run_cli({"generate", "--model", model, "--compare", "--prompt", "x"});
+        QCOMPARE(nocmp.exit_code, 2);
+        const auto bad = tandem::test::run_cli({"generate", "--model", model, "--adapter",
+                                                QString::fromStdString((fixtures() / "models" / "llama" / "adapter").string()),
+                                                "--prompt", "x"});
+        QCOMPARE(bad.exit_code, 2);
+        QVERIFY(bad.err.contains("adapter"));
     }
 
     // The plan is the allocation: KV cache [N, L, M, KV] twice, the token history and the logits.
