@@ -15,7 +15,8 @@
 //  - Sampling follows transformers' logits processors (kernels/cpu/sampling.h) and is deterministic for a seed.
 //  - Each request runs in a sequence slot (request i in slot i unless it names one). A slot remembers its
 //    tokens: a request whose prompt extends what the slot holds (the next turn of a conversation, with the
-//    same adapter) prefills only the new tokens.
+//    same adapter) prefills only the new tokens. The answer is the same up to float rounding (a shorter
+//    prefill runs its GEMMs on fewer rows, which may round differently): a near-tie may flip under greedy.
 //  - Threads: one thread uses a session at a time; cancel may be set from any thread (checked between
 //    prefill chunks and decode steps); the sink runs on the generating thread.
 //  - Device: the CPU today. Device::Cuda is refused with Error{Unsupported} until the CUDA twins of the
