@@ -17,6 +17,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -94,6 +95,7 @@ void ChatPage::buildUi() {
     m_model = new QLabel(tr("No model chosen: choose one on the Model page"), this);
     m_model->setObjectName(QStringLiteral("chatModel"));
     m_model->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_model->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a long path must not widen the page
     auto* otherModel = new QPushButton(tr("Other model folder…"), this);
     otherModel->setObjectName(QStringLiteral("chatOtherModel"));
     connect(otherModel, &QPushButton::clicked, this, [this] {
@@ -164,7 +166,8 @@ void ChatPage::buildUi() {
     m_seed = new QSpinBox(settings);
     m_seed->setObjectName(QStringLiteral("chatSeed"));
     m_seed->setRange(0, 1 << 30);
-    auto* sampling = new QHBoxLayout;
+    auto* sampling = new QGridLayout;  // two rows, so the page fits a narrow window
+    int cell = 0;
     for (auto [label, w] : {std::pair{tr("Temperature"), static_cast<QWidget*>(m_temperature)},
                             std::pair{tr("Top-k"), static_cast<QWidget*>(m_topK)},
                             std::pair{tr("Top-p"), static_cast<QWidget*>(m_topP)},
@@ -172,10 +175,11 @@ void ChatPage::buildUi() {
                             std::pair{tr("Repetition"), static_cast<QWidget*>(m_repetition)},
                             std::pair{tr("Max tokens"), static_cast<QWidget*>(m_maxTokens)},
                             std::pair{tr("Seed"), static_cast<QWidget*>(m_seed)}}) {
-        sampling->addWidget(new QLabel(label, settings));
-        sampling->addWidget(w);
+        sampling->addWidget(new QLabel(label, settings), cell / 4, (cell % 4) * 2);
+        sampling->addWidget(w, cell / 4, (cell % 4) * 2 + 1);
+        ++cell;
     }
-    sampling->addStretch(1);
+    sampling->setColumnStretch(8, 1);
     form->addRow(tr("Sampling"), sampling);
     applyDefaults(tandem::GenerationDefaults{});
 
