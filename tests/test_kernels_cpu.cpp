@@ -29,9 +29,11 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/sampling.h"
 #include "kernels/cpu/swiglu.h"
 #include "kernels/cpu/threads.h"
 #include "tandem/error.h"
@@ -293,6 +295,79 @@ RefCe ref_ce(const vecd& hidden, const vecd& w, const veci& targets, int N, int 
         }
     }
     return r;
+}
+
+
+// ---- inference: attention against a KV cache, sampling ------------------------------------------------------
+
+// Row t (slot s, position p) of decode attention in double: keys max(0, p-W+1)..p of slot s, layer `layer`;
+// softcap > 0 caps the scaled scores.
+vecd ref_decode_attention(const vecd& q, const vecd& kc, const vecd& vc, const veci& slot, const veci& pos, int T,
+                          int layer, int L, int M, int Hq, int Hkv, int D, double scale, int window, double softcap) {
+    vecd out(static_cast<size_t>(T) * Hq * D, 0.0);
+    const int G = Hq / Hkv, KV = Hkv * D;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < Hq; h++) {
+            const int g = h / G, p = pos[t], b = window > 0 ? std::max(0, p - window + 1) : 0;
+            auto krow = [&](const vecd& c, int j) { return &c[((static_cast<size_t>(slot[t]) * L + layer) * M + j) * KV + g * D]; };
+            vecd sc;
+            double m = -INFINITY;
+            for (int j = b; j <= p; j++) {
+                double d = 0;
+                for (int c = 0; c < D; c++) d += q[(t * Hq + h) * D + c] * krow(kc, j)[c];
+                d *= scale;
+                if (softcap > 0) d = softcap * std::tanh(d / softcap);
+                sc.push_back(d);
+                m = std::max(m, d);
+            }
+            double l = 0;
+            for (double x : sc) l += std::exp(x - m);
+            for (int j = b; j <= p; j++)
+                for (int c = 0; c < D; c++)
+                    out[(t * Hq + h) * D + c] += std::exp(sc[j - b] - m) / l * krow(vc, j)[c];
+        }
+    return out;
+}
+
+// transformers' processors in double: the distribution sample_tokens draws from (0 for removed ids).
+vecd ref_sampling_probs(const vecf& logits, const SamplingParams& sp) {
+    const int V = static_cast<int>(logits.size());
+    vecd x(V);
+    for (int v = 0; v < V; v++) x[v] = static_cast<double>(static_cast<float>(logits[v] / sp.temperature));
+    std::vector<bool> keep(V, true);
+    auto softmax = [&]() {
+        double m = -INFINITY, s = 0;
+        for (int v = 0; v < V; v++)
+            if (keep[v]) m = std::max(m, x[v]);
+        vecd p(V, 0.0);
+        for (int v = 0; v < V; v++)
+            if (keep[v]) s += (p[v] = std::exp(x[v] - m));
+        for (double& e : p) e /= s;
+        return p;
+    };
+    if (sp.top_k > 0 && sp.top_k < V) {
+        vecd sorted = x;
+        std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+        for (int v = 0; v < V; v++)
+            if (x[v] < sorted[sp.top_k - 1]) keep[v] = false;
+    }
+    if (sp.top_p < 1.0f) {
+        const vecd p = softmax();
+        std::vector<int> order;
+        for (int v = 0; v < V; v++)
+            if (keep[v]) order.push_back(v);
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return x[a] < x[b]; });
+        double cum = 0;
+        for (size_t i = 0; i + 1 < order.size(); i++)
+            if ((cum += p[order[i]]) <= 1.0 - sp.top_p) keep[order[i]] = false;
+    }
+    if (sp.min_p > 0.0f) {
+        const vecd p = softmax();
+        const double top = *std::max_element(p.begin(), p.end());
+        for (int v = 0; v < V; v++)
+            if (keep[v] && p[v] < sp.min_p * top) keep[v] = false;
+    }
+    return softmax();
 }
 
 // ---- fixtures from PyTorch -------------------------------------------------------------------------------
@@ -690,6 +765,188 @@ private slots:
         expect_error(
             [&] { attention_forward(nullptr, b.data(), b.data(), b.data(), b.data(), cu.data(), 1, 2, 1, 1, 2, 1.0f); },
             ErrorCategory::Internal, {"attention_forward", "out"});
+    }
+
+    // kv_cache_write puts rows where their slot and position say; decode_attention = the naive version over
+    // the cache (GQA, MQA, windows, soft-cap, several slots, positions 0 and M-1), and gives attention_forward's
+    // bits for the same keys (the prefill / decode agreement the inference engine relies on).
+    void decode_attention_data() {
+        QTest::addColumn<int>("Hq");
+        QTest::addColumn<int>("Hkv");
+        QTest::addColumn<int>("D");
+        QTest::addColumn<int>("window");
+        QTest::addColumn<double>("softcap");
+        QTest::newRow("MHA") << 3 << 3 << 5 << 0 << 0.0;
+        QTest::newRow("GQA") << 4 << 2 << 16 << 0 << 0.0;
+        QTest::newRow("MQA window 3") << 6 << 1 << 7 << 3 << 0.0;
+        QTest::newRow("GQA window 1") << 4 << 2 << 8 << 1 << 0.0;
+        QTest::newRow("GQA soft-cap") << 4 << 2 << 8 << 0 << 2.0;
+        QTest::newRow("window + soft-cap") << 4 << 2 << 8 << 5 << 1.5;
+    }
+
+    void decode_attention() {
+        QFETCH(int, Hq);
+        QFETCH(int, Hkv);
+        QFETCH(int, D);
+        QFETCH(int, window);
+        QFETCH(double, softcap);
+        const int N = 3, L = 2, M = 19, KV = Hkv * D, layer = 1;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+        // Fill every slot's layer through kv_cache_write, position by position, in a shuffled row order.
+        vecf kc(static_cast<size_t>(N) * L * M * KV, NAN), vc(kc.size(), NAN);
+        const vecf k = rnd(N * M * KV, 61, -2, 2), v = rnd(N * M * KV, 62);
+        veci wslot, wpos;
+        for (int p = M - 1; p >= 0; p--)
+            for (int s = 0; s < N; s++) wslot.push_back(s), wpos.push_back(p);
+        vecf krows, vrows;
+        for (size_t r = 0; r < wslot.size(); r++) {
+            const size_t src = (static_cast<size_t>(wslot[r]) * M + wpos[r]) * KV;
+            krows.insert(krows.end(), k.begin() + src, k.begin() + src + KV);
+            vrows.insert(vrows.end(), v.begin() + src, v.begin() + src + KV);
+        }
+        for (int l = 0; l < L; l++)
+            kv_cache_write(kc.data(), vc.data(), krows.data(), vrows.data(), wslot.data(), wpos.data(),
+                           static_cast<int>(wslot.size()), l, N, L, M, KV);
+        for (int s = 0; s < N; s++)
+            for (int p = 0; p < M; p++)
+                for (int c = 0; c < KV; c++) {
+                    const size_t at = ((static_cast<size_t>(s) * L + layer) * M + p) * KV + c;
+                    QCOMPARE(kc[at], k[(static_cast<size_t>(s) * M + p) * KV + c]);
+                    QCOMPARE(vc[at], v[(static_cast<size_t>(s) * M + p) * KV + c]);
+                }
+        const veci slot{2, 0, 1, 0, 2}, pos{0, 7, M - 1, 3, 12};
+        const int T = static_cast<int>(slot.size());
+        const vecf q = rnd(T * Hq * D, 63, -2, 2);
+        vecf out(q.size(), 9.0f);
+        cpu::decode_attention(out.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), T, layer, N, L, M,
+                              Hq, Hkv, D, scale, window, static_cast<float>(softcap));
+        const vecd ref = ref_decode_attention(to_d(q), to_d(kc), to_d(vc), slot, pos, T, layer, L, M, Hq, Hkv, D,
+                                              scale, window, softcap);
+        CHECK_CLOSE(out, ref, kTol, "decode_attention out");
+        // Row by row, the training attention over the same slot's keys 0..p gives the same bits.
+        for (int t = 0; t < T; t++) {
+            const int p = pos[t], len = p + 1;
+            const float* ks = kc.data() + (static_cast<size_t>(slot[t]) * L + layer) * M * KV;
+            const float* vs = vc.data() + (static_cast<size_t>(slot[t]) * L + layer) * M * KV;
+            vecf qa(static_cast<size_t>(len) * Hq * D, 0.0f), oa(qa.size()), lse(static_cast<size_t>(Hq) * len);
+            std::copy(q.begin() + t * Hq * D, q.begin() + (t + 1) * Hq * D, qa.begin() + p * Hq * D);
+            const veci cu{0, len};
+            attention_forward(oa.data(), lse.data(), qa.data(), ks, vs, cu.data(), 1, len, Hq, Hkv, D, scale, window,
+                              static_cast<float>(softcap));
+            QVERIFY2(std::equal(oa.begin() + p * Hq * D, oa.end(), out.begin() + t * Hq * D),
+                     qPrintable(QString("row %1: decode_attention and attention_forward differ").arg(t)));
+        }
+    }
+
+    void decode_attention_bad_args() {
+        vecf b(4096, 0.0f);
+        const veci slot{0}, pos{5}, bad_slot{2};
+        expect_error([&] { kv_cache_write(b.data(), b.data(), b.data(), b.data(), slot.data(), pos.data(), 1, 0, 1, 1, 5, 4); },
+                     ErrorCategory::Internal, {"position 5", "holds 5"});
+        expect_error([&] { kv_cache_write(b.data(), b.data(), b.data(), b.data(), bad_slot.data(), veci{0}.data(), 1, 0, 2, 1, 5, 4); },
+                     ErrorCategory::Internal, {"slot 2"});
+        expect_error([&] { cpu::decode_attention(b.data(), b.data(), b.data(), b.data(), slot.data(), veci{1}.data(), 1, 0, 1, 1, 5, 3, 2, 4, 1.0f); },
+                     ErrorCategory::Internal, {"Hq % Hkv"});
+        expect_error([&] { cpu::decode_attention(b.data(), b.data(), b.data(), b.data(), slot.data(), veci{1}.data(), 1, 1, 1, 1, 5, 2, 2, 4, 1.0f); },
+                     ErrorCategory::Internal, {"layer < L"});
+    }
+
+    // The repetition penalty (each seen id once, x / p above zero, x * p below) and sampling against the naive
+    // processors in double: the distribution, and the drawn id for u inside an id's interval.
+    void sampling() {
+        const int V = 37;
+        const vecf base = rnd(V, 71, -3, 3);
+        // repetition penalty: ids 4 and 9 seen (4 three times); row 1 has penalty 1 (untouched)
+        {
+            const int N = 2, M = 6;
+            const veci hist{4, 9, 4, 4, 0, 0, /* slot 1 */ 1, 2, 3, 0, 0, 0};
+            const veci slot{0, 1}, len{4, 3};
+            SamplingParams sp[2];
+            sp[0].repetition_penalty = 1.3f;
+            vecf x = base;
+            x.insert(x.end(), base.begin(), base.end());
+            x[4] = 2.0f, x[9] = -1.0f;
+            vecf want = x;
+            want[4] = 2.0f / 1.3f, want[9] = -1.0f * 1.3f;
+            repetition_penalty(x.data(), hist.data(), slot.data(), len.data(), sp, 2, V, N, M);
+            QCOMPARE(x, want);
+        }
+        struct Case {
+            const char* name;
+            float temperature;
+            int top_k;
+            float top_p, min_p;
+        };
+        const Case cases[] = {{"temperature", 0.7f, 0, 1.0f, 0.0f}, {"top-k 5", 1.0f, 5, 1.0f, 0.0f},
+                              {"top-p 0.6", 1.3f, 0, 0.6f, 0.0f},   {"min-p 0.2", 0.9f, 0, 1.0f, 0.2f},
+                              {"all four", 0.8f, 12, 0.9f, 0.05f},  {"top-k 1", 1.0f, 1, 1.0f, 0.0f},
+                              {"tiny top-p", 1.0f, 0, 1e-6f, 0.0f}};
+        for (const Case& c : cases) {
+            SamplingParams sp;
+            sp.temperature = c.temperature;
+            sp.top_k = c.top_k;
+            sp.top_p = c.top_p;
+            sp.min_p = c.min_p;
+            sp.seed = 99;
+            vecf x = base;
+            const int64_t draw = 5;
+            int32_t got = -1;
+            sample_tokens(&got, x.data(), &sp, &draw, 1, V);
+            const vecd p = ref_sampling_probs(base, sp);
+            CHECK_CLOSE(x, p, kTol, c.name);
+            const double u = sampling_uniform(99, 5);
+            double cum = 0;
+            int32_t want = -1;
+            for (int v = 0; v < V && want < 0; v++)
+                if (u < (cum += p[v])) want = v;
+            QVERIFY2(got == want, qPrintable(QString("%1: drew %2, naive %3").arg(c.name).arg(got).arg(want)));
+            int kept = 0;
+            for (double e : p) kept += e > 0;
+            if (c.top_k == 1 || c.top_p < 1e-3f) QCOMPARE(kept, 1);
+        }
+        // Greedy: the first of equal maxima; the logits untouched.
+        vecf g = base;
+        g[3] = g[20] = 50.0f;
+        const vecf g0 = g;
+        SamplingParams greedy;
+        const int64_t draw = 0;
+        int32_t id = -1;
+        sample_tokens(&id, g.data(), &greedy, &draw, 1, V);
+        QCOMPARE(id, 3);
+        QCOMPARE(g, g0);
+        // Rows are independent: a row's draw does not depend on the other rows or the thread count.
+        ThreadGuard guard;
+        const int T = 9;
+        vecf many;
+        std::vector<SamplingParams> sps(T);
+        std::vector<int64_t> draws(T);
+        for (int t = 0; t < T; t++) {
+            const vecf r = rnd(V, 80 + t, -4, 4);
+            many.insert(many.end(), r.begin(), r.end());
+            sps[t].temperature = 0.5f + 0.1f * t;
+            sps[t].top_p = 0.95f;
+            sps[t].seed = 1000 + t;
+            draws[t] = t * 3;
+        }
+        auto run = [&](int threads) {
+            set_cpu_threads(threads);
+            vecf x = many;
+            veci out(T);
+            sample_tokens(out.data(), x.data(), sps.data(), draws.data(), T, V);
+            return std::make_pair(out, x);
+        };
+        const auto one = run(1), four = run(4);
+        QVERIFY(one == four);
+        for (int t = 0; t < T; t++) {
+            vecf row(many.begin() + t * V, many.begin() + (t + 1) * V);
+            int32_t alone = -1;
+            sample_tokens(&alone, row.data(), &sps[t], &draws[t], 1, V);
+            QCOMPARE(alone, one.first[t]);
+        }
+        SamplingParams bad;
+        bad.temperature = 1.0f;
+        bad.top_p = 0.0f;
+        expect_error([&] { sample_tokens(&id, g.data(), &bad, &draw, 1, V); }, ErrorCategory::Internal, {"top_p"});
     }
 
     void swiglu() {

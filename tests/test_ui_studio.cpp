@@ -208,10 +208,10 @@ private slots:
             auto* list = child<QListWidget>(&w, "pageList");
             auto* pages = child<QStackedWidget>(&w, "pages");
             QVERIFY(list && pages);
-            QCOMPARE(list->count(), 5);
-            QCOMPARE(pages->count(), 5);
-            const char* names[] = {"modelPage", "dataPage", "trainPage", "monitorPage", "runsPage"};
-            for (int i = 0; i < 5; ++i) QCOMPARE(pages->widget(i)->objectName(), QString(names[i]));
+            QCOMPARE(list->count(), 6);
+            QCOMPARE(pages->count(), 6);
+            const char* names[] = {"modelPage", "dataPage", "trainPage", "monitorPage", "runsPage", "chatPage"};
+            for (int i = 0; i < 6; ++i) QCOMPARE(pages->widget(i)->objectName(), QString(names[i]));
             list->setCurrentRow(MainWindow::RunsPageIndex);
             QCOMPARE(pages->currentWidget()->objectName(), QString("runsPage"));
             QCOMPARE(child<QAction>(&w, "trainAction")->shortcut(), QKeySequence("Ctrl+T"));

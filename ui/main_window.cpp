@@ -31,6 +31,7 @@
 #include "ui/export_dialog.h"
 #include "ui/model_page.h"
 #include "ui/monitor_page.h"
+#include "ui/chat_page.h"
 #include "ui/recent_list.h"
 #include "ui/runs_page.h"
 #include "ui/train_page.h"
@@ -55,6 +56,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_train = new TrainPage(this);
     m_monitor = new MonitorPage(this);
     m_runs = new RunsPage(this);
+    m_chat = new ChatPage(this);
     m_monitor->attach(m_session);
 
     m_pages = new QStackedWidget(this);
@@ -64,7 +66,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_pageList->setIconSize(QSize(24, 24));
     m_pageList->setSpacing(2);
     m_pageList->setFixedWidth(150);
-    m_pageList->setToolTip(tr("Pages (Ctrl+1 … Ctrl+5)"));
+    m_pageList->setToolTip(tr("Pages (Ctrl+1 … Ctrl+6)"));
     const struct {
         QWidget* page;
         const char* icon;
@@ -76,6 +78,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         {m_train, "train", tr("Train"), tr("LoRA and optimizer settings, memory estimate, Train")},
         {m_monitor, "monitor", tr("Monitor"), tr("Live plots and log of the current run")},
         {m_runs, "runs", tr("Runs"), tr("Every run in the runs folder: compare, reopen, resume, export")},
+        {m_chat, "tandem", tr("Chat"), tr("Try the model: chat with it, base and tuned side by side")},
     };
     for (const auto& p : pages) {
         auto* item = new QListWidgetItem(QIcon(QStringLiteral(":/icons/%1.svg").arg(QLatin1String(p.icon))), p.name);
@@ -104,6 +107,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(m_train, &TrainPage::limitsChanged, m_data, &DataPage::setLimits);
     connect(m_train, &TrainPage::trainRequested, this, &MainWindow::startRun);
     connect(m_train, &TrainPage::runsFolderChanged, m_runs, &RunsPage::setRunsFolder);
+    connect(m_model, &ModelPage::modelChanged, m_chat, [this](const QString& folder, bool) { m_chat->setModel(folder); });
+    connect(m_train, &TrainPage::runsFolderChanged, m_chat, &ChatPage::setRunsFolder);
+    connect(m_session, &TrainingSession::finished, m_chat, [this](bool) { m_chat->refreshAdapters(); });  // a new adapter
     connect(m_runs, &RunsPage::reopenConfig, this, &MainWindow::reopenSettings);
     connect(m_runs, &RunsPage::resumeRequested, this, &MainWindow::resumeRunDir);
     connect(m_runs, &RunsPage::exportRequested, this, [this](const QString& dir) { exportRun(dir); });
@@ -169,6 +175,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     buildMenus();
 
     m_runs->setRunsFolder(runsFolder());
+    m_chat->setRunsFolder(runsFolder());
     m_monitor->setIdleHint(m_train->blockedReason());
     QSettings settings;
     if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray())) resize(1280, 820);

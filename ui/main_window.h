@@ -28,6 +28,7 @@ class QStackedWidget;
 
 namespace tandem::ui {
 
+class ChatPage;
 class DataPage;
 class ExportDialog;
 class ModelPage;
@@ -41,7 +42,7 @@ class MainWindow : public QMainWindow {
     Q_DISABLE_COPY_MOVE(MainWindow)
 
 public:
-    enum Page { ModelPageIndex, DataPageIndex, TrainPageIndex, MonitorPageIndex, RunsPageIndex };
+    enum Page { ModelPageIndex, DataPageIndex, TrainPageIndex, MonitorPageIndex, RunsPageIndex, ChatPageIndex };
 
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -51,6 +52,7 @@ public:
     TrainPage* trainPage() const { return m_train; }
     MonitorPage* monitorPage() const { return m_monitor; }
     RunsPage* runsPage() const { return m_runs; }
+    ChatPage* chatPage() const { return m_chat; }
     TrainingSession* session() const { return m_session; }
     ExportDialog* exportDialog() const;  // the open one, or null
     int currentPage() const;
@@ -89,6 +91,7 @@ private:
     TrainPage* m_train = nullptr;
     MonitorPage* m_monitor = nullptr;
     RunsPage* m_runs = nullptr;
+    ChatPage* m_chat = nullptr;
     TrainingSession* m_session = nullptr;
     QPointer<ExportDialog> m_exportDialog;
     QLabel* m_deviceLabel = nullptr;

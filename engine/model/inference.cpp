@@ -2,6 +2,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // evaluate_sequences / generate_tokens on the CpuModel (see tandem/inference.h).
 // V = vocab. Without an adapter the model is loaded with a rank-1 LoRA whose B is zero, so it adds exactly 0.
+// generate_tokens runs on ChatSession (the KV-cache engine, through its public header) unless asked for the
+// recompute loop.
 #include "tandem/inference.h"
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include "export/peft_adapter.h"
 #include "core/random.h"
 #include "model/model.h"
+#include "tandem/chat.h"
 #include "tandem/error.h"
 #include "tandem/model_config.h"
 
@@ -86,6 +89,42 @@ GenerateResult generate_tokens(const GenerateRequest& req) {
     GenerateResult r;
     r.max_new_tokens = int(std::min<int64_t>(std::max(req.max_new_tokens, 0), max_pos - int64_t(req.prompt_ids.size())));
     const int total = int(req.prompt_ids.size()) + r.max_new_tokens;
+    if (!req.recompute) {
+        ChatSessionOptions o;
+        o.model_dir = req.model_dir;
+        o.device = ChatSessionOptions::Device::Cpu;
+        o.max_sequences = 1;
+        o.max_context = std::max(total, 2);
+        if (!req.adapter_dir.empty()) o.adapters.push_back({"adapter", req.adapter_dir});
+        ChatSession session = ChatSession::open(o);
+        GenerationRequest g;
+        g.adapter = req.adapter_dir.empty() ? "" : "adapter";
+        g.prompt_ids = req.prompt_ids;
+        g.max_new_tokens = r.max_new_tokens;
+        g.sampling.temperature = req.temperature;
+        g.sampling.seed = req.seed;
+        g.stop_at_eos = false;
+        // The request's stop ids only (not the session's: the caller chose them).
+        struct Stop final : GenerationSink {
+            const std::vector<int32_t>* eos;
+            std::atomic<bool> cancel{false};
+            int32_t hit = -1;
+            void on_token(int, int32_t id, std::string_view) override {
+                if (!cancel && std::find(eos->begin(), eos->end(), id) != eos->end()) {
+                    hit = id;
+                    cancel = true;
+                }
+            }
+        } stop;
+        stop.eos = &req.eos_ids;
+        const GenerationResult got = session.generate(g, &stop, &stop.cancel);
+        r.new_ids = got.ids;
+        if (stop.hit >= 0) {
+            r.new_ids.pop_back();  // the stop token
+            r.stopped_at_eos = true;
+        }
+        return r;
+    }
     CpuModel model = load_with_adapter(req.model_dir, req.adapter_dir, std::max(total, 1));
     std::vector<int32_t> ids = req.prompt_ids;
     SplitMix64 rng(req.seed);

@@ -3,8 +3,9 @@
 // tandem inference — what `tandem-cli eval` and `tandem-cli generate` need from the CPU model, behind a
 // header the app may include (engine/model/model.h is engine-private).
 // Decisions: eval packs all sequences into ONE batch (each sequence isolated, positions restart at 0), the
-// loss is sum of next-token CE / number of predicted tokens. Generation is a simple non-cached CPU loop:
-// each new token re-runs the whole sequence (O(n^2); fine for small models, no KV cache yet).
+// loss is sum of next-token CE / number of predicted tokens. Generation runs on tandem::ChatSession (KV cache,
+// tandem/chat.h); `recompute` keeps the old loop that re-runs the whole sequence for each token (O(n^2)), the
+// oracle the cache is checked against.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,7 @@ struct GenerateRequest {
     double temperature = 0.0;         // 0: greedy (argmax, lowest id on ties)
     uint64_t seed = 0;
     std::vector<int32_t> eos_ids;     // stop at any of these
+    bool recompute = false;           // the old path: no KV cache, the whole sequence per token
 };
 
 struct GenerateResult {

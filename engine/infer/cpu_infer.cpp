@@ -1,0 +1,394 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// CpuInferModel (see cpu_infer.h): loading, the plan with the cache arena, adapters, and forward calls through
+// Decoder<CpuBackend> with the inference runtime. Dimension legend: cpu_infer.h.
+// The weight loading walks weight_entries as CpuModel::load does (the same checks and messages); it is a copy
+// of that loop because model.cpp keeps it private.
+#include "infer/cpu_infer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "backend/cpu/backend.h"
+#include "export/peft_adapter.h"
+#include "kernels/cpu/kv_cache.h"
+#include "model/decoder.h"
+#include "model/quant4_load.h"
+#include "tandem/error.h"
+#include "tandem/model_dir.h"
+
+namespace tandem::infer {
+namespace {
+
+constexpr int kCeChunkRows = 64;
+constexpr int kDefaultMaxLen = 4096;
+
+// The LoRA config the activation plan is made for: every target of the model at rank r (the tmp pieces).
+LoraConfig plan_lora(const ModelConfig& cfg, int r) {
+    LoraConfig l;
+    l.r = std::max(1, r);
+    l.alpha = l.r;
+    l.dropout = 0.0;
+    l.target_modules = lora_targets(cfg);
+    return l;
+}
+
+int resolve_max_len(const ModelConfig& cfg, const InferOptions& o, const Dims& d) {
+    int64_t m = o.max_len > 0 ? o.max_len : std::min<int64_t>(cfg.max_position_embeddings, kDefaultMaxLen);
+    m = std::min<int64_t>(m, cfg.max_position_embeddings);
+    if (d.longrope_max > 0) m = std::min<int64_t>(m, d.longrope_max);  // the short factors' range (plan.h)
+    return int(m);
+}
+
+struct CachePlan {
+    ArenaLayout arena;
+    int k = -1, v = -1, tokens = -1, logits = -1;
+};
+
+CachePlan cache_plan(const Dims& d, int N, int M) {
+    CachePlan c;
+    const size_t rows = size_t(N) * size_t(d.L) * size_t(M);
+    c.k = c.arena.reserve(rows * size_t(d.KV) * sizeof(float), "kv cache: k");
+    c.v = c.arena.reserve(rows * size_t(d.KV) * sizeof(float), "kv cache: v");
+    c.tokens = c.arena.reserve(size_t(N) * size_t(M) * sizeof(int32_t), "kv cache: token history");
+    c.logits = c.arena.reserve(size_t(N) * size_t(d.V) * sizeof(float), "next-token logits");
+    return c;
+}
+
+ModelPlan decoder_plan(const Dims& d, const ModelConfig& cfg, int r) {
+    const LoraConfig l = plan_lora(cfg, r);
+    const auto specs = lora_tensor_specs(cfg, l);
+    PlanTraits tr;
+    tr.act_bytes = sizeof(float);
+    tr.attention_stats_bytes = size_t(d.Hq) * size_t(d.T) * sizeof(float);
+    tr.ce_workspace = size_t(d.K) * size_t(d.V) * sizeof(float);
+    return make_plan(d, specs, lora_index_of(specs, d.L), CheckpointPolicy::SmartSingle, tr);
+}
+
+void check_options(const InferOptions& o, const std::string& where) {
+    if (o.num_slots < 1 || o.num_slots > 4096) throw_invalid(where + ": the number of sequences must be 1..4096");
+    if (o.chunk < 1) throw_invalid(where + ": the prefill chunk must be at least 1 token");
+    if (o.num_slots > o.chunk)
+        throw_invalid(where + ": " + std::to_string(o.num_slots) + " sequences need a prefill chunk of at least as many rows");
+    if (o.max_len < 0) throw_invalid(where + ": max_len must not be negative");
+}
+
+}  // namespace
+
+struct CpuInferModel::Impl final : DecoderRuntime<CpuBackend> {
+    std::filesystem::path dir;
+    ModelConfig cfg;
+    InferOptions opt;
+    Dims d;
+    int N = 1, M = 0, planned_rank = 1;
+    cpu::RopeTable rope, rope_local;
+    ModelPlan y;
+    CachePlan cp;
+    Decoder<CpuBackend> dec;
+    std::vector<float> weights_mem, acts_mem, work_mem, cache_mem;
+    std::map<std::string, InferAdapter> adapters;
+    std::vector<int> len;  // [N] tokens held per slot
+    // The rows of the current forward chunk: tokens, positions, cu_seqlens (one sample per feed segment) and
+    // slots; `fresh`: every segment starts at position 0 (packed causal attention) or not (cache attention).
+    std::vector<int32_t> row_tok, row_pos, row_slot, cu;
+    bool fresh = false;
+
+    float* kc() { return cp.arena.ptr<float>(cache_mem.data(), cp.k); }
+    float* vc() { return cp.arena.ptr<float>(cache_mem.data(), cp.v); }
+    int32_t* hist() { return cp.arena.ptr<int32_t>(cache_mem.data(), cp.tokens); }
+    float* logits() { return cp.arena.ptr<float>(cache_mem.data(), cp.logits); }
+
+    void allocate_decoder(int r) {
+        planned_rank = std::max(1, r);
+        d.R = planned_rank;
+        y = decoder_plan(d, cfg, planned_rank);
+        acts_mem.assign(y.acts.alloc_size() / sizeof(float), 0.0f);
+        work_mem.assign(y.work.alloc_size() / sizeof(float), 0.0f);
+    }
+
+    void bind() { dec.bind(y, weights_mem.data(), acts_mem.data(), work_mem.data()); }
+
+    void bind_adapter(const std::string& name) {
+        dec.lora.assign(size_t(d.L), {});
+        dec.d.R = planned_rank;
+        dec.lora_scaling = 1.0f;
+        if (name.empty()) return;
+        const InferAdapter& a = adapters.at(name);
+        dec.d.R = a.config.r;
+        dec.lora_scaling = float(a.config.scaling());
+        for (int l = 0; l < d.L; ++l)
+            for (int m = 0; m < kNumModules; ++m) {
+                const LoraSlot& s = a.index[size_t(l)][size_t(m)];
+                if (s.a < 0) continue;
+                const float* A = a.values[size_t(s.a)].data();
+                const float* B = a.values[size_t(s.a) + 1].data() + s.b_row * a.config.r;
+                dec.lora[size_t(l)][size_t(m)] = {A, B, nullptr, nullptr, s.drop};
+            }
+    }
+
+    // DecoderRuntime: the cache write, then packed causal attention (fresh chunk) or attention on the cache.
+    void attention_forward(int l, LayerActs<CpuBackend>& a, const Step& s) override {
+        cpu::kv_cache_write(kc(), vc(), a.kr, a.v, row_slot.data(), row_pos.data(), s.T, l, N, d.L, M, d.KV);
+        if (fresh)
+            CpuBackend::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, s.cu_seqlens, s.S,
+                                          s.T, d.Hq, d.Hkv, d.D, d.attn_scale, s.max_seqlen, d.windows[size_t(l)],
+                                          d.attn_softcap);
+        else
+            cpu::decode_attention(a.att, a.qr, kc(), vc(), row_slot.data(), row_pos.data(), s.T, l, N, d.L, M, d.Hq,
+                                  d.Hkv, d.D, d.attn_scale, d.windows[size_t(l)], d.attn_softcap);
+    }
+    void attention_backward(int, LayerActs<CpuBackend>&, float*, float*, float*, const float*, const Step&) override {
+        throw_internal("inference: the inference runtime has no backward");
+    }
+    void offload_input(int) override {}
+    void wait_offloaded(int) override {}
+    void reload_input(int) override {}
+    void wait_reloaded(int) override {}
+    void input_used(int) override {}
+};
+
+InferBytes CpuInferModel::plan(const ModelConfig& cfg, const InferOptions& options, int lora_rank) {
+    check_options(options, "inference plan");
+    const LoraConfig l = plan_lora(cfg, lora_rank);
+    validate_model(cfg, l, "inference plan");
+    const Dims d = make_dims(cfg, l, options.chunk, 0, kCeChunkRows);
+    const ModelPlan y = decoder_plan(d, cfg, lora_rank);
+    const CachePlan c = cache_plan(d, options.num_slots, resolve_max_len(cfg, options, d));
+    InferBytes b;
+    b.weights = y.bytes.weights;
+    b.activations = y.bytes.activations;
+    b.workspace = y.bytes.workspace;
+    b.kv_cache = c.arena.size();
+    return b;
+}
+
+CpuInferModel CpuInferModel::load(const std::filesystem::path& model_dir, const InferOptions& options) {
+    const std::string where = model_dir.string();
+    check_options(options, where);
+    ModelDir md = open_model_dir(model_dir);
+    const ModelConfig cfg = options.quantize_4bit ? with_quantization(md.info.config) : md.info.config;
+    validate_model(cfg, plan_lora(cfg, 1), where);
+
+    auto impl = std::make_unique<Impl>();
+    Impl& m = *impl;
+    m.dir = model_dir;
+    m.cfg = cfg;
+    m.opt = options;
+    m.d = make_dims(cfg, plan_lora(cfg, 1), options.chunk, 0, kCeChunkRows);
+    m.N = options.num_slots;
+    m.M = resolve_max_len(cfg, options, m.d);
+    if (m.M < 2) throw_invalid(where + ": a context of " + std::to_string(m.M) + " positions is too short to generate");
+    const Dims& d = m.d;
+    m.rope = cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, int(cfg.max_position_embeddings));
+    if (cfg.rope_local_theta > 0)
+        m.rope_local = cpu::rope_table_build(d.D, cfg.rope_local_theta, RopeScaling{}, int(cfg.max_position_embeddings));
+    m.allocate_decoder(1);
+    m.weights_mem.assign(m.y.weights.alloc_size() / sizeof(float), 0.0f);
+    m.cp = cache_plan(d, m.N, m.M);
+    m.cache_mem.assign(m.cp.arena.alloc_size() / sizeof(float), 0.0f);
+    m.len.assign(size_t(m.N), 0);
+    m.row_tok.resize(size_t(d.T));
+    m.row_pos.resize(size_t(d.T));
+    m.row_slot.resize(size_t(d.T));
+    m.cu.resize(size_t(d.T) + 1);
+    m.dec.d = d;
+    m.dec.dropout = 0.0;
+    m.dec.embed_scale = d.embed_scale;
+    m.dec.rope = &m.rope;
+    if (cfg.rope_local_theta > 0) m.dec.rope_local = &m.rope_local;
+    m.dec.rt = &m;
+    m.bind();
+
+    // Weights, converted to fp32 into their pieces of the weights arena (as CpuModel::load).
+    const SafetensorsSet& ws = md.weights;
+    for (const WeightEntry& e : weight_entries(m.y, d)) {
+        if (e.handle < 0) {
+            load_quant4_host(m.y.weights, m.weights_mem.data(), e, d, ws);
+            continue;
+        }
+        if (checkpoint_is_quant4(ws, e))
+            throw_unsupported(ws.source_name() + ": tensor " + e.name +
+                              " is stored 4-bit, but the config's quantization_config keeps it in float "
+                              "(llm_int8_skip_modules); the checkpoint and its config.json disagree");
+        const std::vector<float> v = tensor_to_f32(ws.at(e.name));
+        if (int64_t(v.size()) != e.numel)
+            throw_invalid(ws.source_name() + ": tensor " + e.name + " has " + std::to_string(v.size()) +
+                          " elements, the config implies " + std::to_string(e.numel));
+        std::memcpy(m.y.weights.ptr<float>(m.weights_mem.data(), e.handle), v.data(), v.size() * sizeof(float));
+    }
+    return CpuInferModel(std::move(impl));
+}
+
+CpuInferModel::CpuInferModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CpuInferModel::CpuInferModel(CpuInferModel&&) noexcept = default;
+CpuInferModel& CpuInferModel::operator=(CpuInferModel&&) noexcept = default;
+CpuInferModel::~CpuInferModel() = default;
+
+const ModelConfig& CpuInferModel::config() const { return impl_->cfg; }
+const std::filesystem::path& CpuInferModel::model_dir() const { return impl_->dir; }
+int CpuInferModel::num_slots() const { return impl_->N; }
+int CpuInferModel::max_len() const { return impl_->M; }
+int CpuInferModel::vocab() const { return impl_->d.V; }
+
+InferBytes CpuInferModel::bytes() const {
+    const Impl& m = *impl_;
+    InferBytes b;
+    b.weights = m.y.bytes.weights;
+    b.activations = m.y.bytes.activations;
+    b.workspace = m.y.bytes.workspace;
+    b.kv_cache = m.cp.arena.size();
+    for (const auto& [name, a] : m.adapters)
+        for (const auto& v : a.values) b.adapters += v.size() * sizeof(float);
+    return b;
+}
+
+void CpuInferModel::add_adapter(const std::string& name, const std::filesystem::path& dir) {
+    Impl& m = *impl_;
+    if (name.empty()) throw_invalid(dir.string() + ": an adapter needs a name");
+    PeftAdapter p = read_peft_adapter(dir, m.cfg);
+    InferAdapter a;
+    a.name = name;
+    a.dir = dir;
+    a.config = p.config;
+    a.specs = lora_tensor_specs(m.cfg, p.config);
+    a.index = lora_index_of(a.specs, m.d.L);
+    for (const LoraTensorSpec& s : a.specs) {
+        auto it = p.tensors.find(s.name);
+        if (it == p.tensors.end())
+            throw_invalid((dir / kPeftWeightsName).string() + ": lacks tensor " + s.name);
+        a.values.push_back(std::move(it->second));
+    }
+    if (a.config.r > m.planned_rank) {  // the LoRA tmp pieces grow: re-plan the activations
+        m.allocate_decoder(a.config.r);
+        m.bind();
+    }
+    m.adapters[name] = std::move(a);
+}
+
+void CpuInferModel::remove_adapter(const std::string& name) { impl_->adapters.erase(name); }
+bool CpuInferModel::has_adapter(const std::string& name) const { return impl_->adapters.count(name) > 0; }
+
+std::vector<std::string> CpuInferModel::adapter_names() const {
+    std::vector<std::string> out;
+    for (const auto& [name, a] : impl_->adapters) out.push_back(name);
+    return out;
+}
+
+const InferAdapter& CpuInferModel::adapter(const std::string& name) const {
+    auto it = impl_->adapters.find(name);
+    if (it == impl_->adapters.end()) throw_invalid("inference: no adapter named '" + name + "' is loaded");
+    return it->second;
+}
+
+int CpuInferModel::length(int slot) const { return impl_->len.at(size_t(slot)); }
+const int32_t* CpuInferModel::tokens(int slot) const {
+    Impl& m = *impl_;
+    return m.hist() + size_t(slot) * size_t(m.M);
+}
+void CpuInferModel::truncate(int slot, int length) {
+    Impl& m = *impl_;
+    if (slot < 0 || slot >= m.N) throw_internal("inference: slot " + std::to_string(slot) + " out of range");
+    m.len[size_t(slot)] = std::clamp(length, 0, m.len[size_t(slot)]);
+}
+
+const float* CpuInferModel::forward(const std::vector<Feed>& feeds, const std::string& adapter,
+                                    const std::atomic<bool>* cancel) {
+    Impl& m = *impl_;
+    const Dims& d = m.d;
+    if (feeds.empty() || int(feeds.size()) > m.N) throw_internal("inference: 1..slots feeds per call");
+    if (!adapter.empty() && !m.adapters.count(adapter))
+        throw_invalid("inference: no adapter named '" + adapter + "' is loaded");
+    std::vector<uint8_t> used(size_t(m.N), 0);
+    for (const Feed& f : feeds) {
+        if (f.slot < 0 || f.slot >= m.N) throw_internal("inference: feed slot out of range");
+        if (used[size_t(f.slot)]++) throw_internal("inference: two feeds for one slot in one call");
+        if (f.tokens.empty()) throw_internal("inference: an empty feed");
+        const int64_t end = int64_t(m.len[size_t(f.slot)]) + int64_t(f.tokens.size());
+        if (end > m.M)
+            throw_invalid("inference: a sequence of " + std::to_string(end) + " tokens exceeds the context of " +
+                          std::to_string(m.M) + " positions this session holds per sequence");
+        for (int32_t t : f.tokens)
+            if (t < 0 || t >= d.V)
+                throw_invalid("inference: token id " + std::to_string(t) + " is outside the model's vocabulary [0, " +
+                              std::to_string(d.V) + ")");
+    }
+    m.bind_adapter(adapter);
+    std::vector<size_t> done(feeds.size(), 0);  // tokens of each feed already run
+    size_t next = 0;                             // the first feed with tokens left
+    float* out = m.logits();
+    while (next < feeds.size()) {
+        if (cancel && cancel->load(std::memory_order_relaxed)) return nullptr;
+        // Fill one chunk of at most T rows with whole or partial feeds, in order.
+        int T = 0, S = 0, longest = 0;
+        bool fresh = true;
+        std::vector<std::pair<size_t, int>> ends;  // (feed, row) of rows that end a feed
+        m.cu[0] = 0;
+        for (size_t i = next; i < feeds.size() && T < d.T; ++i) {
+            const Feed& f = feeds[i];
+            const int start = m.len[size_t(f.slot)];
+            const int n = int(std::min<size_t>(f.tokens.size() - done[i], size_t(d.T - T)));
+            if (start != 0) fresh = false;
+            int32_t* h = m.hist() + size_t(f.slot) * size_t(m.M);
+            for (int r = 0; r < n; ++r) {
+                const int32_t tok = f.tokens[done[i] + size_t(r)];
+                m.row_tok[size_t(T + r)] = tok;
+                m.row_pos[size_t(T + r)] = start + r;
+                m.row_slot[size_t(T + r)] = f.slot;
+                h[start + r] = tok;
+            }
+            T += n;
+            m.cu[size_t(++S)] = T;
+            longest = std::max(longest, start + n);
+            done[i] += size_t(n);
+            m.len[size_t(f.slot)] += n;
+            if (done[i] == f.tokens.size()) ends.push_back({i, T - 1});
+        }
+        while (next < feeds.size() && done[next] == feeds[next].tokens.size()) ++next;
+        check_rope_range(d, longest);
+        m.fresh = fresh;
+        Step& s = m.dec.step;
+        s = Step{};
+        s.T = T;
+        s.S = S;
+        s.max_seqlen = longest;
+        s.tokens = m.row_tok.data();
+        s.positions = m.row_pos.data();
+        s.cu_seqlens = m.cu.data();
+        m.dec.forward(false);
+        if (int(ends.size()) == T) {  // every row ends a feed (decode): one lm_head call, rows in feed order
+            bool in_order = true;
+            for (size_t e = 0; e < ends.size(); ++e) in_order &= ends[e].first == e && ends[e].second == int(e);
+            if (in_order) {
+                CpuBackend::lm_head_logits(out, m.dec.lnf, m.dec.head, T, d.C, d.V, d.final_softcap);
+                continue;
+            }
+        }
+        for (const auto& [i, row] : ends)
+            CpuBackend::lm_head_logits(out + i * size_t(d.V), m.dec.lnf + int64_t(row) * d.C, m.dec.head, 1, d.C, d.V,
+                                       d.final_softcap);
+    }
+    return out;
+}
+
+std::vector<int32_t> CpuInferModel::sample(const std::vector<Feed>& feeds,
+                                           const std::vector<cpu::SamplingParams>& params,
+                                           const std::vector<int64_t>& draw) {
+    Impl& m = *impl_;
+    const int T = int(feeds.size());
+    if (T == 0 || params.size() != feeds.size() || draw.size() != feeds.size())
+        throw_internal("inference: sample needs one parameter set and draw index per feed");
+    std::vector<int32_t> slot(static_cast<size_t>(T)), len(static_cast<size_t>(T)), out(static_cast<size_t>(T));
+    bool penalty = false;
+    for (int t = 0; t < T; ++t) {
+        slot[size_t(t)] = feeds[size_t(t)].slot;
+        len[size_t(t)] = m.len[size_t(feeds[size_t(t)].slot)];
+        penalty |= params[size_t(t)].repetition_penalty != 1.0f;
+    }
+    if (penalty)
+        cpu::repetition_penalty(m.logits(), m.hist(), slot.data(), len.data(), params.data(), T, m.d.V, m.N, m.M);
+    cpu::sample_tokens(out.data(), m.logits(), params.data(), draw.data(), T, m.d.V);
+    return out;
+}
+
+}  // namespace tandem::infer
