@@ -146,6 +146,8 @@ def parse_args():
     p.add_argument("--alpha", type=float, default=32.0)
     p.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa unless you know better)")
     p.add_argument("--json", help="also write the JSON result to this file")
+    p.add_argument("--vram-budget", type=float, default=0.0,
+                   help="GiB: torch.cuda.set_per_process_memory_fraction so the caching allocator stops there")
     p.add_argument("--load-in-4bit", action="store_true",
                    help="QLoRA: every decoder Linear replaced by bitsandbytes' Linear4bit (nf4, double quantization, "
                         "blocksize 64, compute bf16), quantized from the random bf16 weights; needs bitsandbytes")
@@ -198,6 +200,10 @@ def emit(result, path):
 
 def run(a, result):
     torch.manual_seed(0)
+    if a.vram_budget > 0:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, a.vram_budget * 2**30 / total))
+        result["vram_budget_gib"] = a.vram_budget
     model = build_model(a.config, a.attn)
     result["parameters"] = sum(p.numel() for p in model.parameters())  # tied embeddings counted once
     result["load_in_4bit"] = a.load_in_4bit

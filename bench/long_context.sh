@@ -10,7 +10,10 @@ set -u -o pipefail
 CLI=${1:?TANDEM_CLI}; OUT=${2:?OUTDIR}; shift 2
 BUDGETS=${*:-16 24 40 80}
 POLICY=${POLICY:-smart}
+QUANT=${QUANT:-nf4}   # nf4 (QLoRA) or none (bf16 LoRA)
+HF=${HF:-0}           # 1: also HF PEFT + gradient checkpointing (bf16) at the same length and budget
 mkdir -p "$OUT/llama-3.1-8b"
+echo "quantization $QUANT, checkpointing $POLICY"
 python3 - "$OUT/llama-3.1-8b/config.json" <<'PY'
 import json, sys
 json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -22,15 +25,20 @@ json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden
            "bos_token_id": 128000, "eos_token_id": 128001}, open(sys.argv[1], "w"), indent=1)
 PY
 for b in $BUDGETS; do
-  "$CLI" plan --model "$OUT/llama-3.1-8b" --quantization nf4 --lora-r 32 --checkpointing "$POLICY" --device cuda \
+  "$CLI" plan --model "$OUT/llama-3.1-8b" --quantization "$QUANT" --lora-r 32 --checkpointing "$POLICY" --device cuda \
     --vram-budget "$b" --max-context > "$OUT/plan-$b.txt" 2>&1
   n=$(sed -n 's/^longest sample that fits: \([0-9]*\).*/\1/p' "$OUT/plan-$b.txt" | head -1)
   att=auto; grep -q "attention: in-house kernels" "$OUT/plan-$b.txt" && att=inhouse
   echo "budget $b GiB: plan says ${n:-?} tokens (attention $att)"
   [ -n "$n" ] && [ "$n" -gt 0 ] || continue
-  "$CLI" bench --config llama-3.1-8b --batch-tokens "$n" --seq-len "$n" --checkpointing "$POLICY" --quantization nf4 \
+  "$CLI" bench --config llama-3.1-8b --batch-tokens "$n" --seq-len "$n" --checkpointing "$POLICY" --quantization "$QUANT" \
     --rank 32 --alpha 64 --attention "$att" --vram-budget "$b" --steps 1 --warmup 1 --json "$OUT/bench-$b.json" \
     > "$OUT/bench-$b.log" 2>&1 \
     || { echo "  bench at $n FAILED"; tail -3 "$OUT/bench-$b.log"; continue; }
   grep -E "throughput|memory  " "$OUT/bench-$b.log" | sed 's/^/  /'
+  if [ "$HF" = 1 ]; then
+    python3 bench/hf_peft_baseline.py --config llama-3.1-8b --batch 1 --seq-len "$n" --steps 1 --warmup 1 --gc on \
+      --rank 32 --alpha 64 --vram-budget "$b" --json "$OUT/hf-$b.json" > "$OUT/hf-$b.log" 2>&1
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('  HF PEFT + GC:', 'out of memory' if j.get('oom') else '%.0f tokens/s, peak %.2f GiB' % (j['tokens_per_s'], j['peak_reserved_gib']))" "$OUT/hf-$b.json" 2>/dev/null || echo "  HF PEFT: no result"
+  fi
 done
