@@ -1,12 +1,13 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The per-row settings of next-token sampling (SamplingParams) and its uniform draw, shared by the CPU
-// kernels (kernels/cpu/sampling.h, which re-exports both as cpu::) and the CUDA twins (kernels/cuda/sampling.h),
-// which may include only core/. Decisions a reader must know:
+// kernels (kernels/cpu/sampling.h, which re-exports SamplingParams as cpu::SamplingParams) and the CUDA twins
+// (kernels/cuda/sampling.h), which may include only core/. Decisions a reader must know:
 //  - SamplingParams is plain data (standard layout, no pointers): the CUDA kernels read an array of it
 //    from device memory, so a decode step's settings can change between replays of one CUDA graph.
-//  - sampling_uniform is host + device and is the one formula both backends draw with: u in [0, 1) = the
-//    top 53 bits of SplitMix64(SplitMix64(seed) ^ draw). The CPU's cpu::sampling_uniform computes the same.
+//  - sampling_draw_uniform is host + device and is the formula both backends draw with: u in [0, 1) = the
+//    top 53 bits of SplitMix64(SplitMix64(seed) ^ draw). cpu::sampling_uniform computes the same (another
+//    name, because code that opens both namespaces calls that one unqualified).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,7 @@ struct SamplingParams {
 static_assert(std::is_standard_layout_v<SamplingParams> && std::is_trivially_copyable_v<SamplingParams>);
 
 // The uniform draw of sample_tokens: [0, 1) from (seed, draw index).
-TANDEM_HD inline double sampling_uniform(uint64_t seed, int64_t draw) {
+TANDEM_HD inline double sampling_draw_uniform(uint64_t seed, int64_t draw) {
     const uint64_t h = splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(draw));
     return double(h >> 11) * 0x1.0p-53;
 }

@@ -37,7 +37,7 @@ void repetition_penalty(float* logits, const int32_t* tokens, const int32_t* row
 void sample_tokens(int32_t* out, float* logits, const SamplingParams* params, const int64_t* draw, int T, int V);
 
 // The uniform draw of sample_tokens: [0, 1) from (seed, draw index); the same value as
-// tandem::sampling_uniform (core/sampling_params.h), which the CUDA kernels call.
+// tandem::sampling_draw_uniform (core/sampling_params.h), which the CUDA kernels call.
 double sampling_uniform(uint64_t seed, int64_t draw);
 
 }  // namespace tandem::cpu
