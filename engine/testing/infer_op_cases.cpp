@@ -274,7 +274,7 @@ void add_infer_op_cases(std::vector<Case>& cs) {
     dec.push_back({3, 2, 2, 500, 4, 4, 96, 500});                  // D = 96 (Phi-3), no GQA
     dec.push_back({3, 2, 1, 200, 2, 1, 36, 200});                  // D = 36: the scalar path
     dec.push_back({160, 160, 1, 128, 8, 8, 64, 128});              // a batch that fills the GPU: no split
-    dec.push_back({64, 64, 2, 600, 32, 8, 128, 600});              // batch 64, Llama-8B heads
+    dec.push_back({64, 64, 1, 600, 32, 8, 128, 600});              // batch 64, Llama-8B heads
     {
         DecShape s{5, 4, 2, 1024, 4, 2, 64, 1024};
         s.window = 100;
@@ -297,7 +297,8 @@ void add_infer_op_cases(std::vector<Case>& cs) {
     add("sample_tokens greedy V=151936 (ties: lowest id)", [](Check& c) { greedy_case(c); });
     add("sample_tokens seeded V=151936 flat", [](Check& c) { sampling_case(c, kVocab, 4.0f, false, false); });
     add("sample_tokens seeded V=151936 peaked", [](Check& c) { sampling_case(c, kVocab, 3.0f, true, false); });
-    add("sample_tokens seeded V=1000 ties (integer logits)", [](Check& c) { sampling_case(c, 1000, 3.0f, false, true); });
+    add("sample_tokens seeded V=1000 ties (integer logits)",
+        [](Check& c) { sampling_case(c, 1000, 3.0f, false, true); });
 }
 
 }  // namespace tandem::testing

@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // KV cache write and attention against the cache on the CUDA backend (see kv_cache.h).
 // T = query rows, N = slots, L = layers, M = positions per slot, Hq / Hkv = heads, G = Hq / Hkv, D = head_dim,
-// KV = Hkv * D, S = key splits, GM = query heads one block serves (1, 2, 4 or 8; a power of two >= min(G, 8)).
+// KV = Hkv * D, S = key splits, GM = query heads one block serves (1, 2, 4 or 8: the power of two >= min(G, 8)),
+// W = the window.
 // Design of decode_attention ("flash decoding"):
 //  - Block (row t, kv head g, query-head group, split s) of kThreads = 4 warps. Its keys are the split's chunk
 //    [s * chunk, (s + 1) * chunk) intersected with the row's visible range [max(0, p - W + 1), p]. A key is
@@ -299,7 +300,13 @@ __global__ void decode_combine_kernel(const DecodeArgs a) {
 // ----------------------------------------------------------------------------------------------------------
 // kernel launchers
 
-int group_width(int G) { return G >= kMaxGroup ? kMaxGroup : G >= 4 ? 4 : G >= 2 ? 2 : 1; }
+// The smallest power of two >= G, at most kMaxGroup: one block reads its kv head's keys for all G query
+// heads when G <= 8 (G = 7 takes 8, not 4 + 3, which would read the keys twice).
+int group_width(int G) {
+    int gm = 1;
+    while (gm < G && gm < kMaxGroup) gm *= 2;
+    return gm;
+}
 
 int split_count(int T, int Hq, int Hkv, int M) {
     const int G = Hq / Hkv, GM = group_width(G);
