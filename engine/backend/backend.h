@@ -11,6 +11,9 @@
 //    Per-batch scalars the kernels read (the dropout seed, the loss's grad_scale) are passed as pointers on
 //    both backends (host memory on the CPU, device memory on CUDA, so a CUDA graph replays each batch's
 //    values).
+//  - Inference's KV cache ops (kv_cache_write, decode_attention) are in the table; its sampling ops
+//    (repetition_penalty, sample_tokens: fp32 logits, SamplingParams, int64 draws) are not: they are no block
+//    op, and the inference runtime calls kernels/*/sampling.h directly after the lm_head.
 //  - The optimizer (adamw_update, grad norm) and CUDA-only plumbing (cuBLASLt GEMM, cuDNN attention, the
 //    runtime's streams and copies) are not in the table: the optimizer's two forms differ by design (one
 //    tensor per call on the CPU, one launch over a descriptor table on CUDA), and attention's cuDNN path is
@@ -60,7 +63,9 @@ namespace tandem {
     X(copy, (x, cx, n64))                                                           \
     X(fill, (x, s, n64))                                                            \
     X(zero, (x, n64))                                                               \
-    X(sum, (d, cf, n64, flag))
+    X(sum, (d, cf, n64, flag))                                                      \
+    X(kv_cache_write, (x, x, cx, cx, ci, ci, n, n, n, n, n, n))                     \
+    X(decode_attention, (x, cx, cx, cx, ci, ci, n, n, n, n, n, n, n, n, s, n, s))
 
 #define TANDEM_BACKEND_OP_REQUIRE(op, args) B::op args;
 #define TANDEM_BACKEND_OP_NAME(op, args) std::string_view(#op),

@@ -218,6 +218,8 @@ void add_step_cases(std::vector<Case>& cases);
 void add_fixture_cases(std::vector<Case>& cases, const std::string& fixtures_dir);
 // The 4-bit weight ops (quant4_cases.cpp): CUDA vs CPU, and with a fixtures folder vs bitsandbytes.
 void add_quant4_cases(std::vector<Case>& cases, const std::string& fixtures_dir);
+// Inference's ops (infer_op_cases.cpp): the KV cache write, decode attention, repetition penalty, sampling.
+void add_infer_op_cases(std::vector<Case>& cases);
 
 }  // namespace tandem::testing
 #endif  // TANDEM_WITH_CUDA

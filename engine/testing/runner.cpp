@@ -2,8 +2,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The CUDA self-test's entry points (tandem/selftest.h; run by `tandem-cli selftest --device cuda` and
 // tests/test_cuda.cpp): the case list in its fixed order and the loop that runs it, one Check per case, stopping
-// at a device that broke. Harness and decisions: harness.h; cases: op_cases, flat_op_cases, step_cases and
-// fixture_cases.cpp. Without TANDEM_WITH_CUDA only the stub at the end: no names, Error{Unsupported}.
+// at a device that broke. Harness and decisions: harness.h; cases: op_cases, flat_op_cases, quant4_cases,
+// infer_op_cases, step_cases and fixture_cases.cpp. Without TANDEM_WITH_CUDA only the stub at the end: no
+// names, Error{Unsupported}.
 #include "tandem/selftest.h"
 
 #include <string>
@@ -73,6 +74,8 @@ const std::map<std::string_view, std::vector<std::string_view>>& op_case_prefixe
         {"zero", {"elementwise "}},
         {"sum", {"sum "}},
         {"dequantize_4bit", {"nf4 "}},
+        {"kv_cache_write", {"kv_cache_write "}},
+        {"decode_attention", {"decode_attention "}},
     };
     return m;
 }
@@ -103,6 +106,7 @@ std::vector<Case> make_cases(const std::string& fixtures_dir) {
     testing::add_op_cases(cs);
     testing::add_flat_op_cases(cs);
     testing::add_quant4_cases(cs, fixtures_dir);
+    testing::add_infer_op_cases(cs);
     testing::add_step_cases(cs);
     testing::add_fixture_cases(cs, fixtures_dir);
     add_op_table_case(cs);

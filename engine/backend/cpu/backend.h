@@ -13,6 +13,7 @@
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/nf4.h"
 #include "kernels/cpu/rmsnorm.h"
@@ -55,6 +56,8 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, fill)
     TANDEM_FORWARD_OP(cpu, zero)
     TANDEM_FORWARD_OP(cpu, sum)
+    TANDEM_FORWARD_OP(cpu, kv_cache_write)
+    TANDEM_FORWARD_OP(cpu, decode_attention)
 
     // Attention has the CUDA shape: max_seqlen sizes CUDA's grid and its workspace is planned; the CPU kernel
     // walks each sample whole and keeps its own [Hq,T] scratch. window: the sliding window (0: none); softcap:

@@ -13,6 +13,7 @@
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/nf4.h"
 #include "kernels/cuda/rmsnorm.h"
@@ -57,6 +58,8 @@ struct CudaBackend {
     TANDEM_FORWARD_OP(cuda, fill)
     TANDEM_FORWARD_OP(cuda, zero)
     TANDEM_FORWARD_OP(cuda, sum)
+    TANDEM_FORWARD_OP(cuda, kv_cache_write)
+    TANDEM_FORWARD_OP(cuda, decode_attention)
 };
 
 static_assert(Backend<CudaBackend>, "CudaBackend lacks an op of TANDEM_BACKEND_OPS or takes other arguments");

@@ -13,21 +13,18 @@
 //    where the running sum of probabilities exceeds u times their total. A sequence's tokens therefore do not
 //    depend on which other sequences share the batch, nor on the thread count.
 //  - Greedy (temperature <= 0): the largest logit after the penalty, the lowest id on ties (torch.argmax).
-//  - SamplingParams is plain data so the CUDA twins (same names and arguments) can read it from device memory.
+//  - SamplingParams (core/sampling_params.h) is plain data so the CUDA twins (kernels/cuda/sampling.h, same
+//    names and arguments) can read it from device memory.
 #pragma once
 
 #include <cstdint>
 
+#include "core/sampling_params.h"
+
 namespace tandem::cpu {
 
-struct SamplingParams {
-    float temperature = 0.0f;         // <= 0: greedy
-    int32_t top_k = 0;                // 0: off
-    float top_p = 1.0f;               // >= 1: off
-    float min_p = 0.0f;               // 0: off
-    float repetition_penalty = 1.0f;  // 1: off
-    uint64_t seed = 0;
-};
+// The settings of one row (core/sampling_params.h; shared with the CUDA twins).
+using SamplingParams = tandem::SamplingParams;
 
 // logits [T, V] in place: row t penalised at the ids tokens[row_slot[t] * M + 0 .. row_len[t]-1] (the
 // sequence so far: prompt and generated tokens) by params[t].repetition_penalty. tokens [N, M].
@@ -39,7 +36,8 @@ void repetition_penalty(float* logits, const int32_t* tokens, const int32_t* row
 // index. params [T].
 void sample_tokens(int32_t* out, float* logits, const SamplingParams* params, const int64_t* draw, int T, int V);
 
-// The uniform draw of sample_tokens: [0, 1) from (seed, draw index).
+// The uniform draw of sample_tokens: [0, 1) from (seed, draw index); the same value as
+// tandem::sampling_draw_uniform (core/sampling_params.h), which the CUDA kernels call.
 double sampling_uniform(uint64_t seed, int64_t draw);
 
 }  // namespace tandem::cpu
