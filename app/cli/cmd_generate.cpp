@@ -14,7 +14,8 @@
 //  - Sampling: greedy by default (temperature 0); with --temperature > 0 the model's generation_config.json
 //    fills the settings not given on the command line. Stops at EOS, generation_config's stop ids, the
 //    template's end token, or N tokens. --stats prints tokens/s to stderr. Ctrl-C stops the answer.
-//  - --device cuda is refused (Unsupported) until the CUDA inference ops exist; auto runs on the CPU.
+//  - --device cuda runs on the GPU (infer/cuda_infer.h; Unsupported without a usable one); auto takes the GPU when
+//    there is one.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -125,7 +126,7 @@ Run add_generate_command(CLI::App& app) {
     sub->add_option("--seed", o->seed, "sampling seed");
     sub->add_option("--context", o->context, "tokens per conversation, prompt included (0: the model's, at most 4096)")
         ->check(CLI::NonNegativeNumber);
-    sub->add_option("--device", o->device, "auto | cpu | cuda (cuda: not built yet)")
+    sub->add_option("--device", o->device, "auto | cpu | cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     sub->add_flag("--stats", o->stats, "print prompt tokens, stop reason and tokens/s to stderr");
     return [o]() -> int {

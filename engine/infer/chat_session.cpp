@@ -20,6 +20,8 @@
 
 #include "core/files.h"
 #include "infer/cpu_infer.h"
+#include "infer/cuda_infer.h"
+#include "model/cuda_model.h"
 #include "tandem/chat_template.h"
 #include "tandem/error.h"
 #include "tandem/model_config.h"
@@ -173,7 +175,7 @@ struct ChatSession::Impl {
     std::string template_error;  // why messages cannot be rendered (no tokenizer)
     std::vector<int32_t> stops;
     GenerationDefaults defaults;
-    std::optional<infer::CpuInferModel> model;
+    std::unique_ptr<infer::InferModel> model;  // CpuInferModel or CudaInferModel
     std::vector<std::string> slot_adapter;  // [slots] the adapter the slot's cache was computed with
 
     // The special token the template writes after an assistant turn, if any.
@@ -229,9 +231,6 @@ ChatSession::~ChatSession() = default;
 
 ChatSession ChatSession::open(const ChatSessionOptions& options) {
     const std::string where = options.model_dir.string();
-    if (options.device == ChatSessionOptions::Device::Cuda)
-        throw_unsupported(where + ": generation on CUDA is not built yet (the KV-cache and sampling ops have CPU "
-                                  "kernels only); use the CPU device");
     if (options.max_sequences < 1) throw_invalid(where + ": at least one sequence is needed");
     auto impl = std::make_unique<Impl>();
     Impl& m = *impl;
@@ -241,7 +240,13 @@ ChatSession ChatSession::open(const ChatSessionOptions& options) {
     io.max_len = options.max_context;
     io.chunk = std::max(options.prefill_chunk, options.max_sequences);
     io.quantize_4bit = options.quantize_4bit;
-    m.model.emplace(infer::CpuInferModel::load(options.model_dir, io));
+    // auto: CUDA when this build and machine can run it (cuda_backend_available), else the CPU.
+    const bool cuda = options.device == ChatSessionOptions::Device::Cuda ||
+                      (options.device == ChatSessionOptions::Device::Auto && cuda_backend_available());
+    if (cuda)
+        m.model = infer::load_cuda_infer_model(options.model_dir, io);
+    else
+        m.model = std::make_unique<infer::CpuInferModel>(infer::CpuInferModel::load(options.model_dir, io));
     m.slot_adapter.assign(size_t(options.max_sequences), {});
     std::error_code ec;
     if (fs::is_regular_file(options.model_dir / "tokenizer.json", ec)) {
@@ -289,7 +294,7 @@ const GenerationDefaults& ChatSession::defaults() const { return impl_->defaults
 int ChatSession::max_context() const { return impl_->model->max_len(); }
 int ChatSession::max_sequences() const { return impl_->model->num_slots(); }
 const fs::path& ChatSession::model_dir() const { return impl_->opt.model_dir; }
-std::string ChatSession::device_name() const { return "CPU"; }
+std::string ChatSession::device_name() const { return impl_->model->device_name(); }
 
 ChatMemory ChatSession::memory() const {
     const infer::InferBytes b = impl_->model->bytes();
@@ -304,7 +309,7 @@ GenerationResult ChatSession::generate(const GenerationRequest& request, Generat
 std::vector<GenerationResult> ChatSession::generate(const std::vector<GenerationRequest>& requests,
                                                     GenerationSink* sink, const std::atomic<bool>* cancel) {
     Impl& m = *impl_;
-    infer::CpuInferModel& model = *m.model;
+    infer::InferModel& model = *m.model;
     using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
     auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };

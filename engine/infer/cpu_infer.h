@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "infer/infer_model.h"
 #include "kernels/cpu/sampling.h"
 #include "model/lora_table.h"
 #include "model/plan.h"
@@ -41,36 +42,7 @@
 
 namespace tandem::infer {
 
-struct InferOptions {
-    int num_slots = 1;       // N: sequences held at once
-    int max_len = 0;     // M: positions per slot; 0: min(max_position_embeddings, 4096)
-    int chunk = 256;     // rows of one forward call (prefill is cut into chunks of this many)
-    bool quantize_4bit = false;  // hold the projections as NF4 (a pre-quantized checkpoint is 4-bit anyway)
-};
-
-// Bytes of an inference model: the decoder's arenas and the cache arena.
-struct InferBytes {
-    uint64_t weights = 0, activations = 0, workspace = 0, kv_cache = 0, adapters = 0;
-    uint64_t total() const { return weights + activations + workspace + kv_cache + adapters; }
-};
-
-// One adapter, read from a PEFT folder and held as fp32.
-struct InferAdapter {
-    std::string name;
-    std::filesystem::path dir;
-    LoraConfig config;
-    std::vector<LoraTensorSpec> specs;
-    LoraIndex index;
-    std::vector<std::vector<float>> values;  // [specs] A [r,in] / B [out,r]
-};
-
-// Tokens appended to one sequence by a forward call.
-struct Feed {
-    int slot = 0;
-    std::vector<int32_t> tokens;
-};
-
-class CpuInferModel {
+class CpuInferModel final : public InferModel {
 public:
     // Error{InvalidInput|Unsupported} naming the folder, as CpuModel::load.
     static CpuInferModel load(const std::filesystem::path& model_dir, const InferOptions& options);
@@ -81,37 +53,38 @@ public:
     CpuInferModel& operator=(CpuInferModel&&) noexcept;
     ~CpuInferModel();
 
-    const ModelConfig& config() const;
+    const ModelConfig& config() const override;
     const std::filesystem::path& model_dir() const;
-    int num_slots() const;
-    int max_len() const;  // M, after the LongRoPE cap
-    int vocab() const;
-    InferBytes bytes() const;
+    int num_slots() const override;
+    int max_len() const override;  // M, after the LongRoPE cap
+    int vocab() const override;
+    InferBytes bytes() const override;
+    std::string device_name() const override { return "CPU"; }
 
     // Reads a PEFT adapter (Error{InvalidInput|Unsupported} naming the folder and, for a bad tensor, its
     // name and shape: an adapter of another base fails here). Replaces an adapter of the same name.
-    void add_adapter(const std::string& name, const std::filesystem::path& dir);
-    void remove_adapter(const std::string& name);
-    bool has_adapter(const std::string& name) const;
-    std::vector<std::string> adapter_names() const;
+    void add_adapter(const std::string& name, const std::filesystem::path& dir) override;
+    void remove_adapter(const std::string& name) override;
+    bool has_adapter(const std::string& name) const override;
+    std::vector<std::string> adapter_names() const override;
     const InferAdapter& adapter(const std::string& name) const;
 
     // The tokens held for a slot (its cache rows 0..length-1 are valid).
-    int length(int slot) const;
-    const int32_t* tokens(int slot) const;  // [length]
-    void truncate(int slot, int length);    // keep the first `length` (0: empty the slot)
+    int length(int slot) const override;
+    const int32_t* tokens(int slot) const override;  // [length]
+    void truncate(int slot, int length) override;  // keep the first `length` (0: empty the slot)
 
     // Appends each feed's tokens to its slot (at most one feed per slot) with adapter `adapter` ("" : none)
     // and returns the logits [feeds, V] of each feed's last token (valid until the next call). Error{InvalidInput}
     // when a slot would exceed max_len, for an unknown adapter, an id outside the vocabulary. With `cancel`
     // set between two chunks it returns nullptr; the slots then hold what ran.
     const float* forward(const std::vector<Feed>& feeds, const std::string& adapter,
-                         const std::atomic<bool>* cancel = nullptr);
+                         const std::atomic<bool>* cancel = nullptr) override;
 
     // The repetition penalty and the choice of the next token of each feed of the last forward call
     // (rows of its logits, in feed order): params [feeds], draw [feeds] (see kernels/cpu/sampling.h).
     std::vector<int32_t> sample(const std::vector<Feed>& feeds, const std::vector<cpu::SamplingParams>& params,
-                                const std::vector<int64_t>& draw);
+                                const std::vector<int64_t>& draw) override;
 
     struct Impl;
 

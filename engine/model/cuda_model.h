@@ -163,6 +163,9 @@ public:
     int max_tokens() const;
 
     struct Impl;
+    // The runtime's state (model/cuda_model_impl.h) for in-engine users that drive the decoder themselves
+    // (the inference engine: its own attention runtime over the same weights and arenas).
+    Impl& impl() { return *impl_; }
 
 private:
     explicit CudaModel(std::unique_ptr<Impl> impl);

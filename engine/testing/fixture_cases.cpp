@@ -21,6 +21,7 @@
 #include "core/files.h"
 #include "export/peft_adapter.h"
 #include "model/cuda_model.h"
+#include "tandem/chat.h"
 #include "tandem/error.h"
 #include "tandem/model_config.h"
 #include "tandem/safetensors.h"
@@ -152,6 +153,39 @@ void oom_case(Check& c, const fs::path& dir) {
              std::to_string(before) + " bytes before, " + std::to_string(after) + " after");
     c.scalar("usable afterwards: same loss", small_loss(), before_loss, 0.0);
 }
+// Greedy decoding with the KV cache on CUDA (ChatSession, bf16) against transformers' greedy decoding in fp32
+// (tests/fixtures/models/greedy_reference.json, with each step's top-1 / top-2 logit margin): the ids must be
+// the same up to the end, or up to a step where transformers' own margin is below kNearTie (bf16 logits round
+// by about 1e-2 of their size: such a step may flip).
+void greedy_case(Check& c, const fs::path& models, const nlohmann::json& ref) {
+    constexpr double kNearTie = 0.1;
+    const std::string variant = ref.at("variant");
+    const bool with_adapter = ref.at("adapter");
+    ChatSessionOptions o;
+    o.model_dir = models / variant;
+    o.device = ChatSessionOptions::Device::Cuda;
+    o.max_sequences = 1;
+    o.max_context = 256;
+    if (with_adapter) o.adapters.push_back({"a", models / variant / "adapter"});
+    ChatSession s = ChatSession::open(o);
+    GenerationRequest r;
+    r.prompt_ids = ref.at("prompt_ids").get<std::vector<int32_t>>();
+    const auto want = ref.at("greedy_new_ids").get<std::vector<int32_t>>();
+    const auto margins = ref.at("margins").get<std::vector<double>>();
+    r.max_new_tokens = int(want.size());
+    r.adapter = with_adapter ? "a" : "";
+    r.sampling.temperature = 0.0;
+    r.stop_at_eos = false;
+    const GenerationResult g = s.generate(r);
+    size_t same = 0;
+    while (same < want.size() && same < g.ids.size() && g.ids[same] == want[same]) ++same;
+    const bool ok = same == want.size() || (same < margins.size() && margins[same] < kNearTie);
+    c.result("greedy ids = transformers'", ok ? 0.0 : 1.0, 0.0,
+             same == want.size() ? std::to_string(same) + " of " + std::to_string(want.size()) + " equal (" + s.device_name() + ")"
+                                 : "first difference at step " + std::to_string(same) + " (transformers' margin " +
+                                       g3(margins.at(same)) + ")");
+}
+
 }  // namespace
 
 void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
@@ -175,6 +209,14 @@ void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
                 [=](Check& c) { fixture_case(c, models / "llama-nf4", AttentionBackend::Inhouse, &spec); });
         }
         add("out of memory: impossible load", [=](Check& c) { oom_case(c, models / "llama"); });
+        if (fs::exists(models / "greedy_reference.json")) {
+            const nlohmann::json greedy = read_json_file(models / "greedy_reference.json");
+            for (const auto& ref : greedy.at("cases"))
+                add("inference greedy " + ref.at("variant").get<std::string>() +
+                        (ref.at("adapter").get<bool>() ? " adapter" : " base") + " prompt " +
+                        std::to_string(ref.at("prompt_index").get<int>()),
+                    [=](Check& c) { greedy_case(c, models, ref); });
+        }
     }
 }
 

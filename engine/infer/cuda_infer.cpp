@@ -1,0 +1,363 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// CudaInferModel (see cuda_infer.h): a CudaModel's weights and arenas with an inference runtime behind the
+// decoder's attention hook, the KV cache, device sampling. Dimension legend: infer/cpu_infer.h.
+#include "infer/cuda_infer.h"
+
+#include "tandem/error.h"
+
+#if TANDEM_WITH_CUDA
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "backend/cuda/backend.h"
+#include "core/cuda/context.h"
+#include "core/cuda/memory.h"
+#include "export/peft_adapter.h"
+#include "kernels/cuda/kv_cache.h"
+#include "kernels/cuda/sampling.h"
+#include "model/cuda_model.h"
+#include "model/cuda_model_impl.h"
+#include "model/decoder.h"
+#include "tandem/safetensors.h"
+
+namespace tandem::infer {
+namespace {
+
+constexpr int kDefaultMaxLen = 4096;
+constexpr int kDefaultRank = 64;  // LoRA tmp pieces planned for adapters up to this rank (a larger one reloads)
+
+using cuda::bf16;
+
+LoraConfig plan_lora(const ModelConfig& cfg, int r) {
+    LoraConfig l;
+    l.r = std::max(1, r);
+    l.alpha = l.r;
+    l.dropout = 0.0;
+    l.target_modules = lora_targets(cfg);
+    return l;
+}
+
+template <class T>
+void upload(T* dst, const T* src, size_t n) {
+    if (n) TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, cuda::context().stream));
+}
+
+// One adapter on the device: every LoRA tensor of its table, bf16, one after the other.
+struct DeviceAdapter {
+    InferAdapter info;
+    cuda::DeviceBuffer values;
+    std::vector<size_t> offset;  // [specs] element offset of each tensor
+};
+
+class CudaInferModel final : public InferModel, public DecoderRuntime<CudaBackend> {
+public:
+    CudaInferModel(const std::filesystem::path& dir, const InferOptions& o) : dir_(dir), opt_(o) {
+        if (o.num_slots < 1 || o.num_slots > 4096) throw_invalid(dir.string() + ": the number of sequences must be 1..4096");
+        if (o.chunk < o.num_slots)
+            throw_invalid(dir.string() + ": " + std::to_string(o.num_slots) +
+                          " sequences need a prefill chunk of at least as many rows");
+        load_model(kDefaultRank);
+        const ModelConfig& cfg = model_->config();
+        const Dims& d = dims();
+        int64_t m = o.max_len > 0 ? o.max_len : std::min<int64_t>(cfg.max_position_embeddings, kDefaultMaxLen);
+        m = std::min<int64_t>(m, cfg.max_position_embeddings);
+        if (d.longrope_max > 0) m = std::min<int64_t>(m, d.longrope_max);
+        M_ = int(m);
+        N_ = o.num_slots;
+        if (M_ < 2) throw_invalid(dir.string() + ": a context of " + std::to_string(M_) + " positions is too short");
+        const size_t cache = size_t(N_) * size_t(d.L) * size_t(M_) * size_t(d.KV);
+        kc_ = cuda::DeviceBuffer(cache * sizeof(bf16), "kv cache: k");
+        vc_ = cuda::DeviceBuffer(cache * sizeof(bf16), "kv cache: v");
+        hist_dev_ = cuda::DeviceBuffer(size_t(N_) * size_t(M_) * sizeof(int32_t), "kv cache: token history");
+        logits_ = cuda::DeviceBuffer(size_t(N_) * size_t(d.V) * sizeof(float), "next-token logits");
+        const int T = d.T;
+        rows_ = cuda::DeviceBuffer((4 * size_t(T) + 1) * sizeof(int32_t), "inference rows");
+        ws_bytes_ = cuda::decode_attention_workspace(T, d.Hq, d.Hkv, d.D, M_);
+        if (ws_bytes_) ws_ = cuda::DeviceBuffer(ws_bytes_, "decode attention workspace");
+        sample_ = cuda::DeviceBuffer(size_t(N_) * (sizeof(SamplingParams) + sizeof(int64_t) + 3 * sizeof(int32_t)) + 256,
+                                     "sampling state");
+        hist_.assign(size_t(N_) * size_t(M_), 0);
+        len_.assign(size_t(N_), 0);
+        TANDEM_CUDA_CHECK(cudaMemsetAsync(hist_dev_.data(), 0, hist_dev_.bytes(), cuda::context().stream));
+        cuda::synchronize();
+    }
+
+    // InferModel
+    const ModelConfig& config() const override { return model_->config(); }
+    int num_slots() const override { return N_; }
+    int max_len() const override { return M_; }
+    int vocab() const override { return int(dims().V); }
+    std::string device_name() const override { return "CUDA"; }
+    InferBytes bytes() const override {
+        InferBytes b;
+        const CudaMemoryPlan p = const_cast<CudaModel&>(*model_).memory();
+        b.weights = p.weights;
+        b.activations = p.activations;
+        b.workspace = p.workspace + ws_bytes_;
+        b.kv_cache = kc_.bytes() + vc_.bytes() + hist_dev_.bytes() + logits_.bytes();
+        for (const auto& [name, a] : adapters_) b.adapters += a.values.bytes();
+        return b;
+    }
+    void add_adapter(const std::string& name, const std::filesystem::path& dir) override {
+        if (name.empty()) throw_invalid(dir.string() + ": an adapter needs a name");
+        const ModelConfig& cfg = model_->config();
+        PeftAdapter p = read_peft_adapter(dir, cfg);
+        DeviceAdapter a;
+        a.info.name = name;
+        a.info.dir = dir;
+        a.info.config = p.config;
+        a.info.specs = lora_tensor_specs(cfg, p.config);
+        a.info.index = lora_index_of(a.info.specs, dims().L);
+        std::vector<uint16_t> host;
+        for (const LoraTensorSpec& s : a.info.specs) {
+            auto it = p.tensors.find(s.name);
+            if (it == p.tensors.end()) throw_invalid((dir / kPeftWeightsName).string() + ": lacks tensor " + s.name);
+            a.offset.push_back(host.size());
+            for (float v : it->second) host.push_back(f32_to_bf16(v));
+        }
+        a.values = cuda::DeviceBuffer(std::max<size_t>(host.size(), 1) * sizeof(uint16_t), "adapter (bf16)");
+        upload(static_cast<uint16_t*>(a.values.data()), host.data(), host.size());
+        cuda::synchronize();  // `host` goes out of scope
+        if (a.info.config.r > planned_rank_) load_model(a.info.config.r);  // larger LoRA tmp pieces
+        adapters_.erase(name);
+        adapters_.emplace(name, std::move(a));
+    }
+    void remove_adapter(const std::string& name) override { adapters_.erase(name); }
+    bool has_adapter(const std::string& name) const override { return adapters_.count(name) > 0; }
+    std::vector<std::string> adapter_names() const override {
+        std::vector<std::string> out;
+        for (const auto& [name, a] : adapters_) out.push_back(name);
+        return out;
+    }
+    int length(int slot) const override { return len_.at(size_t(slot)); }
+    const int32_t* tokens(int slot) const override { return hist_.data() + size_t(slot) * size_t(M_); }
+    void truncate(int slot, int length) override {
+        if (slot < 0 || slot >= N_) throw_internal("inference: slot " + std::to_string(slot) + " out of range");
+        len_[size_t(slot)] = std::clamp(length, 0, len_[size_t(slot)]);
+    }
+
+    const float* forward(const std::vector<Feed>& feeds, const std::string& adapter,
+                         const std::atomic<bool>* cancel) override {
+        const Dims& d = dims();
+        if (feeds.empty() || int(feeds.size()) > N_) throw_internal("inference: 1..slots feeds per call");
+        if (!adapter.empty() && !adapters_.count(adapter))
+            throw_invalid("inference: no adapter named '" + adapter + "' is loaded");
+        std::vector<uint8_t> used(size_t(N_), 0);
+        for (const Feed& f : feeds) {
+            if (f.slot < 0 || f.slot >= N_) throw_internal("inference: feed slot out of range");
+            if (used[size_t(f.slot)]++) throw_internal("inference: two feeds for one slot in one call");
+            if (f.tokens.empty()) throw_internal("inference: an empty feed");
+            const int64_t end = int64_t(len_[size_t(f.slot)]) + int64_t(f.tokens.size());
+            if (end > M_)
+                throw_invalid("inference: a sequence of " + std::to_string(end) + " tokens exceeds the context of " +
+                              std::to_string(M_) + " positions this session holds per sequence");
+            for (int32_t t : f.tokens)
+                if (t < 0 || t >= d.V)
+                    throw_invalid("inference: token id " + std::to_string(t) + " is outside the model's vocabulary [0, " +
+                                  std::to_string(d.V) + ")");
+        }
+        bind_adapter(adapter);
+        Decoder<CudaBackend>& dec = model_->impl().dec;
+        const int Tmax = d.T;
+        const size_t nT = static_cast<size_t>(Tmax);
+        std::vector<int32_t> tok(nT), pos(nT), slot(nT), cu(nT + 1);
+        int32_t* dev = static_cast<int32_t*>(rows_.data());
+        int32_t* d_tok = dev;
+        int32_t* d_pos = dev + Tmax;
+        int32_t* d_slot = dev + 2 * Tmax;
+        int32_t* d_cu = dev + 3 * Tmax;
+        float* out = static_cast<float*>(logits_.data());
+        std::vector<size_t> done(feeds.size(), 0);
+        size_t next = 0;
+        while (next < feeds.size()) {
+            if (cancel && cancel->load(std::memory_order_relaxed)) return nullptr;
+            int T = 0, S = 0, longest = 0;
+            bool fresh = true;
+            std::vector<std::pair<size_t, int>> ends;
+            cu[0] = 0;
+            for (size_t i = next; i < feeds.size() && T < Tmax; ++i) {
+                const Feed& f = feeds[i];
+                const int start = len_[size_t(f.slot)];
+                const int n = int(std::min<size_t>(f.tokens.size() - done[i], size_t(Tmax - T)));
+                if (start != 0) fresh = false;
+                int32_t* h = hist_.data() + size_t(f.slot) * size_t(M_);
+                for (int r = 0; r < n; ++r) {
+                    const int32_t t = f.tokens[done[i] + size_t(r)];
+                    tok[size_t(T + r)] = t;
+                    pos[size_t(T + r)] = start + r;
+                    slot[size_t(T + r)] = f.slot;
+                    h[start + r] = t;
+                }
+                upload(static_cast<int32_t*>(hist_dev_.data()) + size_t(f.slot) * size_t(M_) + start, h + start,
+                       size_t(n));
+                T += n;
+                cu[size_t(++S)] = T;
+                longest = std::max(longest, start + n);
+                done[i] += size_t(n);
+                len_[size_t(f.slot)] += n;
+                if (done[i] == f.tokens.size()) ends.push_back({i, T - 1});
+            }
+            while (next < feeds.size() && done[next] == feeds[next].tokens.size()) ++next;
+            check_rope_range(d, longest);
+            upload(d_tok, tok.data(), size_t(T));
+            upload(d_pos, pos.data(), size_t(T));
+            upload(d_slot, slot.data(), size_t(T));
+            upload(d_cu, cu.data(), size_t(S) + 1);
+            fresh_ = fresh;
+            row_slot_ = d_slot;
+            row_pos_ = d_pos;
+            Step& s = dec.step;
+            s = Step{};
+            s.T = T;
+            s.S = S;
+            s.max_seqlen = longest;
+            s.tokens = d_tok;
+            s.positions = d_pos;
+            s.cu_seqlens = d_cu;
+            dec.forward(false);
+            for (const auto& [i, row] : ends)
+                CudaBackend::lm_head_logits(out + i * size_t(d.V), dec.lnf + int64_t(row) * d.C, dec.head, 1, d.C, d.V,
+                                            d.final_softcap);
+            // The host vectors are reused by the next chunk: the pageable copies above have been staged.
+        }
+        return out;
+    }
+
+    std::vector<int32_t> sample(const std::vector<Feed>& feeds, const std::vector<cpu::SamplingParams>& params,
+                                const std::vector<int64_t>& draw) override {
+        const int T = int(feeds.size());
+        if (T == 0 || params.size() != feeds.size() || draw.size() != feeds.size())
+            throw_internal("inference: sample needs one parameter set and draw index per feed");
+        std::vector<int32_t> slot(static_cast<size_t>(T)), len(static_cast<size_t>(T)), out(static_cast<size_t>(T));
+        bool penalty = false;
+        for (int t = 0; t < T; ++t) {
+            slot[size_t(t)] = feeds[size_t(t)].slot;
+            len[size_t(t)] = len_[size_t(feeds[size_t(t)].slot)];
+            penalty |= params[size_t(t)].repetition_penalty != 1.0f;
+        }
+        char* base = static_cast<char*>(sample_.data());
+        auto* d_params = reinterpret_cast<SamplingParams*>(base);
+        auto* d_draw = reinterpret_cast<int64_t*>(base + round_up(int64_t(N_) * int64_t(sizeof(SamplingParams)), 64));
+        auto* d_ints = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(d_draw) + size_t(N_) * sizeof(int64_t));
+        int32_t* d_slot = d_ints;
+        int32_t* d_len = d_ints + N_;
+        int32_t* d_out = d_ints + 2 * N_;
+        upload(d_params, params.data(), size_t(T));
+        upload(d_draw, draw.data(), size_t(T));
+        upload(d_slot, slot.data(), size_t(T));
+        upload(d_len, len.data(), size_t(T));
+        float* logits = static_cast<float*>(logits_.data());
+        const int V = int(dims().V);
+        if (penalty)
+            cuda::repetition_penalty(logits, static_cast<const int32_t*>(hist_dev_.data()), d_slot, d_len, d_params, T,
+                                     V, N_, M_);
+        cuda::sample_tokens(d_out, logits, d_params, d_draw, T, V);
+        TANDEM_CUDA_CHECK(cudaMemcpyAsync(out.data(), d_out, size_t(T) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                          cuda::context().stream));
+        cuda::synchronize();  // the ids go back to the host: one sync per generated token (all sequences)
+        return out;
+    }
+
+    // DecoderRuntime: the cache write, then packed causal attention (a fresh chunk) or attention on the cache.
+    void attention_forward(int l, LayerActs<CudaBackend>& a, const Step& s) override {
+        const Dims& d = dims();
+        cuda::kv_cache_write(kc(), vc(), a.kr, a.v, row_slot_, row_pos_, s.T, l, N_, d.L, M_, d.KV);
+        if (fresh_)
+            CudaBackend::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, s.cu_seqlens, s.S, s.T,
+                                           d.Hq, d.Hkv, d.D, d.attn_scale, s.max_seqlen, d.windows[size_t(l)],
+                                           d.attn_softcap);
+        else
+            cuda::decode_attention(a.att, a.qr, kc(), vc(), row_slot_, row_pos_, s.T, l, N_, d.L, M_, d.Hq, d.Hkv, d.D,
+                                   d.attn_scale, d.windows[size_t(l)], d.attn_softcap,
+                                   ws_bytes_ ? ws_.data() : nullptr);
+    }
+    void attention_backward(int, LayerActs<CudaBackend>&, bf16*, bf16*, bf16*, const bf16*, const Step&) override {
+        throw_internal("inference: the inference runtime has no backward");
+    }
+    void offload_input(int) override {}
+    void wait_offloaded(int) override {}
+    void reload_input(int) override {}
+    void wait_reloaded(int) override {}
+    void input_used(int) override {}
+
+private:
+    const Dims& dims() const { return const_cast<CudaModel&>(*model_).impl().d; }
+    bf16* kc() { return static_cast<bf16*>(kc_.data()); }
+    bf16* vc() { return static_cast<bf16*>(vc_.data()); }
+
+    // The CudaModel holding weights and arenas, with LoRA tmp pieces of rank r; its decoder runs on this runtime.
+    void load_model(int r) {
+        CudaModelOptions o;
+        o.max_tokens = std::max(opt_.chunk, 64);
+        o.max_seqlen = o.max_tokens;
+        o.checkpointing = CheckpointPolicy::Recompute;
+        o.attention = AttentionBackend::Inhouse;
+        o.cuda_graphs = false;
+        o.quantize_4bit = opt_.quantize_4bit;
+        model_.reset();
+        model_.emplace(CudaModel::load(dir_, plan_lora(load_model_config(dir_), r), 1, o));
+        planned_rank_ = std::max(1, r);
+        model_->impl().dec.rt = this;
+        model_->impl().dec.dropout = 0.0;
+    }
+
+    void bind_adapter(const std::string& name) {
+        Decoder<CudaBackend>& dec = model_->impl().dec;
+        const Dims& d = dims();
+        dec.lora.assign(size_t(d.L), {});
+        dec.d.R = planned_rank_;
+        dec.lora_scaling = 1.0f;
+        if (name.empty()) return;
+        const DeviceAdapter& a = adapters_.at(name);
+        const int r = a.info.config.r;
+        dec.d.R = r;
+        dec.lora_scaling = float(a.info.config.scaling());
+        const bf16* v = static_cast<const bf16*>(a.values.data());
+        for (int l = 0; l < d.L; ++l)
+            for (int m = 0; m < kNumModules; ++m) {
+                const LoraSlot& s = a.info.index[size_t(l)][size_t(m)];
+                if (s.a < 0) continue;
+                dec.lora[size_t(l)][size_t(m)] = {v + a.offset[size_t(s.a)], v + a.offset[size_t(s.a) + 1] + s.b_row * r,
+                                                  nullptr, nullptr, s.drop};
+            }
+    }
+
+    std::filesystem::path dir_;
+    InferOptions opt_;
+    std::optional<CudaModel> model_;
+    int N_ = 1, M_ = 0, planned_rank_ = 1;
+    cuda::DeviceBuffer kc_, vc_, hist_dev_, logits_, rows_, ws_, sample_;
+    size_t ws_bytes_ = 0;
+    std::vector<int32_t> hist_;
+    std::vector<int> len_;
+    std::map<std::string, DeviceAdapter> adapters_;
+    bool fresh_ = false;
+    const int32_t* row_slot_ = nullptr;
+    const int32_t* row_pos_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<InferModel> load_cuda_infer_model(const std::filesystem::path& model_dir, const InferOptions& options) {
+    std::string why;
+    if (!cuda_backend_available(&why))
+        throw_unsupported(model_dir.string() + ": generation on CUDA: " + why + "; generate on the CPU (device cpu)");
+    return std::make_unique<CudaInferModel>(model_dir, options);
+}
+
+}  // namespace tandem::infer
+
+#else
+
+namespace tandem::infer {
+std::unique_ptr<InferModel> load_cuda_infer_model(const std::filesystem::path& model_dir, const InferOptions&) {
+    throw_unsupported(model_dir.string() + ": this build has no CUDA backend; generate on the CPU (device cpu)");
+}
+}  // namespace tandem::infer
+
+#endif  // TANDEM_WITH_CUDA
