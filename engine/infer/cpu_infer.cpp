@@ -12,6 +12,7 @@
 
 #include "backend/cpu/backend.h"
 #include "export/peft_adapter.h"
+#include "infer/chunks.h"
 #include "kernels/cpu/kv_cache.h"
 #include "model/decoder.h"
 #include "model/quant4_load.h"
@@ -23,16 +24,6 @@ namespace {
 
 constexpr int kCeChunkRows = 64;
 constexpr int kDefaultMaxLen = 4096;
-
-// The LoRA config the activation plan is made for: every target of the model at rank r (the tmp pieces).
-LoraConfig plan_lora(const ModelConfig& cfg, int r) {
-    LoraConfig l;
-    l.r = std::max(1, r);
-    l.alpha = l.r;
-    l.dropout = 0.0;
-    l.target_modules = lora_targets(cfg);
-    return l;
-}
 
 int resolve_max_len(const ModelConfig& cfg, const InferOptions& o, const Dims& d) {
     int64_t m = o.max_len > 0 ? o.max_len : std::min<int64_t>(cfg.max_position_embeddings, kDefaultMaxLen);
@@ -57,7 +48,7 @@ CachePlan cache_plan(const Dims& d, int N, int M) {
 }
 
 ModelPlan decoder_plan(const Dims& d, const ModelConfig& cfg, int r) {
-    const LoraConfig l = plan_lora(cfg, r);
+    const LoraConfig l = infer_plan_lora(cfg, r);
     const auto specs = lora_tensor_specs(cfg, l);
     PlanTraits tr;
     tr.act_bytes = sizeof(float);
@@ -150,7 +141,7 @@ struct CpuInferModel::Impl final : DecoderRuntime<CpuBackend> {
 
 InferBytes CpuInferModel::plan(const ModelConfig& cfg, const InferOptions& options, int lora_rank) {
     check_options(options, "inference plan");
-    const LoraConfig l = plan_lora(cfg, lora_rank);
+    const LoraConfig l = infer_plan_lora(cfg, lora_rank);
     validate_model(cfg, l, "inference plan");
     const Dims d = make_dims(cfg, l, options.chunk, 0, kCeChunkRows);
     const ModelPlan y = decoder_plan(d, cfg, lora_rank);
@@ -168,14 +159,14 @@ CpuInferModel CpuInferModel::load(const std::filesystem::path& model_dir, const 
     check_options(options, where);
     ModelDir md = open_model_dir(model_dir);
     const ModelConfig cfg = options.quantize_4bit ? with_quantization(md.info.config) : md.info.config;
-    validate_model(cfg, plan_lora(cfg, 1), where);
+    validate_model(cfg, infer_plan_lora(cfg, 1), where);
 
     auto impl = std::make_unique<Impl>();
     Impl& m = *impl;
     m.dir = model_dir;
     m.cfg = cfg;
     m.opt = options;
-    m.d = make_dims(cfg, plan_lora(cfg, 1), options.chunk, 0, kCeChunkRows);
+    m.d = make_dims(cfg, infer_plan_lora(cfg, 1), options.chunk, 0, kCeChunkRows);
     m.N = options.num_slots;
     m.M = resolve_max_len(cfg, options, m.d);
     if (m.M < 2) throw_invalid(where + ": a context of " + std::to_string(m.M) + " positions is too short to generate");
@@ -296,55 +287,20 @@ const float* CpuInferModel::forward(const std::vector<Feed>& feeds, const std::s
                                     const std::atomic<bool>* cancel) {
     Impl& m = *impl_;
     const Dims& d = m.d;
-    if (feeds.empty() || int(feeds.size()) > m.N) throw_internal("inference: 1..slots feeds per call");
+    check_feeds(feeds, m.N, m.M, d.V, m.len);
     if (!adapter.empty() && !m.adapters.count(adapter))
         throw_invalid("inference: no adapter named '" + adapter + "' is loaded");
-    std::vector<uint8_t> used(size_t(m.N), 0);
-    for (const Feed& f : feeds) {
-        if (f.slot < 0 || f.slot >= m.N) throw_internal("inference: feed slot out of range");
-        if (used[size_t(f.slot)]++) throw_internal("inference: two feeds for one slot in one call");
-        if (f.tokens.empty()) throw_internal("inference: an empty feed");
-        const int64_t end = int64_t(m.len[size_t(f.slot)]) + int64_t(f.tokens.size());
-        if (end > m.M)
-            throw_invalid("inference: a sequence of " + std::to_string(end) + " tokens exceeds the context of " +
-                          std::to_string(m.M) + " positions this session holds per sequence");
-        for (int32_t t : f.tokens)
-            if (t < 0 || t >= d.V)
-                throw_invalid("inference: token id " + std::to_string(t) + " is outside the model's vocabulary [0, " +
-                              std::to_string(d.V) + ")");
-    }
     m.bind_adapter(adapter);
     std::vector<size_t> done(feeds.size(), 0);  // tokens of each feed already run
     size_t next = 0;                             // the first feed with tokens left
     float* out = m.logits();
     while (next < feeds.size()) {
         if (cancel && cancel->load(std::memory_order_relaxed)) return nullptr;
-        // Fill one chunk of at most T rows with whole or partial feeds, in order.
-        int T = 0, S = 0, longest = 0;
-        bool fresh = true;
-        std::vector<std::pair<size_t, int>> ends;  // (feed, row) of rows that end a feed
-        m.cu[0] = 0;
-        for (size_t i = next; i < feeds.size() && T < d.T; ++i) {
-            const Feed& f = feeds[i];
-            const int start = m.len[size_t(f.slot)];
-            const int n = int(std::min<size_t>(f.tokens.size() - done[i], size_t(d.T - T)));
-            if (start != 0) fresh = false;
-            int32_t* h = m.hist() + size_t(f.slot) * size_t(m.M);
-            for (int r = 0; r < n; ++r) {
-                const int32_t tok = f.tokens[done[i] + size_t(r)];
-                m.row_tok[size_t(T + r)] = tok;
-                m.row_pos[size_t(T + r)] = start + r;
-                m.row_slot[size_t(T + r)] = f.slot;
-                h[start + r] = tok;
-            }
-            T += n;
-            m.cu[size_t(++S)] = T;
-            longest = std::max(longest, start + n);
-            done[i] += size_t(n);
-            m.len[size_t(f.slot)] += n;
-            if (done[i] == f.tokens.size()) ends.push_back({i, T - 1});
-        }
-        while (next < feeds.size() && done[next] == feeds[next].tokens.size()) ++next;
+        const Chunk c = next_chunk(feeds, done, next, d.T, m.M, m.hist(), m.len, m.row_tok.data(), m.row_pos.data(),
+                                   m.row_slot.data(), m.cu.data());
+        const int T = c.T, S = c.S, longest = c.longest;
+        const bool fresh = c.fresh;
+        const auto& ends = c.ends;
         check_rope_range(d, longest);
         m.fresh = fresh;
         Step& s = m.dec.step;

@@ -18,6 +18,7 @@
 #include "core/cuda/context.h"
 #include "core/cuda/memory.h"
 #include "export/peft_adapter.h"
+#include "infer/chunks.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/sampling.h"
 #include "model/cuda_model.h"
@@ -32,15 +33,6 @@ constexpr int kDefaultMaxLen = 4096;
 constexpr int kDefaultRank = 64;  // LoRA tmp pieces planned for adapters up to this rank (a larger one reloads)
 
 using cuda::bf16;
-
-LoraConfig plan_lora(const ModelConfig& cfg, int r) {
-    LoraConfig l;
-    l.r = std::max(1, r);
-    l.alpha = l.r;
-    l.dropout = 0.0;
-    l.target_modules = lora_targets(cfg);
-    return l;
-}
 
 template <class T>
 void upload(T* dst, const T* src, size_t n) {
@@ -144,23 +136,9 @@ public:
     const float* forward(const std::vector<Feed>& feeds, const std::string& adapter,
                          const std::atomic<bool>* cancel) override {
         const Dims& d = dims();
-        if (feeds.empty() || int(feeds.size()) > N_) throw_internal("inference: 1..slots feeds per call");
+        check_feeds(feeds, N_, M_, int(d.V), len_);
         if (!adapter.empty() && !adapters_.count(adapter))
             throw_invalid("inference: no adapter named '" + adapter + "' is loaded");
-        std::vector<uint8_t> used(size_t(N_), 0);
-        for (const Feed& f : feeds) {
-            if (f.slot < 0 || f.slot >= N_) throw_internal("inference: feed slot out of range");
-            if (used[size_t(f.slot)]++) throw_internal("inference: two feeds for one slot in one call");
-            if (f.tokens.empty()) throw_internal("inference: an empty feed");
-            const int64_t end = int64_t(len_[size_t(f.slot)]) + int64_t(f.tokens.size());
-            if (end > M_)
-                throw_invalid("inference: a sequence of " + std::to_string(end) + " tokens exceeds the context of " +
-                              std::to_string(M_) + " positions this session holds per sequence");
-            for (int32_t t : f.tokens)
-                if (t < 0 || t >= d.V)
-                    throw_invalid("inference: token id " + std::to_string(t) + " is outside the model's vocabulary [0, " +
-                                  std::to_string(d.V) + ")");
-        }
         bind_adapter(adapter);
         Decoder<CudaBackend>& dec = model_->impl().dec;
         const int Tmax = d.T;
@@ -176,39 +154,18 @@ public:
         size_t next = 0;
         while (next < feeds.size()) {
             if (cancel && cancel->load(std::memory_order_relaxed)) return nullptr;
-            int T = 0, S = 0, longest = 0;
-            bool fresh = true;
-            std::vector<std::pair<size_t, int>> ends;
-            cu[0] = 0;
-            for (size_t i = next; i < feeds.size() && T < Tmax; ++i) {
-                const Feed& f = feeds[i];
-                const int start = len_[size_t(f.slot)];
-                const int n = int(std::min<size_t>(f.tokens.size() - done[i], size_t(Tmax - T)));
-                if (start != 0) fresh = false;
-                int32_t* h = hist_.data() + size_t(f.slot) * size_t(M_);
-                for (int r = 0; r < n; ++r) {
-                    const int32_t t = f.tokens[done[i] + size_t(r)];
-                    tok[size_t(T + r)] = t;
-                    pos[size_t(T + r)] = start + r;
-                    slot[size_t(T + r)] = f.slot;
-                    h[start + r] = t;
-                }
-                upload(static_cast<int32_t*>(hist_dev_.data()) + size_t(f.slot) * size_t(M_) + start, h + start,
-                       size_t(n));
-                T += n;
-                cu[size_t(++S)] = T;
-                longest = std::max(longest, start + n);
-                done[i] += size_t(n);
-                len_[size_t(f.slot)] += n;
-                if (done[i] == f.tokens.size()) ends.push_back({i, T - 1});
-            }
-            while (next < feeds.size() && done[next] == feeds[next].tokens.size()) ++next;
+            const Chunk c = next_chunk(feeds, done, next, Tmax, M_, hist_.data(), len_, tok.data(), pos.data(),
+                                       slot.data(), cu.data());
+            const int T = c.T, S = c.S, longest = c.longest;
+            for (const Chunk::Segment& g : c.segments)  // the device copy of the history (repetition penalty)
+                upload(static_cast<int32_t*>(hist_dev_.data()) + size_t(g.slot) * size_t(M_) + g.start,
+                       hist_.data() + size_t(g.slot) * size_t(M_) + g.start, size_t(g.n));
             check_rope_range(d, longest);
             upload(d_tok, tok.data(), size_t(T));
             upload(d_pos, pos.data(), size_t(T));
             upload(d_slot, slot.data(), size_t(T));
             upload(d_cu, cu.data(), size_t(S) + 1);
-            fresh_ = fresh;
+            fresh_ = c.fresh;
             row_slot_ = d_slot;
             row_pos_ = d_pos;
             Step& s = dec.step;
@@ -220,7 +177,14 @@ public:
             s.positions = d_pos;
             s.cu_seqlens = d_cu;
             dec.forward(false);
-            for (const auto& [i, row] : ends)
+            bool in_order = int(c.ends.size()) == T;  // decode: every row ends its feed, in feed order
+            for (size_t e = 0; in_order && e < c.ends.size(); ++e)
+                in_order = c.ends[e].first == e && c.ends[e].second == int(e);
+            if (in_order) {  // one lm_head over the rows
+                CudaBackend::lm_head_logits(out, dec.lnf, dec.head, T, d.C, d.V, d.final_softcap);
+                continue;
+            }
+            for (const auto& [i, row] : c.ends)
                 CudaBackend::lm_head_logits(out + i * size_t(d.V), dec.lnf + int64_t(row) * d.C, dec.head, 1, d.C, d.V,
                                             d.final_softcap);
             // The host vectors are reused by the next chunk: the pageable copies above have been staged.
@@ -300,7 +264,7 @@ private:
         o.cuda_graphs = false;
         o.quantize_4bit = opt_.quantize_4bit;
         model_.reset();
-        model_.emplace(CudaModel::load(dir_, plan_lora(load_model_config(dir_), r), 1, o));
+        model_.emplace(CudaModel::load(dir_, infer_plan_lora(load_model_config(dir_), r), 1, o));
         planned_rank_ = std::max(1, r);
         model_->impl().dec.rt = this;
         model_->impl().dec.dropout = 0.0;

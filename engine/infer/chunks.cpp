@@ -1,0 +1,70 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Feeds and chunks of a forward call (see chunks.h).
+#include "infer/chunks.h"
+
+#include <algorithm>
+#include <string>
+
+#include "model/lora_table.h"
+#include "tandem/error.h"
+
+namespace tandem::infer {
+
+LoraConfig infer_plan_lora(const ModelConfig& cfg, int r) {
+    LoraConfig l;
+    l.r = std::max(1, r);
+    l.alpha = l.r;
+    l.dropout = 0.0;
+    l.target_modules = lora_targets(cfg);
+    return l;
+}
+
+void check_feeds(const std::vector<Feed>& feeds, int num_slots, int max_len, int vocab, const std::vector<int>& len) {
+    if (feeds.empty() || int(feeds.size()) > num_slots) throw_internal("inference: 1..slots feeds per call");
+    std::vector<uint8_t> used(size_t(num_slots), 0);
+    for (const Feed& f : feeds) {
+        if (f.slot < 0 || f.slot >= num_slots) throw_internal("inference: feed slot out of range");
+        if (used[size_t(f.slot)]++) throw_internal("inference: two feeds for one slot in one call");
+        if (f.tokens.empty()) throw_internal("inference: an empty feed");
+        const int64_t end = int64_t(len[size_t(f.slot)]) + int64_t(f.tokens.size());
+        if (end > max_len)
+            throw_invalid("inference: a sequence of " + std::to_string(end) + " tokens exceeds the context of " +
+                          std::to_string(max_len) + " positions this session holds per sequence");
+        for (int32_t t : f.tokens)
+            if (t < 0 || t >= vocab)
+                throw_invalid("inference: token id " + std::to_string(t) + " is outside the model's vocabulary [0, " +
+                              std::to_string(vocab) + ")");
+    }
+}
+
+Chunk next_chunk(const std::vector<Feed>& feeds, std::vector<size_t>& done, size_t& next, int Tmax, int M,
+                 int32_t* hist, std::vector<int>& len, int32_t* tok, int32_t* pos, int32_t* slot, int32_t* cu) {
+    Chunk c;
+    cu[0] = 0;
+    for (size_t i = next; i < feeds.size() && c.T < Tmax; ++i) {
+        const Feed& f = feeds[i];
+        const int start = len[size_t(f.slot)];
+        const int n = int(std::min<size_t>(f.tokens.size() - done[i], size_t(Tmax - c.T)));
+        if (start != 0) c.fresh = false;
+        int32_t* h = hist + size_t(f.slot) * size_t(M);
+        for (int r = 0; r < n; ++r) {
+            const int32_t t = f.tokens[done[i] + size_t(r)];
+            tok[size_t(c.T + r)] = t;
+            pos[size_t(c.T + r)] = start + r;
+            slot[size_t(c.T + r)] = f.slot;
+            h[start + r] = t;
+        }
+        c.segments.push_back({f.slot, start, n});
+        c.T += n;
+        cu[size_t(++c.S)] = c.T;
+        c.longest = std::max(c.longest, start + n);
+        done[i] += size_t(n);
+        len[size_t(f.slot)] += n;
+        if (done[i] == f.tokens.size()) c.ends.push_back({i, c.T - 1});
+    }
+    while (next < feeds.size() && done[next] == feeds[next].tokens.size()) ++next;
+    return c;
+}
+
+}  // namespace tandem::infer

@@ -1,0 +1,38 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The host bookkeeping both inference models share (infer/cpu_infer.h, infer/cuda_infer.h): the LoRA config of
+// the plan, checking a forward
+// call's feeds, and cutting them into chunks of at most T rows (tokens, positions, slots, cu_seqlens; the token
+// history and lengths of the slots advanced).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "infer/infer_model.h"
+
+namespace tandem::infer {
+
+// The LoRA config an inference plan is made for: every target of the model at rank r (the LoRA tmp pieces).
+LoraConfig infer_plan_lora(const ModelConfig& cfg, int r);
+
+// Error{Internal} for a malformed call (slots, empty or duplicate feeds), Error{InvalidInput} for a sequence past
+// max_len positions or a token id outside [0, vocab).
+void check_feeds(const std::vector<Feed>& feeds, int num_slots, int max_len, int vocab, const std::vector<int>& len);
+
+struct Chunk {
+    int T = 0, S = 0, longest = 0;
+    bool fresh = true;                                // every segment starts its sequence (position 0)
+    std::vector<std::pair<size_t, int>> ends;         // (feed, row) of the rows that end a feed
+    struct Segment { int slot, start, n; };           // the rows of one feed: slot positions start .. start+n-1
+    std::vector<Segment> segments;
+};
+
+// The rows of the next chunk of at most Tmax rows, from feed `next` on (done[i]: tokens of feed i already run):
+// tok / pos / slot [Tmax], cu [Tmax+1] filled, each slot's history (hist [N, M], host) and length advanced.
+// Advances `next` past the finished feeds.
+Chunk next_chunk(const std::vector<Feed>& feeds, std::vector<size_t>& done, size_t& next, int Tmax, int M,
+                 int32_t* hist, std::vector<int>& len, int32_t* tok, int32_t* pos, int32_t* slot, int32_t* cu);
+
+}  // namespace tandem::infer
