@@ -90,10 +90,18 @@ void lora_backward(float* dinp, float* dlora_a, float* dlora_b, float* dtmp, con
     TANDEM_KCHECK_PTR(dout);
     TANDEM_KCHECK_PTR(lora_b);
     TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0 && R > 0);
+    // The LoRA weight gradients sum over rows in fixed blocks of kLoraGradRows, one GEMM each, in order: the
+    // same bits whether the rows come in one call or in chunks of a multiple of the block (the chunked MLP).
+    auto over_rows = [&](auto&& gemm_rows) {
+        for (int r0 = 0; r0 < N; r0 += kLoraGradRows) gemm_rows(r0, std::min(kLoraGradRows, N - r0));
+    };
     if (dlora_b) {
         TANDEM_KCHECK_PTR(tmp);
         // dlora_b[OUT,R] += scaling * dout[N,OUT]^T @ tmp[N,R]
-        gemm(true, false, OUT, R, N, scaling, dout, OUT, tmp, R, 1.0f, dlora_b, R);
+        over_rows([&](int r0, int n) {
+            gemm(true, false, OUT, R, n, scaling, dout + int64_t(r0) * OUT, OUT, tmp + int64_t(r0) * R, R, 1.0f,
+                 dlora_b, R);
+        });
     }
     if (!dlora_a && !dinp) return;
     // dtmp[N,R] = scaling * dout[N,OUT] @ lora_b[OUT,R]
@@ -101,7 +109,9 @@ void lora_backward(float* dinp, float* dlora_a, float* dlora_b, float* dtmp, con
     if (dlora_a) {
         TANDEM_KCHECK_PTR(inp);
         // dlora_a[R,IN] += dtmp[N,R]^T @ inp[N,IN]
-        gemm(true, false, R, IN, N, 1.0f, dtmp, R, inp, IN, 1.0f, dlora_a, IN);
+        over_rows([&](int r0, int n) {
+            gemm(true, false, R, IN, n, 1.0f, dtmp + int64_t(r0) * R, R, inp + int64_t(r0) * IN, IN, 1.0f, dlora_a, IN);
+        });
     }
     if (dinp) {
         TANDEM_KCHECK_PTR(lora_a);

@@ -12,6 +12,10 @@
 
 namespace tandem::cpu {
 
+// lora_backward's weight gradients sum over the rows in blocks of this many (one GEMM each, in order), so a
+// caller that runs the rows in chunks of a multiple of it (the chunked MLP, model/plan.h) gets the same bits.
+inline constexpr int kLoraGradRows = 256;
+
 // out[N,OUT] = inp[N,IN] @ weight[OUT,IN]^T + bias[OUT] (bias may be nullptr). out is written and must not
 // overlap inp (nor, in lora_forward, inp or tmp).
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int IN, int OUT);
