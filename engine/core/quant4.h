@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdint>
 
+#include "core/random.h"  // TANDEM_HD
+
 namespace tandem {
 
 inline constexpr int kQuant4Codes = 16;    // values of a 4-bit code table
@@ -48,5 +50,35 @@ const std::array<float, kQuant4Codes - 1>& nf4_thresholds();
 // Bytes of each part of a 4-bit tensor of n elements.
 inline int64_t quant4_code_bytes(int64_t n) { return (n + 1) / 2; }
 inline int64_t quant4_blocks(int64_t n, int blocksize) { return (n + blocksize - 1) / blocksize; }
+
+
+// bitsandbytes' dQuantize<0>, the 8-bit code of x: binary search over the sorted 256-value `code`, then the
+// nearer neighbour by the midpoint rule (fp32 midpoints, ties to the lower code). Host and device (TANDEM_HD):
+// the CPU and CUDA twins of quantize_blockwise_8bit share it.
+TANDEM_HD inline uint8_t code8_of(const float* code, float x) {
+    int pivot = 127, upper_pivot = 255, lower_pivot = 0;
+    float lower = -1.0f, upper = 1.0f;
+    float val = code[pivot];
+    for (int i = 64; i > 0; i >>= 1) {
+        if (x > val) {
+            lower_pivot = pivot;
+            lower = val;
+            pivot += i;
+        } else {
+            upper_pivot = pivot;
+            upper = val;
+            pivot -= i;
+        }
+        val = code[pivot];
+    }
+    if (upper_pivot == 255) upper = code[upper_pivot];
+    if (lower_pivot == 0) lower = code[lower_pivot];
+    if (x > val) {
+        const float midpoint = (upper + val) * 0.5f;
+        return uint8_t(x > midpoint ? upper_pivot : pivot);
+    }
+    const float midpoint = (lower + val) * 0.5f;
+    return uint8_t(x < midpoint ? lower_pivot : pivot);
+}
 
 }  // namespace tandem

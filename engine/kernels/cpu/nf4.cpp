@@ -34,33 +34,6 @@ float block_absmax(const Quant4Ref& w, int64_t b) {
     return a + w.offset[0];
 }
 
-// bitsandbytes' dQuantize<0>: binary search over the sorted 256-value code, then the nearer neighbour by
-// the midpoint rule (fp32 midpoints, ties to the lower code).
-uint8_t code8_of(const float* code, float x) {
-    int pivot = 127, upper_pivot = 255, lower_pivot = 0;
-    float lower = -1.0f, upper = 1.0f;
-    float val = code[pivot];
-    for (int i = 64; i > 0; i >>= 1) {
-        if (x > val) {
-            lower_pivot = pivot;
-            lower = val;
-            pivot += i;
-        } else {
-            upper_pivot = pivot;
-            upper = val;
-            pivot -= i;
-        }
-        val = code[pivot];
-    }
-    if (upper_pivot == 255) upper = code[upper_pivot];
-    if (lower_pivot == 0) lower = code[lower_pivot];
-    if (x > val) {
-        const float midpoint = (upper + val) * 0.5f;
-        return uint8_t(x > midpoint ? upper_pivot : pivot);
-    }
-    const float midpoint = (lower + val) * 0.5f;
-    return uint8_t(x < midpoint ? lower_pivot : pivot);
-}
 
 }  // namespace
 

@@ -103,32 +103,6 @@ __global__ void quantize4_kernel(uint8_t* codes, float* absmax, const float* in,
     }
 }
 
-// bitsandbytes' dQuantize<0> over a code in shared memory.
-__device__ inline uint8_t code8_of(const float* code, float x) {
-    int pivot = 127, upper_pivot = 255, lower_pivot = 0;
-    float lower = -1.0f, upper = 1.0f;
-    float val = code[pivot];
-    for (int i = 64; i > 0; i >>= 1) {
-        if (x > val) {
-            lower_pivot = pivot;
-            lower = val;
-            pivot += i;
-        } else {
-            upper_pivot = pivot;
-            upper = val;
-            pivot -= i;
-        }
-        val = code[pivot];
-    }
-    if (upper_pivot == 255) upper = code[upper_pivot];
-    if (lower_pivot == 0) lower = code[lower_pivot];
-    if (x > val) {
-        const float midpoint = (upper + val) * 0.5f;
-        return uint8_t(x > midpoint ? upper_pivot : pivot);
-    }
-    const float midpoint = (lower + val) * 0.5f;
-    return uint8_t(x < midpoint ? lower_pivot : pivot);
-}
 
 // One CUDA block of 128 threads per quantization block of 256 (2 elements per thread).
 __global__ void quantize8_kernel(uint8_t* q, float* block_absmax, const float* in, float offset, const float* code_g,
