@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "export/peft_adapter.h"
 #include "model/lora_table.h"
 #include "tandem/error.h"
 
@@ -18,6 +19,24 @@ LoraConfig infer_plan_lora(const ModelConfig& cfg, int r) {
     l.dropout = 0.0;
     l.target_modules = lora_targets(cfg);
     return l;
+}
+
+InferAdapter read_infer_adapter(const std::string& name, const std::filesystem::path& dir, const ModelConfig& cfg,
+                                int layers) {
+    if (name.empty()) throw_invalid(dir.string() + ": an adapter needs a name");
+    PeftAdapter p = read_peft_adapter(dir, cfg);
+    InferAdapter a;
+    a.name = name;
+    a.dir = dir;
+    a.config = p.config;
+    a.specs = lora_tensor_specs(cfg, p.config);
+    a.index = lora_index_of(a.specs, layers);
+    for (const LoraTensorSpec& s : a.specs) {
+        auto it = p.tensors.find(s.name);
+        if (it == p.tensors.end()) throw_invalid((dir / kPeftWeightsName).string() + ": lacks tensor " + s.name);
+        a.values.push_back(std::move(it->second));
+    }
+    return a;
 }
 
 void check_feeds(const std::vector<Feed>& feeds, int num_slots, int max_len, int vocab, const std::vector<int>& len) {

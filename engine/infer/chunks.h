@@ -17,6 +17,11 @@ namespace tandem::infer {
 // The LoRA config an inference plan is made for: every target of the model at rank r (the LoRA tmp pieces).
 LoraConfig infer_plan_lora(const ModelConfig& cfg, int r);
 
+// A PEFT adapter folder read for inference (fp32 values in the LoRA table's order; Error{InvalidInput|Unsupported}
+// naming the folder or the tensor: an adapter of another base fails here).
+InferAdapter read_infer_adapter(const std::string& name, const std::filesystem::path& dir, const ModelConfig& cfg,
+                                int layers);
+
 // Error{Internal} for a malformed call (slots, empty or duplicate feeds), Error{InvalidInput} for a sequence past
 // max_len positions or a token id outside [0, vocab).
 void check_feeds(const std::vector<Feed>& feeds, int num_slots, int max_len, int vocab, const std::vector<int>& len);

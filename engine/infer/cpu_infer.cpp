@@ -2,8 +2,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // CpuInferModel (see cpu_infer.h): loading, the plan with the cache arena, adapters, and forward calls through
 // Decoder<CpuBackend> with the inference runtime. Dimension legend: cpu_infer.h.
-// The weight loading walks weight_entries as CpuModel::load does (the same checks and messages); it is a copy
-// of that loop because model.cpp keeps it private.
+// The weights load as CpuModel's (load_weights_fp32, model/quant4_load.h).
 #include "infer/cpu_infer.h"
 
 #include <algorithm>
@@ -11,7 +10,6 @@
 #include <string>
 
 #include "backend/cpu/backend.h"
-#include "export/peft_adapter.h"
 #include "infer/chunks.h"
 #include "kernels/cpu/kv_cache.h"
 #include "model/decoder.h"
@@ -192,22 +190,7 @@ CpuInferModel CpuInferModel::load(const std::filesystem::path& model_dir, const 
     m.bind();
 
     // Weights, converted to fp32 into their pieces of the weights arena (as CpuModel::load).
-    const SafetensorsSet& ws = md.weights;
-    for (const WeightEntry& e : weight_entries(m.y, d)) {
-        if (e.handle < 0) {
-            load_quant4_host(m.y.weights, m.weights_mem.data(), e, d, ws);
-            continue;
-        }
-        if (checkpoint_is_quant4(ws, e))
-            throw_unsupported(ws.source_name() + ": tensor " + e.name +
-                              " is stored 4-bit, but the config's quantization_config keeps it in float "
-                              "(llm_int8_skip_modules); the checkpoint and its config.json disagree");
-        const std::vector<float> v = tensor_to_f32(ws.at(e.name));
-        if (int64_t(v.size()) != e.numel)
-            throw_invalid(ws.source_name() + ": tensor " + e.name + " has " + std::to_string(v.size()) +
-                          " elements, the config implies " + std::to_string(e.numel));
-        std::memcpy(m.y.weights.ptr<float>(m.weights_mem.data(), e.handle), v.data(), v.size() * sizeof(float));
-    }
+    load_weights_fp32(m.y, m.weights_mem.data(), d, md.weights);
     return CpuInferModel(std::move(impl));
 }
 
@@ -236,20 +219,7 @@ InferBytes CpuInferModel::bytes() const {
 
 void CpuInferModel::add_adapter(const std::string& name, const std::filesystem::path& dir) {
     Impl& m = *impl_;
-    if (name.empty()) throw_invalid(dir.string() + ": an adapter needs a name");
-    PeftAdapter p = read_peft_adapter(dir, m.cfg);
-    InferAdapter a;
-    a.name = name;
-    a.dir = dir;
-    a.config = p.config;
-    a.specs = lora_tensor_specs(m.cfg, p.config);
-    a.index = lora_index_of(a.specs, m.d.L);
-    for (const LoraTensorSpec& s : a.specs) {
-        auto it = p.tensors.find(s.name);
-        if (it == p.tensors.end())
-            throw_invalid((dir / kPeftWeightsName).string() + ": lacks tensor " + s.name);
-        a.values.push_back(std::move(it->second));
-    }
+    InferAdapter a = read_infer_adapter(name, dir, m.cfg, m.d.L);
     if (a.config.r > m.planned_rank) {  // the LoRA tmp pieces grow: re-plan the activations
         m.allocate_decoder(a.config.r);
         m.bind();

@@ -17,7 +17,6 @@
 #include "backend/cuda/backend.h"
 #include "core/cuda/context.h"
 #include "core/cuda/memory.h"
-#include "export/peft_adapter.h"
 #include "infer/chunks.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/sampling.h"
@@ -96,21 +95,13 @@ public:
         return b;
     }
     void add_adapter(const std::string& name, const std::filesystem::path& dir) override {
-        if (name.empty()) throw_invalid(dir.string() + ": an adapter needs a name");
-        const ModelConfig& cfg = model_->config();
-        PeftAdapter p = read_peft_adapter(dir, cfg);
         DeviceAdapter a;
-        a.info.name = name;
-        a.info.dir = dir;
-        a.info.config = p.config;
-        a.info.specs = lora_tensor_specs(cfg, p.config);
-        a.info.index = lora_index_of(a.info.specs, dims().L);
+        a.info = read_infer_adapter(name, dir, model_->config(), dims().L);
         std::vector<uint16_t> host;
-        for (const LoraTensorSpec& s : a.info.specs) {
-            auto it = p.tensors.find(s.name);
-            if (it == p.tensors.end()) throw_invalid((dir / kPeftWeightsName).string() + ": lacks tensor " + s.name);
+        for (std::vector<float>& v : a.info.values) {
             a.offset.push_back(host.size());
-            for (float v : it->second) host.push_back(f32_to_bf16(v));
+            for (float x : v) host.push_back(f32_to_bf16(x));
+            v = {};  // the device copy is what runs
         }
         a.values = cuda::DeviceBuffer(std::max<size_t>(host.size(), 1) * sizeof(uint16_t), "adapter (bf16)");
         upload(static_cast<uint16_t*>(a.values.data()), host.data(), host.size());

@@ -302,14 +302,12 @@ CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConf
     const size_t stage_bytes = m.work_bytes;
     const Quant4Stage q4{stage, stage_bytes, m.y.quant_max_blocks};
     for (const WeightEntry& e : weight_entries(m.y, d)) {
-        if (e.handle < 0)
+        if (e.handle < 0) {
             upload_quant4(m.y.weights, m.weights_mem.data(), e, d, ws, q4);
-        else if (checkpoint_is_quant4(ws, e))
-            throw_unsupported(ws.source_name() + ": tensor " + e.name +
-                              " is stored 4-bit, but the config's quantization_config keeps it in float "
-                              "(llm_int8_skip_modules); the checkpoint and its config.json disagree");
-        else
+        } else {
+            check_not_quant4(ws, e);
             upload_weight(m.weight(e.handle), ws, e.name, e.numel, stage, stage_bytes);
+        }
     }
     cuda::synchronize();  // before the mapping closes and the staging span becomes the workspace again
     return CudaModel(std::move(impl));

@@ -161,25 +161,8 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
     m.offloaded = offloaded_layers(m.y.checkpointing, d.L);
     m.x_host.assign(size_t(m.offloaded) * size_t(d.T) * size_t(d.C), 0.0f);
 
-    // Weights, converted to fp32 into their pieces of the weights arena.
-    const SafetensorsSet& ws = md.weights;
-    auto put = [&](int handle, const std::string& name, int64_t numel) {
-        const std::vector<float> v = tensor_to_f32(ws.at(name));
-        if (int64_t(v.size()) != numel)
-            throw_invalid(ws.source_name() + ": tensor " + name + " has " + std::to_string(v.size()) +
-                          " elements, the config implies " + std::to_string(numel));
-        std::memcpy(m.y.weights.ptr<float>(m.weights_mem.data(), handle), v.data(), v.size() * sizeof(float));
-    };
-    for (const WeightEntry& e : weight_entries(m.y, d)) {
-        if (e.handle < 0)
-            load_quant4_host(m.y.weights, m.weights_mem.data(), e, d, ws);
-        else if (checkpoint_is_quant4(ws, e))
-            throw_unsupported(ws.source_name() + ": tensor " + e.name +
-                              " is stored 4-bit, but the config's quantization_config keeps it in float "
-                              "(llm_int8_skip_modules); the checkpoint and its config.json disagree");
-        else
-            put(e.handle, e.name, e.numel);
-    }
+    // Weights, converted to fp32 into their pieces of the weights arena (4-bit ones as planned).
+    load_weights_fp32(m.y, m.weights_mem.data(), d, md.weights);
     return CpuModel(std::move(impl));
 }
 

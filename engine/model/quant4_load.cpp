@@ -48,6 +48,28 @@ Quant4Tensors checkpoint_quant4(const SafetensorsSet& ws, const WeightEntry& e, 
     return q;
 }
 
+void check_not_quant4(const SafetensorsSet& ws, const WeightEntry& e) {
+    if (checkpoint_is_quant4(ws, e))
+        throw_unsupported(ws.source_name() + ": tensor " + e.name +
+                          " is stored 4-bit, but the config's quantization_config keeps it in float "
+                          "(llm_int8_skip_modules); the checkpoint and its config.json disagree");
+}
+
+void load_weights_fp32(const ModelPlan& y, void* base, const Dims& d, const SafetensorsSet& ws) {
+    for (const WeightEntry& e : weight_entries(y, d)) {
+        if (e.handle < 0) {
+            load_quant4_host(y.weights, base, e, d, ws);
+            continue;
+        }
+        check_not_quant4(ws, e);
+        const std::vector<float> v = tensor_to_f32(ws.at(e.name));
+        if (int64_t(v.size()) != e.numel)
+            throw_invalid(ws.source_name() + ": tensor " + e.name + " has " + std::to_string(v.size()) +
+                          " elements, the config implies " + std::to_string(e.numel));
+        std::memcpy(y.weights.ptr<float>(base, e.handle), v.data(), v.size() * sizeof(float));
+    }
+}
+
 void load_quant4_host(const ArenaLayout& W, void* base, const WeightEntry& e, const Dims& d,
                       const SafetensorsSet& ws) {
     const Quant4Pieces& p = e.q;

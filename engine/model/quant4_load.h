@@ -33,6 +33,14 @@ Quant4Tensors checkpoint_quant4(const SafetensorsSet& ws, const WeightEntry& e, 
 // clear error for the second (the checkpoint contradicts its quantization_config).
 bool checkpoint_is_quant4(const SafetensorsSet& ws, const WeightEntry& e);
 
+// Error{Unsupported} when the checkpoint stores entry e 4-bit though the plan holds it in float (its config's
+// llm_int8_skip_modules and the tensors disagree).
+void check_not_quant4(const SafetensorsSet& ws, const WeightEntry& e);
+
+// CPU backend: every base weight of plan y into the fp32 weights arena at base (host memory): float tensors
+// converted, 4-bit projections copied or quantized (load_quant4_host). CpuModel and CpuInferModel load so.
+void load_weights_fp32(const ModelPlan& y, void* base, const Dims& d, const SafetensorsSet& ws);
+
 // CPU backend: fills entry e's pieces in the weights arena at base (host memory).
 void load_quant4_host(const ArenaLayout& W, void* base, const WeightEntry& e, const Dims& d,
                       const SafetensorsSet& ws);
