@@ -238,6 +238,58 @@ private slots:
         expect_failure({"info", qs(missing)}, 2, "model.embed_tokens.weight");
     }
 
+    // A full disk (ENOSPC injected into the atomic writer: TANDEM_FAULT_ENOSPC_AFTER) while a run writes its
+    // checkpoint: exit 2 naming the file and "no space left", no partial checkpoint folder, the checkpoints
+    // written before it intact, and `--resume` (with space again) continues from the last complete one and
+    // finishes. At the start (nothing fits): exit 2 naming the run's config.json, nothing half-written.
+    void disk_full_keeps_the_last_checkpoint() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        QCOMPARE(run_cli({"demo", "--out", qs(root / "demo")}).exit_code, 0);
+        const QStringList args = {"train", "--model", qs(root / "demo"), "--dataset",
+                                  qs(source_dir() / "datasets/demo_alpaca.jsonl"), "--out", qs(root / "run"),
+                                  "--max-steps", "4", "--batch-tokens", "512", "--max-seq-len", "256",
+                                  "--device", "cpu", "--lora-r", "4", "--checkpoint-every", "1"};
+        // The first checkpoint's size, from an unlimited run of one step.
+        {
+            QStringList one = args;
+            one[one.indexOf("--out") + 1] = qs(root / "probe");
+            one[one.indexOf("--max-steps") + 1] = "1";
+            const CliResult r = run_cli(one, {}, 300000);
+            QVERIFY2(r.exit_code == 0, r.err.right(600).constData());
+        }
+        uint64_t per_checkpoint = 0;
+        for (const auto& e : fs::directory_iterator(root / "probe/checkpoints/step-1")) per_checkpoint += fs::file_size(e);
+        const uint64_t config = fs::file_size(root / "probe/config.json");
+        // Room for config.json and two checkpoints: the third checkpoint runs out of space.
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("TANDEM_FAULT_ENOSPC_AFTER", QString::number(config + 2 * per_checkpoint + per_checkpoint / 2));
+        const CliResult full = run_cli(args, {}, 300000, &env);
+        QVERIFY2(full.exit_code == 2, full.err.right(800).constData());
+        QVERIFY2(full.err.contains("no space left on the device"), full.err.right(800).constData());
+        QVERIFY2(full.err.contains("checkpoints"), full.err.right(800).constData());  // names the file
+        QVERIFY(fs::is_regular_file(root / "run/checkpoints/step-2/state.json"));
+        QVERIFY(!fs::exists(root / "run/checkpoints/step-3"));
+        for (const auto& e : fs::directory_iterator(root / "run/checkpoints"))
+            QVERIFY2(e.path().filename().string().rfind(".step-", 0) != 0, e.path().c_str());  // no partial folder
+        QVERIFY(!fs::exists(root / "run/adapter"));
+        const CliResult resumed = run_cli({"train", "--out", qs(root / "run"), "--resume"}, {}, 300000);
+        QVERIFY2(resumed.exit_code == 0, resumed.err.right(600).constData());
+        QVERIFY(resumed.err.contains("resumed"));
+        QVERIFY(fs::exists(root / "run/adapter/adapter_model.safetensors"));
+        // Nothing fits: the run's config.json cannot be written.
+        env.insert("TANDEM_FAULT_ENOSPC_AFTER", "0");
+        QStringList none = args;
+        none[none.indexOf("--out") + 1] = qs(root / "none");
+        const CliResult nothing = run_cli(none, {}, 300000, &env);
+        QVERIFY2(nothing.exit_code == 2, nothing.err.right(600).constData());
+        QVERIFY2(nothing.err.contains("config.json") && nothing.err.contains("no space left"),
+                 nothing.err.right(600).constData());
+        if (fs::exists(root / "none"))
+            for (const auto& e : fs::recursive_directory_iterator(root / "none"))
+                QVERIFY2(e.path().filename().string().find(".tmp") == std::string::npos, e.path().c_str());
+    }
+
     // Each way a weights file can lie, through `tandem-cli info`: exit 2 naming the file, never a signal.
     void corrupt_safetensors() {
         QTemporaryDir tmp;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "tandem/error.h"
@@ -21,8 +22,25 @@ constexpr size_t kBufferSize = size_t(1) << 20;
 
 std::atomic<uint64_t> g_temp_counter{0};
 
+// Fault injection for the disk-full tests (never a setting): with TANDEM_FAULT_ENOSPC_AFTER=N in the
+// environment, the atomic writes of this process fail with ENOSPC once N bytes have gone through them.
+struct FaultBudget {
+    bool on = false;
+    std::atomic<int64_t> left{0};
+    FaultBudget() {
+        if (const char* v = std::getenv("TANDEM_FAULT_ENOSPC_AFTER")) {
+            on = true;
+            left = std::strtoll(v, nullptr, 10);
+        }
+    }
+};
+FaultBudget& fault_budget() {
+    static FaultBudget b;
+    return b;
+}
+
 std::string errno_text(int err) {
-    if (err == ENOSPC) return "no space left on the device";
+    if (err == ENOSPC) return "no space left on the device; free some space there or write elsewhere";
     if (err == EDQUOT) return "disk quota exceeded";
     return std::strerror(err);
 }
@@ -84,6 +102,7 @@ void AtomicFileWriter::fail(const std::string& what, int err) {
 }
 
 void AtomicFileWriter::write_fd(const std::byte* data, size_t size) {
+    if (FaultBudget& f = fault_budget(); f.on && (f.left -= int64_t(size)) < 0) fail("write failed", ENOSPC);
     while (size > 0) {
         const ssize_t n = ::write(fd_, data, size);
         if (n < 0) {

@@ -225,6 +225,14 @@ struct Trainer::Impl {
         const fs::path tmp = out / "checkpoints" / (".step-" + std::to_string(step) + ".tmp");
         fs::remove_all(tmp);
         fs::create_directories(tmp);
+        struct RemoveUnlessDone {  // a failed write (a full disk) leaves no partial checkpoint folder
+            fs::path dir;
+            bool done = false;
+            ~RemoveUnlessDone() {
+                std::error_code ec;
+                if (!done) fs::remove_all(dir, ec);
+            }
+        } guard{tmp};
         model->sync_to_host();
         auto& params = model->lora_params();
         for (auto& p : params) {  // no optimizer step yet: zero moments
@@ -262,6 +270,7 @@ struct Trainer::Impl {
         write_file_atomic(tmp / kStateName, state.dump(2) + "\n");  // last: marks the folder complete
         if (fs::exists(final_dir)) fs::remove_all(final_dir);       // an incomplete leftover
         fs::rename(tmp, final_dir);
+        guard.done = true;
         fsync_dir(out / "checkpoints");
         last_checkpoint_time = std::chrono::steady_clock::now();
         sink.on_event({RunEventKind::CheckpointSaved, final_dir.string(), step});
