@@ -48,8 +48,7 @@ Run add_plan_command(CLI::App& app) {
         std::string config, model, targets, checkpointing, device;
         std::optional<int> lora_r, batch_tokens, max_seq_len;
         bool max_context = false;
-        std::string quantization;
-        std::optional<double> vram_budget;
+        MemoryFlags memory;
     };
     auto o = std::make_shared<Opts>();
     auto* sub = app.add_subcommand("plan", "Memory a run would need (from config.json alone), and the longest sample "
@@ -62,10 +61,7 @@ Run add_plan_command(CLI::App& app) {
     sub->add_option("--max-seq-len", o->max_seq_len, "longest sample");
     sub->add_option("--checkpointing", o->checkpointing, "auto|off|selective|recompute|smart|smart-single");
     sub->add_option("--device", o->device, "cpu|cuda|auto");
-    sub->add_option("--quantization", o->quantization,
-                    "none (base weights as the checkpoint stores them) | nf4 (4-bit base weights: QLoRA; a *-bnb-4bit "
-                    "checkpoint is 4-bit either way)");
-    sub->add_option("--vram-budget", o->vram_budget, "plan and allocate as if the GPU had this many GiB");
+    add_memory_flags(sub, o->memory);
     sub->add_flag("--max-context", o->max_context,
                   "search the longest single sample that trains with these settings (batch of one sample)");
     return [o]() {
@@ -81,7 +77,7 @@ Run add_plan_command(CLI::App& app) {
         if (o->batch_tokens) c.training.batch_tokens = *o->batch_tokens;
         if (o->max_seq_len) c.data.max_seq_len = *o->max_seq_len;
         apply_choice_flags(c, o->checkpointing, o->device);
-        apply_memory_flags(c, o->quantization, o->vram_budget);
+        apply_memory_flags(c, o->memory);
         if (o->max_context) {
             const LongestContext l = longest_context(c);
             if (l.tokens == 0) {

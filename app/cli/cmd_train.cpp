@@ -77,8 +77,7 @@ Run add_train_command(CLI::App& app) {
             chat_template;
         std::vector<std::string> columns;
         std::string checkpointing;
-        std::string quantization;
-        std::optional<double> vram_budget;
+        MemoryFlags memory;
         std::optional<int> lora_r, grad_accum, batch_tokens, max_seq_len;
         std::optional<double> lora_alpha, lora_dropout, lr, validation_fraction, max_grad_norm, checkpoint_minutes,
             weight_decay, warmup_ratio;
@@ -127,10 +126,7 @@ Run add_train_command(CLI::App& app) {
                     "norms and the MLP in backward) | recompute (keep block inputs, recompute in backward) | smart "
                     "(block inputs in pinned host memory, double-buffered reload) | smart-single | auto (the fastest "
                     "that fits the GPU)");
-    sub->add_option("--quantization", o->quantization,
-                    "none (base weights as the checkpoint stores them) | nf4 (4-bit base weights: QLoRA; a *-bnb-4bit "
-                    "checkpoint is 4-bit either way)");
-    sub->add_option("--vram-budget", o->vram_budget, "plan and allocate as if the GPU had this many GiB");
+    add_memory_flags(sub, o->memory);
     sub->add_option("--checkpoint-every", o->checkpoint_every, "checkpoint every N steps (0: only on stop)");
     sub->add_option("--checkpoint-minutes", o->checkpoint_minutes,
                     "also checkpoint after the step during which M minutes passed since the last checkpoint "
@@ -205,7 +201,7 @@ Run add_train_command(CLI::App& app) {
         }
         if (o->seed) c.seed = *o->seed;
         apply_choice_flags(c, o->checkpointing, o->device);
-        apply_memory_flags(c, o->quantization, o->vram_budget);
+        apply_memory_flags(c, o->memory);
         if (o->checkpoint_every) c.training.checkpoint_every = *o->checkpoint_every;
         if (o->checkpoint_minutes) c.training.checkpoint_minutes = *o->checkpoint_minutes;
         if (o->keep_checkpoints) c.training.keep_checkpoints = *o->keep_checkpoints;

@@ -1,12 +1,14 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Run-config flags that `train` and `plan` share: the comma-separated target list and the checkpointing /
-// device choices, with the same refusals.
+// Run-config flags that `train` and `plan` share: the comma-separated target list, the checkpointing /
+// device choices and the memory flags (quantization, VRAM budget), with the same refusals.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "tandem/error.h"
 #include "tandem/run_config.h"
@@ -43,17 +45,31 @@ inline void apply_choice_flags(RunConfig& c, const std::string& checkpointing, c
     }
 }
 
+// The memory flags as the user sets them.
+struct MemoryFlags {
+    std::string quantization;
+    std::optional<double> vram_budget;
+};
+
+// Registers --quantization and --vram-budget on a subcommand.
+inline void add_memory_flags(CLI::App* sub, MemoryFlags& f) {
+    sub->add_option("--quantization", f.quantization,
+                    "none (base weights as the checkpoint stores them) | nf4 (4-bit base weights: QLoRA; a *-bnb-4bit "
+                    "checkpoint is 4-bit either way)");
+    sub->add_option("--vram-budget", f.vram_budget, "plan and allocate as if the GPU had this many GiB");
+}
+
 // --quantization and --vram-budget, when given.
-inline void apply_memory_flags(RunConfig& c, const std::string& quantization, const std::optional<double>& vram_budget) {
-    if (!quantization.empty()) {
-        const auto q = parse_quantization(quantization);
-        if (!q) throw_invalid("--quantization " + quantization + ": expected none or nf4");
+inline void apply_memory_flags(RunConfig& c, const MemoryFlags& f) {
+    if (!f.quantization.empty()) {
+        const auto q = parse_quantization(f.quantization);
+        if (!q) throw_invalid("--quantization " + f.quantization + ": expected none or nf4");
         c.quantization = *q;
     }
-    if (vram_budget) {
-        if (!(*vram_budget > 0) || *vram_budget > 1e6)
-            throw_invalid("--vram-budget " + std::to_string(*vram_budget) + ": expected a positive number of GiB");
-        c.memory.vram_budget_gib = *vram_budget;
+    if (f.vram_budget) {
+        if (!(*f.vram_budget > 0) || *f.vram_budget > 1e6)
+            throw_invalid("--vram-budget " + std::to_string(*f.vram_budget) + ": expected a positive number of GiB");
+        c.memory.vram_budget_gib = *f.vram_budget;
     }
 }
 

@@ -15,8 +15,6 @@ namespace tandem {
 inline constexpr int kQuant4Codes = 16;    // values of a 4-bit code table
 inline constexpr int kNestedCodes = 256;   // values of the 8-bit table of double-quantized absmax
 
-enum class Quant4Type : uint8_t { Nf4, Fp4 };
-
 // A 4-bit weight (pointers into one backend's memory: host on the CPU, device on CUDA). absmax (plain fp32)
 // or absmax_q + nested_code + nested_absmax + offset (double-quantized) is set.
 struct Quant4Ref {
@@ -51,6 +49,15 @@ const std::array<float, kQuant4Codes - 1>& nf4_thresholds();
 inline int64_t quant4_code_bytes(int64_t n) { return (n + 1) / 2; }
 inline int64_t quant4_blocks(int64_t n, int blocksize) { return (n + blocksize - 1) / blocksize; }
 
+
+// The NF4 code of a scaled value x: the largest i with x > t[i-1] over the 15 ascending thresholds t
+// (nf4_thresholds(); NaN compares false: code 0, as bitsandbytes' decision tree). Host and device.
+TANDEM_HD inline uint8_t nf4_code_from(const float* t, float x) {
+    uint8_t c = 0;
+    for (int i = 0; i < kQuant4Codes - 1; ++i)
+        if (x > t[i]) c = uint8_t(i + 1);
+    return c;
+}
 
 // bitsandbytes' dQuantize<0>, the 8-bit code of x: binary search over the sorted 256-value `code`, then the
 // nearer neighbour by the midpoint rule (fp32 midpoints, ties to the lower code). Host and device (TANDEM_HD):

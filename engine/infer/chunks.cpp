@@ -21,6 +21,22 @@ LoraConfig infer_plan_lora(const ModelConfig& cfg, int r) {
     return l;
 }
 
+void check_infer_options(const InferOptions& o, const std::string& where) {
+    if (o.num_slots < 1 || o.num_slots > 4096) throw_invalid(where + ": the number of sequences must be 1..4096");
+    if (o.chunk < 1) throw_invalid(where + ": the prefill chunk must be at least 1 token");
+    if (o.num_slots > o.chunk)
+        throw_invalid(where + ": " + std::to_string(o.num_slots) + " sequences need a prefill chunk of at least as many rows");
+    if (o.max_len < 0) throw_invalid(where + ": max_len must not be negative");
+}
+
+int resolve_max_len(const ModelConfig& cfg, const InferOptions& o, int longrope_max) {
+    constexpr int64_t kDefaultMaxLen = 4096;
+    int64_t m = o.max_len > 0 ? o.max_len : std::min<int64_t>(cfg.max_position_embeddings, kDefaultMaxLen);
+    m = std::min<int64_t>(m, cfg.max_position_embeddings);
+    if (longrope_max > 0) m = std::min<int64_t>(m, longrope_max);  // the short factors' range (plan.h)
+    return int(m);
+}
+
 InferAdapter read_infer_adapter(const std::string& name, const std::filesystem::path& dir, const ModelConfig& cfg,
                                 int layers) {
     if (name.empty()) throw_invalid(dir.string() + ": an adapter needs a name");

@@ -17,6 +17,12 @@ namespace tandem::infer {
 // The LoRA config an inference plan is made for: every target of the model at rank r (the LoRA tmp pieces).
 LoraConfig infer_plan_lora(const ModelConfig& cfg, int r);
 
+// Error{InvalidInput} naming `where` for options no model can hold (slots, chunk, max_len).
+void check_infer_options(const InferOptions& o, const std::string& where);
+// M: positions per slot: options.max_len, else min(max_position_embeddings, 4096); at most
+// max_position_embeddings and a LongRoPE model's short range (Dims::longrope_max).
+int resolve_max_len(const ModelConfig& cfg, const InferOptions& o, int longrope_max);
+
 // A PEFT adapter folder read for inference (fp32 values in the LoRA table's order; Error{InvalidInput|Unsupported}
 // naming the folder or the tensor: an adapter of another base fails here).
 InferAdapter read_infer_adapter(const std::string& name, const std::filesystem::path& dir, const ModelConfig& cfg,

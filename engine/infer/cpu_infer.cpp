@@ -11,6 +11,7 @@
 
 #include "backend/cpu/backend.h"
 #include "infer/chunks.h"
+#include "infer/infer_runtime.h"
 #include "kernels/cpu/kv_cache.h"
 #include "model/decoder.h"
 #include "model/quant4_load.h"
@@ -21,14 +22,7 @@ namespace tandem::infer {
 namespace {
 
 constexpr int kCeChunkRows = 64;
-constexpr int kDefaultMaxLen = 4096;
 
-int resolve_max_len(const ModelConfig& cfg, const InferOptions& o, const Dims& d) {
-    int64_t m = o.max_len > 0 ? o.max_len : std::min<int64_t>(cfg.max_position_embeddings, kDefaultMaxLen);
-    m = std::min<int64_t>(m, cfg.max_position_embeddings);
-    if (d.longrope_max > 0) m = std::min<int64_t>(m, d.longrope_max);  // the short factors' range (plan.h)
-    return int(m);
-}
 
 struct CachePlan {
     ArenaLayout arena;
@@ -55,17 +49,10 @@ ModelPlan decoder_plan(const Dims& d, const ModelConfig& cfg, int r) {
     return make_plan(d, specs, lora_index_of(specs, d.L), CheckpointPolicy::SmartSingle, tr);
 }
 
-void check_options(const InferOptions& o, const std::string& where) {
-    if (o.num_slots < 1 || o.num_slots > 4096) throw_invalid(where + ": the number of sequences must be 1..4096");
-    if (o.chunk < 1) throw_invalid(where + ": the prefill chunk must be at least 1 token");
-    if (o.num_slots > o.chunk)
-        throw_invalid(where + ": " + std::to_string(o.num_slots) + " sequences need a prefill chunk of at least as many rows");
-    if (o.max_len < 0) throw_invalid(where + ": max_len must not be negative");
-}
 
 }  // namespace
 
-struct CpuInferModel::Impl final : DecoderRuntime<CpuBackend> {
+struct CpuInferModel::Impl final : InferRuntime<CpuBackend> {
     std::filesystem::path dir;
     ModelConfig cfg;
     InferOptions opt;
@@ -127,23 +114,15 @@ struct CpuInferModel::Impl final : DecoderRuntime<CpuBackend> {
             cpu::decode_attention(a.att, a.qr, kc(), vc(), row_slot.data(), row_pos.data(), s.T, l, N, d.L, M, d.Hq,
                                   d.Hkv, d.D, d.attn_scale, d.windows[size_t(l)], d.attn_softcap);
     }
-    void attention_backward(int, LayerActs<CpuBackend>&, float*, float*, float*, const float*, const Step&) override {
-        throw_internal("inference: the inference runtime has no backward");
-    }
-    void offload_input(int) override {}
-    void wait_offloaded(int) override {}
-    void reload_input(int) override {}
-    void wait_reloaded(int) override {}
-    void input_used(int) override {}
 };
 
 InferBytes CpuInferModel::plan(const ModelConfig& cfg, const InferOptions& options, int lora_rank) {
-    check_options(options, "inference plan");
+    check_infer_options(options, "inference plan");
     const LoraConfig l = infer_plan_lora(cfg, lora_rank);
     validate_model(cfg, l, "inference plan");
     const Dims d = make_dims(cfg, l, options.chunk, 0, kCeChunkRows);
     const ModelPlan y = decoder_plan(d, cfg, lora_rank);
-    const CachePlan c = cache_plan(d, options.num_slots, resolve_max_len(cfg, options, d));
+    const CachePlan c = cache_plan(d, options.num_slots, resolve_max_len(cfg, options, d.longrope_max));
     InferBytes b;
     b.weights = y.bytes.weights;
     b.activations = y.bytes.activations;
@@ -154,7 +133,7 @@ InferBytes CpuInferModel::plan(const ModelConfig& cfg, const InferOptions& optio
 
 CpuInferModel CpuInferModel::load(const std::filesystem::path& model_dir, const InferOptions& options) {
     const std::string where = model_dir.string();
-    check_options(options, where);
+    check_infer_options(options, where);
     ModelDir md = open_model_dir(model_dir);
     const ModelConfig cfg = options.quantize_4bit ? with_quantization(md.info.config) : md.info.config;
     validate_model(cfg, infer_plan_lora(cfg, 1), where);
@@ -166,7 +145,7 @@ CpuInferModel CpuInferModel::load(const std::filesystem::path& model_dir, const 
     m.opt = options;
     m.d = make_dims(cfg, infer_plan_lora(cfg, 1), options.chunk, 0, kCeChunkRows);
     m.N = options.num_slots;
-    m.M = resolve_max_len(cfg, options, m.d);
+    m.M = resolve_max_len(cfg, options, m.d.longrope_max);
     if (m.M < 2) throw_invalid(where + ": a context of " + std::to_string(m.M) + " positions is too short to generate");
     const Dims& d = m.d;
     m.rope = cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, int(cfg.max_position_embeddings));

@@ -18,6 +18,7 @@
 #include "core/cuda/context.h"
 #include "core/cuda/memory.h"
 #include "infer/chunks.h"
+#include "infer/infer_runtime.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/sampling.h"
 #include "model/cuda_model.h"
@@ -28,7 +29,6 @@
 namespace tandem::infer {
 namespace {
 
-constexpr int kDefaultMaxLen = 4096;
 constexpr int kDefaultRank = 64;  // LoRA tmp pieces planned for adapters up to this rank (a larger one reloads)
 
 using cuda::bf16;
@@ -45,20 +45,13 @@ struct DeviceAdapter {
     std::vector<size_t> offset;  // [specs] element offset of each tensor
 };
 
-class CudaInferModel final : public InferModel, public DecoderRuntime<CudaBackend> {
+class CudaInferModel final : public InferModel, public InferRuntime<CudaBackend> {
 public:
     CudaInferModel(const std::filesystem::path& dir, const InferOptions& o) : dir_(dir), opt_(o) {
-        if (o.num_slots < 1 || o.num_slots > 4096) throw_invalid(dir.string() + ": the number of sequences must be 1..4096");
-        if (o.chunk < o.num_slots)
-            throw_invalid(dir.string() + ": " + std::to_string(o.num_slots) +
-                          " sequences need a prefill chunk of at least as many rows");
+        check_infer_options(o, dir.string());
         load_model(kDefaultRank);
-        const ModelConfig& cfg = model_->config();
         const Dims& d = dims();
-        int64_t m = o.max_len > 0 ? o.max_len : std::min<int64_t>(cfg.max_position_embeddings, kDefaultMaxLen);
-        m = std::min<int64_t>(m, cfg.max_position_embeddings);
-        if (d.longrope_max > 0) m = std::min<int64_t>(m, d.longrope_max);
-        M_ = int(m);
+        M_ = resolve_max_len(model_->config(), o, d.longrope_max);
         N_ = o.num_slots;
         if (M_ < 2) throw_invalid(dir.string() + ": a context of " + std::to_string(M_) + " positions is too short");
         const size_t cache = size_t(N_) * size_t(d.L) * size_t(M_) * size_t(d.KV);
@@ -73,6 +66,10 @@ public:
         sample_ = cuda::DeviceBuffer(size_t(N_) * (sizeof(SamplingParams) + sizeof(int64_t) + 3 * sizeof(int32_t)) + 256,
                                      "sampling state");
         hist_.assign(size_t(N_) * size_t(M_), 0);
+        row_tok_.resize(size_t(T));
+        row_pos_host_.resize(size_t(T));
+        row_slot_host_.resize(size_t(T));
+        cu_host_.resize(size_t(T) + 1);
         len_.assign(size_t(N_), 0);
         TANDEM_CUDA_CHECK(cudaMemsetAsync(hist_dev_.data(), 0, hist_dev_.bytes(), cuda::context().stream));
         cuda::synchronize();
@@ -133,8 +130,10 @@ public:
         bind_adapter(adapter);
         Decoder<CudaBackend>& dec = model_->impl().dec;
         const int Tmax = d.T;
-        const size_t nT = static_cast<size_t>(Tmax);
-        std::vector<int32_t> tok(nT), pos(nT), slot(nT), cu(nT + 1);
+        std::vector<int32_t>& tok = row_tok_;
+        std::vector<int32_t>& pos = row_pos_host_;
+        std::vector<int32_t>& slot = row_slot_host_;
+        std::vector<int32_t>& cu = cu_host_;
         int32_t* dev = static_cast<int32_t*>(rows_.data());
         int32_t* d_tok = dev;
         int32_t* d_pos = dev + Tmax;
@@ -231,14 +230,6 @@ public:
                                    d.attn_scale, d.windows[size_t(l)], d.attn_softcap,
                                    ws_bytes_ ? ws_.data() : nullptr);
     }
-    void attention_backward(int, LayerActs<CudaBackend>&, bf16*, bf16*, bf16*, const bf16*, const Step&) override {
-        throw_internal("inference: the inference runtime has no backward");
-    }
-    void offload_input(int) override {}
-    void wait_offloaded(int) override {}
-    void reload_input(int) override {}
-    void wait_reloaded(int) override {}
-    void input_used(int) override {}
 
 private:
     const Dims& dims() const { return const_cast<CudaModel&>(*model_).impl().d; }
@@ -289,6 +280,7 @@ private:
     cuda::DeviceBuffer kc_, vc_, hist_dev_, logits_, rows_, ws_, sample_;
     size_t ws_bytes_ = 0;
     std::vector<int32_t> hist_;
+    std::vector<int32_t> row_tok_, row_pos_host_, row_slot_host_, cu_host_;  // [T], [T+1]: a chunk's rows (host)
     std::vector<int> len_;
     std::map<std::string, DeviceAdapter> adapters_;
     bool fresh_ = false;

@@ -138,25 +138,30 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
     // Pinned memory cannot be swapped: smart checkpointing may take at most half of the host's available RAM.
     const HostMemory host = host_memory();
     const uint64_t pinned_budget = host.available / 2;
-    auto plan_for = [&](CheckpointPolicy p) {
+    auto plan_for = [&](CheckpointPolicy p, AttentionKernels a) {
         RunConfig c = config;
         c.memory.checkpointing = p;
+        c.memory.attention = a;
         return CudaModel::plan(mc, config.lora, options_for(c));
     };
+    const AttentionKernels attention = config.memory.attention;
     auto fits = [&](const CudaMemoryPlan& p) { return p.total <= budget && p.pinned_host <= pinned_budget; };
     const bool is_auto = config.memory.checkpointing == CheckpointPolicy::Auto;
+    // auto: the fastest policy that fits: off, then selective (recomputes only norms and the MLP's gate/up),
+    // then recompute, then smart (block inputs in pinned host memory, double-buffered reload: as fast as
+    // recompute when the copies hide), then smart-single (one device buffer less: the fallback when the
+    // second reload buffer does not fit).
+    const std::vector<CheckpointPolicy> order =
+        is_auto ? std::vector<CheckpointPolicy>{CheckpointPolicy::Off, CheckpointPolicy::Selective,
+                                                CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
+                                                CheckpointPolicy::SmartSingle}
+                : std::vector<CheckpointPolicy>{config.memory.checkpointing};
     CudaMemoryPlan chosen;
     if (is_auto) {
-        // The fastest policy that fits: off, then selective (recomputes only norms and the MLP's gate/up),
-        // then recompute, then smart (block inputs in pinned host memory, double-buffered reload: as fast as
-        // recompute when the copies hide), then smart-single (one device buffer less: the fallback when the
-        // second reload buffer does not fit).
-        const CudaMemoryPlan off = plan_for(CheckpointPolicy::Off);
-        const CheckpointPolicy order[] = {CheckpointPolicy::Off, CheckpointPolicy::Selective, CheckpointPolicy::Recompute,
-                                          CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle};
+        const CudaMemoryPlan off = plan_for(CheckpointPolicy::Off, attention);
         config.memory.checkpointing = CheckpointPolicy::SmartSingle;
         for (CheckpointPolicy p : order) {
-            chosen = p == CheckpointPolicy::Off ? off : plan_for(p);
+            chosen = p == CheckpointPolicy::Off ? off : plan_for(p, attention);
             config.memory.checkpointing = p;
             if (fits(chosen)) break;
         }
@@ -172,25 +177,15 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
                                                       gib(host.available) + " available)"
                                                 : std::string()));
     } else {
-        chosen = plan_for(config.memory.checkpointing);
+        chosen = plan_for(config.memory.checkpointing, attention);
     }
-    if (!fits(chosen) && config.memory.attention == AttentionKernels::Auto) {
+    if (!fits(chosen) && attention == AttentionKernels::Auto) {
         // cuDNN's backward workspace (fp32 dQ, and dK / dV expanded to every query head for grouped-query
         // attention) grows with the tokens; the in-house kernels need 4 bytes per token and head. The policies
         // again, in the same order, with the in-house kernels.
         const CudaMemoryPlan with_cudnn = chosen;
-        RunConfig inhouse = config;
-        inhouse.memory.attention = AttentionKernels::Inhouse;
-        const CheckpointPolicy requested = is_auto ? CheckpointPolicy::Auto : config.memory.checkpointing;
-        const std::vector<CheckpointPolicy> order =
-            is_auto ? std::vector<CheckpointPolicy>{CheckpointPolicy::Off, CheckpointPolicy::Selective,
-                                                    CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
-                                                    CheckpointPolicy::SmartSingle}
-                    : std::vector<CheckpointPolicy>{requested};
         for (CheckpointPolicy p : order) {
-            RunConfig c = inhouse;
-            c.memory.checkpointing = p;
-            const CudaMemoryPlan q = CudaModel::plan(mc, config.lora, options_for(c));
+            const CudaMemoryPlan q = plan_for(p, AttentionKernels::Inhouse);
             if (fits(q)) {
                 chosen = q;
                 config.memory.checkpointing = p;

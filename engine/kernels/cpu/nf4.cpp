@@ -16,14 +16,7 @@
 
 namespace tandem::cpu {
 
-uint8_t nf4_code_of(float x) {
-    const auto& t = nf4_thresholds();
-    // The largest i with x > t[i-1] (comparisons with NaN are false: code 0).
-    uint8_t c = 0;
-    for (int i = 0; i < kQuant4Codes - 1; ++i)
-        if (x > t[size_t(i)]) c = uint8_t(i + 1);
-    return c;
-}
+uint8_t nf4_code_of(float x) { return nf4_code_from(nf4_thresholds().data(), x); }
 
 namespace {
 

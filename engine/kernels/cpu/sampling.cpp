@@ -15,10 +15,7 @@
 
 namespace tandem::cpu {
 
-double sampling_uniform(uint64_t seed, int64_t draw) {
-    const uint64_t h = splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(draw));
-    return double(h >> 11) * 0x1.0p-53;
-}
+double sampling_uniform(uint64_t seed, int64_t draw) { return sampling_draw_uniform(seed, draw); }
 
 void repetition_penalty(float* logits, const int32_t* tokens, const int32_t* row_slot, const int32_t* row_len,
                         const SamplingParams* params, int T, int V, int N, int M) {

@@ -76,13 +76,7 @@ __global__ void dequantize1_kernel(bf16* out, Quant4Ref w, int64_t first, int64_
     }
 }
 
-__device__ inline uint8_t nf4_code_of(const Nf4Thresholds& t, float x) {
-    uint8_t c = 0;
-#pragma unroll
-    for (int i = 0; i < kQuant4Codes - 1; ++i)
-        if (x > t.t[i]) c = uint8_t(i + 1);
-    return c;
-}
+__device__ inline uint8_t nf4_code_of(const Nf4Thresholds& t, float x) { return nf4_code_from(t.t, x); }
 
 // One warp per block of 64 elements: lane l holds elements 2l and 2l+1.
 __global__ void quantize4_kernel(uint8_t* codes, float* absmax, const float* in, int64_t n, int64_t blocks,
