@@ -442,6 +442,7 @@ private slots:
             for (int i = 0; i < 8; ++i) d << "{\"text\": \"a b c d e f g h " << i << "\"}\n";
         }
         const fs::path baby = tandem::test::assets() / "babyllama-tok105" / "hf";
+        TANDEM_REQUIRE_ASSET(baby);  // the shared assets beside the checkout (as the other suites)
         r = tandem::test::run_cli({"train", "--model", QString::fromStdString(baby.string()),
                                    "--dataset", QString::fromStdString(data.string()), "--out",
                                    QString::fromStdString(out.string()), "--device", "cpu", "--quantization", "nf4",
