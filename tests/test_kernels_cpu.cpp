@@ -31,6 +31,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/moe.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/sampling.h"
@@ -977,6 +978,147 @@ private slots:
             swiglu_backward(g2.data(), u2.data(), dy.data(), g2.data(), u2.data(), N, F);
             QVERIFY(g2 == dg && u2 == du);
         }
+    }
+
+
+    // Mixture of experts (kernels/cpu/moe.h): the router against double softmax / top-k (+ finite differences of
+    // its backward with the choice fixed), sort + count (stable, offsets), permute / unpermute and the grouped
+    // GEMMs against per-row naive code, and the whole expert MLP of a token against the loop HF runs.
+    void moe() {
+        const int T = 13, E = 6, K = 2, C = 10, F = 7, N = T * K;
+        for (bool renorm : {false, true}) {
+            vecf logits = rnd(T * E, 71, -3, 3);
+            veci idx(T * K);
+            vecf w(T * K), probs(T * E);
+            moe_router_forward(idx.data(), w.data(), probs.data(), logits.data(), T, E, K, renorm);
+            auto route = [&](const vecd& z, std::vector<int>& pick) {  // double reference for fixed choices
+                vecd out(static_cast<size_t>(T * K));
+                for (int t = 0; t < T; ++t) {
+                    double mx = -1e300, sum = 0, chosen = 0;
+                    for (int e = 0; e < E; ++e) mx = std::max(mx, z[size_t(t * E + e)]);
+                    vecd p(static_cast<size_t>(E));
+                    for (int e = 0; e < E; ++e) sum += p[size_t(e)] = std::exp(z[size_t(t * E + e)] - mx);
+                    for (auto& x : p) x /= sum;
+                    if (pick.size() < size_t(T * K)) {
+                        std::vector<int> order(static_cast<size_t>(E));
+                        for (int e = 0; e < E; ++e) order[size_t(e)] = e;
+                        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[size_t(a)] > p[size_t(b)]; });
+                        for (int j = 0; j < K; ++j) pick.push_back(order[size_t(j)]);
+                    }
+                    for (int j = 0; j < K; ++j) chosen += p[size_t(pick[size_t(t * K + j)])];
+                    for (int j = 0; j < K; ++j)
+                        out[size_t(t * K + j)] = p[size_t(pick[size_t(t * K + j)])] / (renorm ? chosen : 1.0);
+                }
+                return out;
+            };
+            std::vector<int> pick;
+            const vecd rw = route(to_d(logits), pick);
+            for (int i = 0; i < T * K; ++i) QCOMPARE(idx[size_t(i)], pick[size_t(i)]);
+            CHECK_CLOSE(w, rw, kTol, "moe_router_forward weights");
+            const vecf dw = rnd(T * K, 72);
+            vecf dz(T * E);
+            moe_router_backward(dz.data(), dw.data(), probs.data(), idx.data(), w.data(), T, E, K, renorm);
+            check_fd([&](const vecd& z) { return dotd(to_d(dw), route(z, pick)); }, to_d(logits), to_d(dz),
+                     "moe_router_backward");
+            // Ties go to the lower expert.
+            vecf flat(E, 0.5f), pw(K), pp(E);
+            veci pi(K);
+            moe_router_forward(pi.data(), pw.data(), pp.data(), flat.data(), 1, E, K, renorm);
+            for (int j = 0; j < K; ++j) QCOMPARE(pi[size_t(j)], j);
+        }
+        // Sort + count: stable by expert, offsets the exclusive sums, inv the inverse; expert 3 gets nothing.
+        veci idx(N);
+        for (int a = 0; a < N; ++a) idx[size_t(a)] = (a * 7 + a / 5) % E == 3 ? 0 : (a * 7 + a / 5) % E;
+        veci order(N), inv(N), off(E + 1);
+        moe_sort_count(order.data(), inv.data(), off.data(), idx.data(), N, E);
+        QCOMPARE(off[0], 0);
+        QCOMPARE(off[size_t(E)], N);
+        QCOMPARE(off[3], off[4]);
+        for (int i = 0; i < N; ++i) {
+            QCOMPARE(inv[size_t(order[size_t(i)])], i);
+            const int e = idx[size_t(order[size_t(i)])];
+            QVERIFY(i >= off[size_t(e)] && i < off[size_t(e) + 1]);
+            if (i > 0 && idx[size_t(order[size_t(i - 1)])] == e) QVERIFY(order[size_t(i - 1)] < order[size_t(i)]);
+        }
+        // Grouped GEMMs against per-row naive products (a stride wider than one matrix, bias, alpha, +=).
+        const int IN = 9, OUT = 5;
+        const int64_t stride = int64_t(OUT + 2) * IN;
+        const vecf W = rnd(static_cast<size_t>(E * stride), 73), bias = rnd(size_t(E * 8), 74), X = rnd(N * IN, 75), G = rnd(N * OUT, 76);
+        const float alpha = 0.7f;
+        auto expert_of = [&](int r) { int e = 0; while (r >= off[size_t(e) + 1]) ++e; return e; };
+        vecf Y = rnd(N * OUT, 77);
+        vecd ry(Y.begin(), Y.end());
+        for (int r = 0; r < N; ++r) {
+            const int e = expert_of(r);
+            for (int o = 0; o < OUT; ++o) {
+                double acc = 0;
+                for (int i = 0; i < IN; ++i) acc += double(X[size_t(r * IN + i)]) * W[size_t(e * stride + o * IN + i)];
+                ry[size_t(r * OUT + o)] += bias[size_t(e * 8 + o)] + alpha * acc;
+            }
+        }
+        grouped_matmul_forward(Y.data(), X.data(), W.data(), stride, bias.data(), 8, off.data(), N, IN, OUT, E, alpha, true);
+        CHECK_CLOSE(Y, ry, kTol, "grouped_matmul_forward");
+        vecf dX = rnd(N * IN, 78);
+        vecd rdx(dX.begin(), dX.end());
+        vecf dW(static_cast<size_t>(E * stride), 0.5f);
+        vecd rdw(dW.begin(), dW.end());
+        for (int r = 0; r < N; ++r) {
+            const int e = expert_of(r);
+            for (int o = 0; o < OUT; ++o)
+                for (int i = 0; i < IN; ++i) {
+                    rdx[size_t(r * IN + i)] += alpha * double(G[size_t(r * OUT + o)]) * W[size_t(e * stride + o * IN + i)];
+                    rdw[size_t(e * stride + o * IN + i)] += alpha * double(G[size_t(r * OUT + o)]) * X[size_t(r * IN + i)];
+                }
+        }
+        grouped_matmul_backward(dX.data(), G.data(), W.data(), stride, off.data(), N, IN, OUT, E, alpha);
+        CHECK_CLOSE(dX, rdx, kTol, "grouped_matmul_backward");
+        grouped_matmul_weight_grad(dW.data(), stride, G.data(), X.data(), off.data(), N, IN, OUT, E, alpha);
+        CHECK_CLOSE(dW, rdw, kTol, "grouped_matmul_weight_grad");
+        // The expert MLP of every token, as HF's loop computes it, through permute -> grouped -> unpermute;
+        // and the gradients of the input and of the routing weights by finite differences.
+        const vecf x = rnd(T * C, 79), rwt = rnd(T * K, 80, 0.1f, 1.0f);
+        const vecf Wgu = rnd(size_t(E) * 2 * F * C, 81), Wd = rnd(size_t(E) * C * F, 82);
+        auto mlp = [&](const vecd& xv, const vecd& wv) {
+            vecd out(static_cast<size_t>(T * C), 0.0);
+            for (int t = 0; t < T; ++t)
+                for (int j = 0; j < K; ++j) {
+                    const int e = idx[size_t(t * K + j)];
+                    vecd h(static_cast<size_t>(F));
+                    for (int f = 0; f < F; ++f) {
+                        double g = 0, u = 0;
+                        for (int c = 0; c < C; ++c) {
+                            g += xv[size_t(t * C + c)] * Wgu[size_t((e * 2 * F + f) * C + c)];
+                            u += xv[size_t(t * C + c)] * Wgu[size_t((e * 2 * F + F + f) * C + c)];
+                        }
+                        h[size_t(f)] = g / (1 + std::exp(-g)) * u;
+                    }
+                    for (int c = 0; c < C; ++c) {
+                        double y = 0;
+                        for (int f = 0; f < F; ++f) y += h[size_t(f)] * Wd[size_t((e * C + c) * F + f)];
+                        out[size_t(t * C + c)] += wv[size_t(t * K + j)] * y;
+                    }
+                }
+            return out;
+        };
+        vecf xs(N * C), gate(N * F), up(N * F), act(N * F), ys(N * C), out(T * C);
+        moe_permute(xs.data(), x.data(), order.data(), N, K, C);
+        grouped_matmul_forward(gate.data(), xs.data(), Wgu.data(), 2 * F * C, nullptr, 0, off.data(), N, C, F, E, 1.0f, false);
+        grouped_matmul_forward(up.data(), xs.data(), Wgu.data() + F * C, 2 * F * C, nullptr, 0, off.data(), N, C, F, E, 1.0f, false);
+        swiglu_forward(act.data(), gate.data(), up.data(), N, F);
+        grouped_matmul_forward(ys.data(), act.data(), Wd.data(), C * F, nullptr, 0, off.data(), N, F, C, E, 1.0f, false);
+        moe_unpermute(out.data(), ys.data(), rwt.data(), inv.data(), T, K, C);
+        CHECK_CLOSE(out, mlp(to_d(x), to_d(rwt)), kTol, "expert MLP (permute, grouped, unpermute)");
+        const vecf dout = rnd(T * C, 83);
+        vecf dys(N * C), dwt(T * K), dact(N * F, 0.0f), dg(N * F), du(N * F), dxs(N * C, 0.0f), dx(T * C, 0.0f);
+        moe_unpermute_backward(dys.data(), dwt.data(), dout.data(), ys.data(), rwt.data(), inv.data(), T, K, C);
+        grouped_matmul_backward(dact.data(), dys.data(), Wd.data(), C * F, off.data(), N, F, C, E, 1.0f);
+        swiglu_backward(dg.data(), du.data(), dact.data(), gate.data(), up.data(), N, F);
+        grouped_matmul_backward(dxs.data(), dg.data(), Wgu.data(), 2 * F * C, off.data(), N, C, F, E, 1.0f);
+        grouped_matmul_backward(dxs.data(), du.data(), Wgu.data() + F * C, 2 * F * C, off.data(), N, C, F, E, 1.0f);
+        moe_permute_backward(dx.data(), dxs.data(), inv.data(), T, K, C);
+        check_fd([&](const vecd& v) { return dotd(to_d(dout), mlp(v, to_d(rwt))); }, to_d(x), to_d(dx), "moe input gradient");
+        check_fd([&](const vecd& v) { return dotd(to_d(dout), mlp(to_d(x), v)); }, to_d(rwt), to_d(dwt),
+                 "moe routing-weight gradient");
     }
 
     // GeGLU (Gemma): gelu_tanh(gate) * up in double against the kernel, and its gradient by finite differences.

@@ -39,8 +39,29 @@ struct ProjectionSpec {
     int64_t in = 0, out = 0;
     bool bias = false;
     std::vector<int> feeds;  // the block slots its rows feed, in row order (empty: not in the dense block)
+    // A mixture-of-experts layer's experts: one [experts, out, in] parameter (transformers 5's 3-D
+    // gate_up_proj / down_proj), adapted the way PEFT's target_parameters adapts it (per expert A and B).
+    // target is then PEFT's target_parameters entry ("mlp.experts.gate_up_proj") and path the module
+    // ("mlp.experts"); 0: an ordinary linear layer.
+    int64_t experts = 0;
 
     bool operator==(const ProjectionSpec&) const = default;
+};
+
+// How an MoE layer's router and experts are stored. The decoder holds every layer's experts fused
+// ([E, 2F, H] gate then up rows per expert, [E, H, F] down) whichever layout the checkpoint has.
+struct MoeSpec {
+    int64_t experts = 0;          // 0: the layer's MLP is dense
+    int64_t top_k = 0;
+    int64_t intermediate = 0;     // per expert
+    bool renormalize = false;     // the chosen weights divided by their sum
+    std::string router;           // the router's tensor: "mlp.gate.weight"
+    bool fused = false;           // checkpoint layout: fused 3-D tensors, or one tensor per expert
+    std::string gate_up, down;    // fused: "mlp.experts.gate_up_proj", "mlp.experts.down_proj"
+    std::string per_expert;       // per expert: "mlp.experts" (+ ".N.")
+    std::string gate, up, down_name;  // per expert: "gate_proj", "up_proj", "down_proj" (Mixtral: w1, w3, w2)
+
+    bool operator==(const MoeSpec&) const = default;
 };
 
 struct LayerSpec {
@@ -49,6 +70,7 @@ struct LayerSpec {
     // The block's norms by checkpoint name: before attention, before the MLP, and (sandwich norms, Gemma)
     // on the attention / MLP outputs before each residual add ("" = none).
     std::string ln1 = "input_layernorm", ln2 = "post_attention_layernorm", attn_out_norm, mlp_out_norm;
+    MoeSpec moe;  // experts > 0: the MLP is a router over experts (projections then end with the two experts')
 };
 
 struct ArchSpec {
@@ -104,8 +126,11 @@ void parse_experts(const ConfigFields& r, ModelConfig& c);
 void parse_local_experts(const ConfigFields& r, ModelConfig& c);
 // Qwen3's attention fields (Qwen3 and Qwen3-MoE): q/k norms, attention_bias, the window with use_sliding_window.
 void parse_qwen3_attention(const ConfigFields& r, ModelConfig& c);
-// An MoE layer: the dense layer's attention and norms, the router `router` [E, H] (+ bias), and each expert's
-// three projections at `experts_path`.N.{gate,up,down}, named as the family stores them.
+// An MoE layer: the dense layer's attention and norms, the router [E, H], and the experts: with
+// c.experts_fused transformers 5's mlp.gate + mlp.experts.{gate_up_proj, down_proj} (3-D), else the Hub's
+// `router` and each expert's three projections at `experts`.N.{gate,up,down}, named as the family stores
+// them. Its LoRA targets are the attention projections and the two expert parameters (PEFT's
+// target_parameters "mlp.experts.gate_up_proj" feeding the gate and up slots, "mlp.experts.down_proj").
 struct ExpertNames {
     const char* router;       // "mlp.gate"
     const char* experts;      // "mlp.experts"
@@ -113,6 +138,9 @@ struct ExpertNames {
     const char* up;           // "up_proj"   ("w3")
     const char* down;         // "down_proj" ("w2")
 };
+// PEFT's target_parameters names of the experts (the LoRA targets of an MoE layer's MLP).
+inline constexpr const char* kExpertsGateUp = "mlp.experts.gate_up_proj";
+inline constexpr const char* kExpertsDown = "mlp.experts.down_proj";
 LayerSpec moe_layer(const ModelConfig& c, const ExpertNames& n);
 
 }  // namespace tandem

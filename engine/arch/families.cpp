@@ -114,14 +114,40 @@ void parse_qwen3_attention(const ConfigFields& r, ModelConfig& c) {
 
 LayerSpec moe_layer(const ModelConfig& c, const ExpertNames& n) {
     LayerSpec s = dense_layer(c, false);
-    const int64_t H = c.hidden_size, Im = c.moe_intermediate_size;
-    s.tensors.push_back({std::string(n.router) + ".weight", {c.num_experts, H}});
-    for (int64_t e = 0; e < c.num_experts; ++e) {
-        const std::string x = std::string(n.experts) + "." + std::to_string(e) + ".";
-        s.tensors.push_back({x + n.gate + ".weight", {Im, H}});
-        s.tensors.push_back({x + n.up + ".weight", {Im, H}});
-        s.tensors.push_back({x + n.down + ".weight", {H, Im}});
+    const int64_t H = c.hidden_size, Im = c.moe_intermediate_size, E = c.num_experts;
+    MoeSpec& m = s.moe;
+    m.experts = E;
+    m.top_k = c.num_experts_per_tok;
+    m.intermediate = Im;
+    m.renormalize = c.moe_renormalize;
+    m.fused = c.experts_fused;
+    m.gate_up = kExpertsGateUp;
+    m.down = kExpertsDown;
+    m.per_expert = n.experts;
+    m.gate = n.gate;
+    m.up = n.up;
+    m.down_name = n.down;
+    if (m.fused) {
+        m.router = "mlp.gate.weight";
+        s.tensors.push_back({m.router, {E, H}});
+        s.tensors.push_back({m.gate_up, {E, 2 * Im, H}});
+        s.tensors.push_back({m.down, {E, H, Im}});
+    } else {
+        m.router = std::string(n.router) + ".weight";
+        s.tensors.push_back({m.router, {E, H}});
+        for (int64_t e = 0; e < E; ++e) {
+            const std::string x = std::string(n.experts) + "." + std::to_string(e) + ".";
+            s.tensors.push_back({x + n.gate + ".weight", {Im, H}});
+            s.tensors.push_back({x + n.up + ".weight", {Im, H}});
+            s.tensors.push_back({x + n.down + ".weight", {H, Im}});
+        }
     }
+    ProjectionSpec gu = projection(kExpertsGateUp, "mlp.experts", H, 2 * Im, false, {kGate, kUp});
+    gu.experts = E;
+    ProjectionSpec dn = projection(kExpertsDown, "mlp.experts", Im, H, false, {kDown});
+    dn.experts = E;
+    s.projections.push_back(gu);
+    s.projections.push_back(dn);
     return s;
 }
 

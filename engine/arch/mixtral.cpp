@@ -1,8 +1,9 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
 // MixtralForCausalLM (modeling_mixtral): Mistral's attention; every layer's MLP is a router
-// (block_sparse_moe.gate) over num_local_experts SwiGLU experts stored as w1 (gate), w2 (down), w3 (up).
-// Parsed and listed; not trainable yet.
+// (block_sparse_moe.gate: softmax, the top num_experts_per_tok divided by their sum) over num_local_experts
+// SwiGLU experts of intermediate_size stored as w1 (gate), w2 (down), w3 (up) on the Hub; transformers 5
+// holds them fused like Qwen3-MoE (mlp.gate, mlp.experts.gate_up_proj / down_proj).
 #include "arch/arch.h"
 
 namespace tandem {
@@ -12,6 +13,7 @@ namespace {
 void parse(const ConfigFields& r, ModelConfig& c) {
     c.sliding_window = r.integer("sliding_window", 0);
     parse_local_experts(r, c);
+    c.moe_renormalize = true;
 }
 
 LayerSpec layer(const ModelConfig& c, int64_t) {
@@ -20,7 +22,7 @@ LayerSpec layer(const ModelConfig& c, int64_t) {
 
 }  // namespace
 
-extern const Family kMixtralFamily = {"MixtralForCausalLM", "mixtral", false, 4096 * 32, 1e-5, 1e6, 0, true,
+extern const Family kMixtralFamily = {"MixtralForCausalLM", "mixtral", true, 4096 * 32, 1e-5, 1e6, 0, true,
                                       parse, layer};
 
 }  // namespace tandem

@@ -30,7 +30,7 @@
 namespace tandem {
 
 // X(op, (arguments of a call)) for every op. Argument names: x/cx an Act pointer (mutable/const), f/cf
-// float, d double, ci int32 (ids, positions, targets, cu_seqlens), seed (const uint64_t*), scale (const
+// float, d double, ci int32 (ids, positions, targets, cu_seqlens; i: written, the MoE routing), seed (const uint64_t*), scale (const
 // float*), rope (B::RopeTable), ws (void* workspace), q4 (a 4-bit weight, core/quant4.h), n int, n64 int64,
 // s float, p double, flag bool.
 #define TANDEM_BACKEND_OPS(X)                                                       \
@@ -65,7 +65,17 @@ namespace tandem {
     X(zero, (x, n64))                                                               \
     X(sum, (d, cf, n64, flag))                                                      \
     X(kv_cache_write, (x, x, cx, cx, ci, ci, n, n, n, n, n, n))                     \
-    X(decode_attention, (x, cx, cx, cx, ci, ci, n, n, n, n, n, n, n, n, s, n, s))
+    X(decode_attention, (x, cx, cx, cx, ci, ci, n, n, n, n, n, n, n, n, s, n, s))          \
+    X(moe_router_forward, (i, f, f, cx, n, n, n, flag))                             \
+    X(moe_router_backward, (x, cf, cf, ci, cf, n, n, n, flag))                      \
+    X(moe_sort_count, (i, i, i, ci, n, n))                                          \
+    X(moe_permute, (x, cx, ci, n, n, n))                                            \
+    X(moe_permute_backward, (x, cx, ci, n, n, n))                                   \
+    X(moe_unpermute, (x, cx, cf, ci, n, n, n))                                      \
+    X(moe_unpermute_backward, (x, f, cx, cx, cf, ci, n, n, n))                      \
+    X(grouped_matmul_forward, (x, cx, cx, n64, cx, n64, ci, n, n, n, n, s, flag))   \
+    X(grouped_matmul_backward, (x, cx, cx, n64, ci, n, n, n, n, s))                 \
+    X(grouped_matmul_weight_grad, (f, n64, cx, cx, ci, n, n, n, n, s))
 
 #define TANDEM_BACKEND_OP_REQUIRE(op, args) B::op args;
 #define TANDEM_BACKEND_OP_NAME(op, args) std::string_view(#op),
@@ -73,7 +83,7 @@ namespace tandem {
 // B::Act, B::RopeTable, a name, and every op of TANDEM_BACKEND_OPS callable with B's types.
 template <class B>
 concept Backend = requires(typename B::Act* x, const typename B::Act* cx, float* f, const float* cf, double* d,
-                           const int32_t* ci, const uint64_t* seed, const float* scale,
+                           const int32_t* ci, int32_t* i, const uint64_t* seed, const float* scale,
                            const typename B::RopeTable& rope, void* ws, const Quant4Ref& q4, int n, int64_t n64,
                            float s, double p,
                            bool flag) {

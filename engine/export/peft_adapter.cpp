@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <list>
 #include <set>
 #include <system_error>
 
@@ -73,7 +74,12 @@ json peft_adapter_config_json(const LoraConfig& c, const std::string& base_model
     j["r"] = c.r;
     j["rank_pattern"] = json::object();
     j["revision"] = nullptr;
-    j["target_modules"] = c.target_modules;
+    // An MoE model's experts are PEFT's target_parameters (3-D parameters, not Linear modules).
+    std::vector<std::string> modules, parameters;
+    for (const std::string& t : c.target_modules)
+        (t == kExpertsGateUp || t == kExpertsDown ? parameters : modules).push_back(t);
+    j["target_modules"] = modules.empty() && !parameters.empty() ? json(nullptr) : json(modules);
+    if (!parameters.empty()) j["target_parameters"] = parameters;
     j["task_type"] = "CAUSAL_LM";
     j["use_dora"] = false;
     j["use_rslora"] = c.use_rslora;
@@ -130,10 +136,13 @@ void write_peft_adapter(const fs::path& dir, const LoraConfig& config, const Mod
 
     std::vector<TensorToWrite> out;
     out.reserve(specs.size());
+    std::list<std::vector<float>> converted;  // experts' lora_B in PEFT's layout (lora_table.h)
     for (const auto& s : specs) {
-        const auto& data = tensors.at(s.name);
+        const std::vector<float>* data = &tensors.at(s.name);
+        if (s.experts > 0 && !s.is_a)
+            data = &converted.emplace_back(expert_b_to_peft(*data, s.experts, s.shape[0], s.shape[1] / s.experts));
         // Little-endian host assumed, as everywhere in the engine (x86-64, aarch64).
-        out.push_back({s.name, DType::F32, s.shape, std::as_bytes(std::span<const float>(data))});
+        out.push_back({s.name, DType::F32, s.shape, std::as_bytes(std::span<const float>(*data))});
     }
     write_safetensors(weights_path, out, {{"format", "pt"}});
     try {
@@ -198,6 +207,8 @@ struct TargetResolution {
 // Modules a target could match that exist in the model but are not LoRA targets we support.
 const char* const kOtherLinear[] = {"lm_head", "model.embed_tokens"};
 
+bool is_expert_target(const std::string& t) { return t == kExpertsGateUp || t == kExpertsDown; }
+
 bool list_entry_matches(const std::string& path, const std::string& entry) {
     return path == entry ||
            (path.size() > entry.size() && path.compare(path.size() - entry.size(), entry.size(), entry) == 0 &&
@@ -222,9 +233,32 @@ TargetResolution resolve_list(const ConfigReader& cr, const json& list, const Mo
                                " is not supported; Tandem trains LoRA on the projections " +
                                join(lora_targets(model)) + " only");
         for (const LoraModuleRef& m : modules)
-            if (list_entry_matches(m.path, entry)) add_pair(r, m.layer, m.target);
+            if (!is_expert_target(m.target) && list_entry_matches(m.path, entry)) add_pair(r, m.layer, m.target);
     }
     return r;
+}
+
+// PEFT's target_parameters: "module.parameter" names matched against each parameter's full name as
+// target_modules entries are (the whole name, or a suffix after a dot). Only the MoE experts' are supported.
+void resolve_parameters(const ConfigReader& cr, const json& list, const ModelConfig& model, TargetResolution& r) {
+    if (!list.is_array()) cr.bad("target_parameters", "expected a list of parameter names, got " + list.dump());
+    for (const auto& e : list) {
+        if (!e.is_string()) cr.bad("target_parameters", "expected parameter names (strings), got " + e.dump());
+        const auto entry = e.get<std::string>();
+        bool any = false;
+        for (const LoraModuleRef& m : lora_modules(model)) {
+            if (!is_expert_target(m.target)) continue;
+            const std::string param = m.path + m.target.substr(m.target.rfind('.'));  // ...mlp.experts.down_proj
+            if (list_entry_matches(param, entry)) {
+                add_pair(r, m.layer, m.target);
+                any = true;
+            }
+        }
+        if (!any)
+            cr.unsupported("target_parameters includes '" + entry + "', which names no expert parameter of " +
+                           model.architecture + "; LoRA on raw parameters is supported for the experts' " +
+                           kExpertsGateUp + " and " + kExpertsDown + " only");
+    }
 }
 
 // Python's re.fullmatch for an adapter's target_modules pattern, through PCRE2 (its syntax is Python's for the
@@ -365,8 +399,6 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
         cr.unsupported("trainable_token_indices is set; adapters that train token embeddings are not supported");
     if (!cr.empty_or_null("layer_replication"))
         cr.unsupported("layer_replication is set; adapters that replicate layers are not supported");
-    if (!cr.empty_or_null("target_parameters"))
-        cr.unsupported("target_parameters is set; LoRA on raw parameters (e.g. MoE experts) is not supported");
     if (!cr.empty_or_null("exclude_modules"))
         cr.unsupported("exclude_modules is set (" + j.at("exclude_modules").dump() +
                        "); list the adapted modules in target_modules instead");
@@ -438,10 +470,11 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
         }
     }
 
-    // target_modules -> the (layer, module) pairs PEFT would have adapted.
-    if (!cr.has("target_modules"))
+    // target_modules (and target_parameters) -> the (layer, module) pairs PEFT would have adapted.
+    const bool params = !cr.empty_or_null("target_parameters");
+    if (!cr.has("target_modules") && !params)
         cr.bad("target_modules", "missing; PEFT writes the adapted module names here (e.g. [\"q_proj\", \"v_proj\"])");
-    const auto& tm = j.at("target_modules");
+    const json tm = cr.has("target_modules") ? j.at("target_modules") : json::array();
     TargetResolution res;
     if (tm.is_array()) {
         res = resolve_list(cr, tm, model);
@@ -452,6 +485,7 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
     } else {
         cr.bad("target_modules", "expected a list of module names or a regular expression, got " + tm.dump());
     }
+    if (params) resolve_parameters(cr, j.at("target_parameters"), model, res);
     if (!layers.empty()) {
         std::set<std::pair<int64_t, std::string>> kept;
         for (const auto& p : res.pairs)
@@ -465,10 +499,16 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
         cr.bad("target_modules",
                tm.dump() + " matches none of the model's projections (" + join(lora_targets(model)) + ")");
 
-    // Tandem's LoraConfig is one set of modules on one set of layers: the pairs must be that product.
+    // Tandem's LoraConfig is one set of modules on one set of layers: the pairs must be that product (of the
+    // modules each layer has: an MoE model's dense layers have no experts, its MoE layers no dense MLP).
     std::set<int64_t> used_layers;
     for (const auto& p : res.pairs) used_layers.insert(p.first);
-    if (res.pairs.size() != used_layers.size() * res.modules.size()) {
+    std::set<std::pair<int64_t, std::string>> exists;
+    for (const LoraModuleRef& m : lora_modules(model)) exists.emplace(m.layer, m.target);
+    size_t product = 0;
+    for (auto l : used_layers)
+        for (const auto& m : res.modules) product += exists.count({l, m});
+    if (res.pairs.size() != product) {
         std::vector<std::string> desc;
         for (auto l : used_layers) {
             desc.push_back(describe_layer_modules(res, model, l));
@@ -584,6 +624,29 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
     for (const LoraModuleRef& m : lora_modules(model))
         module_target.emplace(m.path.substr(m.path.find('.', std::string("model.layers.").size()) + 1), m.target);
     for (const auto& t : file.tensors()) {
+        // The experts' tensors (PEFT's nested ParamWrapper names, lora_table.h), as the specs name them.
+        std::string plain = t.name;
+        for (const char* ab : {".lora_A.default.weight", ".lora_B.default.weight"})
+            if (plain.size() > std::strlen(ab) && plain.compare(plain.size() - std::strlen(ab), std::strlen(ab), ab) == 0)
+                plain = plain.substr(0, plain.size() - std::strlen(ab)) + std::string(ab).substr(0, 7) + ".weight";
+        if (auto it = specs.find(plain); it != specs.end() && it->second.experts > 0) {
+            const LoraTensorSpec& spec = it->second;
+            if (auto [at, fresh] = source_name.emplace(plain, t.name); !fresh)
+                throw_invalid(fname + ": tensors " + at->second + " and " + t.name + " are the same LoRA weight");
+            if (!dtype_converts_to_f32(t.dtype))
+                throw_unsupported(fname + ": tensor " + t.name + " has dtype " + std::string(dtype_name(t.dtype)) +
+                                  "; LoRA weights must be F32, F16 or BF16");
+            if (t.shape != spec.shape)
+                throw_invalid(fname + ": tensor " + t.name + " has shape " + shape_to_string(t.shape) +
+                              ", expected " + shape_to_string(spec.shape) + " (" +
+                              (spec.is_a ? "lora_A [experts * r, in_features]" : "lora_B [out_features, r * experts]") +
+                              " with r " + std::to_string(out.config.r) + " and " + std::to_string(spec.experts) +
+                              " experts); was this adapter trained for another model?");
+            std::vector<float> v = tensor_to_f32(t);
+            if (!spec.is_a) v = expert_b_from_peft(v, spec.experts, spec.shape[0], out.config.r);
+            out.tensors.emplace(plain, std::move(v));
+            continue;
+        }
         ParsedName p;
         if (!parse_lora_name(t.name, p)) unexpected_tensor(fname, t, model);
         const std::string path = p.parent + "." + p.module;

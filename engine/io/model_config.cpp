@@ -307,7 +307,7 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
 
     // Trainable or not, and why.
     if (!fam->trainable) {
-        c.unsupported_reason = c.architecture + " (mixture of experts) is parsed but not yet supported for training";
+        c.unsupported_reason = c.architecture + " is parsed but not yet supported for training";
     } else if (!c.supported) {
         // the family's reason
     } else if (c.hidden_act != "silu" && c.hidden_act != "swish" && c.hidden_act != "gelu_pytorch_tanh") {

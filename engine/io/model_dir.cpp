@@ -173,6 +173,13 @@ static ModelDir open_impl(const fs::path& dir) {
     for (const auto& f : out.weights.files()) info.weight_files.push_back(f.path());
     info.weight_bytes = out.weights.total_bytes();
     inspect_tokenizer(dir, info);
+    // Experts: transformers 5's fused 3-D tensors, or the Hub's one tensor per expert (arch/arch.h MoeSpec).
+    for (int64_t l = 0; l < info.config.num_hidden_layers; ++l)
+        if (info.config.is_moe_layer(l)) {
+            info.config.experts_fused =
+                out.weights.find("model.layers." + std::to_string(l) + ".mlp.experts.gate_up_proj") != nullptr;
+            break;
+        }
 
     if (info.config.supported) {
         check_tensors(info.config, out.weights, info);

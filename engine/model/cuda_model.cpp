@@ -306,7 +306,7 @@ CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConf
             upload_quant4(m.y.weights, m.weights_mem.data(), e, d, ws, q4);
         } else {
             check_not_quant4(ws, e);
-            upload_weight(m.weight(e.handle), ws, e.name, e.numel, stage, stage_bytes);
+            upload_weight(m.weight(e.handle) + e.offset, ws, e.name, e.numel, stage, stage_bytes);
         }
     }
     cuda::synchronize();  // before the mapping closes and the staging span becomes the workspace again
@@ -326,9 +326,9 @@ CudaModel CudaModel::random(const ModelConfig& config, const LoraConfig& lora, u
         if (e.handle < 0)
             random_quant4(m.y.weights, m.weights_mem.data(), e, d, rng.next_u64(), bound, q4);
         else if (e.kind == WeightKind::Matrix)
-            uniform(m.weight(e.handle), e.numel);  // one draw of the weight seed per matrix, in file order
+            uniform(m.weight(e.handle) + e.offset, e.numel);  // one draw of the weight seed per matrix, in file order
         else
-            cuda::fill(m.weight(e.handle), e.kind == WeightKind::Norm ? 1.0f - d.norm_offset : 0.0f, e.numel);
+            cuda::fill(m.weight(e.handle) + e.offset, e.kind == WeightKind::Norm ? 1.0f - d.norm_offset : 0.0f, e.numel);
     }
     cuda::synchronize();
     return CudaModel(std::move(impl));

@@ -93,6 +93,8 @@ struct LayerWeights {
     const Act* k_norm = nullptr;     // [D]
     const Act* attn_out_norm = nullptr;  // [C] sandwich norms only
     const Act* mlp_out_norm = nullptr;   // [C]
+    const Act* router = nullptr;         // [E,C] MoE layers; w[kGate] / w[kUp] are then expert 0's gate / up rows
+                                         // of gate_up [E,2Fe,C] and w[kDown] expert 0's down [E,C,Fe]
 };
 
 // Activations of one layer (pointers into the arena; with a shared set every layer has the same pointers but x).
@@ -121,6 +123,16 @@ struct LayerActs {
     float* attn_out_rstd = nullptr;   // [T]
     Act* mlp_out = nullptr;           // [T,C] down_proj output before its norm
     float* mlp_out_rstd = nullptr;    // [T]
+    // MoE layers (kernels/cpu/moe.h; gate / up then hold [N,Fe] in expert order, the MLP LoRA tmps [N,R]).
+    float* probs = nullptr;           // [T,E] router softmax
+    Act* logits = nullptr;            // [T,E] router logits (backward: their gradient)
+    int32_t* idx = nullptr;           // [T,K] chosen experts
+    float* route_w = nullptr;         // [T,K] their weights
+    int32_t* order = nullptr;         // [N] assignments in expert order
+    int32_t* inv = nullptr;           // [N] each assignment's row
+    int32_t* offsets = nullptr;       // [E+1] each expert's first row
+    Act* xs = nullptr;                // [N,C] ln2 rows in expert order
+    Act* ys = nullptr;                // [N,C] the experts' outputs
 };
 
 // One adapted projection's LoRA: the values the GEMMs read (CUDA: the bf16 copies) and the fp32 gradients.
@@ -202,6 +214,9 @@ public:
     void* ce_ws = nullptr;     // lm_head chunk workspace
     double* loss_sum = nullptr;  // [2] this batch's, the step's
     Act* wq = nullptr;           // one slot's 4-bit base weight, dequantized (4-bit models only)
+    Act* d_xs = nullptr;         // [N,C] MoE backward: gradient of the permuted input
+    Act* d_ys = nullptr;         // [N,C] of the experts' outputs
+    float* d_route_w = nullptr;  // [T,K] of the routing weights
     int mlp_rows = 0;            // rows of one MLP chunk (plan.h kMlpChunkRows); >= step.T: one chunk
 
     // Points weights, activations and scratch into arenas laid out by `y` (allocated at the given bases).
@@ -224,6 +239,7 @@ public:
             w.k_norm = W.ptr<Act>(weights_base, h.k_norm);
             w.attn_out_norm = W.ptr<Act>(weights_base, h.attn_out_norm);
             w.mlp_out_norm = W.ptr<Act>(weights_base, h.mlp_out_norm);
+            w.router = W.ptr<Act>(weights_base, h.router);
             for (int m = 0; m < kNumModules; ++m) {
                 if (h.q[m].codes >= 0) {
                     w.w[m] = nullptr;
@@ -262,6 +278,18 @@ public:
             a.attn_out_rstd = A.ptr<float>(acts_base, s.attn_out_rstd);
             a.mlp_out = A.ptr<Act>(acts_base, s.mlp_out);
             a.mlp_out_rstd = A.ptr<float>(acts_base, s.mlp_out_rstd);
+            if (char* r = A.ptr<char>(acts_base, s.route)) {
+                const MoeRouteParts p = moe_route_parts(d, sizeof(Act));
+                a.probs = reinterpret_cast<float*>(r + p.probs);
+                a.logits = reinterpret_cast<Act*>(r + p.logits);
+                a.idx = reinterpret_cast<int32_t*>(r + p.idx);
+                a.route_w = reinterpret_cast<float*>(r + p.w);
+                a.order = reinterpret_cast<int32_t*>(r + p.order);
+                a.inv = reinterpret_cast<int32_t*>(r + p.inv);
+                a.offsets = reinterpret_cast<int32_t*>(r + p.offsets);
+            }
+            a.xs = A.ptr<Act>(acts_base, s.xs);
+            a.ys = A.ptr<Act>(acts_base, s.ys);
         }
         x_final = A.ptr<Act>(acts_base, y.x_final);
         lnf = A.ptr<Act>(acts_base, y.lnf);
@@ -282,6 +310,9 @@ public:
         ce_ws = y.work.ptr<char>(work_base, y.ce);
         loss_sum = y.work.ptr<double>(work_base, y.loss_sum);
         wq = y.dequant < 0 ? nullptr : y.work.ptr<Act>(work_base, y.dequant);
+        d_xs = A.ptr<Act>(acts_base, y.d_xs);
+        d_ys = A.ptr<Act>(acts_base, y.d_ys);
+        d_route_w = A.ptr<float>(acts_base, y.d_route_w);
         mlp_rows = y.mlp_rows;
     }
 
@@ -415,6 +446,13 @@ public:
     void mlp_block_forward(int l, bool train, bool tail) {
         LayerActs<B>& a = acts[size_t(l)];
         const int T = step.T;
+        if (d.is_moe(l)) {  // recompute_layer: everything backward reads; forward: then the weighted sum
+            moe_forward(l);
+            if (!tail) return;
+            B::moe_unpermute(d_ln, a.ys, a.route_w, a.inv, T, d.topk, d.C);
+            residual_tail(l, d_ln);
+            return;
+        }
         if (!tail) {  // recompute_layer: gate / up (and their LoRA tmps) of an unchunked MLP
             project(l, kGate, a.gate, a.ln2, train);
             project(l, kUp, a.up, a.ln2, train);
@@ -434,11 +472,103 @@ public:
             norm(d_ln, a.mlp_out_rstd, a.mlp_out, layers[size_t(l)].mlp_out_norm, T, d.C);
             o = d_ln;
         }
+        residual_tail(l, o);
+    }
+
+    // The MLP's output o [T,C] added to mid and normed: the next layer's x and ln1 (the last: x_final, lnf).
+    void residual_tail(int l, const Act* o) {
+        LayerActs<B>& a = acts[size_t(l)];
+        const int T = step.T;
         const bool last = l + 1 == d.L;
         LayerActs<B>* next = last ? nullptr : &acts[size_t(l) + 1];
         B::residual_rmsnorm_forward(last ? x_final : next->x, last ? lnf : next->ln1,
                                     last ? lnf_rstd : next->ln1_rstd, a.mid, o,
                                     last ? norm_f : layers[size_t(l) + 1].ln1, T, d.C, d.eps, d.norm_offset);
+    }
+
+    // ---- Mixture of experts (layers with d.is_moe(l); kernels/cpu/moe.h). The router's softmax / top-k, one
+    // stable sort of the token->expert assignments with one count (each expert's first row, on the device),
+    // the ln2 rows permuted to expert order, grouped GEMMs over the experts' row ranges (gate, up, SwiGLU,
+    // down; LoRA per expert as PEFT's target_parameters), and the weighted sum back to token order. No expert
+    // count ever reaches the host.
+    // Expert e's base weight of slot m is w[m] + e * expert_stride(m); its LoRA A_e at a + e*R*IN and B_e at
+    // b + e*OUT*R where OUT is the whole parameter's (gate_up: 2Fe): lora_table.h.
+    int64_t expert_stride(int m) const { return m == kDown ? int64_t(d.C) * d.Fe : 2 * int64_t(d.Fe) * d.C; }
+    int expert_in(int m) const { return m == kDown ? d.Fe : d.C; }
+    int expert_out(int m) const { return m == kDown ? d.C : d.Fe; }
+    int64_t expert_b_stride(int m) const { return int64_t(m == kDown ? d.C : 2 * d.Fe) * d.R; }
+
+    // out[N,OUT] = inp[N,IN] W_e^T + scaling * (inp A_e^T) B_e^T over each expert's rows (LoRA tmp [N,R] kept).
+    void expert_project(int l, int m, Act* out, const Act* inp) {
+        const LayerActs<B>& a = acts[size_t(l)];
+        const int N = step.T * d.topk, IN = expert_in(m), OUT = expert_out(m);
+        B::grouped_matmul_forward(out, inp, layers[size_t(l)].w[m], expert_stride(m), nullptr, 0, a.offsets, N, IN,
+                                  OUT, d.E, 1.0f, false);
+        const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
+        if (!r.a) return;
+        Act* tmp = a.lora_tmp[m];
+        B::grouped_matmul_forward(tmp, inp, r.a, int64_t(d.R) * IN, nullptr, 0, a.offsets, N, IN, d.R, d.E, 1.0f,
+                                  false);
+        B::grouped_matmul_forward(out, tmp, r.b, expert_b_stride(m), nullptr, 0, a.offsets, N, d.R, OUT, d.E,
+                                  lora_scaling, true);
+    }
+
+    // dinp[N,IN] += d(out)/d(inp) dout; the experts' LoRA grads accumulate.
+    void expert_project_backward(int l, int m, Act* dinp, const Act* dout, const Act* inp) {
+        const LayerActs<B>& a = acts[size_t(l)];
+        const int N = step.T * d.topk, IN = expert_in(m), OUT = expert_out(m);
+        B::grouped_matmul_backward(dinp, dout, layers[size_t(l)].w[m], expert_stride(m), a.offsets, N, IN, OUT, d.E,
+                                   1.0f);
+        const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
+        if (!r.a) return;
+        const Act* tmp = a.lora_tmp[m];
+        const int64_t sa = int64_t(d.R) * IN, sb = expert_b_stride(m);
+        B::zero(d_tmp, int64_t(N) * d.R);
+        B::grouped_matmul_backward(d_tmp, dout, r.b, sb, a.offsets, N, d.R, OUT, d.E, lora_scaling);
+        B::grouped_matmul_weight_grad(r.grad_b, sb, dout, tmp, a.offsets, N, d.R, OUT, d.E, lora_scaling);
+        B::grouped_matmul_weight_grad(r.grad_a, sa, d_tmp, inp, a.offsets, N, IN, d.R, d.E, 1.0f);
+        B::grouped_matmul_backward(dinp, d_tmp, r.a, sa, a.offsets, N, IN, d.R, d.E, 1.0f);
+    }
+
+    // From a.ln2: the routing, the permuted input, gate / up (+ LoRA tmps), and the experts' outputs a.ys.
+    void moe_forward(int l) {
+        LayerActs<B>& a = acts[size_t(l)];
+        const int T = step.T, N = T * d.topk;
+        B::matmul_forward(a.logits, a.ln2, layers[size_t(l)].router, nullptr, T, d.C, d.E);
+        B::moe_router_forward(a.idx, a.route_w, a.probs, a.logits, T, d.E, d.topk, d.moe_renorm);
+        B::moe_sort_count(a.order, a.inv, a.offsets, a.idx, N, d.E);
+        B::moe_permute(a.xs, a.ln2, a.order, N, d.topk, d.C);
+        expert_project(l, kGate, a.gate, a.xs);
+        expert_project(l, kUp, a.up, a.xs);
+        Act* act = d_big3;  // [N,Fe] scratch
+        B::swiglu_forward(act, a.gate, a.up, N, d.Fe);
+        expert_project(l, kDown, a.ys, act);
+    }
+
+    // d_res: gradient of the layer's output on entry, of mid on exit (as mlp_block_backward).
+    void moe_backward(int l) {
+        LayerActs<B>& a = acts[size_t(l)];
+        const LayerWeights<B>& w = layers[size_t(l)];
+        const int T = step.T, N = T * d.topk;
+        B::moe_unpermute_backward(d_ys, d_route_w, d_res, a.ys, a.route_w, a.inv, T, d.topk, d.C);
+        Act* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
+        B::swiglu_forward(act, a.gate, a.up, N, d.Fe);
+        Act* dact = d_big;
+        B::zero(dact, int64_t(N) * d.Fe);
+        expert_project_backward(l, kDown, dact, d_ys, act);
+        Act* dgate = d_big2;
+        Act* dup = d_big3;
+        B::swiglu_backward(dgate, dup, dact, a.gate, a.up, N, d.Fe);
+        B::zero(d_xs, int64_t(N) * d.C);
+        expert_project_backward(l, kGate, d_xs, dgate, a.xs);
+        expert_project_backward(l, kUp, d_xs, dup, a.xs);
+        B::zero(d_ln, int64_t(T) * d.C);
+        B::moe_permute_backward(d_ln, d_xs, a.inv, T, d.topk, d.C);
+        // The routing weights' gradient through the top-k and the softmax into the router logits (a.logits is
+        // not read again: it takes their gradient), then into ln2.
+        B::moe_router_backward(a.logits, d_route_w, a.probs, a.idx, a.route_w, T, d.E, d.topk, d.moe_renorm);
+        B::matmul_backward(d_ln, nullptr, nullptr, a.logits, a.ln2, w.router, T, d.C, d.E);
+        norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
     }
 
     // Embedding .. final norm. train: LoRA dropout on, and block inputs offloaded under an offloading policy
@@ -484,6 +614,11 @@ public:
         else if (dropped_any({Buf::Ln2, Buf::Ln2Rstd}))
             norm(a.ln2, a.ln2_rstd, a.mid, layers[size_t(l)].ln2, step.T, d.C);
         if (mlp_chunked()) return;  // mlp_block_backward recomputes the MLP chunk by chunk
+        if (d.is_moe(l)) {  // routing, permuted input, gate / up, the experts' outputs and every LoRA tmp
+            if (dropped_any({Buf::Gate, Buf::Up, Buf::TmpMlp, Buf::Route, Buf::Xs, Buf::Ys}))
+                mlp_block_forward(l, true, false);
+            return;
+        }
         if (dropped_any({Buf::Gate, Buf::Up, Buf::TmpMlp})) mlp_block_forward(l, true, false);
         const bool tail = d.sandwich && dropped_any({Buf::MlpOut, Buf::MlpOutRstd});
         if (tail || (lora[size_t(l)][kDown].a && dropped[size_t(Buf::TmpMlp)])) {
@@ -500,6 +635,10 @@ public:
 
     // d_res: gradient of this layer's output on entry, of mid on exit.
     void mlp_block_backward(int l) {
+        if (d.is_moe(l)) {
+            moe_backward(l);
+            return;
+        }
         LayerActs<B>& a = acts[size_t(l)];
         const LayerWeights<B>& w = layers[size_t(l)];
         const int T = step.T;

@@ -74,7 +74,23 @@ LoraConfig resolve_lora_targets(const ModelConfig& model, const LoraConfig& conf
         if (std::find(out.target_modules.begin(), out.target_modules.end(), t) == out.target_modules.end())
             out.target_modules.push_back(t);
     };
+    // An MoE model's MLP names stand for its experts too (gate_proj + up_proj: the fused gate_up_proj
+    // parameter; down_proj: down_proj), as for a fused projection.
+    const bool experts = offers(kExpertsGateUp);
     for (const std::string& t : config.target_modules) {
+        if (experts && (t == "gate_proj" || t == "up_proj" || t == "down_proj")) {
+            if (offers(t)) add(t);  // the dense layers' (Qwen3-MoE's mlp_only_layers)
+            if (t == "down_proj") {
+                add(kExpertsDown);
+            } else if (!config.targets("gate_proj") || !config.targets("up_proj")) {
+                throw_invalid("LoRA config: " + model.architecture + " stores each expert's gate_proj and up_proj " +
+                              "as one " + kExpertsGateUp + ", which LoRA adapts as a whole; list both gate_proj " +
+                              "and up_proj (or " + kExpertsGateUp + ") instead of only '" + t + "'");
+            } else {
+                add(kExpertsGateUp);
+            }
+            continue;
+        }
         if (offers(t)) {
             add(t);
             continue;
@@ -113,6 +129,10 @@ std::vector<LoraTensorSpec> lora_tensor_specs(const ModelConfig& model, const Lo
             const ProjectionSpec* p = nullptr;
             for (const ProjectionSpec& x : layer.projections)
                 if (x.target == m) p = &x;
+            // A dense MLP target in an MoE layer (its experts are adapted through their own targets), or an
+            // expert target in a dense layer: the layer has no such module, as in PEFT.
+            const bool mlp_name = m == "gate_proj" || m == "up_proj" || m == "down_proj";
+            if (!p && ((mlp_name && layer.moe.experts > 0) || m == kExpertsGateUp || m == kExpertsDown)) continue;
             if (!p)
                 throw_unsupported("LoRA target '" + m + "': layer " + std::to_string(l) + " of the model (" +
                                   model.architecture + ") has no " + m +
@@ -122,14 +142,30 @@ std::vector<LoraTensorSpec> lora_tensor_specs(const ModelConfig& model, const Lo
             int64_t row = 0;
             for (int slot : p->feeds) {
                 rows.push_back(row);
+                const int64_t F = p->experts > 0 ? model.moe_intermediate_size : model.intermediate_size;
                 row += slot == kQ ? model.q_dim()
                        : slot == kK || slot == kV ? model.kv_dim()
-                       : slot == kGate || slot == kUp ? model.intermediate_size
+                       : slot == kGate || slot == kUp ? F
                                                       : model.hidden_size;
             }
             if (!p->feeds.empty() && row != p->out)
                 throw_internal("LoRA table: the feeds of " + p->path + " cover " + std::to_string(row) + " of " +
                                std::to_string(p->out) + " rows");
+            if (p->experts > 0) {
+                if (config.dropout > 0)
+                    throw_unsupported("LoRA on " + model.architecture + "'s experts (" + m +
+                                      ") cannot use dropout: PEFT's LoRA on expert parameters (target_parameters) "
+                                      "has none; set the LoRA dropout to 0");
+                // PEFT nests the ParamWrappers of one module: the one made last (down_proj, the module's second
+                // parameter) is the outer one; with both adapted, gate_up_proj's is under base_layer.
+                const bool inner = m == kExpertsGateUp && config.targets(kExpertsDown);
+                const std::string path = p->path + (inner ? ".base_layer" : "");
+                const int64_t E = p->experts;
+                out.push_back({peft_tensor_name(l, path, true), l, m, p->path, true, {E * r, p->in}, p->feeds, rows, E});
+                out.push_back(
+                    {peft_tensor_name(l, path, false), l, m, p->path, false, {p->out, E * r}, p->feeds, rows, E});
+                continue;
+            }
             out.push_back({peft_tensor_name(l, p->path, true), l, m, p->path, true, {r, p->in}, p->feeds, rows});
             out.push_back({peft_tensor_name(l, p->path, false), l, m, p->path, false, {p->out, r}, p->feeds, rows});
         }
@@ -149,6 +185,22 @@ LoraIndex lora_index_of(const std::vector<LoraTensorSpec>& specs, int L) {
             index[size_t(s.layer)][size_t(s.feeds[k])] = {int(i), s.slot_row[k], s.feeds[0]};
     }
     return index;
+}
+
+std::vector<float> expert_b_to_peft(const std::vector<float>& b, int64_t E, int64_t out, int64_t r) {
+    std::vector<float> p(b.size());
+    for (int64_t e = 0; e < E; ++e)
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t j = 0; j < r; ++j) p[size_t(o * r * E + j * E + e)] = b[size_t((e * out + o) * r + j)];
+    return p;
+}
+
+std::vector<float> expert_b_from_peft(const std::vector<float>& p, int64_t E, int64_t out, int64_t r) {
+    std::vector<float> b(p.size());
+    for (int64_t e = 0; e < E; ++e)
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t j = 0; j < r; ++j) b[size_t((e * out + o) * r + j)] = p[size_t(o * r * E + j * E + e)];
+    return b;
 }
 
 std::vector<LoraParam> init_lora_params(const std::vector<LoraTensorSpec>& specs, uint64_t seed) {

@@ -10,6 +10,14 @@
 //    (Phi-3 qkv_proj) is one lora_A / lora_B pair feeding several block slots: the slots share lora_A and
 //    each reads its rows of lora_B (LoraSlot). The dropout key is (layer, first slot of the projection),
 //    core/random.h: the values of the unfused families' keys (layer * 16 + module) are unchanged.
+//  - An MoE layer's experts are adapted as PEFT's target_parameters adapts a 3-D parameter (its ParamWrapper):
+//    per expert e an A_e [r, in] and a B_e [out, r]. The spec's shapes are PEFT's (lora_A [E*r, in] with
+//    expert e's rows at e*r; lora_B [out, E*r] with B_e[o, j] at column j*E + e); the values the models hold
+//    keep lora_A as it is but lora_B expert-major, [E, out, r], so each expert's B is one matrix for the
+//    grouped GEMMs (expert_b_to_peft / expert_b_from_peft convert, at the PEFT reader and writer only).
+//    The gate_up_proj parameter feeds the gate and up slots like a fused projection. PEFT nests the
+//    wrappers of one module: with both expert parameters adapted, gate_up_proj's tensors are saved under
+//    "mlp.experts.base_layer.lora_A" and down_proj's under "mlp.experts.lora_A".
 #pragma once
 
 #include <array>
@@ -37,7 +45,13 @@ struct LoraTensorSpec {
     std::vector<int64_t> shape;
     std::vector<int> feeds;         // the block slots the projection feeds (LoraModule), row order
     std::vector<int64_t> slot_row;  // the first row of lora_B (and of the weight) of each slot
+    int64_t experts = 0;            // an MoE layer's experts (PEFT target_parameters): E; 0 otherwise
 };
+
+// An expert parameter's lora_B between the models' layout [E, out, r] and PEFT's [out, r*E] (B_e[o, j] at
+// column j*E + e).
+std::vector<float> expert_b_to_peft(const std::vector<float>& b, int64_t E, int64_t out, int64_t r);
+std::vector<float> expert_b_from_peft(const std::vector<float>& b, int64_t E, int64_t out, int64_t r);
 
 // Every lora_A/lora_B pair, layer by layer, in the order of config.target_modules within a layer (A then B).
 // Throws Error{InvalidInput} for an invalid config or a layers_to_transform index the model does not have,

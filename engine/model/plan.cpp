@@ -64,9 +64,15 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     d.tied = cfg.tie_word_embeddings;
     d.dropout = lora.dropout > 0;
     const ArchSpec arch = arch_spec(cfg);
+    // The layers' projections: every dense layer has d.projections, every MoE layer d.moe_projections.
+    const LayerSpec* first_dense = nullptr;
+    const LayerSpec* first_moe = nullptr;
+    for (const LayerSpec& l : arch.layers) {
+        const LayerSpec*& first = l.moe.experts > 0 ? first_moe : first_dense;
+        if (!first) first = &l;
+    }
     if (!arch.layers.empty()) {
         const LayerSpec& l0 = arch.layers[0];
-        d.projections = l0.projections;
         d.ln1_name = l0.ln1;
         d.ln2_name = l0.ln2;
         d.attn_out_norm_name = l0.attn_out_norm;
@@ -74,21 +80,41 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
         if (d.sandwich != !l0.attn_out_norm.empty() || d.sandwich != !l0.mlp_out_norm.empty())
             throw_internal(cfg.architecture + ": sandwich_norms and the layer's output norms disagree");
     }
-    int fed[kNumModules] = {};
-    for (const ProjectionSpec& p : d.projections)
-        for (int slot : p.feeds) {
-            fed[slot]++;
-            d.bias[slot] = p.bias;
-        }
-    for (int m = 0; m < kNumModules; ++m)
-        if (fed[m] != 1)
-            throw_unsupported(cfg.architecture + ": the block's " + kModuleNames[m] + " is fed by " +
-                              std::to_string(fed[m]) + " projections (the dense block needs exactly one)");
-    for (size_t l = 1; l < arch.layers.size(); ++l)
-        if (arch.layers[l].projections != d.projections || arch.layers[l].ln2 != d.ln2_name ||
-            arch.layers[l].attn_out_norm != d.attn_out_norm_name)
+    if (first_dense) d.projections = first_dense->projections;
+    if (first_moe) {
+        d.moe_projections = first_moe->projections;
+        d.moe_spec = first_moe->moe;
+        d.E = int(first_moe->moe.experts);
+        d.topk = int(first_moe->moe.top_k);
+        d.Fe = int(first_moe->moe.intermediate);
+        d.moe_renorm = first_moe->moe.renormalize;
+        d.moe.resize(size_t(d.L));
+        for (int l = 0; l < d.L; ++l) d.moe[size_t(l)] = arch.layers[size_t(l)].moe.experts > 0;
+        if (cfg.quantization.four_bit)
+            throw_unsupported(cfg.architecture + ": 4-bit base weights of a mixture-of-experts model are not "
+                              "supported yet; train it with 16-bit base weights (quantization none)");
+        if (d.sandwich) throw_unsupported(cfg.architecture + ": sandwich norms with experts are not supported");
+    }
+    for (const std::vector<ProjectionSpec>* list : {&d.projections, &d.moe_projections}) {
+        if (list->empty()) continue;
+        int fed[kNumModules] = {};
+        for (const ProjectionSpec& p : *list)
+            for (int slot : p.feeds) {
+                fed[slot]++;
+                d.bias[slot] = p.bias;
+            }
+        for (int m = 0; m < kNumModules; ++m)
+            if (fed[m] != 1)
+                throw_unsupported(cfg.architecture + ": the block's " + kModuleNames[m] + " is fed by " +
+                                  std::to_string(fed[m]) + " projections (the dense block needs exactly one)");
+    }
+    for (size_t l = 1; l < arch.layers.size(); ++l) {
+        const LayerSpec& x = arch.layers[l];
+        if (x.projections != d.projections_of(int(l)) || x.ln2 != d.ln2_name ||
+            x.attn_out_norm != d.attn_out_norm_name || (x.moe.experts > 0 && x.moe != d.moe_spec))
             throw_unsupported(cfg.architecture + ": layer " + std::to_string(l) +
                               " has other projections than layer 0 (not a dense model)");
+    }
     const WeightQuantization& wq = cfg.quantization;
     if (wq.four_bit) {
         d.quant_blocksize = wq.blocksize;
@@ -143,6 +169,9 @@ const std::array<BufferDecl, kBufCount>& buffer_decls() {
         {Buf::AttnOutRstd, "attention output rstd", Cost::Gemm, false},  // produced with it
         {Buf::MlpOut, "mlp output (sandwich)", Cost::Gemm, true},
         {Buf::MlpOutRstd, "mlp output rstd", Cost::Gemm, true},
+        {Buf::Route, "routing", Cost::Gemm, true},  // the router GEMM, softmax / top-k, sort and count
+        {Buf::Xs, "expert input", Cost::Cheap, true},
+        {Buf::Ys, "expert outputs", Cost::Gemm, true},
     }};
     return decls;
 }
@@ -199,9 +228,11 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
             h.attn_out_norm = y.weights.reserve(act(d.C), p + d.attn_out_norm_name);
             h.mlp_out_norm = y.weights.reserve(act(d.C), p + d.mlp_out_norm_name);
         }
-        for (size_t pi = 0; pi < d.projections.size(); ++pi) {
-            const ProjectionSpec& pr = d.projections[pi];
-            const int64_t n = pr.out * pr.in;
+        if (d.is_moe(l)) h.router = y.weights.reserve(act(size_t(d.E) * d.C), p + "router");
+        const std::vector<ProjectionSpec>& projs = d.projections_of(l);
+        for (size_t pi = 0; pi < projs.size(); ++pi) {
+            const ProjectionSpec& pr = projs[pi];
+            const int64_t n = std::max<int64_t>(pr.experts, 1) * pr.out * pr.in;  // experts: [E, out, in]
             Quant4Pieces q;
             int w = -1;
             if (d.quantized(l, pi)) {
@@ -220,14 +251,14 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                 w = y.weights.reserve(act(size_t(n)), p + pr.target);
             }
             const int b = pr.bias ? y.weights.reserve(act(size_t(pr.out)), p + pr.target + " bias") : -1;
-            int64_t row = 0;  // the slots' rows follow each other in the fused weight
+            int64_t row = 0;  // the slots' rows follow each other in the fused weight (in each expert's)
             for (int slot : pr.feeds) {
                 h.w[slot] = w;
                 h.q[slot] = q;
                 h.w_off[slot] = row * pr.in;
                 h.b[slot] = b;
                 h.b_off[slot] = row;
-                row += d.out_of(slot);
+                row += pr.experts > 0 ? d.Fe : d.out_of(slot);
             }
         }
         if (d.qk_norm) {
@@ -274,12 +305,16 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     const int chunk = mlp_chunk_rows();
     const bool chunked = chunk > 0 && d.T > chunk && res(Buf::Gate) == Residency::Dropped &&
                          res(Buf::Up) == Residency::Dropped && res(Buf::TmpMlp) == Residency::Dropped &&
-                         !d.dropout && !d.sandwich;
+                         !d.dropout && !d.sandwich && d.E == 0;
     y.mlp_rows = chunked ? chunk : d.T;
-    const size_t rowsF = size_t(y.mlp_rows) * size_t(d.F);
+    // An MoE layer's gate / up hold [N, Fe] (the experts' rows), a dense layer's [rows, F].
+    const size_t moeF = size_t(d.N()) * size_t(d.Fe);
+    const size_t rowsF = std::max(size_t(y.mlp_rows) * size_t(d.F), moeF);
+    const size_t allF = std::max(T * size_t(d.F), moeF);
+    const MoeRouteParts route = moe_route_parts(d, tr.act_bytes);
     // Reserves the buffers of one set whose residency is `which` (the block input only if with_x).
     auto make_set = [&](const std::string& p, bool with_x, Residency which,
-                        const std::array<bool, kNumModules>& adapted) {
+                        const std::array<bool, kNumModules>& adapted, bool moe) {
         ArenaLayout& a = y.acts;
         ActHandles s;
         auto want = [&](Buf b) { return res(b) == which; };
@@ -301,12 +336,17 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         if (want(Buf::Ln2)) s.ln2 = a.reserve(act(T * d.C), p + "ln2");
         if (want(Buf::Ln2Rstd)) s.ln2_rstd = a.reserve(f32(T), p + "ln2 rstd");
         // Dropped gate / up hold one MLP chunk (all T rows when the MLP is not chunked).
-        const size_t gate_rows = which == Residency::Dropped ? rowsF : T * d.F;
+        const size_t gate_rows = which == Residency::Dropped ? rowsF : allF;
         if (want(Buf::Gate)) s.gate = a.reserve(act(gate_rows), p + "gate");
         if (want(Buf::Up)) s.up = a.reserve(act(gate_rows), p + "up");
         for (int m = 0; m < kNumModules; ++m)
             if (adapted[size_t(m)] && want(m <= kO ? Buf::TmpAttn : Buf::TmpMlp))
-                s.tmp[m] = a.reserve(act(T * d.R), p + "lora " + kModuleNames[m]);
+                s.tmp[m] = a.reserve(act((m <= kO ? T : size_t(d.mlp_tmp_rows())) * d.R), p + "lora " + kModuleNames[m]);
+        if (moe) {
+            if (want(Buf::Route)) s.route = a.reserve(route.bytes, p + "routing");
+            if (want(Buf::Xs)) s.xs = a.reserve(act(size_t(d.N()) * d.C), p + "expert input");
+            if (want(Buf::Ys)) s.ys = a.reserve(act(size_t(d.N()) * d.C), p + "expert outputs");
+        }
         if (d.sandwich) {
             if (want(Buf::AttnOut)) s.attn_out = a.reserve(act(T * d.C), p + "attention output");
             if (want(Buf::AttnOutRstd)) s.attn_out_rstd = a.reserve(f32(T), p + "attention output rstd");
@@ -326,6 +366,7 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         for (int m = 0; m < kNumModules; ++m) take(dst.tmp[m], src.tmp[m]);
         take(dst.attn_out, src.attn_out), take(dst.attn_out_rstd, src.attn_out_rstd);
         take(dst.mlp_out, src.mlp_out), take(dst.mlp_out_rstd, src.mlp_out_rstd);
+        take(dst.route, src.route), take(dst.xs, src.xs), take(dst.ys, src.ys);
     };
     std::vector<std::array<bool, kNumModules>> adapted(size_t(d.L));
     std::array<bool, kNumModules> any_adapted{};
@@ -337,7 +378,8 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     const bool any_lora = !specs.empty();
     if (!y.recomputes && res(Buf::X) == Residency::Kept) {
         for (int l = 0; l < d.L; ++l)
-            y.sets.push_back(make_set("layer " + std::to_string(l) + " ", true, Residency::Kept, adapted[size_t(l)]));
+            y.sets.push_back(
+                make_set("layer " + std::to_string(l) + " ", true, Residency::Kept, adapted[size_t(l)], d.is_moe(l)));
     } else {
         if (res(Buf::X) == Residency::Kept) {
             for (int l = 0; l < d.L; ++l)
@@ -351,10 +393,10 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         y.sets.resize(size_t(d.L));
         for (int l = 0; l < d.L; ++l) {
             y.sets[size_t(l)].x = y.x_store.at(nb > 0 ? size_t(l % nb) : size_t(l));
-            merge(y.sets[size_t(l)],
-                  make_set("layer " + std::to_string(l) + " ", false, Residency::Kept, adapted[size_t(l)]));
+            merge(y.sets[size_t(l)], make_set("layer " + std::to_string(l) + " ", false, Residency::Kept,
+                                              adapted[size_t(l)], d.is_moe(l)));
         }
-        const ActHandles shared = make_set("recompute ", false, Residency::Dropped, any_adapted);
+        const ActHandles shared = make_set("recompute ", false, Residency::Dropped, any_adapted, d.E > 0);
         for (auto& s : y.sets) merge(s, shared);
     }
     y.x_final = y.acts.reserve(act(T * d.C), "x final");
@@ -371,7 +413,12 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     y.d_k = y.acts.reserve(act(T * d.KV), "d k");
     if (d.qk_norm) y.d_k2 = y.acts.reserve(act(T * d.KV), "d k2");
     y.d_v = y.acts.reserve(act(T * d.KV), "d v");
-    if (any_lora) y.d_tmp = y.acts.reserve(act(T * d.R), "d lora tmp");
+    if (any_lora) y.d_tmp = y.acts.reserve(act(size_t(d.mlp_tmp_rows()) * d.R), "d lora tmp");
+    if (d.E > 0) {
+        y.d_xs = y.acts.reserve(act(size_t(d.N()) * d.C), "d expert input");
+        y.d_ys = y.acts.reserve(act(size_t(d.N()) * d.C), "d expert outputs");
+        y.d_route_w = y.acts.reserve(f32(T * size_t(d.topk)), "d routing weights");
+    }
     if (any_lora && d.dropout) {
         y.xd = y.acts.reserve(act(T * size_t(d.in_max())), "lora dropped input");
         y.d_drop = y.acts.reserve(act(T * size_t(d.in_max())), "d lora dropped input");
@@ -414,6 +461,26 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     return y;
 }
 
+MoeRouteParts moe_route_parts(const Dims& d, size_t act_bytes) {
+    MoeRouteParts r;
+    const size_t T = size_t(d.T), E = size_t(d.E), K = size_t(d.topk), N = size_t(d.N());
+    size_t at = 0;
+    auto part = [&](size_t bytes) {
+        const size_t here = at;
+        at += size_t(round_up(int64_t(bytes), 256));
+        return here;
+    };
+    r.probs = part(T * E * 4);
+    r.logits = part(T * E * act_bytes);
+    r.idx = part(T * K * 4);
+    r.w = part(T * K * 4);
+    r.order = part(N * 4);
+    r.inv = part(N * 4);
+    r.offsets = part((E + 1) * 4);
+    r.bytes = at;
+    return r;
+}
+
 std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
     std::vector<WeightEntry> out;
     const int64_t VC = int64_t(d.V) * d.C;
@@ -429,10 +496,32 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
             out.push_back({h.attn_out_norm, {}, p + d.attn_out_norm_name + ".weight", d.C, WeightKind::Norm});
             out.push_back({h.mlp_out_norm, {}, p + d.mlp_out_norm_name + ".weight", d.C, WeightKind::Norm});
         }
-        for (const ProjectionSpec& pr : d.projections) {
+        if (d.is_moe(l)) out.push_back({h.router, {}, p + d.moe_spec.router, int64_t(d.E) * d.C, WeightKind::Matrix});
+        for (const ProjectionSpec& pr : d.projections_of(l)) {
             const int slot = pr.feeds.at(0);
-            out.push_back({h.w[slot], h.q[slot], p + pr.path + ".weight", pr.out * pr.in, WeightKind::Matrix});
-            if (pr.bias) out.push_back({h.b[slot], {}, p + pr.path + ".bias", pr.out, WeightKind::Bias});
+            if (pr.experts == 0) {
+                out.push_back({h.w[slot], h.q[slot], p + pr.path + ".weight", pr.out * pr.in, WeightKind::Matrix});
+                if (pr.bias) out.push_back({h.b[slot], {}, p + pr.path + ".bias", pr.out, WeightKind::Bias});
+                continue;
+            }
+            // The experts: one fused [E, out, in] tensor, or each expert's projections at their rows of it.
+            const MoeSpec& m = d.moe_spec;
+            const bool gate_up = slot == kGate;
+            if (m.fused) {
+                out.push_back({h.w[slot], {}, p + (gate_up ? m.gate_up : m.down), pr.experts * pr.out * pr.in,
+                               WeightKind::Matrix});
+                continue;
+            }
+            const int64_t per = pr.out * pr.in, half = int64_t(d.Fe) * d.C;
+            for (int64_t e = 0; e < pr.experts; ++e) {
+                const std::string x = p + m.per_expert + "." + std::to_string(e) + ".";
+                if (gate_up) {
+                    out.push_back({h.w[slot], {}, x + m.gate + ".weight", half, WeightKind::Matrix, e * per});
+                    out.push_back({h.w[slot], {}, x + m.up + ".weight", half, WeightKind::Matrix, e * per + half});
+                } else {
+                    out.push_back({h.w[slot], {}, x + m.down_name + ".weight", per, WeightKind::Matrix, e * per});
+                }
+            }
         }
         if (d.qk_norm) {
             out.push_back({h.q_norm, {}, p + "self_attn.q_norm.weight", d.D, WeightKind::Norm});

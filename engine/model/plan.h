@@ -75,6 +75,20 @@ struct Dims {
     int quant_blocksize = 64;
     bool quant_nested = true;
 
+    // Mixture of experts (E = 0: a dense model). moe[l] = 1 where layer l's MLP is a router over E experts of
+    // Fe features, topk per token (their weights renormalised when moe_renorm); N = T * topk rows of the
+    // expert buffers (every token's topk assignments, sorted by expert: kernels/cpu/moe.h).
+    int E = 0, topk = 0, Fe = 0;
+    bool moe_renorm = false;
+    std::vector<uint8_t> moe;                     // [L]
+    std::vector<ProjectionSpec> moe_projections;  // an MoE layer's: attention, then the two expert parameters
+    MoeSpec moe_spec;                             // how the checkpoint stores the router and the experts
+
+    bool is_moe(int l) const { return !moe.empty() && moe[size_t(l)] != 0; }
+    const std::vector<ProjectionSpec>& projections_of(int l) const { return is_moe(l) ? moe_projections : projections; }
+    int N() const { return T * topk; }
+    // Rows of the MLP's LoRA tmps: T, or N when an MoE layer's experts can be adapted.
+    int mlp_tmp_rows() const { return E > 0 ? std::max(T, N()) : T; }
     bool quantized(int l, size_t p) const { return !quant4.empty() && quant4[size_t(l) * projections.size() + p]; }
     int big() const { return std::max(Q, F); }
     int in_max() const { return std::max({C, Q, F}); }
@@ -122,6 +136,8 @@ enum class Buf : uint8_t {
     TmpAttn, TmpMlp,            // LoRA x A^T of the attention / MLP projections
     AttnOut, AttnOutRstd,       // sandwich norms only: o_proj output and its norm's statistics
     MlpOut, MlpOutRstd,         //   down_proj output and its norm's statistics
+    Route,                      // MoE: router probabilities, choices, weights, the sorted order and offsets
+    Xs, Ys,                     // MoE: the MLP input permuted to expert order [N,C], the experts' outputs [N,C]
     Count
 };
 inline constexpr int kBufCount = int(Buf::Count);
@@ -191,6 +207,7 @@ struct Quant4Pieces {
 // slot has w = -1 and its pieces in q (w_off is then the first element of its rows in the 4-bit weight).
 struct LayerWeightHandles {
     int ln1 = -1, ln2 = -1, q_norm = -1, k_norm = -1, attn_out_norm = -1, mlp_out_norm = -1;
+    int router = -1;  // MoE layers: [E, C]
     int w[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int b[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int64_t w_off[kNumModules] = {};
@@ -206,7 +223,16 @@ struct ActHandles {
     int mid = -1, ln2 = -1, ln2_rstd = -1, gate = -1, up = -1;
     int tmp[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int attn_out = -1, attn_out_rstd = -1, mlp_out = -1, mlp_out_rstd = -1;  // sandwich norms only
+    int route = -1, xs = -1, ys = -1;  // MoE layers only (route: moe_route_bytes)
 };
+
+// The routing piece of an MoE layer, carved in this order (each part 256-byte aligned): probs [T,E] fp32,
+// logits [T,E] act (backward: their gradient), idx [T,K] int32, w [T,K] fp32, order [N] int32, inv [N] int32,
+// offsets [E+1] int32.
+struct MoeRouteParts {
+    size_t probs = 0, logits = 0, idx = 0, w = 0, order = 0, inv = 0, offsets = 0, bytes = 0;
+};
+MoeRouteParts moe_route_parts(const Dims& d, size_t act_bytes);
 
 struct ModelPlan {
     ArenaLayout weights, lora, acts, work;
@@ -228,6 +254,7 @@ struct ModelPlan {
     int x_final = -1, lnf = -1, lnf_rstd = -1;
     int d_res = -1, d_ln = -1, d_lnf = -1, d_big = -1, d_big2 = -1, d_big3 = -1, d_k = -1, d_k2 = -1, d_v = -1;
     int d_tmp = -1, xd = -1, d_drop = -1, losses = -1, meta = -1;
+    int d_xs = -1, d_ys = -1, d_route_w = -1;  // MoE: [N,C], [N,C], [T,K] fp32
     int64_t meta_ints = 0;  // int32 of one metadata slot
     // workspace
     int ce = -1, att_ws = -1, gn_ws = -1, loss_sum = -1, norm = -1;
@@ -247,6 +274,7 @@ struct WeightEntry {
     std::string name;  // "model.layers.3.self_attn.q_proj.weight"
     int64_t numel = 0;
     WeightKind kind = WeightKind::Matrix;
+    int64_t offset = 0;  // the first element it fills in its piece (one expert's projection in the fused experts)
 };
 struct ModelPlan;
 std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);

@@ -66,7 +66,7 @@ void load_weights_fp32(const ModelPlan& y, void* base, const Dims& d, const Safe
         if (int64_t(v.size()) != e.numel)
             throw_invalid(ws.source_name() + ": tensor " + e.name + " has " + std::to_string(v.size()) +
                           " elements, the config implies " + std::to_string(e.numel));
-        std::memcpy(y.weights.ptr<float>(base, e.handle), v.data(), v.size() * sizeof(float));
+        std::memcpy(y.weights.ptr<float>(base, e.handle) + e.offset, v.data(), v.size() * sizeof(float));
     }
 }
 

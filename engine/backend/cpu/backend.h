@@ -15,6 +15,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/moe.h"
 #include "kernels/cpu/nf4.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
@@ -58,6 +59,16 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, sum)
     TANDEM_FORWARD_OP(cpu, kv_cache_write)
     TANDEM_FORWARD_OP(cpu, decode_attention)
+    TANDEM_FORWARD_OP(cpu, moe_router_forward)
+    TANDEM_FORWARD_OP(cpu, moe_router_backward)
+    TANDEM_FORWARD_OP(cpu, moe_sort_count)
+    TANDEM_FORWARD_OP(cpu, moe_permute)
+    TANDEM_FORWARD_OP(cpu, moe_permute_backward)
+    TANDEM_FORWARD_OP(cpu, moe_unpermute)
+    TANDEM_FORWARD_OP(cpu, moe_unpermute_backward)
+    TANDEM_FORWARD_OP(cpu, grouped_matmul_forward)
+    TANDEM_FORWARD_OP(cpu, grouped_matmul_backward)
+    TANDEM_FORWARD_OP(cpu, grouped_matmul_weight_grad)
 
     // Attention has the CUDA shape: max_seqlen sizes CUDA's grid and its workspace is planned; the CPU kernel
     // walks each sample whole and keeps its own [Hq,T] scratch. window: the sliding window (0: none); softcap:

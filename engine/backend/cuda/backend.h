@@ -15,6 +15,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/moe.h"
 #include "kernels/cuda/nf4.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
@@ -60,6 +61,16 @@ struct CudaBackend {
     TANDEM_FORWARD_OP(cuda, sum)
     TANDEM_FORWARD_OP(cuda, kv_cache_write)
     TANDEM_FORWARD_OP(cuda, decode_attention)
+    TANDEM_FORWARD_OP(cuda, moe_router_forward)
+    TANDEM_FORWARD_OP(cuda, moe_router_backward)
+    TANDEM_FORWARD_OP(cuda, moe_sort_count)
+    TANDEM_FORWARD_OP(cuda, moe_permute)
+    TANDEM_FORWARD_OP(cuda, moe_permute_backward)
+    TANDEM_FORWARD_OP(cuda, moe_unpermute)
+    TANDEM_FORWARD_OP(cuda, moe_unpermute_backward)
+    TANDEM_FORWARD_OP(cuda, grouped_matmul_forward)
+    TANDEM_FORWARD_OP(cuda, grouped_matmul_backward)
+    TANDEM_FORWARD_OP(cuda, grouped_matmul_weight_grad)
 };
 
 static_assert(Backend<CudaBackend>, "CudaBackend lacks an op of TANDEM_BACKEND_OPS or takes other arguments");

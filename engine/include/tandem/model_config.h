@@ -82,12 +82,18 @@ struct ModelConfig {
     std::vector<int64_t> bos_token_ids;
     std::vector<int64_t> eos_token_ids;
     std::string torch_dtype;           // as written ("bfloat16", "float32", ...) or empty
-    // Mixture of experts (parsed for MoE architectures, which are not trainable yet).
+    // Mixture of experts (Qwen3-MoE, Mixtral; gpt-oss is parsed only).
     int64_t num_experts = 0;
     int64_t num_experts_per_tok = 0;
     int64_t moe_intermediate_size = 0;   // per expert (= intermediate_size for Mixtral and gpt-oss)
     int64_t decoder_sparse_step = 1;     // Qwen3-MoE: every n-th layer is sparse
     std::vector<int64_t> mlp_only_layers;  // Qwen3-MoE: layers that keep a dense MLP
+    bool moe_renormalize = false;        // the chosen experts' weights divided by their sum (Qwen3-MoE's
+                                         // norm_topk_prob; always for Mixtral)
+    // The checkpoint stores each layer's experts as two 3-D tensors (mlp.experts.gate_up_proj [E, 2F, H],
+    // mlp.experts.down_proj [E, H, F], as transformers 5 holds them) instead of one tensor per expert and
+    // projection (the Hub's layout). Not in config.json: open_model_dir sets it from the tensor names.
+    bool experts_fused = false;
     bool attention_sinks = false;        // gpt-oss: a learned per-head sink logit
     // Gemma 2 / 3.
     bool norm_one_plus = false;          // RMSNorm weights are stored as w of (1 + w), applied in fp32
