@@ -17,6 +17,9 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <span>
+#include <random>
+#include <list>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,7 @@
 #include "model/plan.h"
 #include "tandem/error.h"
 #include "tandem/inference.h"
+#include "tandem/model_dir.h"
 #include "tandem/model_config.h"
 #include "tandem/safetensors.h"
 #include "tandem/tokenizer.h"
@@ -105,6 +109,61 @@ std::string unescape_octal(const std::string& s) {
 }
 
 fs::path babyllama() { return tandem::test::assets() / "babyllama-tok105"; }
+
+// A tiny random Qwen3-MoE folder (3 layers, the middle one dense through mlp_only_layers; 6 experts, top 2,
+// norm_topk_prob), fp32, with its experts as the Hub stores them (one tensor per expert) or fused (transformers 5).
+void write_tiny_moe(const fs::path& dir, bool fused, uint64_t seed = 99) {
+    fs::create_directories(dir);
+    const nlohmann::json config = {
+        {"architectures", {"Qwen3MoeForCausalLM"}}, {"model_type", "qwen3_moe"}, {"hidden_size", 32},
+        {"intermediate_size", 40}, {"moe_intermediate_size", 12}, {"num_hidden_layers", 3},
+        {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"vocab_size", 50},
+        {"max_position_embeddings", 128}, {"num_experts", 6}, {"num_experts_per_tok", 2},
+        {"norm_topk_prob", true}, {"decoder_sparse_step", 1}, {"mlp_only_layers", {1}}, {"rms_norm_eps", 1e-6},
+        {"tie_word_embeddings", false}, {"hidden_act", "silu"}};
+    ModelConfig cfg = parse_model_config(config, "tiny moe");
+    cfg.experts_fused = fused;
+    std::mt19937 rng{static_cast<uint32_t>(seed)};
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::list<std::vector<float>> storage;
+    std::vector<TensorToWrite> tensors;
+    // The same values in both layouts: drawn per expert projection in the Hub's order, then placed.
+    std::map<std::string, std::vector<float>> per_name;
+    ModelConfig hub = cfg;
+    hub.experts_fused = false;
+    for (const auto& t : expected_tensors(hub)) {
+        int64_t n = 1;
+        for (auto d : t.shape) n *= d;
+        std::vector<float> v(static_cast<size_t>(n));
+        const bool norm = t.name.find("norm") != std::string::npos;
+        const float sd = t.name.find(".gate.") != std::string::npos ? 1.0f : 0.08f;  // routers far from ties
+        for (auto& x : v) x = norm ? 1.0f + 0.1f * nd(rng) : sd * nd(rng);
+        per_name[t.name] = std::move(v);
+    }
+    for (const auto& t : expected_tensors(cfg)) {
+        std::vector<float> v;
+        const auto at = t.name.find("mlp.experts.");
+        if (fused && at != std::string::npos) {
+            const std::string p = t.name.substr(0, at) + "mlp.experts.";
+            const bool gu = t.name.ends_with("gate_up_proj");
+            for (int64_t e = 0; e < 6; ++e) {
+                const std::string x = p + std::to_string(e) + ".";
+                for (const char* part : gu ? std::vector<const char*>{"gate_proj", "up_proj"} : std::vector<const char*>{"down_proj"}) {
+                    const auto& src = per_name.at(x + part + ".weight");
+                    v.insert(v.end(), src.begin(), src.end());
+                }
+            }
+        } else if (fused && t.name.ends_with("mlp.gate.weight")) {
+            v = per_name.at(t.name);
+        } else {
+            v = per_name.at(t.name);
+        }
+        storage.push_back(std::move(v));
+        tensors.push_back({t.name, DType::F32, t.shape, std::as_bytes(std::span<const float>(storage.back()))});
+    }
+    write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+    std::ofstream(dir / "config.json") << config.dump(2);
+}
 
 }  // namespace
 
@@ -282,6 +341,75 @@ private slots:
         const auto plan_sel = CpuModel::plan(cfg, lora, 64, CheckpointPolicy::Selective);
         QVERIFY(plan_rc.activations < plan_sel.activations);
         QVERIFY(plan_sel.activations < plan_off.activations);
+    }
+
+
+    // Mixture of experts on the CPU: the LoRA gradients of a tiny Qwen3-MoE (attention and experts adapted, B
+    // non-zero) against central finite differences of the loss; the Hub's per-expert layout and transformers 5's
+    // fused one give the same bits; every checkpointing policy gives the same bits.
+    void moe_gradients_and_layouts() {
+        QTemporaryDir tmp;
+        const fs::path hub = fs::path(tmp.path().toStdString()) / "hub", fused = fs::path(tmp.path().toStdString()) / "fused";
+        write_tiny_moe(hub, false);
+        write_tiny_moe(fused, true);
+        QVERIFY(!inspect_model_dir(hub).config.experts_fused);
+        QVERIFY(inspect_model_dir(fused).config.experts_fused);
+        LoraConfig lora;
+        lora.r = 2;
+        std::vector<std::vector<int32_t>> seqs = {{3, 9, 14, 2, 40, 7, 7, 21, 33}, {5}, {11, 4, 19, 8, 30, 1}};
+        const PackedBatch b = batch_from_sequences(seqs);
+        auto load = [&](const fs::path& dir, CheckpointPolicy p = CheckpointPolicy::Off) {
+            CpuModel m = CpuModel::load(dir, lora, 5, 32, p);
+            for (auto& prm : m.lora_params())
+                if (!prm.spec.is_a)
+                    for (size_t i = 0; i < prm.value.size(); ++i) prm.value[i] = 0.05f * float(int(i % 7) - 3);
+            return m;
+        };
+        CpuModel m = load(hub);
+        bool experts = false;
+        for (const auto& p : m.lora_params()) experts |= p.spec.experts > 0;
+        QVERIFY(experts);
+        m.zero_grads();
+        const double loss = m.forward_backward(b, 1.0f, 0);
+        int checked = 0, flips = 0;
+        for (auto& p : m.lora_params()) {
+            double gmax = 1e-12;
+            for (float g : p.grad) gmax = std::max(gmax, double(std::fabs(g)));
+            for (size_t i = 0; i < p.value.size(); i += std::max<size_t>(1, p.value.size() / 5)) {
+                const float x0 = p.value[i];
+                auto fd = [&](float h) {
+                    p.value[i] = x0 + h;
+                    const double lp = m.forward_loss(b);
+                    p.value[i] = x0 - h;
+                    const double lm = m.forward_loss(b);
+                    p.value[i] = x0;
+                    return (lp - lm) / (2.0 * double(h));
+                };
+                // A step that flips a token's choice of experts makes the loss jump: steps of 2e-3 and 1e-3 that
+                // disagree mark one (skipped, and counted: at most a few may be).
+                const double f1 = fd(2e-3f), f2 = fd(1e-3f);
+                if (std::fabs(f1 - f2) > 1e-2 * gmax + 1e-3) {
+                    ++flips;
+                    continue;
+                }
+                ++checked;
+                QVERIFY2(std::fabs(f2 - p.grad[i]) <= 1e-2 * gmax + 1e-3,
+                         qPrintable(QString("%1[%2]: finite difference %3, gradient %4 (max %5)")
+                                        .arg(QString::fromStdString(p.spec.name)).arg(i).arg(f2).arg(p.grad[i]).arg(gmax)));
+            }
+        }
+        qInfo("MoE finite differences: %d checked, %d skipped at a routing flip", checked, flips);
+        QVERIFY(flips * 10 <= checked);
+        CpuModel f = load(fused);
+        f.zero_grads();
+        QCOMPARE(f.forward_backward(b, 1.0f, 0), loss);
+        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::Selective}) {
+            CpuModel r = load(hub, p);
+            r.zero_grads();
+            QCOMPARE(r.forward_backward(b, 1.0f, 0), loss);
+            for (size_t i = 0; i < r.lora_params().size(); ++i)
+                QVERIFY(r.lora_params()[i].grad == m.lora_params()[i].grad);
+        }
     }
 
     // Long sequences: the MLP in chunks of rows (plan.h kMlpChunkRows; 256 rows here, 3 chunks of a 600-token
