@@ -65,6 +65,15 @@ ModelConfig phi3() {
 const std::string kN = "base_model.model.model.layers.";
 
 // Deterministic, non-trivial values (distinct per tensor and element).
+// Qwen3-MoE: layers 0 and 2 route over 4 experts of 16 features (top 2), layer 1 is dense (mlp_only_layers).
+ModelConfig qwen3_moe() {
+    return parse_model_config(json::parse(R"({"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64,
+        "intermediate_size": 96, "moe_intermediate_size": 16, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 101, "max_position_embeddings": 256,
+        "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": true, "mlp_only_layers": [1]})"),
+                              "qwen3-moe-test");
+}
+
 LoraTensors make_tensors(const ModelConfig& m, const LoraConfig& c) {
     LoraTensors t;
     int k = 0;
@@ -660,6 +669,64 @@ private slots:
             expect_error([&] { write_peft_adapter(file, c, m, "", good); }, ErrorCategory::InvalidInput,
                          {file.string(), "not a folder"});
         }
+    }
+
+    // An MoE model's experts as PEFT's target_parameters: the default targets resolve to the attention, the dense
+    // layer's MLP and both expert parameters; names are PEFT's nested ParamWrapper ones (gate_up_proj's under
+    // base_layer); lora_B is written in PEFT's [out, r*E] layout and read back to the models' [E, out, r].
+    void moeExpertsAsTargetParameters() {
+        const ModelConfig m = qwen3_moe();
+        LoraConfig c;
+        c.r = 4;
+        const LoraConfig resolved = resolve_lora_targets(m, c);
+        const std::vector<std::string> want = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                               "down_proj", "mlp.experts.gate_up_proj", "mlp.experts.down_proj"};
+        QCOMPARE(resolved.target_modules, want);
+        const auto specs = lora_tensor_specs(m, c);
+        std::map<std::string, std::vector<int64_t>> shapes;
+        for (const auto& s : specs) shapes[s.name] = s.shape;
+        const std::string l0 = "base_model.model.model.layers.0.mlp.experts.";
+        QCOMPARE(shapes.at(l0 + "base_layer.lora_A.weight"), (std::vector<int64_t>{16, 64}));  // gate_up: [E*r, H]
+        QCOMPARE(shapes.at(l0 + "base_layer.lora_B.weight"), (std::vector<int64_t>{32, 16}));  // [2F, r*E]
+        QCOMPARE(shapes.at(l0 + "lora_A.weight"), (std::vector<int64_t>{16, 16}));             // down: [E*r, F]
+        QCOMPARE(shapes.at(l0 + "lora_B.weight"), (std::vector<int64_t>{64, 16}));             // [H, r*E]
+        QVERIFY(shapes.count("base_model.model.model.layers.1.mlp.gate_proj.lora_A.weight"));
+        QVERIFY(!shapes.count("base_model.model.model.layers.0.mlp.gate_proj.lora_A.weight"));
+        // Only down_proj adapted: no nesting.
+        LoraConfig down = c;
+        down.target_modules = {"q_proj", "mlp.experts.down_proj"};
+        bool plain = false;
+        for (const auto& s : lora_tensor_specs(m, down)) plain |= s.name == l0 + "lora_A.weight";
+        QVERIFY(plain);
+
+        QTemporaryDir tmp;
+        const fs::path dir = fs::path(tmp.path().toStdString()) / "moe";
+        const LoraTensors t = make_tensors(m, c);
+        write_peft_adapter(dir, c, m, "org/moe", t);
+        const json cfg = read_json_file(dir / kPeftConfigName);
+        QCOMPARE(cfg.at("target_parameters").get<std::vector<std::string>>(),
+                 (std::vector<std::string>{"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}));
+        QCOMPARE(cfg.at("target_modules").get<std::vector<std::string>>(),
+                 (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}));
+        // PEFT's layout on disk: B_e[o, j] at column j*E + e.
+        SafetensorsFile f(dir / kPeftWeightsName);
+        const auto disk = tensor_to_f32(f.at(l0 + "lora_B.weight"));
+        const auto& mem = t.at(l0 + "lora_B.weight");  // [E=4, out=64, r=4]
+        for (int e = 0; e < 4; ++e)
+            for (int o = 0; o < 64; o += 7)
+                for (int j = 0; j < 4; ++j) QCOMPARE(disk[size_t(o * 16 + j * 4 + e)], mem[size_t((e * 64 + o) * 4 + j)]);
+        const PeftAdapter back = read_peft_adapter(dir, m);
+        QCOMPARE(back.config.target_modules, want);
+        QVERIFY(back.tensors == t);
+        // target_parameters naming no expert parameter, and dropout with experts, are refused.
+        edit_config(dir, [](json& j) { j["target_parameters"] = {"mlp.experts.w9"}; });
+        expect_error([&] { read_peft_adapter(dir, m); }, ErrorCategory::Unsupported, {"target_parameters", "w9"});
+        LoraConfig drop = c;
+        drop.dropout = 0.1;
+        expect_error([&] { lora_tensor_specs(m, drop); }, ErrorCategory::Unsupported, {"dropout", "experts"});
+        LoraConfig half = c;
+        half.target_modules = {"q_proj", "gate_proj"};
+        expect_error([&] { resolve_lora_targets(m, half); }, ErrorCategory::InvalidInput, {"gate_proj", "up_proj"});
     }
 
     void atomicity() {

@@ -76,18 +76,28 @@ LoraConfig resolve_lora_targets(const ModelConfig& model, const LoraConfig& conf
     };
     // An MoE model's MLP names stand for its experts too (gate_proj + up_proj: the fused gate_up_proj
     // parameter; down_proj: down_proj), as for a fused projection.
+    // The expert parameters go last (after every module target), in the order gate_up, down, as PEFT's
+    // adapter_config.json lists them apart (target_parameters).
     const bool experts = offers(kExpertsGateUp);
+    bool expert_gate_up = false, expert_down = false;
     for (const std::string& t : config.target_modules) {
+        if (t == kExpertsGateUp || t == kExpertsDown) {
+            if (!offers(t))
+                throw_invalid("LoRA config: target '" + t + "' names the experts of a mixture-of-experts model; " +
+                              model.architecture + " has none; its projections are: " + join(offered));
+            (t == kExpertsGateUp ? expert_gate_up : expert_down) = true;
+            continue;
+        }
         if (experts && (t == "gate_proj" || t == "up_proj" || t == "down_proj")) {
             if (offers(t)) add(t);  // the dense layers' (Qwen3-MoE's mlp_only_layers)
             if (t == "down_proj") {
-                add(kExpertsDown);
+                expert_down = true;
             } else if (!config.targets("gate_proj") || !config.targets("up_proj")) {
                 throw_invalid("LoRA config: " + model.architecture + " stores each expert's gate_proj and up_proj " +
                               "as one " + kExpertsGateUp + ", which LoRA adapts as a whole; list both gate_proj " +
                               "and up_proj (or " + kExpertsGateUp + ") instead of only '" + t + "'");
             } else {
-                add(kExpertsGateUp);
+                expert_gate_up = true;
             }
             continue;
         }
@@ -108,6 +118,8 @@ LoraConfig resolve_lora_targets(const ModelConfig& model, const LoraConfig& conf
                               " (or all of " + join(parts) + ") instead of only '" + t + "'");
         add(fused->target);
     }
+    if (expert_gate_up) add(kExpertsGateUp);
+    if (expert_down) add(kExpertsDown);
     return out;
 }
 
