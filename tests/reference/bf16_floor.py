@@ -7,9 +7,12 @@ For each tests/fixtures/models/<variant>: the same model, adapter and four seque
 make_fixtures.py's expected.safetensors (fp32, CPU), run the way HF PEFT trains in bf16 on a GPU:
 base weights bf16, PEFT's LoRA weights fp32 (its default upcast), forward under torch.autocast(bf16),
 sdpa attention (eager for models with soft-capped attention scores, which transformers' sdpa path does not
-apply: Gemma 2). Reports, per variant, the error measures Tandem's selftest uses against the fp32
-reference: logits max|d|/max|ref|, the loss, and the worst LoRA gradient max|d|/max|ref| over the LoRA
-tensors. Writes JSON (default tests/fixtures/models/bf16_floor.json). Needs CUDA, torch, transformers, peft.
+apply: Gemma 2); mixture-of-experts models (qwen3-moe, mixtral) with transformers' default experts
+implementation, the expert LoRA through PEFT's ParamWrapper (W + dW, in the base weights' bf16; a router that
+picks another expert in bf16 than in fp32 shows up as a large floor). Reports, per variant, the error measures
+Tandem's selftest uses against the fp32 reference: logits max|d|/max|ref|, the loss, and the worst LoRA gradient
+max|d|/max|ref| over the LoRA tensors (variants without a fixture folder are skipped). Writes JSON (default
+tests/fixtures/models/bf16_floor.json). Needs CUDA, torch, transformers, peft.
 """
 import argparse
 import json
@@ -75,7 +78,10 @@ def main():
     import transformers
     res = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
            "gpu": torch.cuda.get_device_name(0), "variants": {}}
-    for v in ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3"):
+    for v in ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3", "qwen3-moe", "mixtral"):
+        if not os.path.isfile(os.path.join(a.fixtures, v, "expected.safetensors")):
+            print(v, "skipped: no fixture folder (make_fixtures.py --variants", v + ")")
+            continue
         res["variants"][v] = run(os.path.join(a.fixtures, v), "cuda")
         print(v, json.dumps(res["variants"][v]))
     out = a.out or os.path.join(a.fixtures, "bf16_floor.json")

@@ -7,7 +7,8 @@
         --adapter RUN/adapter --sequences tests/fixtures/models/llama/sequences.json \
         --logits LOGITS.safetensors [--key logits] [--tol 1e-4]
 
---model      a Hugging Face model folder (config.json + model.safetensors), loaded in float32 on the CPU.
+--model      a Hugging Face model folder (config.json + model.safetensors), loaded in float32 on the CPU (eager
+             attention; mixture-of-experts models also with the "eager" experts loop).
 --adapter    a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors), e.g. written by
              Tandem's exporter; loaded with peft.PeftModel.from_pretrained.
 --sequences  JSON {"sequences": [[ids...], ...]}.
@@ -27,14 +28,63 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 
+def is_moe_config(cfg):
+    """True for a mixture-of-experts config (a config.json dict or a transformers config object)."""
+    get = cfg.get if isinstance(cfg, dict) else (lambda k, d=None: getattr(cfg, k, d))
+    return bool(get("num_local_experts") or get("num_experts"))
+
+
+def force_eager_experts(model):
+    """MoE models: run the experts with transformers' "eager" per-expert loop (fp32, deterministic, no grouped_mm
+    kernels), the path the fixtures were computed with. Returns the implementation in effect (None if unknown)."""
+    setter = getattr(model, "set_experts_implementation", None)
+    if callable(setter):
+        try:
+            setter("eager")
+        except Exception as e:  # noqa: BLE001
+            print(f"  (warning: set_experts_implementation('eager') failed: {e!r})")
+    seen = set()
+    for m in model.modules():
+        if "_experts_implementation" in vars(m):  # a per-module choice, where a version keeps one
+            try:
+                m._experts_implementation = "eager"
+            except Exception:  # noqa: BLE001
+                pass
+        cfg = getattr(m, "config", None)
+        if cfg is None or id(cfg) in seen or not hasattr(cfg, "model_type"):
+            continue
+        seen.add(id(cfg))
+        for attr in ("_experts_implementation", "_experts_implementation_internal"):
+            try:
+                setattr(cfg, attr, "eager")
+                break
+            except Exception:  # noqa: BLE001  (read-only property: try the next spelling)
+                continue
+    cfg = getattr(model, "config", None)
+    return getattr(cfg, "_experts_implementation", None) if cfg is not None else None
+
+
 def load_base(model_dir):
     import torch
     from transformers import AutoModelForCausalLM
     kw = {"attn_implementation": "eager"}
-    try:
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **kw)
-    except TypeError:  # transformers < 4.56 calls it torch_dtype
-        model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, **kw)
+    with open(os.path.join(model_dir, "config.json")) as f:
+        moe = is_moe_config(json.load(f))
+    if moe:
+        kw["experts_implementation"] = "eager"
+    model = None
+    if moe:
+        try:
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **kw)
+        except TypeError:  # no experts_implementation keyword: force_eager_experts below sets it
+            kw.pop("experts_implementation")
+    if model is None:
+        try:
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **kw)
+        except TypeError:  # transformers < 4.56 calls it torch_dtype
+            model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, **kw)
+    if moe:
+        force_eager_experts(model)
     return model.float().eval()
 
 

@@ -6,6 +6,7 @@
     python3 tests/reference/make_fixtures.py --out tests/fixtures          # everything
     python3 tests/reference/make_fixtures.py --out DIR --only ops          # or: --only models
     python3 tests/reference/make_fixtures.py --out DIR --variants llama,qwen3
+    python3 tests/reference/make_fixtures.py --out DIR --only models --variants qwen3-moe,mixtral   # the MoE ones
 
 Writes (see tests/fixtures/README.md for the exact conventions):
   DIR/ops/<op>.safetensors          per-op inputs, outputs and gradients (fp32 CPU autograd)
@@ -14,19 +15,24 @@ Writes (see tests/fixtures/README.md for the exact conventions):
 Deterministic: fixed seeds, float32, CPU only, one thread, torch.use_deterministic_algorithms(True).
 After writing each model it reloads model + adapter from disk with PEFT (check_adapter.py) and asserts the
 logits match what it saved. Requires torch, transformers, peft, safetensors; no network.
+The mixture-of-experts variants (qwen3-moe, mixtral) are made by make_moe_model (see there): LoRA on the fused expert
+parameters through PEFT's target_parameters, router near-ties excluded by reseeding, and the two checkpoint layouts
+(fused / per-expert) written and reloaded.
 """
 import argparse
 import json
 import math
 import os
+import re
 import shutil
 import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # check_adapter.py beside this file
 
-VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3")
+VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3", "qwen3-moe", "mixtral")
 OPS_SEED = 1234
 PROBLEMS = []  # checks that failed; reported at the end (exit 2) instead of aborting the run
 
@@ -394,6 +400,18 @@ SPECS = {
                dict(tie_word_embeddings=True, head_dim=16, hidden_activation="gelu_pytorch_tanh",
                     query_pre_attn_scalar=24, sliding_window=8, layer_types=["sliding_attention", "full_attention"]),
                1000000.0, {"rope_type": "linear", "factor": 8.0}, False),
+    # Mixture of experts (made by make_moe_model). Qwen3-MoE: q/k norms as qwen3, 8 experts of 32, top-2 with the
+    # top-k probabilities renormalised, layer 1 a dense MLP (mlp_only_layers, intermediate 96) between two MoE layers.
+    "qwen3-moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", 909,
+                  dict(tie_word_embeddings=False, head_dim=16, num_hidden_layers=3, num_experts=8,
+                       num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True, decoder_sparse_step=1,
+                       mlp_only_layers=[1], output_router_logits=False, use_sliding_window=False),
+                  1000000.0, None, False),
+    # Mixtral: 4 experts of 48, top-2 (Mixtral always renormalises the top-k), no sliding window, rsLoRA.
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", 1010,
+                dict(tie_word_embeddings=False, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+                     intermediate_size=48, sliding_window=None, output_router_logits=False, router_jitter_noise=0.0),
+                1000000.0, None, True),
 }
 GEMMA = ("gemma2", "gemma3")
 GEMMA3_LOCAL_THETA = 10000.0
@@ -405,12 +423,30 @@ BIAS_STD = 0.1             # qwen2 q/k/v biases
 NORM_SHIFT, NORM_STD = 1.0, 0.2   # every RMSNorm weight = 1 + 0.2 * randn
 LORA_B_STD = 0.05          # lora_B non-zero so the adapter changes the outputs
 TRAIN = {"optimizer": "AdamW", "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0, "steps": 10}
+# Mixture-of-experts variants: LoRA on attention (target_modules) and on the fused expert parameters
+# (target_parameters; PEFT's ParamWrapper: no dropout). r differs from the number of experts in both (r * E is one
+# dimension of the expert LoRA tensors: r == E would hide an (E, r) / (r, E) mix-up). "expert_layout" is the layout
+# model.safetensors gets: between them the two fixtures cover transformers 5's fused tensors and the Hub's
+# per-expert tensors (Mixtral's block_sparse_moe.experts.E.w1/w2/w3).
+MOE = {
+    "qwen3-moe": {"r": 4, "lora_alpha": 8, "expert_layout": "fused"},
+    "mixtral": {"r": 8, "lora_alpha": 8, "expert_layout": "per_expert"},
+}
+MOE_ATTN_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+ROUTER_NAME = re.compile(r"\.(mlp|block_sparse_moe)\.gate\.weight$")
+ROUTER_STD = 0.2           # router logits of order 1-2: routing decided by the weights, not by rounding
+EXPERT_STD = WEIGHT_STD    # fused expert weights, like the dense MLPs
+ROUTER_MIN_GAP = 1e-3      # every token: p(K-th expert) - p((K+1)-th expert) > this, in every MoE layer and pass
+MOE_SEED_STRIDE = 7919     # attempt k builds the model with seed + k * stride (sequences stay those of the seed)
+MOE_MAX_ATTEMPTS = 200
 
 
-def build_model(variant):
+def build_model(variant, seed=None):
+    """The variant's tiny random model (seed: SPECS' seed unless given; the MoE variants reseed)."""
     import torch
     import transformers
-    cfg_name, model_name, seed, extra, theta, scaling, _ = SPECS[variant]
+    cfg_name, model_name, spec_seed, extra, theta, scaling, _ = SPECS[variant]
+    seed = spec_seed if seed is None else seed
     kw = dict(COMMON)
     kw.update(extra)
     rk = rope_kwargs(scaling, theta)
@@ -419,6 +455,12 @@ def build_model(variant):
                                   "sliding_attention": {"rope_type": "default", "rope_theta": GEMMA3_LOCAL_THETA}}}
     elif variant == "gemma3":
         rk = dict(rk, rope_local_base_freq=GEMMA3_LOCAL_THETA)
+    if variant in MOE and "head_dim" in kw and kw["head_dim"] == kw["hidden_size"] // kw["num_attention_heads"]:
+        try:  # a config class without a head_dim field (strict dataclass) may refuse it; it is the default anyway
+            cfg = getattr(transformers, cfg_name)(**dict(kw, **rk))
+        except Exception as e:  # noqa: BLE001
+            print(f"  (warning: {cfg_name} refused head_dim={kw['head_dim']} ({e!r}); leaving it to the default)")
+            kw.pop("head_dim")
     try:
         cfg = getattr(transformers, cfg_name)(**dict(kw, **rk))
     except Exception as e:  # noqa: BLE001  (other major version than expected: try the classic keys)
@@ -429,11 +471,25 @@ def build_model(variant):
         cfg = getattr(transformers, cfg_name)(**dict(kw, **classic))
     torch.manual_seed(seed)
     cls = getattr(transformers, model_name)
-    try:
-        model = cls._from_config(cfg, attn_implementation="eager")
-    except Exception as e:  # noqa: BLE001
-        print(f"  (warning: eager attention not selectable: {e!r}; using the default)")
-        model = cls(cfg)
+    model = None
+    if variant in MOE:  # the experts' plain per-expert loop (no grouped_mm kernels): fp32, deterministic
+        try:
+            cfg._experts_implementation = "eager"
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            model = cls._from_config(cfg, attn_implementation="eager", experts_implementation="eager")
+        except Exception as e:  # noqa: BLE001
+            print(f"  (warning: _from_config(experts_implementation='eager') failed: {e!r}; setting it afterwards)")
+    if model is None:
+        try:
+            model = cls._from_config(cfg, attn_implementation="eager")
+        except Exception as e:  # noqa: BLE001
+            print(f"  (warning: eager attention not selectable: {e!r}; using the default)")
+            model = cls(cfg)
+    if variant in MOE:
+        import check_adapter
+        check_adapter.force_eager_experts(model)
     model = model.float().eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -444,6 +500,10 @@ def build_model(variant):
                 p.copy_(rand(g, *p.shape, scale=BIAS_STD))
             elif name.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
                 p.copy_(rand(g, *p.shape, scale=QK_STD))
+            elif variant in MOE and ROUTER_NAME.search(name):
+                p.copy_(rand(g, *p.shape, scale=ROUTER_STD))
+            elif variant in MOE and p.dim() == 3:  # fused experts [E, 2F, H] / [E, H, F]
+                p.copy_(rand(g, *p.shape, scale=EXPERT_STD))
             elif p.dim() == 2:
                 p.copy_(rand(g, *p.shape, scale=WEIGHT_STD))
             else:
@@ -521,11 +581,26 @@ def sequence_loss(model, sequences):
     return total / count, torch.cat(all_logits, 0), total, count
 
 
+def packed_stream(sequences):
+    """The packed-stream conventions of expected.safetensors: input_ids, position_ids (restart at 0 per sequence),
+    labels (next token of the same sequence, -100 on each sequence's last row), cu_seqlens."""
+    import torch
+    ids, pos, labels, cu = [], [], [], [0]
+    for seq in sequences:
+        ids += seq
+        pos += list(range(len(seq)))
+        labels += seq[1:] + [-100]
+        cu.append(cu[-1] + len(seq))
+    return {"input_ids": torch.tensor(ids), "position_ids": torch.tensor(pos), "labels": torch.tensor(labels),
+            "cu_seqlens": torch.tensor(cu)}
+
+
 def make_model(root, variant, log, vers):
+    if variant in MOE:
+        return make_moe_model(root, variant, log, vers)
     import torch
     from peft import LoraConfig, get_peft_model
     from safetensors.torch import load_file
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import check_adapter
 
     d = os.path.join(root, "models", variant)
@@ -548,19 +623,8 @@ def make_model(root, variant, log, vers):
                       use_rslora=use_rslora, task_type="CAUSAL_LM")
     torch.manual_seed(seed + 1)
     pm = get_peft_model(model, lcfg).float().eval()
-    g = torch.Generator().manual_seed(seed + 2)
     names = lora_param_names(pm)
-    with torch.no_grad():
-        for n, p in pm.named_parameters():
-            if n not in names:
-                continue
-            if ".lora_A." in n:  # own uniform(-1/sqrt(in), 1/sqrt(in)) draw: independent of PEFT's init code
-                bound = 1.0 / math.sqrt(p.shape[1])
-                p.copy_((torch.rand(*p.shape, generator=g) * 2 - 1) * bound)
-            elif ".lora_B." in n:
-                p.copy_(rand(g, *p.shape, scale=LORA_B_STD))
-            else:
-                raise RuntimeError(n)
+    init_lora_weights(pm, names, seed + 2)
     adir = os.path.join(d, "adapter")
     pm.save_pretrained(adir)
     for f in os.listdir(adir):
@@ -586,14 +650,7 @@ def make_model(root, variant, log, vers):
     loss.backward()
     exp = {"logits": logits.detach(), "loss": loss.detach().reshape(1), "loss_sum": loss_sum.detach().reshape(1),
            "num_predicted": torch.tensor([count])}
-    ids, pos, labels, cu = [], [], [], [0]
-    for seq in sequences:
-        ids += seq
-        pos += list(range(len(seq)))
-        labels += seq[1:] + [-100]
-        cu.append(cu[-1] + len(seq))
-    exp.update({"input_ids": torch.tensor(ids), "position_ids": torch.tensor(pos), "labels": torch.tensor(labels),
-                "cu_seqlens": torch.tensor(cu)})
+    exp.update(packed_stream(sequences))
     grad_norms = {}
     for n, key in names.items():
         gr = params[n].grad
@@ -616,16 +673,7 @@ def make_model(root, variant, log, vers):
         problem(f"{variant}: adapter barely changes logits ({adapter_effect:.2e})")
 
     # 10 AdamW steps on the LoRA params, loss recorded before each update
-    train_params = [params[n] for n in names]
-    opt = torch.optim.AdamW(train_params, lr=TRAIN["lr"], betas=tuple(TRAIN["betas"]), eps=TRAIN["eps"],
-                            weight_decay=TRAIN["weight_decay"], foreach=False)
-    losses = []
-    for _ in range(TRAIN["steps"]):
-        opt.zero_grad(set_to_none=True)
-        l, _, _, _ = sequence_loss(pm, sequences)
-        losses.append(l.item())
-        l.backward()
-        opt.step()
+    losses = train_curve(pm, [params[n] for n in names], sequences)
     with open(os.path.join(d, "train_curve.json"), "w") as f:
         json.dump(dict(TRAIN, losses=losses), f, indent=1)
         f.write("\n")
@@ -653,6 +701,619 @@ def make_model(root, variant, log, vers):
     log.append(f"models/{variant}: loss {loss.item():.6f} count {count} train {losses[0]:.6f}->{losses[-1]:.6f} "
                f"reload_err {max_abs:.2e} adapter_effect {adapter_effect:.3e} "
                f"min/max grad norm {min(grad_norms.values()):.3e}/{max(grad_norms.values()):.3e}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# mixture-of-experts variants (qwen3-moe, mixtral)
+
+
+def init_lora_weights(pm, names, seed):
+    """lora_A ~ U(-1/sqrt(in), 1/sqrt(in)) (in = the tensor's second dimension, also for PEFT's expert ParamWrapper,
+    whose lora_A is [r * E, in]), lora_B ~ N(0, LORA_B_STD^2): non-zero, so the adapter changes the outputs."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if n not in names:
+                continue
+            if ".lora_A." in n:  # own uniform(-1/sqrt(in), 1/sqrt(in)) draw: independent of PEFT's init code
+                bound = 1.0 / math.sqrt(p.shape[1])
+                p.copy_((torch.rand(*p.shape, generator=g) * 2 - 1) * bound)
+            elif ".lora_B." in n:
+                p.copy_(rand(g, *p.shape, scale=LORA_B_STD))
+            else:
+                raise RuntimeError(n)
+
+
+def train_curve(pm, train_params, sequences, after_forward=None):
+    """TRAIN's AdamW steps on train_params; losses[k] is the loss before the k-th update. after_forward(step) runs
+    after each forward (the MoE variants read their router records there)."""
+    import torch
+    opt = torch.optim.AdamW(train_params, lr=TRAIN["lr"], betas=tuple(TRAIN["betas"]), eps=TRAIN["eps"],
+                            weight_decay=TRAIN["weight_decay"], foreach=False)
+    losses = []
+    for step in range(TRAIN["steps"]):
+        opt.zero_grad(set_to_none=True)
+        l, _, _, _ = sequence_loss(pm, sequences)
+        losses.append(l.item())
+        if after_forward is not None:
+            after_forward(step)
+        l.backward()
+        opt.step()
+    return losses
+
+
+def causal_lm(model):
+    """The transformers CausalLM itself, also inside a PeftModel."""
+    return model.get_base_model() if hasattr(model, "peft_config") and hasattr(model, "get_base_model") else model
+
+
+def moe_blocks(model):
+    """[(decoder layer index, sparse MoE block)] of a CausalLM or of a PeftModel around one. A block has a router
+    `gate` and `experts` (transformers 5 names the block `mlp`; Mixtral's Hub checkpoints `block_sparse_moe`)."""
+    base = causal_lm(model)
+    out = []
+    for i, layer in enumerate(base.model.layers):
+        for attr in ("mlp", "block_sparse_moe"):
+            blk = getattr(layer, attr, None)
+            if blk is not None and hasattr(blk, "gate") and hasattr(blk, "experts"):
+                out.append((i, blk))
+                break
+    return out
+
+
+def moe_dims(model):
+    """(number of experts, top-k, whether the top-k probabilities are renormalised to sum 1)."""
+    cfg = causal_lm(model).config
+    num_experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
+    # Qwen3-MoE: norm_topk_prob; Mixtral has no such option and always renormalises
+    return int(num_experts), int(cfg.num_experts_per_tok), bool(getattr(cfg, "norm_topk_prob", True))
+
+
+class RouterRecorder:
+    """Forward hooks on every MoE block's router (`gate`). Per call: the router probabilities softmax(x W^T) over all
+    experts (recomputed in fp32 from the router's input and weight), the gap p(K-th) - p((K+1)-th) per token, and the
+    chosen experts and their weights as the router returned them (transformers 5's TopKRouter returns (logits or
+    probabilities [T, E], weights [T, K], indices [T, K])); recomputed by top-k if the router returns only logits."""
+
+    def __init__(self, model, top_k, renorm):
+        self.top_k, self.renorm = top_k, renorm
+        self.layers = [i for i, _ in moe_blocks(model)]
+        self.calls = {i: [] for i in self.layers}
+        self.handles = []
+        for i, blk in moe_blocks(model):
+            self.handles.append(blk.gate.register_forward_hook(self._hook(i), with_kwargs=True))
+        if not self.handles:
+            raise RuntimeError("no MoE block (a module with `gate` and `experts`) found")
+
+    def _hook(self, layer):
+        import torch
+        import torch.nn.functional as F
+
+        def fn(module, args, kwargs, output):
+            K = self.top_k
+            x = args[0] if args else next(iter(kwargs.values()))
+            with torch.no_grad():
+                x2 = x.detach().reshape(-1, x.shape[-1]).float()
+                probs = torch.softmax(F.linear(x2, module.weight.detach().float()), dim=-1)
+                top = torch.sort(probs, dim=-1, descending=True).values
+                gap = top[:, K - 1] - top[:, K]
+                my_w, my_idx = torch.topk(probs, K, dim=-1)
+                if self.renorm:
+                    my_w = my_w / my_w.sum(dim=-1, keepdim=True)
+                outs = output if isinstance(output, (tuple, list)) else (output,)
+                ints = [t for t in outs if torch.is_tensor(t) and not t.is_floating_point() and t.shape[-1] == K]
+                flts = [t for t in outs if torch.is_tensor(t) and t.is_floating_point() and t.dim() >= 1
+                        and t.shape[-1] == K]
+                idx, w, src = my_idx, my_w, "indices and weights recomputed (top-k of the probabilities)"
+                if ints:
+                    idx, src = ints[-1].reshape(-1, K), "indices from the router's output, weights recomputed"
+                if ints and flts:
+                    w, src = flts[-1].detach().reshape(-1, K).float(), "indices and weights from the router's output"
+            self.calls[layer].append({"probs": probs, "gap": gap, "idx": idx.clone(), "w": w.clone(),
+                                      "my_idx": my_idx, "my_w": my_w, "source": src})
+        return fn
+
+    def take(self):
+        """{layer: {probs [T, E], gap [T], idx [T, K], w [T, K], idx_match, w_max_diff, source}} over the calls since
+        the last take (concatenated in call order: sequence by sequence), and forgets them."""
+        import torch
+        out = {}
+        for layer, calls in self.calls.items():
+            if not calls:
+                continue
+            cat = {k: torch.cat([c[k] for c in calls], 0) for k in ("probs", "gap", "idx", "w", "my_idx", "my_w")}
+            out[layer] = {"probs": cat["probs"], "gap": cat["gap"], "idx": cat["idx"], "w": cat["w"],
+                          "idx_match": bool(torch.equal(cat["idx"].long(), cat["my_idx"].long())),
+                          "w_max_diff": (cat["w"] - cat["my_w"]).abs().max().item(), "source": calls[0]["source"]}
+            calls.clear()
+        return out
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def min_gap(records):
+    return min(r["gap"].min().item() for r in records.values()) if records else float("nan")
+
+
+def expert_target_parameters(model):
+    """PEFT target_parameters for the fused experts, from the model's own 3-D parameter names: e.g.
+    model.layers.0.mlp.experts.gate_up_proj -> "mlp.experts.gate_up_proj"."""
+    names = sorted({".".join(n.split(".")[-3:]) for n, p in model.named_parameters() if p.dim() == 3})
+    if not names:
+        raise RuntimeError("this transformers has no fused (3-D) expert parameters; the MoE fixtures need them")
+    return names
+
+
+def moe_lora_config(variant, target_parameters, target_modules=None):
+    from peft import LoraConfig
+    spec = MOE[variant]
+    return LoraConfig(r=spec["r"], lora_alpha=spec["lora_alpha"], lora_dropout=0.0,
+                      target_modules=list(target_modules or MOE_ATTN_TARGETS),
+                      target_parameters=list(target_parameters), bias="none", use_rslora=SPECS[variant][6],
+                      task_type="CAUSAL_LM")
+
+
+def moe_peft(model, variant, seed):
+    """(PeftModel, {PEFT parameter: saved key}, target_parameters) with the LoRA weights the fixture uses."""
+    import torch
+    from peft import get_peft_model
+    target_parameters = expert_target_parameters(model)
+    torch.manual_seed(seed + 1)
+    pm = get_peft_model(model, moe_lora_config(variant, target_parameters)).float().eval()
+    names = lora_param_names(pm)
+    init_lora_weights(pm, names, seed + 2)
+    return pm, names, target_parameters
+
+
+def routing_check(variant, seed, sequences):
+    """Builds the candidate for `seed` exactly as the fixture would (model + LoRA) and runs every pass the fixture
+    records -- the adapter forward, the adapter-disabled forward, the training steps -- recording the routers.
+    ok: every token's top-k gap > ROUTER_MIN_GAP in every MoE layer and pass, and every expert chosen at least once
+    per MoE layer in the adapter forward (so every expert's LoRA slice gets a gradient)."""
+    import torch
+    model, _ = build_model(variant, seed)
+    pm, names, _ = moe_peft(model, variant, seed)
+    E, K, renorm = moe_dims(pm)
+    rec = RouterRecorder(pm, K, renorm)
+    out = {"seed": seed, "ok": False}
+    try:
+        with torch.no_grad():
+            sequence_loss(pm, sequences)
+        r = rec.take()
+        out["min_gap_adapter"] = min_gap(r)
+        out["min_hits"] = min(int(torch.bincount(v["idx"].flatten().long(), minlength=E).min()) for v in r.values())
+        out["min_gap"] = out["min_gap_adapter"]
+        if not out["min_gap"] > ROUTER_MIN_GAP or out["min_hits"] == 0:
+            return out
+        with pm.disable_adapter(), torch.no_grad():
+            sequence_loss(pm, sequences)
+        out["min_gap_adapter_disabled"] = min_gap(rec.take())
+        out["min_gap"] = min(out["min_gap"], out["min_gap_adapter_disabled"])
+        if not out["min_gap"] > ROUTER_MIN_GAP:
+            return out
+        params = dict(pm.named_parameters())
+        steps = []
+        train_curve(pm, [params[n] for n in names], sequences,
+                    after_forward=lambda step: steps.append(min_gap(rec.take())))
+        out["min_gap_train"] = min(steps)
+        out["min_gap"] = min(out["min_gap"], out["min_gap_train"])
+        out["ok"] = out["min_gap"] > ROUTER_MIN_GAP
+        return out
+    finally:
+        rec.remove()
+
+
+def st_shapes(path):
+    """{tensor name: shape} of a safetensors file, and its metadata."""
+    from safetensors import safe_open
+    with safe_open(path, framework="pt") as f:
+        return {k: list(f.get_slice(k).get_shape()) for k in f.keys()}, f.metadata()
+
+
+def expert_layout_of(names):
+    if any(re.search(r"\.experts\.(gate_up_proj|down_proj)$", n) for n in names):
+        return "fused"
+    if any(re.search(r"\.experts\.\d+\.", n) for n in names):
+        return "per_expert"
+    return "unknown"
+
+
+def layer_table(shapes, layer):
+    pre = f"model.layers.{layer}."
+    return [[n, shapes[n]] for n in sorted(shapes, key=lambda n: [int(t) if t.isdigit() else t for t in n.split(".")])
+            if n.startswith(pre)]
+
+
+def hub_per_expert_state_dict(sd):
+    """transformers 5's in-memory (fused) state dict -> the Mixtral Hub layout:
+    model.layers.N.block_sparse_moe.gate.weight [E, H]; ...block_sparse_moe.experts.E.w1.weight = gate_up_proj[e, :F]
+    (gate, [F, H]), .w3.weight = gate_up_proj[e, F:] (up, [F, H]), .w2.weight = down_proj[e] (down, [H, F])."""
+    out = {}
+    pat = re.compile(r"^(model\.layers\.\d+)\.(mlp|block_sparse_moe)\."
+                     r"(gate\.weight|experts\.gate_up_proj|experts\.down_proj)$")
+    for k, v in sd.items():
+        m = pat.match(k)
+        if not m:
+            if ".experts." in k:
+                raise RuntimeError(f"unexpected expert tensor {k} {tuple(v.shape)}")
+            out[k] = v.clone().contiguous()
+            continue
+        pre, what = m.group(1) + ".block_sparse_moe.", m.group(3)
+        if what == "gate.weight":
+            out[pre + "gate.weight"] = v.clone().contiguous()
+        elif what == "experts.gate_up_proj":
+            half = v.shape[1] // 2
+            for e in range(v.shape[0]):
+                out[pre + f"experts.{e}.w1.weight"] = v[e, :half].clone().contiguous()
+                out[pre + f"experts.{e}.w3.weight"] = v[e, half:].clone().contiguous()
+        else:
+            for e in range(v.shape[0]):
+                out[pre + f"experts.{e}.w2.weight"] = v[e].clone().contiguous()
+    return out
+
+
+def expert_wrappers(pm, names, adapter="default"):
+    """PEFT's ParamWrappers (one per targeted expert parameter; nested when one module has two targeted parameters:
+    the outer wrapper is at ...experts, the inner at ...experts.base_layer). Also checks that the wrapper's delta
+    weight is scaling * B.reshape(out, r, E)[:, :, e] @ A.reshape(E, r, in)[e] for each expert e."""
+    import torch
+    out = []
+    for mname, mod in pm.named_modules():
+        if type(mod).__name__ != "ParamWrapper":
+            continue
+        A, B = mod.lora_A[adapter].weight, mod.lora_B[adapter].weight
+        E, r, s = int(mod.num_experts), int(mod.r[adapter]), float(mod.scaling[adapter])
+        param = mod.get_param()
+        with torch.no_grad():
+            dw = mod.get_delta_weight(adapter)
+            A3 = A.reshape(E, r, A.shape[1])            # [E, r, in]:  row e * r + j of lora_A
+            B3 = B.reshape(B.shape[0], r, E)            # [out, r, E]: column j * E + e of lora_B
+            mine = torch.stack([B3[:, :, e] @ A3[e] for e in range(E)]) * s   # [E, out, in]
+            orient = "[E, out, in]"
+            if tuple(mine.shape) != tuple(dw.shape) and tuple(mine.transpose(1, 2).shape) == tuple(dw.shape):
+                mine, orient = mine.transpose(1, 2), "[E, in, out]"
+            err = (mine - dw).abs().max().item() if mine.shape == dw.shape else float("inf")
+        layer = re.search(r"\.layers\.(\d+)\.", mname)
+        out.append({
+            "module": mname, "layer": int(layer.group(1)) if layer else None,
+            "nesting": "inner (base_layer of the outer wrapper)" if mname.endswith(".base_layer") else "outer",
+            "parameter_name": mod.parameter_name, "parameter_shape": list(param.shape), "num_experts": E,
+            "in_features": getattr(mod, "in_features", None), "out_features": getattr(mod, "out_features", None),
+            "r": r, "scaling": s,
+            "lora_A_key": names.get(f"{mname}.lora_A.{adapter}.weight"), "lora_A_shape": list(A.shape),
+            "lora_B_key": names.get(f"{mname}.lora_B.{adapter}.weight"), "lora_B_shape": list(B.shape),
+            "is_transposed": getattr(mod.get_base_layer(), "is_transposed", None),
+            "delta_weight_shape": list(dw.shape), "delta_weight_orientation": orient,
+            "delta_formula_max_abs_err": err,
+        })
+    return out
+
+
+def peft_dense_mlp_probe(variant, seed):
+    """What PEFT does on this MoE model when target_modules also names gate_proj / up_proj / down_proj (for the dense
+    layer): PEFT >= 0.19 converts transformers-4 MoE targets for transformers 5 (peft/utils/
+    transformers_weight_conversion.py: on qwen2_moe-like models it moves gate_proj/up_proj/down_proj from
+    target_modules to target_parameters gate_up_proj/down_proj with a rank_pattern of 2r), which is why the fixture
+    targets attention only. Recorded in meta.json; not part of the fixture."""
+    from peft import get_peft_model
+
+    def lst(x):
+        return x if isinstance(x, str) or x is None else sorted(x)
+    try:
+        model, _ = build_model(variant, seed)
+        lcfg = moe_lora_config(variant, expert_target_parameters(model), target_modules=TARGETS)
+        pm = get_peft_model(model, lcfg)
+        c = pm.peft_config["default"]
+        dense = sorted(n for n, m in pm.named_modules()
+                       if hasattr(m, "lora_A") and re.search(r"\.layers\.\d+\.mlp\.(gate|up|down)_proj$", n))
+        return {"asked_target_modules": TARGETS, "asked_target_parameters": expert_target_parameters(model),
+                "resulting_target_modules": lst(c.target_modules),
+                "resulting_target_parameters": lst(getattr(c, "target_parameters", None)),
+                "rank_pattern": dict(c.rank_pattern or {}), "alpha_pattern": dict(c.alpha_pattern or {}),
+                "dense_mlp_modules_with_lora": dense}
+    except Exception as e:  # noqa: BLE001
+        return {"asked_target_modules": TARGETS, "error": repr(e)}
+
+
+def make_moe_model(root, variant, log, vers):
+    """models/<variant>/ for a mixture-of-experts variant: as make_model, plus
+      - a seed (SPECS' seed + k * MOE_SEED_STRIDE, first k that passes) whose routing has no near-ties: in every MoE
+        layer, for every token of the adapter forward, the adapter-disabled forward and each training step, the K-th
+        largest router probability exceeds the (K+1)-th by more than ROUTER_MIN_GAP; and every expert is chosen;
+      - model.safetensors in MOE[variant]["expert_layout"] (fused: as save_pretrained writes it if it writes fused,
+        else the in-memory tensors; per_expert: the Mixtral Hub names), reloaded with from_pretrained and compared;
+      - expected.safetensors also has, per MoE layer L, router_idx.L [T, K] I32 (the chosen experts, by decreasing
+        probability), router_w.L [T, K] F32 (their routing weights) and router_probs.L [T, E] F32 (softmax over all
+        experts), for the adapter forward;
+      - meta.json: the layouts, PEFT's expert adapter keys / shapes / wrappers, the routing margins."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    import check_adapter
+
+    d = os.path.join(root, "models", variant)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    spec = MOE[variant]
+    base_seed = SPECS[variant][2]
+    gs = torch.Generator().manual_seed(base_seed + 3)
+    sequences = [torch.randint(0, COMMON["vocab_size"], (n,), generator=gs).tolist() for n in SEQ_LENS]
+    with open(os.path.join(d, "sequences.json"), "w") as f:
+        json.dump({"sequences": sequences}, f)
+        f.write("\n")
+
+    # 1. a seed without near-ties in the routing
+    attempts, seed = [], None
+    for k in range(MOE_MAX_ATTEMPTS):
+        summary = routing_check(variant, base_seed + k * MOE_SEED_STRIDE, sequences)
+        attempts.append(summary)
+        print("  routing check " + json.dumps(summary), flush=True)
+        if summary["ok"]:
+            seed = summary["seed"]
+            break
+    if seed is None:
+        best = max(attempts, key=lambda a: (a.get("min_hits", 0) > 0, a["min_gap"]))
+        seed = best["seed"]
+        problem(f"{variant}: no seed in {MOE_MAX_ATTEMPTS} routes every token with a top-k gap > {ROUTER_MIN_GAP}; "
+                f"using seed {seed} (min gap {best['min_gap']:.2e})")
+
+    # 2. the base model
+    model, _ = build_model(variant, seed)
+    cfg = model.config
+    E, K, renorm = moe_dims(model)
+    moe_layers = [i for i, _ in moe_blocks(model)]
+    dense_layers = [i for i in range(cfg.num_hidden_layers) if i not in moe_layers]
+    experts_impl = getattr(cfg, "_experts_implementation", None)
+    param_table = [[n, list(p.shape)] for n, p in model.named_parameters()]
+    print(f"  {variant}: seed {seed}, {E} experts, top-{K}, renormalised {renorm}, MoE layers {moe_layers}, dense "
+          f"layers {dense_layers}, experts implementation {experts_impl!r}; parameters in memory:")
+    for n, shp in param_table:
+        print(f"    {n} {shp}")
+    base_sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        _, base_logits_mem, _, _ = sequence_loss(model, sequences)
+
+    # 3. model.safetensors in the wanted expert layout
+    try:
+        model.save_pretrained(d, safe_serialization=True)
+    except TypeError:
+        model.save_pretrained(d)
+    for f in os.listdir(d):
+        if f not in ("config.json", "model.safetensors", "sequences.json"):
+            os.remove(os.path.join(d, f))
+    mpath = os.path.join(d, "model.safetensors")
+    assert os.path.isfile(mpath), os.listdir(d)
+    sp_shapes, sp_meta = st_shapes(mpath)
+    sp_layout = expert_layout_of(sp_shapes)
+    print(f"  save_pretrained wrote the {sp_layout!r} expert layout (metadata {sp_meta}); layer 0:")
+    for n, shp in layer_table(sp_shapes, 0):
+        print(f"    {n} {shp}")
+    want = spec["expert_layout"]
+    if want == "fused":
+        written = None if sp_layout == "fused" else {k: v.clone().contiguous() for k, v in base_sd.items()}
+    else:
+        written = hub_per_expert_state_dict(base_sd)
+    if written is None:
+        matches, written_by = True, "save_pretrained"
+    else:
+        sp_tensors = load_file(mpath)
+        matches = set(sp_tensors) == set(written) and all(torch.equal(sp_tensors[k], written[k]) for k in written)
+        if matches:
+            written_by = "save_pretrained (identical to the wanted layout)"
+        else:
+            save_file(written, mpath, metadata={"format": "pt"})
+            written_by = ("make_fixtures.py: transformers' in-memory fused tensors" if want == "fused" else
+                          "make_fixtures.py: the in-memory fused tensors split into the Mixtral Hub names")
+        del sp_tensors
+    shapes, _ = st_shapes(mpath)
+    layout = expert_layout_of(shapes)
+    if layout != want:
+        problem(f"{variant}: model.safetensors has the {layout} expert layout, wanted {want}")
+    print(f"  model.safetensors ({written_by}): {layout} layout, {len(shapes)} tensors; layer 0:")
+    for n, shp in layer_table(shapes, 0):
+        print(f"    {n} {shp}")
+
+    # transformers reads that layout back: same parameters, same logits
+    reloaded = check_adapter.load_base(d)
+    reload_impl = getattr(reloaded.config, "_experts_implementation", None)
+    rsd = reloaded.state_dict()
+    missing, extra = sorted(set(base_sd) - set(rsd)), sorted(set(rsd) - set(base_sd))
+    differ = sorted(k for k in base_sd if k in rsd and not torch.equal(rsd[k].float(), base_sd[k]))
+    with torch.no_grad():
+        _, rl, _, _ = sequence_loss(reloaded, sequences)
+    reload_base_err = (rl - base_logits_mem).abs().max().item()
+    params_equal = not (missing or extra or differ)
+    print(f"  from_pretrained({variant}): parameters equal {params_equal}, logits max abs err {reload_base_err:.3e} "
+          f"(experts implementation {reload_impl!r})")
+    if not params_equal:
+        problem(f"{variant}: from_pretrained of the {layout} checkpoint: missing {missing}, unexpected {extra}, "
+                f"different {differ}")
+    if reload_base_err > 1e-6:
+        problem(f"{variant}: from_pretrained of the {layout} checkpoint changes the logits by {reload_base_err:.2e}")
+    del reloaded, rsd
+
+    # 4. the PEFT adapter: attention LoRA + the experts' ParamWrappers
+    pm, names, target_parameters = moe_peft(model, variant, seed)
+    print(f"  target_parameters {target_parameters}")
+    adir = os.path.join(d, "adapter")
+    pm.save_pretrained(adir)
+    for f in os.listdir(adir):
+        if f not in ("adapter_config.json", "adapter_model.safetensors"):
+            os.remove(os.path.join(adir, f))
+    saved = load_file(os.path.join(adir, "adapter_model.safetensors"))
+    assert set(saved) == set(names.values()), (sorted(saved), sorted(names.values()))
+    params = dict(pm.named_parameters())
+    for n, key in names.items():
+        assert torch.equal(saved[key], params[n].detach()), key
+    with open(os.path.join(adir, "adapter_config.json")) as f:
+        acfg = json.load(f)
+    print("  adapter_model.safetensors:")
+    for key in sorted(saved, key=lambda n: [int(t) if t.isdigit() else t for t in n.split(".")]):
+        print(f"    {key} {list(saved[key].shape)}")
+    print(f"  adapter_config: target_modules {acfg.get('target_modules')} target_parameters "
+          f"{acfg.get('target_parameters')} rank_pattern {acfg.get('rank_pattern')} alpha_pattern "
+          f"{acfg.get('alpha_pattern')}")
+    if sorted(acfg.get("target_modules") or []) != sorted(MOE_ATTN_TARGETS):
+        problem(f"{variant}: adapter_config target_modules {acfg.get('target_modules')}, asked {MOE_ATTN_TARGETS}")
+    if sorted(acfg.get("target_parameters") or []) != sorted(target_parameters):
+        problem(f"{variant}: adapter_config target_parameters {acfg.get('target_parameters')}, "
+                f"asked {target_parameters}")
+    if acfg.get("rank_pattern") or acfg.get("alpha_pattern"):
+        problem(f"{variant}: PEFT set rank/alpha patterns {acfg.get('rank_pattern')} {acfg.get('alpha_pattern')}")
+    wrappers = expert_wrappers(pm, names)
+    r, alpha, rslora = spec["r"], spec["lora_alpha"], SPECS[variant][6]
+    scaling = alpha / math.sqrt(r) if rslora else alpha / r
+    print("  expert ParamWrappers:")
+    for w in wrappers:
+        print("    " + json.dumps(w))
+        if abs(w["scaling"] - scaling) > 1e-12 or w["r"] != r or w["num_experts"] != E:
+            problem(f"{variant}: {w['module']}: r {w['r']} scaling {w['scaling']} experts {w['num_experts']}, "
+                    f"expected {r} {scaling} {E}")
+        if not w["delta_formula_max_abs_err"] <= 1e-5:
+            problem(f"{variant}: {w['module']}: PEFT's delta weight is not scaling * B[:, :, e] @ A[e] "
+                    f"(max abs err {w['delta_formula_max_abs_err']})")
+        if w["lora_A_key"] is None or w["lora_B_key"] is None:
+            problem(f"{variant}: {w['module']}: its LoRA tensors are not in the saved adapter")
+    if len(wrappers) != 2 * len(moe_layers):
+        problem(f"{variant}: {len(wrappers)} expert ParamWrappers for {len(moe_layers)} MoE layers (expected 2 each)")
+
+    # 5. expected: logits, loss, every LoRA gradient, the routing (model state = the saved adapter)
+    rec = RouterRecorder(pm, K, renorm)
+    pm.zero_grad(set_to_none=True)
+    loss, logits, loss_sum, count = sequence_loss(pm, sequences)
+    router = rec.take()
+    loss.backward()
+    exp = {"logits": logits.detach(), "loss": loss.detach().reshape(1), "loss_sum": loss_sum.detach().reshape(1),
+           "num_predicted": torch.tensor([count])}
+    exp.update(packed_stream(sequences))
+    total = sum(SEQ_LENS)
+    hits, router_ok = {}, True
+    for layer, rr in router.items():
+        assert rr["idx"].shape == (total, K) and rr["probs"].shape == (total, E), (layer, rr["idx"].shape)
+        exp[f"router_idx.{layer}"] = rr["idx"]
+        exp[f"router_w.{layer}"] = rr["w"]
+        exp[f"router_probs.{layer}"] = rr["probs"]
+        hits[str(layer)] = torch.bincount(rr["idx"].flatten().long(), minlength=E).tolist()
+        router_ok = router_ok and rr["idx_match"] and rr["w_max_diff"] <= 1e-6
+        print(f"  router layer {layer} ({rr['source']}): min gap {rr['gap'].min().item():.3e}, expert hits "
+              f"{hits[str(layer)]}, recomputed top-k equal {rr['idx_match']}, weights max diff {rr['w_max_diff']:.1e}")
+    if not router_ok:
+        problem(f"{variant}: the router's own top-k differs from softmax + top-k of its weights")
+    gap_adapter = min_gap(router)
+    grad_norms = {}
+    for n, key in names.items():
+        gr = params[n].grad
+        assert gr is not None, n
+        exp[key + ".grad"] = gr.detach().clone()
+        grad_norms[key] = gr.norm().item()
+    save_st(os.path.join(d, "expected.safetensors"), exp, {"variant": variant, "loss": loss.item(), "count": count})
+
+    # the saved files reproduce the logits through a fresh load (what check_adapter.py does)
+    got = check_adapter.peft_logits(d, adir, sequences)
+    max_abs, max_rel, _ = check_adapter.compare(got, logits.detach())
+    if max_abs > 1e-5:
+        problem(f"{variant}: reloaded model+adapter differ from saved logits by {max_abs:.2e}")
+
+    # base model alone: the adapter must matter; the disabled adapter is the plain model
+    with pm.disable_adapter(), torch.no_grad():
+        _, base_logits, _, _ = sequence_loss(pm, sequences)
+    gap_disabled = min_gap(rec.take())
+    adapter_effect = (base_logits - logits.detach()).abs().max().item()
+    disabled_vs_plain = (base_logits - base_logits_mem).abs().max().item()
+    if adapter_effect <= 1e-3:
+        problem(f"{variant}: adapter barely changes logits ({adapter_effect:.2e})")
+    if disabled_vs_plain > 1e-6:
+        problem(f"{variant}: PEFT with the adapter disabled differs from the plain model by {disabled_vs_plain:.2e}")
+
+    # 10 AdamW steps on the LoRA params, loss recorded before each update; the routing watched at every step
+    step_gaps = []
+    losses = train_curve(pm, [params[n] for n in names], sequences,
+                         after_forward=lambda step: step_gaps.append(min_gap(rec.take())))
+    rec.remove()
+    with open(os.path.join(d, "train_curve.json"), "w") as f:
+        json.dump(dict(TRAIN, losses=losses), f, indent=1)
+        f.write("\n")
+    save_st(os.path.join(d, "train_final.safetensors"), {key: params[n].detach() for n, key in names.items()},
+            {"what": "LoRA weights after the 10 AdamW steps of train_curve.json"})
+    gap_all = min([gap_adapter, gap_disabled] + step_gaps)
+    if not gap_all > ROUTER_MIN_GAP:
+        problem(f"{variant}: router top-k gap {gap_all:.2e} <= {ROUTER_MIN_GAP} (near-tie)")
+
+    probe = peft_dense_mlp_probe(variant, seed) if dense_layers else None
+    if probe is not None:
+        print("  PEFT with gate_proj/up_proj/down_proj also in target_modules: " + json.dumps(probe))
+
+    layer0_wrappers = [w for w in wrappers if w["layer"] == moe_layers[0]]
+    meta = {
+        "variant": variant, "versions": vers, "seed": seed,
+        "architecture": SPECS[variant][1],
+        "expert_layout": layout,
+        "init": {"linear_and_embedding_std": WEIGHT_STD, "q_proj_k_proj_std": QK_STD, "router_std": ROUTER_STD,
+                 "experts_std": EXPERT_STD, "rmsnorm_weight": f"{NORM_SHIFT} + {NORM_STD} * randn",
+                 "lora_A": "uniform(-1/sqrt(in), 1/sqrt(in))", "lora_B_std": LORA_B_STD,
+                 "seed_search": f"seed = {base_seed} + k * {MOE_SEED_STRIDE}, first k whose routing passes"},
+        "attn_implementation": getattr(cfg, "_attn_implementation", None),
+        "experts_implementation": experts_impl,
+        "lora": {"r": acfg.get("r"), "lora_alpha": acfg.get("lora_alpha"), "use_rslora": acfg.get("use_rslora"),
+                 "scaling": scaling, "target_modules": sorted(acfg.get("target_modules") or []),
+                 "target_parameters": sorted(acfg.get("target_parameters") or []),
+                 "rank_pattern": acfg.get("rank_pattern"), "alpha_pattern": acfg.get("alpha_pattern")},
+        "moe": {
+            "num_experts": E, "top_k": K, "renormalize_topk": renorm, "moe_layers": moe_layers,
+            "dense_layers": dense_layers,
+            "expert_intermediate_size": int(getattr(cfg, "moe_intermediate_size", None) or cfg.intermediate_size),
+            "dense_intermediate_size": int(cfg.intermediate_size) if dense_layers else None,
+            "expert_forward": "per chosen expert e: down_proj[e] @ (silu(gate) * up), [gate; up] = gate_up_proj[e] @ x "
+                              "(gate = rows :F, up = rows F:); the block output is sum over the K chosen of "
+                              "weight * that",
+            "router": {
+                "probabilities": "softmax(x W_gate^T) over all experts (fp32), x = the post-attention RMSNorm output",
+                "selection": "the K largest probabilities, in decreasing order (router_idx.L)",
+                "weights": "their probabilities" + (", divided by their sum" if renorm else ""),
+                "weights_source": next(iter(router.values()))["source"],
+                "min_gap_threshold": ROUTER_MIN_GAP, "min_gap": gap_all, "min_gap_expected_forward": gap_adapter,
+                "min_gap_adapter_disabled": gap_disabled, "min_gap_train_steps": step_gaps,
+                "expert_hits": hits, "attempts": attempts,
+            },
+        },
+        "checkpoint": {
+            "expert_layout": layout, "written_by": written_by,
+            "save_pretrained_layout": sp_layout, "save_pretrained_matches_written": matches,
+            "save_pretrained_layer0": layer_table(sp_shapes, 0),
+            "model_safetensors_layer0": layer_table(shapes, 0),
+            "in_memory_parameters_layer0": [x for x in param_table if x[0].startswith("model.layers.0.")],
+            "reload_parameters_equal": params_equal, "reload_logits_max_abs_err": reload_base_err,
+            "reload_experts_implementation": reload_impl,
+        },
+        "adapter": {
+            "expert_wrappers_layer0": layer0_wrappers,
+            "expert_keys_layer0": [[w[k + "_key"], w[k + "_shape"]] for w in layer0_wrappers
+                                   for k in ("lora_A", "lora_B")],
+            "num_expert_wrappers": len(wrappers),
+            "lora_A_layout": "[E * r, in]: rows e * r .. e * r + r - 1 are expert e's A_e [r, in] "
+                             "(reshape (E, r, in))",
+            "lora_B_layout": "[out, r * E]: column j * E + e is column j of expert e's B_e [out, r] "
+                             "(reshape (out, r, E))",
+            "delta": "parameter[e] ([out, in] = gate_up_proj[e] [2F, H] or down_proj[e] [H, F]) + scaling * B_e @ A_e; "
+                     "PEFT adds it to the parameter in the forward (W + dW): x W_e^T + scaling (x A_e^T) B_e^T",
+        },
+        "peft_dense_mlp_probe": probe,
+        "sequence_lengths": SEQ_LENS, "num_predicted": count, "loss": loss.item(),
+        "train_losses": losses, "reload_max_abs_err": max_abs, "adapter_effect_max_abs": adapter_effect,
+        "adapter_disabled_vs_plain_max_abs": disabled_vs_plain,
+        "lora_grad_norms": grad_norms,
+    }
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    log.append(f"models/{variant}: loss {loss.item():.6f} count {count} train {losses[0]:.6f}->{losses[-1]:.6f} "
+               f"reload_err {max_abs:.2e} adapter_effect {adapter_effect:.3e} "
+               f"min/max grad norm {min(grad_norms.values()):.3e}/{max(grad_norms.values()):.3e} "
+               f"seed {seed} router min gap {gap_all:.2e} layout {layout} (save_pretrained: {sp_layout})")
 
 
 def main(argv=None):
