@@ -679,8 +679,8 @@ private slots:
         LoraConfig c;
         c.r = 4;
         const LoraConfig resolved = resolve_lora_targets(m, c);
-        const std::vector<std::string> want = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                               "down_proj", "mlp.experts.gate_up_proj", "mlp.experts.down_proj"};
+        const std::vector<std::string> want = {"q_proj", "k_proj", "v_proj", "o_proj", "mlp.experts.gate_up_proj",
+                                               "mlp.experts.down_proj"};
         QCOMPARE(resolved.target_modules, want);
         const auto specs = lora_tensor_specs(m, c);
         std::map<std::string, std::vector<int64_t>> shapes;
@@ -690,7 +690,8 @@ private slots:
         QCOMPARE(shapes.at(l0 + "base_layer.lora_B.weight"), (std::vector<int64_t>{32, 16}));  // [2F, r*E]
         QCOMPARE(shapes.at(l0 + "lora_A.weight"), (std::vector<int64_t>{16, 16}));             // down: [E*r, F]
         QCOMPARE(shapes.at(l0 + "lora_B.weight"), (std::vector<int64_t>{64, 16}));             // [H, r*E]
-        QVERIFY(shapes.count("base_model.model.model.layers.1.mlp.gate_proj.lora_A.weight"));
+        // The dense layer's MLP is not adapted (PEFT rewrites MLP names into the experts' for MoE models).
+        QVERIFY(!shapes.count("base_model.model.model.layers.1.mlp.gate_proj.lora_A.weight"));
         QVERIFY(!shapes.count("base_model.model.model.layers.0.mlp.gate_proj.lora_A.weight"));
         // Only down_proj adapted: no nesting.
         LoraConfig down = c;
@@ -707,7 +708,7 @@ private slots:
         QCOMPARE(cfg.at("target_parameters").get<std::vector<std::string>>(),
                  (std::vector<std::string>{"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}));
         QCOMPARE(cfg.at("target_modules").get<std::vector<std::string>>(),
-                 (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}));
+                 (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj"}));
         // PEFT's layout on disk: B_e[o, j] at column j*E + e.
         SafetensorsFile f(dir / kPeftWeightsName);
         const auto disk = tensor_to_f32(f.at(l0 + "lora_B.weight"));
@@ -727,6 +728,9 @@ private slots:
         LoraConfig half = c;
         half.target_modules = {"q_proj", "gate_proj"};
         expect_error([&] { resolve_lora_targets(m, half); }, ErrorCategory::InvalidInput, {"gate_proj", "up_proj"});
+        LoraConfig dense = c;
+        dense.target_modules = {"q_proj", "mlp.experts.down_proj"};
+        expect_error([&] { resolve_lora_targets(llama(), dense); }, ErrorCategory::InvalidInput, {"experts", "has none"});
     }
 
     void atomicity() {

@@ -69,6 +69,9 @@ ModelInspection inspectModelFolder(const QString& folder) {
         r.hiddenSize = c.hidden_size;
         r.contextLength = c.max_position_embeddings;
         r.parameters = info.parameter_count;
+        r.experts = c.num_experts;
+        r.expertsPerToken = c.num_experts_per_tok;
+        r.activeParameters = c.active_parameter_count();
         for (const auto& d : info.dtypes) r.dtypes.append(QString::fromStdString(d));
         r.quantization = describeQuantization(c.quantization, c.supported);
         r.weightBytes = info.weight_bytes;

@@ -27,6 +27,9 @@ struct ModelInspection {
     int64_t hiddenSize = 0;
     int64_t contextLength = 0;  // max_position_embeddings
     int64_t parameters = 0;
+    int64_t experts = 0;           // mixture of experts: experts per MoE layer (0: dense)
+    int64_t expertsPerToken = 0;
+    int64_t activeParameters = 0;  // the parameters one token runs through (= parameters when dense)
     QStringList dtypes;  // {"BF16"}
     // A pre-quantized (bitsandbytes *-bnb-4bit) checkpoint's format, e.g. "4-bit NF4 (bitsandbytes, double
     // quantization): trains as QLoRA"; empty for float weights.

@@ -126,6 +126,9 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
     m_layers = valueLabel("layersLabel");
     m_hiddenSize = valueLabel("hiddenSizeLabel");
     m_parameters = valueLabel("parametersLabel");
+    m_experts = valueLabel("expertsLabel");
+    m_experts->setToolTip(tr("A mixture-of-experts model: each layer routes every token to a few of its experts, so "
+                             "a token runs through only the active parameters (all of them are held in memory)"));
     m_dtype = valueLabel("dtypeLabel");
     m_quantization = valueLabel("quantizationLabel");
     m_quantization->setToolTip(
@@ -139,6 +142,8 @@ ModelPage::ModelPage(QWidget* parent) : QWidget(parent) {
     form->addRow(tr("Layers"), m_layers);
     form->addRow(tr("Hidden size"), m_hiddenSize);
     form->addRow(tr("Parameters"), m_parameters);
+    form->addRow(tr("Experts"), m_experts);
+    form->setRowVisible(m_experts, false);
     form->addRow(tr("Weights"), m_dtype);
     form->addRow(tr("Quantization"), m_quantization);
     form->setRowVisible(m_quantization, false);
@@ -209,6 +214,11 @@ void ModelPage::showInspection(const ModelInspection& r) {
         m_layers->setText(QString::number(r.layers));
         m_hiddenSize->setText(QString::number(r.hiddenSize));
         m_parameters->setText(QStringLiteral("%1 (%2)").arg(humanCount(r.parameters)).arg(r.parameters));
+        m_experts->setText(tr("%1 per layer, %2 per token; %3 parameters active per token")
+                               .arg(r.experts)
+                               .arg(r.expertsPerToken)
+                               .arg(humanCount(r.activeParameters)));
+        m_summaryForm->setRowVisible(m_experts, r.experts > 0);
         m_dtype->setText(QStringLiteral("%1, %2").arg(r.dtypes.join('/'), humanBytes(r.weightBytes)));
         m_quantization->setText(r.quantization);
         m_tokenizer->setText(r.tokenizer);

@@ -85,6 +85,7 @@ private:
     QLabel* m_layers = nullptr;
     QLabel* m_hiddenSize = nullptr;
     QLabel* m_parameters = nullptr;
+    QLabel* m_experts = nullptr;
     QLabel* m_dtype = nullptr;
     QLabel* m_quantization = nullptr;  // its row shows only for a pre-quantized (4-bit) checkpoint
     QFormLayout* m_summaryForm = nullptr;

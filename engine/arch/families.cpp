@@ -68,6 +68,18 @@ void parse_experts(const ConfigFields& r, ModelConfig& c) {
     check_range(r, "number of experts", c.num_experts, 1, 4096);
     check_range(r, "num_experts_per_tok", c.num_experts_per_tok, 1, c.num_experts);
     check_range(r, "moe_intermediate_size", c.moe_intermediate_size, 1, 1 << 20);
+    // What changes training that Tandem does not do (yet): refused with the field to change.
+    if (r.boolean("output_router_logits", false)) {
+        c.supported = false;
+        c.unsupported_reason = "output_router_logits is true (the load-balancing loss, router_aux_loss_coef, is added "
+                               "to the loss); Tandem does not compute that loss yet: set output_router_logits to "
+                               "false in config.json to fine-tune without it, as transformers does by default";
+    }
+    if (r.has("router_jitter_noise") && r.number("router_jitter_noise", 0.0) != 0.0) {
+        c.supported = false;
+        c.unsupported_reason = "router_jitter_noise is not 0 (random noise on the router's input while training); "
+                               "set it to 0 in config.json";
+    }
     check_range(r, "decoder_sparse_step", c.decoder_sparse_step, 1, c.num_hidden_layers);
 }
 
@@ -175,10 +187,17 @@ std::vector<ExpectedTensor> ArchSpec::tensors() const {
 }
 
 std::vector<std::string> ArchSpec::lora_targets() const {
+    // An MoE model's dense MLP layers (Qwen3-MoE's mlp_only_layers) are not offered: PEFT turns their names into
+    // the experts' (model/lora_table.cpp, resolve_lora_targets).
+    const bool moe = std::any_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.moe.experts > 0; });
     std::vector<std::string> out;
     for (const LayerSpec& l : layers)
-        for (const ProjectionSpec& p : l.projections)
+        for (const ProjectionSpec& p : l.projections) {
+            const bool mlp = std::find(p.feeds.begin(), p.feeds.end(), int(kGate)) != p.feeds.end() ||
+                             std::find(p.feeds.begin(), p.feeds.end(), int(kDown)) != p.feeds.end();
+            if (moe && mlp && p.experts == 0) continue;
             if (std::find(out.begin(), out.end(), p.target) == out.end()) out.push_back(p.target);
+        }
     return out;
 }
 

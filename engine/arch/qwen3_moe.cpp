@@ -13,7 +13,8 @@ namespace {
 
 void parse(const ConfigFields& r, ModelConfig& c) {
     parse_qwen3_attention(r, c);
-    c.num_experts = r.integer("num_experts");
+    // transformers 5 writes num_experts under its attribute_map alias num_local_experts.
+    c.num_experts = r.has("num_experts") ? r.integer("num_experts") : r.integer("num_local_experts");
     c.moe_intermediate_size = r.integer("moe_intermediate_size");
     c.decoder_sparse_step = r.integer("decoder_sparse_step", 1);
     c.moe_renormalize = r.boolean("norm_topk_prob", false);

@@ -362,6 +362,15 @@ ModelConfig with_quantization(ModelConfig config) {
     return config;
 }
 
+int64_t ModelConfig::active_parameter_count() const {
+    int64_t n = parameter_count();
+    if (n < 0 || num_experts <= 0) return n;
+    const int64_t idle = (num_experts - num_experts_per_tok) * 3 * moe_intermediate_size * hidden_size;
+    for (int64_t l = 0; l < num_hidden_layers; ++l)
+        if (is_moe_layer(l)) n -= idle;
+    return n;
+}
+
 bool ModelConfig::is_moe_layer(int64_t layer) const {
     if (num_experts <= 0) return false;
     for (auto l : mlp_only_layers)

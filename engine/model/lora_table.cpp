@@ -78,7 +78,7 @@ LoraConfig resolve_lora_targets(const ModelConfig& model, const LoraConfig& conf
     // parameter; down_proj: down_proj), as for a fused projection.
     // The expert parameters go last (after every module target), in the order gate_up, down, as PEFT's
     // adapter_config.json lists them apart (target_parameters).
-    const bool experts = offers(kExpertsGateUp);
+    const bool experts = std::find(offered.begin(), offered.end(), kExpertsGateUp) != offered.end();
     bool expert_gate_up = false, expert_down = false;
     for (const std::string& t : config.target_modules) {
         if (t == kExpertsGateUp || t == kExpertsDown) {
@@ -89,7 +89,9 @@ LoraConfig resolve_lora_targets(const ModelConfig& model, const LoraConfig& conf
             continue;
         }
         if (experts && (t == "gate_proj" || t == "up_proj" || t == "down_proj")) {
-            if (offers(t)) add(t);  // the dense layers' (Qwen3-MoE's mlp_only_layers)
+            // Only the experts': PEFT (0.19+) rewrites these names into the expert parameters of an MoE model
+            // (transformers' v4 -> v5 conversion), so a dense layer's MLP (Qwen3-MoE's mlp_only_layers) cannot be
+            // adapted in a PEFT adapter and is not offered (ArchSpec::lora_targets).
             if (t == "down_proj") {
                 expert_down = true;
             } else if (!config.targets("gate_proj") || !config.targets("up_proj")) {

@@ -115,6 +115,9 @@ struct ModelConfig {
     // Number of parameters implied by the config (embeddings counted once when tied): the sum of the
     // element counts of expected_tensors(). -1 if it overflows (never for a config that parsed).
     int64_t parameter_count() const;
+    // The parameters one token runs through: parameter_count() less the experts it is not routed to
+    // (num_experts - num_experts_per_tok per MoE layer); parameter_count() for a dense model.
+    int64_t active_parameter_count() const;
     // True when layer `layer` has a mixture-of-experts MLP (false for every layer of a dense model).
     bool is_moe_layer(int64_t layer) const;
     // Attention widths: num_attention_heads * head_dim and num_key_value_heads * head_dim.
