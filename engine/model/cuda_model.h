@@ -62,6 +62,10 @@ struct CudaModelOptions {
     // on the device at load, dequantized to bf16 in front of each base GEMM. A pre-quantized (*-bnb-4bit)
     // checkpoint is 4-bit either way.
     bool quantize_4bit = false;
+    // Ablation only (bench --moe-routing loop): an MoE layer's experts the old way, a loop over the experts with
+    // one GEMM each whose row counts the host reads back (one host sync per MoE layer, forward and backward),
+    // instead of the grouped GEMMs reading the sorted offsets on the device. Same values; no CUDA graphs.
+    bool moe_routing_loop = false;
 };
 
 // What the CUDA graphs of a model did (CudaModel::graph_stats()).
