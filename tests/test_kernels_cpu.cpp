@@ -990,7 +990,7 @@ private slots:
             vecf logits = rnd(T * E, 71, -3, 3);
             veci idx(T * K);
             vecf w(T * K), probs(T * E);
-            moe_router_forward(idx.data(), w.data(), probs.data(), logits.data(), T, E, K, renorm);
+            moe_router_forward(idx.data(), w.data(), probs.data(), logits.data(), T, E, K, renorm, false);
             auto route = [&](const vecd& z, std::vector<int>& pick) {  // double reference for fixed choices
                 vecd out(static_cast<size_t>(T * K));
                 for (int t = 0; t < T; ++t) {
@@ -1023,8 +1023,17 @@ private slots:
             // Ties go to the lower expert.
             vecf flat(E, 0.5f), pw(K), pp(E);
             veci pi(K);
-            moe_router_forward(pi.data(), pw.data(), pp.data(), flat.data(), 1, E, K, renorm);
+            moe_router_forward(pi.data(), pw.data(), pp.data(), flat.data(), 1, E, K, renorm, false);
             for (int j = 0; j < K; ++j) QCOMPARE(pi[size_t(j)], j);
+            // A given routing: the weights of those experts, the choice untouched.
+            veci gi(T * K);
+            for (int t = 0; t < T; ++t)
+                for (int j = 0; j < K; ++j) gi[size_t(t * K + j)] = (t + 2 * j + 1) % E;
+            std::vector<int> gpick(gi.begin(), gi.end());
+            vecf gw(T * K), gp(T * E);
+            moe_router_forward(gi.data(), gw.data(), gp.data(), logits.data(), T, E, K, renorm, true);
+            QVERIFY(std::equal(gi.begin(), gi.end(), gpick.begin()));
+            CHECK_CLOSE(gw, route(to_d(logits), gpick), kTol, "moe_router_forward given weights");
         }
         // Sort + count: stable by expert, offsets the exclusive sums, inv the inverse; expert 3 gets nothing.
         veci idx(N);

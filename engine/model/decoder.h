@@ -165,6 +165,14 @@ public:
     virtual void wait_reloaded(int l) = 0;
     virtual void input_used(int l) = 0;  // backward finished reading layer l's input buffer
     virtual void before_layer() {}       // the metadata ablation (CUDA bench only)
+    // MoE layer l's choice of experts injected into idx [T,K] (checks only: the CPU's routing in a CUDA step, a
+    // fixture's); false: the router chooses.
+    virtual bool route_given(int /*l*/, int32_t* /*idx*/, const Step& /*s*/) { return false; }
+    // The ablation Decoder::moe_loop: the E+1 expert offsets copied where the host reads them (CUDA: a copy and a
+    // counted wait, the host sync per layer the loop over experts costs; CPU: they are there already).
+    virtual void read_offsets(const int32_t* offsets, int32_t* host, int E) {
+        std::memcpy(host, offsets, size_t(E + 1) * sizeof(int32_t));
+    }
     virtual int span_begin(const char* /*what*/, int /*layer*/) { return -1; }  // the timeline (CUDA bench)
     virtual void span_end(int /*span*/) {}
 };
@@ -218,6 +226,10 @@ public:
     Act* d_ys = nullptr;         // [N,C] of the experts' outputs
     float* d_route_w = nullptr;  // [T,K] of the routing weights
     int mlp_rows = 0;            // rows of one MLP chunk (plan.h kMlpChunkRows); >= step.T: one chunk
+    // Ablation (CudaModelOptions::moe_routing_loop): the experts the old way, one GEMM (and LoRA) per expert over
+    // its rows, the row counts read back by the host once per MoE layer forward and once in backward.
+    bool moe_loop = false;
+    std::vector<int32_t> loop_offsets;  // [E+1] the layer's offsets on the host (moe_loop)
 
     // Points weights, activations and scratch into arenas laid out by `y` (allocated at the given bases).
     void bind(const ModelPlan& y, void* weights_base, void* acts_base, void* work_base) {
@@ -502,6 +514,20 @@ public:
     void expert_project(int l, int m, Act* out, const Act* inp) {
         const LayerActs<B>& a = acts[size_t(l)];
         const int N = step.T * d.topk, IN = expert_in(m), OUT = expert_out(m);
+        if (moe_loop) {
+            const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
+            for (int e = 0; e < d.E; ++e) {
+                const int r0 = loop_offsets[size_t(e)], rows = loop_offsets[size_t(e) + 1] - r0;
+                if (rows == 0) continue;
+                Act* o = out + int64_t(r0) * OUT;
+                const Act* x = inp + int64_t(r0) * IN;
+                B::matmul_forward(o, x, layers[size_t(l)].w[m] + e * expert_stride(m), nullptr, rows, IN, OUT);
+                if (r.a)
+                    B::lora_forward(o, a.lora_tmp[m] + int64_t(r0) * d.R, x, r.a + int64_t(e) * d.R * IN,
+                                    r.b + e * expert_b_stride(m), lora_scaling, rows, IN, OUT, d.R);
+            }
+            return;
+        }
         B::grouped_matmul_forward(out, inp, layers[size_t(l)].w[m], expert_stride(m), nullptr, 0, a.offsets, N, IN,
                                   OUT, d.E, 1.0f, false);
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
@@ -517,6 +543,23 @@ public:
     void expert_project_backward(int l, int m, Act* dinp, const Act* dout, const Act* inp) {
         const LayerActs<B>& a = acts[size_t(l)];
         const int N = step.T * d.topk, IN = expert_in(m), OUT = expert_out(m);
+        if (moe_loop) {
+            const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
+            for (int e = 0; e < d.E; ++e) {
+                const int r0 = loop_offsets[size_t(e)], rows = loop_offsets[size_t(e) + 1] - r0;
+                if (rows == 0) continue;
+                Act* dx = dinp + int64_t(r0) * IN;
+                const Act* g = dout + int64_t(r0) * OUT;
+                const Act* x = inp + int64_t(r0) * IN;
+                B::matmul_backward(dx, nullptr, nullptr, g, x, layers[size_t(l)].w[m] + e * expert_stride(m), rows, IN,
+                                   OUT);
+                if (r.a)
+                    B::lora_backward(dx, r.grad_a + int64_t(e) * d.R * IN, r.grad_b + e * expert_b_stride(m), d_tmp, g,
+                                     x, a.lora_tmp[m] + int64_t(r0) * d.R, r.a + int64_t(e) * d.R * IN,
+                                     r.b + e * expert_b_stride(m), lora_scaling, rows, IN, OUT, d.R);
+            }
+            return;
+        }
         B::grouped_matmul_backward(dinp, dout, layers[size_t(l)].w[m], expert_stride(m), a.offsets, N, IN, OUT, d.E,
                                    1.0f);
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
@@ -535,8 +578,13 @@ public:
         LayerActs<B>& a = acts[size_t(l)];
         const int T = step.T, N = T * d.topk;
         B::matmul_forward(a.logits, a.ln2, layers[size_t(l)].router, nullptr, T, d.C, d.E);
-        B::moe_router_forward(a.idx, a.route_w, a.probs, a.logits, T, d.E, d.topk, d.moe_renorm);
+        const bool given = rt->route_given(l, a.idx, step);
+        B::moe_router_forward(a.idx, a.route_w, a.probs, a.logits, T, d.E, d.topk, d.moe_renorm, given);
         B::moe_sort_count(a.order, a.inv, a.offsets, a.idx, N, d.E);
+        if (moe_loop) {
+            loop_offsets.resize(size_t(d.E) + 1);
+            rt->read_offsets(a.offsets, loop_offsets.data(), d.E);
+        }
         B::moe_permute(a.xs, a.ln2, a.order, N, d.topk, d.C);
         expert_project(l, kGate, a.gate, a.xs);
         expert_project(l, kUp, a.up, a.xs);
@@ -550,6 +598,10 @@ public:
         LayerActs<B>& a = acts[size_t(l)];
         const LayerWeights<B>& w = layers[size_t(l)];
         const int T = step.T, N = T * d.topk;
+        if (moe_loop) {
+            loop_offsets.resize(size_t(d.E) + 1);
+            rt->read_offsets(a.offsets, loop_offsets.data(), d.E);
+        }
         B::moe_unpermute_backward(d_ys, d_route_w, d_res, a.ys, a.route_w, a.inv, T, d.topk, d.C);
         Act* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
         B::swiglu_forward(act, a.gate, a.up, N, d.Fe);

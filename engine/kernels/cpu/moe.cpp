@@ -27,7 +27,8 @@ void check_offsets(const int32_t* offsets, int N, int E) {
 
 }  // namespace
 
-void moe_router_forward(int32_t* idx, float* w, float* probs, const float* logits, int T, int E, int K, bool renorm) {
+void moe_router_forward(int32_t* idx, float* w, float* probs, const float* logits, int T, int E, int K, bool renorm,
+                        bool given) {
     TANDEM_KCHECK_PTR(idx);
     TANDEM_KCHECK_PTR(w);
     TANDEM_KCHECK_PTR(probs);
@@ -50,6 +51,12 @@ void moe_router_forward(int32_t* idx, float* w, float* probs, const float* logit
         float* wt = w + at(t, K);
         float chosen = 0.0f;
         for (int j = 0; j < K; ++j) {  // repeated argmax: descending, ties to the lower index
+            if (given) {
+                TANDEM_KCHECK(it[j] >= 0 && it[j] < E);
+                wt[j] = p[it[j]];
+                chosen += wt[j];
+                continue;
+            }
             int best = -1;
             for (int e = 0; e < E; ++e) {
                 bool taken = false;

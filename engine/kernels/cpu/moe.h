@@ -24,8 +24,11 @@
 namespace tandem::cpu {
 
 // probs[T,E] = softmax(logits[T,E]) (kept for backward); idx[T,K] the K largest in descending order (ties: the
-// lower index first); w[T,K] their probabilities, divided by their sum when renorm.
-void moe_router_forward(int32_t* idx, float* w, float* probs, const float* logits, int T, int E, int K, bool renorm);
+// lower index first); w[T,K] their probabilities, divided by their sum when renorm. given: idx already holds
+// each token's K distinct experts (a routing injected by a check, e.g. the CPU's into a CUDA step, so bf16
+// near-ties cannot pick other experts): only probs and w are computed.
+void moe_router_forward(int32_t* idx, float* w, float* probs, const float* logits, int T, int E, int K, bool renorm,
+                        bool given);
 
 // dlogits[T,E] (written) from dw[T,K], the gradient of the routing weights.
 void moe_router_backward(float* dlogits, const float* dw, const float* probs, const int32_t* idx, const float* w,
