@@ -1,9 +1,9 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The CUDA self-test's harness (tandem/selftest.h), shared by the case files (op_cases.cpp, flat_op_cases.cpp,
-// step_cases.cpp, fixture_cases.cpp) and runner.cpp: tolerances, seeded random inputs, device buffers and
-// transfers, and Check, which compares a GPU result with its CPU twin and reports it. All in tandem::testing
-// and only with TANDEM_WITH_CUDA (runner.cpp alone also compiles without, to its no-CUDA stub).
+// moe_cases.cpp, step_cases.cpp, fixture_cases.cpp) and runner.cpp: tolerances, seeded random inputs, device
+// buffers and transfers, and Check, which compares a GPU result with its CPU twin and reports it. All in
+// tandem::testing and only with TANDEM_WITH_CUDA (runner.cpp alone also compiles without, to its no-CUDA stub).
 // Legend: N = rows, C = channels, V = vocab, F = intermediate, T = tokens, S = samples, H = heads,
 // D = head_dim, R = LoRA rank, n = element count.
 // Decisions a reader must know:
@@ -209,10 +209,12 @@ struct Case {
     std::function<void(Check&)> run;
 };
 
-// Each case file appends its cases; runner.cpp calls them in this order (layer ops, flat ops, whole steps,
-// fixtures), which is the order of --list and of a run.
+// Each case file appends its cases; runner.cpp calls them in this order (layer ops, flat ops, MoE ops, whole
+// steps, fixtures), which is the order of --list and of a run.
 void add_op_cases(std::vector<Case>& cases);
 void add_flat_op_cases(std::vector<Case>& cases);
+// The mixture-of-experts ops (moe_cases.cpp): router, sort + count, permute / unpermute, grouped GEMMs.
+void add_moe_cases(std::vector<Case>& cases);
 void add_step_cases(std::vector<Case>& cases);
 // The PyTorch fixture cases and the out-of-memory case; none when fixtures_dir is empty.
 void add_fixture_cases(std::vector<Case>& cases, const std::string& fixtures_dir);

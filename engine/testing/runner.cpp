@@ -2,9 +2,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The CUDA self-test's entry points (tandem/selftest.h; run by `tandem-cli selftest --device cuda` and
 // tests/test_cuda.cpp): the case list in its fixed order and the loop that runs it, one Check per case, stopping
-// at a device that broke. Harness and decisions: harness.h; cases: op_cases, flat_op_cases, quant4_cases,
-// infer_op_cases, step_cases and fixture_cases.cpp. Without TANDEM_WITH_CUDA only the stub at the end: no
-// names, Error{Unsupported}.
+// at a device that broke. Harness and decisions: harness.h; cases: op_cases, flat_op_cases, moe_cases,
+// quant4_cases, infer_op_cases, step_cases and fixture_cases.cpp. Without TANDEM_WITH_CUDA only the stub at the
+// end: no names, Error{Unsupported}.
 #include "tandem/selftest.h"
 
 #include <string>
@@ -76,6 +76,16 @@ const std::map<std::string_view, std::vector<std::string_view>>& op_case_prefixe
         {"dequantize_4bit", {"nf4 "}},
         {"kv_cache_write", {"kv_cache_write "}},
         {"decode_attention", {"decode_attention "}},
+        {"moe_router_forward", {"moe_router "}},
+        {"moe_router_backward", {"moe_router "}},
+        {"moe_sort_count", {"moe_sort_count "}},
+        {"moe_permute", {"moe_permute "}},
+        {"moe_permute_backward", {"moe_permute "}},
+        {"moe_unpermute", {"moe_unpermute "}},
+        {"moe_unpermute_backward", {"moe_unpermute "}},
+        {"grouped_matmul_forward", {"grouped_matmul "}},
+        {"grouped_matmul_backward", {"grouped_matmul "}},
+        {"grouped_matmul_weight_grad", {"grouped_matmul "}},
     };
     return m;
 }
@@ -99,12 +109,13 @@ void add_op_table_case(std::vector<Case>& cs) {
                   }});
 }
 
-// Every case in the order they are listed and run: the layer ops, the flat ops, whole steps, then (with a
-// fixtures folder) the PyTorch fixtures and out of memory.
+// Every case in the order they are listed and run: the layer ops, the flat ops, the mixture-of-experts ops,
+// whole steps, then (with a fixtures folder) the PyTorch fixtures and out of memory.
 std::vector<Case> make_cases(const std::string& fixtures_dir) {
     std::vector<Case> cs;
     testing::add_op_cases(cs);
     testing::add_flat_op_cases(cs);
+    testing::add_moe_cases(cs);
     testing::add_quant4_cases(cs, fixtures_dir);
     testing::add_infer_op_cases(cs);
     testing::add_step_cases(cs);
