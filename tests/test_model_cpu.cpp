@@ -197,6 +197,15 @@ private slots:
         const Err le = compare(m.logits(batch), tensor(exp, "logits"));
         qInfo("%s logits: max_abs %.3g rel %.3g", qPrintable(variant), le.max_abs, le.rel());
         QVERIFY2(le.rel() <= 1e-4, qPrintable(QString("logits rel %1").arg(le.rel())));
+        // MoE: the router chose transformers' experts for every token (the fixture has no near-tie at fp32).
+        const auto routing = m.moe_routing();
+        for (size_t l = 0; l < routing.size(); ++l) {
+            const TensorInfo* t = exp.find("router_idx." + std::to_string(l));
+            QCOMPARE(t != nullptr, !routing[l].empty());
+            if (!t) continue;
+            const auto* want = reinterpret_cast<const int32_t*>(t->data.data());
+            QVERIFY(std::equal(routing[l].begin(), routing[l].end(), want, want + t->numel()));
+        }
 
         m.zero_grads();
         const double loss_sum = m.forward_backward(batch, float(1.0 / batch.num_label_tokens), 0);

@@ -126,6 +126,11 @@ public:
     void sync_to_host();    // values, grads and moments device -> host mirror (synchronises)
     void sync_from_host();  // values and moments host mirror -> device (and the bf16 copies)
     void set_lora(const LoraTensors& tensors);  // as CpuModel::set_lora (uploads)
+    // Checks only: from now on, MoE layer l takes routing[l] ([tokens * experts per token] expert ids, token-major;
+    // empty: the router chooses) instead of its router's choice, e.g. the CPU's (CpuModel::moe_routing) or a
+    // fixture's, so that bf16 near-ties cannot pick other experts than the fp32 reference. The router's weights
+    // (and their gradient) are still computed, for the injected experts. Every batch must then have that many tokens.
+    void inject_routing(const std::vector<std::vector<int32_t>>& routing);
     LoraTensors lora_tensors();                 // downloads values
     void zero_grads();
 

@@ -177,6 +177,11 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     bool attn_cudnn = false;
     cuda::CudnnAttentionShape attn_shape;
 
+    // Mixture of experts. inject_routing (checks only): layer l's expert ids [max_tokens * K] at
+    // forced_routing + l * max_tokens * K, copied into the router's idx on the stream (graph-capturable).
+    cuda::DeviceBuffer forced_routing;
+    std::vector<uint8_t> forced;  // [L] 1: layer l's routing is injected
+
     double* pinned_loss() const { return reinterpret_cast<double*>(pinned.data()); }
     float* pinned_norm() const { return reinterpret_cast<float*>(pinned.data() + 8); }
     int32_t* pinned_meta(int h) const {
@@ -213,6 +218,8 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     void wait_reloaded(int l) override;
     void input_used(int l) override { ev_used[l % nb].record(); }
     void before_layer() override { rebuild_metadata(); }
+    bool route_given(int l, int32_t* idx, const Step& s) override;
+    void read_offsets(const int32_t* offsets, int32_t* host, int E) override;  // the loop ablation's host sync
     int span_begin(const char* what, int layer) override { return tl_begin(cuda_impl::stream(), what, layer); }
     void span_end(int span) override { tl_end(span, cuda_impl::stream()); }
 
@@ -220,7 +227,7 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     void micro_step(cudaEvent_t after_loss);
     bool graphs_enabled() const {
         return options.cuda_graphs && !options.timeline && !options.rebuild_metadata_per_layer &&
-               graph_stats.disabled_reason.empty();
+               !options.moe_routing_loop && graph_stats.disabled_reason.empty();
     }
     bool run_graphed();
     GraphExec capture_micro_step();

@@ -198,6 +198,22 @@ void CudaModel::Impl::check_attention_at_load(const std::string& where) const {
     }
 }
 
+bool CudaModel::Impl::route_given(int l, int32_t* idx, const Step& s) {
+    if (forced.empty() || !forced[size_t(l)]) return false;
+    const size_t per = size_t(d.T) * size_t(d.topk);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(idx, static_cast<const int32_t*>(forced_routing.data()) + size_t(l) * per,
+                                      size_t(s.T) * size_t(d.topk) * sizeof(int32_t), cudaMemcpyDeviceToDevice,
+                                      cuda_impl::stream()));
+    return true;
+}
+
+void CudaModel::Impl::read_offsets(const int32_t* offsets, int32_t* host, int E) {
+    // The old way's per-layer query: the counts to the host, and the host waits for them.
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(host, offsets, size_t(E + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                      cuda_impl::stream()));
+    cuda::synchronize(cuda_impl::stream());
+}
+
 void CudaModel::Impl::attention_forward(int l, LayerActs<CudaBackend>& a, const Step& step) {
     if (attn_cudnn)
         cuda::cudnn_attention_forward(a.att, a.stats, a.qr, a.kr, a.v, step.cu_seqlens, attn_shape, att_ws);

@@ -193,6 +193,17 @@ void CpuModel::set_lora(const LoraTensors& tensors) {
     for (auto& p : params) p.value = tensors.at(p.spec.name);
 }
 
+std::vector<std::vector<int32_t>> CpuModel::moe_routing() const {
+    const Impl& m = *impl_;
+    std::vector<std::vector<int32_t>> out(size_t(m.d.L));
+    for (int l = 0; l < m.d.L; ++l) {
+        if (!m.d.is_moe(l) || m.y.residency[size_t(Buf::Route)] != Residency::Kept) continue;
+        const int32_t* idx = m.dec.acts[size_t(l)].idx;
+        out[size_t(l)].assign(idx, idx + size_t(m.dec.step.T) * size_t(m.d.topk));
+    }
+    return out;
+}
+
 LoraTensors CpuModel::lora_tensors() const {
     LoraTensors out;
     for (const auto& p : impl_->params) out[p.spec.name] = p.value;

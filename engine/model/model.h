@@ -59,6 +59,9 @@ public:
     // Replaces the LoRA values with an adapter's (same names and shapes; Error{InvalidInput} otherwise).
     void set_lora(const LoraTensors& tensors);
     LoraTensors lora_tensors() const;  // name -> values, for export
+    // Each layer's choice of experts in the last forward ([tokens * experts per token], token-major; empty for a
+    // dense layer, or a layer whose routing buffers the checkpointing policy dropped: use checkpointing off).
+    std::vector<std::vector<int32_t>> moe_routing() const;
     void zero_grads();
 
     // Forward + loss + backward of one micro-batch. Returns the loss SUM over the batch's predicted tokens;

@@ -20,6 +20,7 @@
 #include "core/cuda/memory.h"
 #include "core/files.h"
 #include "export/peft_adapter.h"
+#include "model/lora_table.h"
 #include "model/cuda_model.h"
 #include "tandem/chat.h"
 #include "tandem/error.h"
@@ -95,6 +96,17 @@ void fixture_case(Check& c, const fs::path& dir, AttentionBackend attention, con
     const SafetensorsFile exp(f.expected_dir / "expected.safetensors");
     const PackedBatch batch = fixture_batch(f.data_dir);
     CudaModel m = fixture_model(f.model_dir, 64, attention, f.quantize, f.data_dir);
+    // MoE: transformers' own choice of experts (router_idx.<layer>, fp32) injected, so a bf16 near-tie of the
+    // router cannot route a token elsewhere (the router itself is checked by its op cases).
+    std::vector<std::vector<int32_t>> routing(size_t(m.config().num_hidden_layers));
+    bool routed = false;
+    for (int64_t l = 0; l < m.config().num_hidden_layers; ++l)
+        if (const TensorInfo* t = exp.find("router_idx." + std::to_string(l))) {
+            const auto* p = reinterpret_cast<const int32_t*>(t->data.data());
+            routing[size_t(l)].assign(p, p + t->numel());
+            routed = true;
+        }
+    if (routed) m.inject_routing(routing);
     c.tensor("logits", m.logits(batch), tensor_to_f32(exp.at("logits")), kTolFixture);
     const double ref_loss = tensor_to_f32(exp.at("loss")).at(0);
     m.zero_grads();
@@ -105,11 +117,16 @@ void fixture_case(Check& c, const fs::path& dir, AttentionBackend attention, con
     std::string worst_name = "(none)";
     for (const auto& p : m.lora_params()) {
         const std::vector<float> want = tensor_to_f32(exp.at(p.spec.name + ".grad"));
+        // An expert parameter's lora_B in PEFT's layout (lora_table.h).
+        const std::vector<float> got = p.spec.experts > 0 && !p.spec.is_a
+                                           ? expert_b_to_peft(p.grad, p.spec.experts, p.spec.shape[0],
+                                                              p.spec.shape[1] / p.spec.experts)
+                                           : p.grad;
         double max_abs = 0, denom = 0;
-        bool ok = want.size() == p.grad.size();
+        bool ok = want.size() == got.size();
         for (size_t i = 0; ok && i < want.size(); ++i) {
-            if (!std::isfinite(p.grad[i])) ok = false;
-            max_abs = std::max(max_abs, std::fabs(double(p.grad[i]) - want[i]));
+            if (!std::isfinite(got[i])) ok = false;
+            max_abs = std::max(max_abs, std::fabs(double(got[i]) - want[i]));
             denom = std::max(denom, std::fabs(double(want[i])));
         }
         const double rel = ok ? (denom > 0 ? max_abs / denom : max_abs) : kInf;
@@ -195,7 +212,8 @@ void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
 
     if (!fixtures_dir.empty()) {
         const fs::path models = fs::path(fixtures_dir) / "models";
-        for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3"}) {
+        for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3",
+                              "qwen3-moe", "mixtral"}) {
             const fs::path dir = models / v;
             for (auto at : {AttentionBackend::Inhouse, AttentionBackend::Auto})
                 add(std::string("fixture ") + v + " attention=" + attention_name(at),

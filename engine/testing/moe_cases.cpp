@@ -168,16 +168,38 @@ void router_case(Check& c, int T, int E, int K, bool renorm, bool ties) {
     const int64_t nk = int64_t(T) * K, ne = int64_t(T) * E;
     std::vector<int32_t> idx(static_cast<size_t>(nk));
     std::vector<float> w(static_cast<size_t>(nk)), probs(static_cast<size_t>(ne));
-    cpu::moe_router_forward(idx.data(), w.data(), probs.data(), logits.data(), T, E, K, renorm);
+    cpu::moe_router_forward(idx.data(), w.data(), probs.data(), logits.data(), T, E, K, renorm, false);
     {
         const auto d_logits = dev_bf16(logits);
         const auto d_idx = poisoned<int32_t>(nk);
         const auto d_w = poisoned<float>(nk);
         const auto d_probs = poisoned<float>(ne);
-        cuda::moe_router_forward(d_idx.p(), d_w.p(), d_probs.p(), d_logits.p(), T, E, K, renorm);
+        cuda::moe_router_forward(d_idx.p(), d_w.p(), d_probs.p(), d_logits.p(), T, E, K, renorm, false);
         ints(c, "idx", get_i32(d_idx.p(), nk), idx);
         c.tensor("w", get(d_w), w, kTolF32);
         c.tensor("probs", get(d_probs), probs, kTolF32);
+    }
+    {
+        // An injected choice (given): other experts than the router's; idx untouched, their weights.
+        std::vector<int32_t> gi(static_cast<size_t>(nk));
+        for (int t = 0; t < T; ++t)
+            for (int j = 0; j < K; ++j) gi[size_t(t) * K + j] = (t + 3 * j + 1) % E;
+        bool distinct = true;  // (t + 3j + 1) % E repeats within a token when E divides 3(j - j')
+        for (int t = 0; t < T && distinct; ++t)
+            for (int j = 0; j < K; ++j)
+                for (int i = 0; i < j; ++i) distinct &= gi[size_t(t) * K + j] != gi[size_t(t) * K + i];
+        if (distinct) {
+            std::vector<int32_t> gidx = gi;
+            std::vector<float> gw(static_cast<size_t>(nk)), gp(static_cast<size_t>(ne));
+            cpu::moe_router_forward(gidx.data(), gw.data(), gp.data(), logits.data(), T, E, K, renorm, true);
+            const auto d_logits = dev_bf16(logits);
+            const auto d_idx = dev_i32(gi);
+            const auto d_w = poisoned<float>(nk);
+            const auto d_probs = poisoned<float>(ne);
+            cuda::moe_router_forward(d_idx.p(), d_w.p(), d_probs.p(), d_logits.p(), T, E, K, renorm, true);
+            ints(c, "given idx untouched", get_i32(d_idx.p(), nk), gi);
+            c.tensor("given w", get(d_w), gw, kTolF32);
+        }
     }
     // Backward from the CPU's forward outputs on both sides.
     const auto dw = c.rng.f32_values(nk, 1.0f);

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cuda/context.h"
+#include "core/files.h"
 #include "io/atomic_file.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/cross_entropy.h"
@@ -148,6 +150,68 @@ StepVariant llama_variant() {
     return v;
 }
 
+// Mixture of experts (Qwen3-MoE): layers 0 and 2 route over 8 experts (top 2, renormalised), layer 1 keeps a
+// dense MLP (mlp_only_layers); LoRA on the attention and on both expert parameters (no dropout: PEFT's LoRA on
+// experts has none). The CPU's routing is injected into the CUDA step (CudaModel::inject_routing).
+StepVariant qwen3_moe_variant() {
+    StepVariant v;
+    v.name = "qwen3-moe";
+    v.config = {{"architectures", {"Qwen3MoeForCausalLM"}},
+                {"model_type", "qwen3_moe"},
+                {"hidden_size", 128},
+                {"intermediate_size", 200},
+                {"moe_intermediate_size", 96},
+                {"num_experts", 8},
+                {"num_experts_per_tok", 2},
+                {"norm_topk_prob", true},
+                {"decoder_sparse_step", 1},
+                {"mlp_only_layers", {1}},
+                {"num_hidden_layers", 3},
+                {"num_attention_heads", 4},
+                {"num_key_value_heads", 2},
+                {"head_dim", 32},
+                {"vocab_size", 301},
+                {"max_position_embeddings", 512},
+                {"rms_norm_eps", 1e-6},
+                {"rope_theta", 1000000.0},
+                {"tie_word_embeddings", false},
+                {"hidden_act", "silu"},
+                {"torch_dtype", "bfloat16"}};
+    v.lora.r = 16;
+    v.lora.alpha = 16;
+    v.lengths = {1, 17, 64, 130};
+    v.token_budget = 224;
+    return v;
+}
+
+// Mixtral: every layer routes over 4 experts (top 2, always renormalised), the Hub's per-expert names.
+StepVariant mixtral_variant() {
+    StepVariant v;
+    v.name = "mixtral";
+    v.config = {{"architectures", {"MixtralForCausalLM"}},
+                {"model_type", "mixtral"},
+                {"hidden_size", 128},
+                {"intermediate_size", 160},
+                {"num_local_experts", 4},
+                {"num_experts_per_tok", 2},
+                {"num_hidden_layers", 2},
+                {"num_attention_heads", 4},
+                {"num_key_value_heads", 1},
+                {"head_dim", 32},
+                {"vocab_size", 301},
+                {"max_position_embeddings", 512},
+                {"rms_norm_eps", 1e-5},
+                {"rope_theta", 1000000.0},
+                {"tie_word_embeddings", false},
+                {"hidden_act", "silu"},
+                {"torch_dtype", "bfloat16"}};
+    v.lora.r = 8;
+    v.lora.alpha = 16;
+    v.lengths = {130, 1, 64, 17, 1};
+    v.token_budget = 220;
+    return v;
+}
+
 constexpr uint64_t kLoraInitSeed = 7;
 constexpr uint64_t kDropoutSeed = 1234;
 constexpr double kOptLr = 1e-3, kOptB1 = 0.9, kOptB2 = 0.999, kOptEps = 1e-8, kOptWd = 0.1;
@@ -179,6 +243,7 @@ public:
     double norm = 0;                                    // global grad norm before clipping
     double max_norm = 0;                                // half of it: the clip is active
     std::map<std::string, std::vector<float>> stepped;  // values after one AdamW step
+    std::vector<std::vector<int32_t>> routing;          // MoE: the CPU's choice of experts per layer (injected)
 
 private:
     void build(uint64_t base_seed);
@@ -247,6 +312,7 @@ void StepReference::build(uint64_t base_seed) {
     m.zero_grads();
     train_loss = m.forward_backward(batch, 1.0f / float(batch.num_label_tokens), kDropoutSeed);
     for (const auto& p : m.lora_params()) grads[p.spec.name] = p.grad;
+    if (cfg.num_experts > 0) routing = m.moe_routing();
 
     // One optimizer step as CudaModel::optimizer_step does it: clip to half the norm, AdamW step 1.
     std::vector<cpu::GradSpan> spans;
@@ -263,16 +329,18 @@ void StepReference::build(uint64_t base_seed) {
     }
 }
 
-void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBackend attn) {
+void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBackend attn, bool moe_loop = false) {
     ref.prepare(c.base_seed());
     const PackedBatch& batch = ref.batch;
     CudaModelOptions opt;
+    opt.moe_routing_loop = moe_loop;
     opt.max_tokens = ref.variant.token_budget;
     opt.max_seqlen = batch.max_seqlen;
     opt.checkpointing = ckpt;
     opt.attention = attn;
     CudaModel g = CudaModel::load(ref.dir, ref.variant.lora, kLoraInitSeed, opt);
     g.set_lora(ref.lora);
+    g.inject_routing(ref.routing);
 
     c.tensor("logits", g.logits(batch), ref.logits, kTolStep);
     c.scalar("eval loss", g.forward_loss(batch), ref.eval_loss, kTolStep);
@@ -573,15 +641,29 @@ void host_syncs_case(Check& c) {
     };
     std::map<int, double> per_step_of_layers;
     for (int accum : {1, 2}) {
-        for (int layers : {2, 28}) {
+        for (int layers : {2, 28, -28}) {  // -28: 28 mixture-of-experts layers (Qwen3-MoE, 8 experts, top 2)
+            const bool moe = layers < 0;
+            layers = std::abs(layers);
             DemoModelSpec spec;  // head_dim 64, as real models have
             spec.hidden_size = 128;
             spec.intermediate_size = 256;
             spec.num_attention_heads = 2;
             spec.num_key_value_heads = 1;
             spec.num_hidden_layers = layers;
-            const fs::path model = root / ("demo-" + std::to_string(layers));
-            if (!fs::exists(model / "config.json")) create_demo_model(model, spec);
+            const fs::path model = root / ((moe ? "moe-" : "demo-") + std::to_string(layers));
+            if (!fs::exists(model / "config.json")) {
+                create_demo_model(model, spec);
+                if (moe) {  // the demo's tokenizer, an MoE config and weights
+                    nlohmann::json j = read_json_file(model / "config.json");
+                    j["architectures"] = {"Qwen3MoeForCausalLM"};
+                    j["model_type"] = "qwen3_moe";
+                    j["num_experts"] = 8;
+                    j["num_experts_per_tok"] = 2;
+                    j["moe_intermediate_size"] = 64;
+                    j["norm_topk_prob"] = true;
+                    write_model(model, j, c.base_seed());
+                }
+            }
             RunConfig rc;
             rc.model = model.string();
             rc.data.dataset = (root / "data.txt").string();
@@ -608,9 +690,14 @@ void host_syncs_case(Check& c) {
                 most = std::max(most, n);
                 seen += (seen.empty() ? "" : ",") + std::to_string(n);
             }
-            const std::string label = std::to_string(layers) + " layers, grad_accum " + std::to_string(accum);
+            const std::string label =
+                std::to_string(layers) + (moe ? " MoE layers" : " layers") + ", grad_accum " + std::to_string(accum);
             c.result("host syncs per step, " + label, double(most), 2.0, "per step (steps 3-9): " + seen);
-            if (layers == 2)
+            if (moe)
+                c.result("same syncs for 28 MoE layers as for 2 dense ones, grad_accum " + std::to_string(accum),
+                         std::fabs(double(most) - per_step_of_layers[accum]), 0.0,
+                         std::to_string(most) + " vs " + g3(per_step_of_layers[accum]));
+            else if (layers == 2)
                 per_step_of_layers[accum] = double(most);
             else
                 c.result("same syncs for 2 and 28 layers, grad_accum " + std::to_string(accum),
@@ -755,6 +842,24 @@ void add_step_cases(std::vector<Case>& cs) {
             add_graphs(ref, p, AttentionBackend::Inhouse);
         for (auto p : {CheckpointPolicy::Off, CheckpointPolicy::Smart}) add_graphs(ref0, p, AttentionBackend::Inhouse);
         add_graphs(ref, CheckpointPolicy::Smart, AttentionBackend::Auto);
+    }
+    for (auto variant : {qwen3_moe_variant(), mixtral_variant()}) {
+        // Mixture of experts: the CPU's routing injected; every policy; the loop-over-experts ablation gives the
+        // same step; graphs capture the MoE layers (no host sync inside them) and replay them bit for bit.
+        auto ref = std::make_shared<StepReference>(variant);
+        for (auto ckpt : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
+                          CheckpointPolicy::SmartSingle, CheckpointPolicy::Selective})
+            for (auto at : {AttentionBackend::Inhouse, AttentionBackend::Auto})
+                add("step " + variant.name + " checkpointing=" + policy_name(ckpt) + " attention=" + attention_name(at),
+                    [=](Check& c) { step_case(c, *ref, ckpt, at); });
+        add("step " + variant.name + " moe-routing=loop checkpointing=recompute",
+            [=](Check& c) { step_case(c, *ref, CheckpointPolicy::Recompute, AttentionBackend::Inhouse, true); });
+        add("checkpointing policies agree " + variant.name, [=](Check& c) { checkpointing_agree_case(c, *ref); });
+        add("async step matches blocking step " + variant.name + " checkpointing=smart",
+            [=](Check& c) { async_step_case(c, *ref, CheckpointPolicy::Smart); });
+        for (auto p : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart})
+            add("cuda graphs match eager " + variant.name + " checkpointing=" + policy_name(p) + " attention=inhouse",
+                [=](Check& c) { cuda_graphs_case(c, *ref, p, AttentionBackend::Inhouse); });
     }
     add("host syncs per optimizer step (trainer)", [](Check& c) { host_syncs_case(c); });
 }

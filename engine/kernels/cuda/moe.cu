@@ -94,7 +94,7 @@ constexpr int kRouterPer = kMaxExperts / 32;  // logits per lane
 
 __global__ void __launch_bounds__(kRouterWarps * 32)
     router_forward_kernel(int32_t* __restrict__ idx, float* __restrict__ w, float* __restrict__ probs,
-                          const bf16* __restrict__ logits, int T, int E, int K, bool renorm) {
+                          const bf16* __restrict__ logits, int T, int E, int K, bool renorm, bool given) {
     const int t = static_cast<int>(blockIdx.x) * kRouterWarps + static_cast<int>(threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (t >= T) return;  // the whole warp
@@ -134,6 +134,17 @@ __global__ void __launch_bounds__(kRouterWarps * 32)
     for (int j = 0; j < K; j++) {
         float bv = -1.0f;
         int bi = E;
+        if (given) {  // the choice is injected: only its probability (held by lane bi % 32)
+            bi = irow[j];
+            float mine = -1.0f;
+#pragma unroll
+            for (int i = 0; i < kRouterPer; i++)
+                if (i * 32 + lane == bi) mine = v[i];
+            bv = __shfl_sync(kFull, mine, bi % 32);
+            if (lane == 0) wrow[j] = bv;
+            chosen_sum += bv;
+            continue;
+        }
 #pragma unroll
         for (int i = 0; i < kRouterPer; i++)
             if (v[i] > bv) bv = v[i], bi = i * 32 + lane;
@@ -723,14 +734,15 @@ unsigned col_tiles(int n) {
 
 }  // namespace
 
-void moe_router_forward(int32_t* idx, float* w, float* probs, const bf16* logits, int T, int E, int K, bool renorm) {
+void moe_router_forward(int32_t* idx, float* w, float* probs, const bf16* logits, int T, int E, int K, bool renorm,
+                        bool given) {
     TANDEM_KCHECK_PTR(idx);
     TANDEM_KCHECK_PTR(w);
     TANDEM_KCHECK_PTR(probs);
     TANDEM_KCHECK_PTR(logits);
     TANDEM_KCHECK(T > 0 && E > 0 && E <= kMaxExperts && K > 0 && K <= E);
     router_forward_kernel<<<grid_for(T, kRouterWarps), kRouterWarps * 32, 0, context().stream>>>(idx, w, probs, logits,
-                                                                                                 T, E, K, renorm);
+                                                                                                 T, E, K, renorm, given);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 

@@ -37,7 +37,9 @@ namespace tandem::cuda {
 
 // probs[T,E] (fp32) = softmax(logits[T,E]); idx[T,K] the K largest, descending (ties: the lower index first);
 // w[T,K] (fp32) their probabilities, divided by their sum when renorm.
-void moe_router_forward(int32_t* idx, float* w, float* probs, const bf16* logits, int T, int E, int K, bool renorm);
+// given: idx holds an injected choice (cpu/moe.h); only probs and w are written.
+void moe_router_forward(int32_t* idx, float* w, float* probs, const bf16* logits, int T, int E, int K, bool renorm,
+                        bool given);
 
 // dlogits[T,E] (bf16, written) from dw[T,K] (fp32), the gradient of the routing weights.
 void moe_router_backward(bf16* dlogits, const float* dw, const float* probs, const int32_t* idx, const float* w, int T,
