@@ -215,9 +215,14 @@ void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
         for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3",
                               "qwen3-moe", "mixtral"}) {
             const fs::path dir = models / v;
+            // MoE fixtures run with transformers' fp32 routing injected, so they are held to their dense family's
+            // bf16 floor: PyTorch's own bf16 MoE floor (bf16_floor.json) includes tokens its bf16 router sends to
+            // other experts.
+            const std::string floor = std::string(v) == "qwen3-moe" ? "qwen3" : std::string(v) == "mixtral" ? "mistral" : "";
+            const FixtureSpec spec{dir, dir, dir, false, floor};
             for (auto at : {AttentionBackend::Inhouse, AttentionBackend::Auto})
                 add(std::string("fixture ") + v + " attention=" + attention_name(at),
-                    [=](Check& c) { fixture_case(c, dir, at); });
+                    [=](Check& c) { fixture_case(c, dir, at, &spec); });
         }
         // QLoRA against PEFT + bitsandbytes: the *-bnb-4bit checkpoint, and the float model quantized at load.
         for (const bool at_load : {false, true}) {

@@ -674,7 +674,8 @@ void host_syncs_case(Check& c) {
             rc.training.lr = 1e-3;
             rc.memory.checkpointing = CheckpointPolicy::Smart;
             rc.device = DeviceChoice::Cuda;
-            rc.output_dir = (root / ("run-" + std::to_string(layers) + "-" + std::to_string(accum))).string();
+            rc.output_dir =
+                (root / ((moe ? "run-moe-" : "run-") + std::to_string(layers) + "-" + std::to_string(accum))).string();
             Trainer t = Trainer::prepare(rc);
             Sink sink;
             std::atomic<bool> stop{false};
