@@ -3,16 +3,28 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """HF PEFT baseline for `tandem-cli bench`: the same architecture, LoRA and optimizer in transformers + PEFT.
 
-    python3 bench/hf_peft_baseline.py --config llama-3.2-1b [--batch 8] [--seq-len 2048] [--steps 20]
-        [--warmup 3] [--gc on|off] [--rank 16] [--alpha 32] [--json FILE]
+    python3 bench/hf_peft_baseline.py --config llama-3.2-1b [--layers N] [--batch 8] [--seq-len 2048] [--steps 20]
+        [--warmup 3] [--gc on|off] [--rank 16] [--alpha 32] [--sync-steps 2] [--json FILE]
 
 What it does, so the numbers compare with tandem-cli bench:
   - The model is built from the same config.json fields as engine/model/arch_presets.cpp (CONFIGS below;
     change both together), random init, bf16 weights, attn_implementation "sdpa", built directly on the GPU.
-    Offline: nothing is downloaded.
+    Offline: nothing is downloaded. --layers N builds N decoder layers (num_hidden_layers; 0: the preset's), as
+    `tandem-cli bench --layers N` does.
   - LoRA r=16 alpha=32 dropout 0 on all seven projections via peft.get_peft_model with PEFT's defaults, so the
     adapter dtype is whatever PEFT picks for a bf16 base (reported as "lora_dtype": PEFT >= 0.12 upcasts adapter
     weights to fp32 by default, autocast_adapter_dtype=True).
+  - Mixture of experts (qwen3-30b-a3b): the experts run through transformers 5's grouped GEMM backend
+    (experts_implementation "grouped_mm": tokens sorted by expert, torch's grouped_mm), requested at build time
+    and checked afterwards; what is in effect, and how it was set or why not, goes to the JSON
+    ("experts_implementation", "experts_implementation_note"). LoRA as Tandem's default targets resolve for an
+    MoE model: target_modules q/k/v/o_proj plus target_parameters mlp.experts.gate_up_proj and
+    mlp.experts.down_proj (PEFT's ParamWrapper: one rank-r LoRA per expert and parameter; no dropout there).
+  - Host syncs: after the timed steps (and the memory readings), --sync-steps more steps run under
+    torch.cuda.set_sync_debug_mode("warn"); every "synchronizing CUDA operation" warning (the warnings module,
+    backward's included) is counted: "host_syncs_per_step" = count / steps (null when torch cannot tell). It
+    sees the syncs torch itself knows of (.item(), nonzero, blocking copies, stream/event waits), not those a
+    library makes inside its own calls; the harness's own synchronize() and loss.item() are outside the count.
   - A step: forward with labels = input ids (the model shifts them: 2047 predicted tokens per row, as in
     Tandem's packed samples), backward, clip_grad_norm_(1.0), torch.optim.AdamW(fused=True, lr 1e-4,
     weight_decay 0) on the LoRA parameters, zero_grad. Gradient checkpointing (--gc on) uses
@@ -108,6 +120,37 @@ CONFIGS = {
         "torch_dtype": "bfloat16",
         "vocab_size": 128256,
     },
+    # Qwen3-30B-A3B: 48 layers, each a router over 128 experts (8 per token, renormalised) of width 768.
+    # rope_scaling / sliding_window (null in the Hub's file) are left to the defaults, as for qwen3-0.6b.
+    "qwen3-30b-a3b": {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "attention_bias": False,
+        "bos_token_id": 151643,
+        "decoder_sparse_step": 1,
+        "eos_token_id": 151645,
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "max_position_embeddings": 40960,
+        "mlp_only_layers": [],
+        "moe_intermediate_size": 768,
+        "norm_topk_prob": True,
+        "num_attention_heads": 32,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "num_hidden_layers": 48,
+        "num_key_value_heads": 4,
+        "output_router_logits": False,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "router_aux_loss_coef": 0.001,
+        "use_sliding_window": False,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 151936,
+    },
     "tiny-llama": {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
@@ -131,12 +174,21 @@ CONFIGS = {
 }
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# An MoE model: what Tandem's default targets resolve to (model/lora_table.cpp, resolve_lora_targets).
+MOE_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj"]
+MOE_TARGET_PARAMETERS = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]
+EXPERTS_IMPLEMENTATION = "grouped_mm"
 GIB = float(1 << 30)
+
+
+def is_moe(name):
+    return CONFIGS[name].get("num_experts", CONFIGS[name].get("num_local_experts", 0)) > 0
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", required=True, choices=sorted(CONFIGS))
+    p.add_argument("--layers", type=int, default=0, help="decoder layers (num_hidden_layers; 0: the preset's)")
     p.add_argument("--batch", type=int, default=8, help="rows per step")
     p.add_argument("--seq-len", type=int, default=2048, help="tokens per row")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
@@ -146,27 +198,108 @@ def parse_args():
     p.add_argument("--alpha", type=float, default=32.0)
     p.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa unless you know better)")
     p.add_argument("--json", help="also write the JSON result to this file")
+    p.add_argument("--sync-steps", type=int, default=2,
+                   help="steps after the timed ones that count host syncs (set_sync_debug_mode); 0: do not count")
     p.add_argument("--vram-budget", type=float, default=0.0,
                    help="GiB: torch.cuda.set_per_process_memory_fraction so the caching allocator stops there")
     p.add_argument("--load-in-4bit", action="store_true",
                    help="QLoRA: every decoder Linear replaced by bitsandbytes' Linear4bit (nf4, double quantization, "
                         "blocksize 64, compute bf16), quantized from the random bf16 weights; needs bitsandbytes")
     a = p.parse_args()
-    if a.batch < 1 or a.seq_len < 2 or a.steps < 1 or a.warmup < 0:
-        p.error("--batch >= 1, --seq-len >= 2, --steps >= 1 and --warmup >= 0 are required")
+    if a.batch < 1 or a.seq_len < 2 or a.steps < 1 or a.warmup < 0 or a.layers < 0 or a.sync_steps < 0:
+        p.error("--batch >= 1, --seq-len >= 2, --steps >= 1, --warmup >= 0, --layers >= 0 and --sync-steps >= 0 "
+                "are required")
     return a
 
 
-def build_model(name, attn):
+def config_fields(name, layers):
     fields = dict(CONFIGS[name])
+    if layers > 0:
+        fields["num_hidden_layers"] = layers
+    return fields
+
+
+def experts_implementation_of(model):
+    """The experts backend in effect (transformers 5: get_experts_implementation / config._experts_implementation),
+    None when this transformers has no such notion."""
+    getter = getattr(model, "get_experts_implementation", None)
+    if callable(getter):
+        try:
+            return getter().get("")
+        except Exception:  # noqa: BLE001
+            pass
+    return getattr(model.config, "_experts_implementation", None)
+
+
+def build_model(name, attn, layers, info):
+    """The model on the GPU in bf16. For an MoE config, experts_implementation "grouped_mm" is asked for at build
+    time (from_config's experts_implementation argument), else set afterwards (set_experts_implementation);
+    info gets what is in effect and how."""
+    fields = config_fields(name, layers)
     model_type = fields.pop("model_type")
     config = AutoConfig.for_model(model_type, **fields)
     config.use_cache = False
     # transformers >= 4.56 calls it dtype; torch_dtype is the older (now deprecated) spelling.
     dtype_kw = "dtype" if version.parse(transformers.__version__) >= version.parse("4.56") else "torch_dtype"
-    with torch.device("cuda"):
-        model = AutoModelForCausalLM.from_config(config, attn_implementation=attn, **{dtype_kw: torch.bfloat16})
+    kwargs = {"attn_implementation": attn, dtype_kw: torch.bfloat16}
+    if not is_moe(name):
+        with torch.device("cuda"):
+            return AutoModelForCausalLM.from_config(config, **kwargs)
+    notes = []
+    model = None
+    try:
+        with torch.device("cuda"):
+            model = AutoModelForCausalLM.from_config(config, experts_implementation=EXPERTS_IMPLEMENTATION, **kwargs)
+        notes.append(f"from_config(experts_implementation={EXPERTS_IMPLEMENTATION!r})")
+    except (TypeError, ValueError, ImportError) as e:  # an older transformers, or grouped_mm cannot dispatch here
+        notes.append(f"from_config(experts_implementation={EXPERTS_IMPLEMENTATION!r}) refused: "
+                     f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+        model = None
+    if model is None:
+        import gc
+        gc.collect()  # whatever the refused build allocated
+        torch.cuda.empty_cache()
+        with torch.device("cuda"):
+            model = AutoModelForCausalLM.from_config(config, **kwargs)
+        notes.append(f"built with the default ({experts_implementation_of(model)!r})")
+    if experts_implementation_of(model) != EXPERTS_IMPLEMENTATION and callable(
+            getattr(model, "set_experts_implementation", None)):
+        try:
+            model.set_experts_implementation(EXPERTS_IMPLEMENTATION)
+            notes.append(f"set_experts_implementation({EXPERTS_IMPLEMENTATION!r})")
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"set_experts_implementation({EXPERTS_IMPLEMENTATION!r}) refused: {type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:300] if str(e) else ''}")
+    active = experts_implementation_of(model)
+    if active != EXPERTS_IMPLEMENTATION:
+        notes.append(f"FALLBACK: {active!r} is in effect, not {EXPERTS_IMPLEMENTATION!r}")
+    info["experts_implementation"] = active
+    info["experts_implementation_requested"] = EXPERTS_IMPLEMENTATION
+    info["experts_implementation_note"] = "; ".join(notes)
+    print(f"hf_peft_baseline.py: experts implementation in effect: {active!r} ({'; '.join(notes)})", file=sys.stderr)
     return model
+
+
+def count_host_syncs(step, steps):
+    """Host syncs per step as torch reports them (set_sync_debug_mode("warn"): one warning per synchronizing
+    operation, recorded through the warnings module) over `steps` calls of step(i); (None, why) if unavailable."""
+    import warnings
+    if steps <= 0:
+        return None, "not counted (--sync-steps 0)"
+    if not hasattr(torch.cuda, "set_sync_debug_mode"):
+        return None, "torch.cuda.set_sync_debug_mode is missing"
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for i in range(steps):
+                step(i)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    n = sum(1 for w in caught if "synchroniz" in str(w.message))
+    return n / steps, f"set_sync_debug_mode('warn') warnings over {steps} untimed steps after the timed ones"
 
 
 def quantize_4bit(model):
@@ -204,7 +337,7 @@ def run(a, result):
         total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, a.vram_budget * 2**30 / total))
         result["vram_budget_gib"] = a.vram_budget
-    model = build_model(a.config, a.attn)
+    model = build_model(a.config, a.attn, a.layers, result)
     result["parameters"] = sum(p.numel() for p in model.parameters())  # tied embeddings counted once
     result["load_in_4bit"] = a.load_in_4bit
     if a.load_in_4bit:
@@ -212,8 +345,14 @@ def run(a, result):
         torch.cuda.reset_peak_memory_stats()
     if a.gc == "on":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    lora = peft.LoraConfig(r=a.rank, lora_alpha=a.alpha, lora_dropout=0.0, target_modules=TARGETS, bias="none",
-                           task_type="CAUSAL_LM")
+    if is_moe(a.config):
+        lora = peft.LoraConfig(r=a.rank, lora_alpha=a.alpha, lora_dropout=0.0, target_modules=MOE_TARGET_MODULES,
+                               target_parameters=MOE_TARGET_PARAMETERS, bias="none", task_type="CAUSAL_LM")
+        result["lora_targets"] = MOE_TARGET_MODULES + MOE_TARGET_PARAMETERS
+    else:
+        lora = peft.LoraConfig(r=a.rank, lora_alpha=a.alpha, lora_dropout=0.0, target_modules=TARGETS, bias="none",
+                               task_type="CAUSAL_LM")
+        result["lora_targets"] = TARGETS
     model = peft.get_peft_model(model, lora)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -227,21 +366,29 @@ def run(a, result):
     batches = [torch.randint(0, vocab, (a.batch, a.seq_len), device="cuda", generator=gen)
                for _ in range(min(a.steps + a.warmup, 4))]
 
+    def train_step(ids, ev=None):
+        if ev:
+            ev[0].record()
+        loss = model(input_ids=ids, labels=ids).loss
+        if ev:
+            ev[1].record()
+        loss.backward()
+        if ev:
+            ev[2].record()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if ev:
+            ev[3].record()
+        return loss
+
     step_ms, fwd_ms, bwd_ms, opt_ms, losses = [], [], [], [], []
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
     for s in range(a.warmup + a.steps):
         ids = batches[s % len(batches)]
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        ev[0].record()
-        loss = model(input_ids=ids, labels=ids).loss
-        ev[1].record()
-        loss.backward()
-        ev[2].record()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        ev[3].record()
+        loss = train_step(ids, ev)
         torch.cuda.synchronize()
         t1 = time.perf_counter()
         losses.append(loss.item())
@@ -268,6 +415,10 @@ def run(a, result):
         "loss_first": losses[0],
         "loss_last": losses[-1],
     })
+    # Counted after the timed steps and the memory readings, so neither is disturbed by the debug mode.
+    syncs, how = count_host_syncs(lambda i: train_step(batches[i % len(batches)]), a.sync_steps)
+    result["host_syncs_per_step"] = syncs
+    result["host_syncs_method"] = how
 
 
 def main():
@@ -277,6 +428,10 @@ def main():
     result = {
         "system": "hf-peft",
         "config": a.config,
+        "layers": config_fields(a.config, a.layers)["num_hidden_layers"],
+        "layers_preset": CONFIGS[a.config]["num_hidden_layers"],
+        "experts": CONFIGS[a.config].get("num_experts", 0),
+        "experts_per_token": CONFIGS[a.config].get("num_experts_per_tok", 0),
         "gc": a.gc,
         "device": torch.cuda.get_device_name(0),
         "batch": a.batch,

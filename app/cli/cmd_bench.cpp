@@ -1,12 +1,15 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// `tandem-cli bench --config NAME [--batch-tokens 16384] [--seq-len 2048] [--steps 20] [--warmup 3]
+// `tandem-cli bench --config NAME [--layers N] [--batch-tokens 16384] [--seq-len 2048] [--steps 20] [--warmup 3]
 // [--checkpointing off|selective|recompute|smart|smart-single] [--attention auto|cudnn|inhouse] [--rank 16]
-// [--cuda-graphs on|off] [--json FILE]`, or `tandem-cli bench --plans FILE` — LoRA training throughput of the CUDA backend on an architecture preset
-// (tandem/arch_presets.h) with random weights: tokens/s, the forward / backward / optimizer split, MFU, and
-// peak VRAM against the memory plan. --plans writes the memory plans of all presets and policies (the golden
-// bytes of the planner, tests/fixtures/plans/).
-// bench/gpu_bench.sh runs it next to the HF PEFT baseline (bench/hf_peft_baseline.py).
+// [--cuda-graphs on|off] [--moe-routing sort|loop] [--json FILE]`, or `tandem-cli bench --plans FILE`, or
+// `tandem-cli bench --grouped-gemm [--json FILE]` — LoRA training throughput of the CUDA backend on an
+// architecture preset (tandem/arch_presets.h) with random weights: tokens/s, the forward / backward / optimizer
+// split, MFU, and peak VRAM against the memory plan. --plans writes the memory plans of the golden presets and
+// all policies (the golden bytes of the planner, tests/fixtures/plans/). --grouped-gemm times the MoE grouped
+// GEMMs against one dense GEMM of the same FLOPs (below).
+// bench/gpu_bench.sh runs it next to the HF PEFT baseline (bench/hf_peft_baseline.py); bench/moe_bench.sh does
+// the same for the mixture-of-experts preset qwen3-30b-a3b.
 //
 // Decisions a reader must know:
 //  - A step is what the trainer does, the trainer's way: zero_grads + forward_backward_async +
@@ -15,6 +18,15 @@
 //    number (warmup drained first); min/max/median are the intervals between collects. Forward, backward
 //    and optimizer come from CUDA events of each collected step; "other" = step - the three (upload,
 //    launch gaps, host waits). host_syncs_per_step = the counting wrappers' total over the timed steps / N.
+//  - --layers N: the preset's config.json with num_hidden_layers = N (every other field as published), parsed
+//    like the preset itself, before planning and loading (a 48-layer MoE does not fit one GPU with its LoRA
+//    state: bench/moe_bench.sh). 0 = the preset's. The JSON says both ("layers", "layers_preset").
+//  - LoRA targets are the default seven names, resolved for the model (resolve_lora_targets): a dense model's
+//    seven projections; an MoE model's attention projections plus its experts' mlp.experts.gate_up_proj and
+//    mlp.experts.down_proj (PEFT target_parameters: one LoRA per expert and parameter). The JSON lists them.
+//  - --moe-routing sort|loop (MoE presets only; CudaModelOptions::moe_routing_loop): sort = the grouped GEMMs
+//    reading the sorted offsets on the device (the engine's way); loop = the ablation, one GEMM per expert
+//    with the row counts read back on the host (a host sync per MoE layer, forward and backward; no CUDA graphs).
 //  - --rebuild-metadata-per-layer: the metadata ablation (every layer, forward and backward, rebuilds and
 //    uploads the batch metadata and waits). --min-seq-len N: sample lengths drawn uniformly from
 //    [N, seq_len] (fixed seed) until the budget is full: many short samples, like instruction data.
@@ -29,24 +41,45 @@
 //    seq_len does not divide batch_tokens), random ids < vocab, labels = tokens with the first label of each
 //    sample -100 (batch_from_sequences). HF's 8 x 2048 rows predict exactly as many tokens.
 //  - Model FLOPs of one step (one honest formula for LoRA training; MFU divides it). N = tokens of the step,
-//      P_lin  = frozen GEMM weights = L * (2*H*Q + 2*H*KV + 3*H*I) + V*H (lm_head, tied or not; Q = Hq*D,
-//               KV = Hkv*D); the embedding lookup is not a GEMM and is not counted,
-//      P_lora = trainable LoRA parameters = sum over adapted projections of r * (in + out),
+//    L = layers, H = hidden, Q = Hq*D, KV = Hkv*D, I = intermediate_size, V = vocab; for a mixture-of-experts
+//    layer E = experts, K = experts per token, Fe = moe_intermediate_size (Mixtral: intermediate_size):
+//      P_lin  = frozen GEMM weights ONE token runs through
+//             = sum over layers of (2*H*Q + 2*H*KV + MLP_l) + V*H (lm_head, tied or not); the embedding lookup
+//               is not a GEMM and is not counted;
+//               MLP_l = 3*H*I for a dense MLP,
+//               MLP_l = K*3*H*Fe + H*E for an MoE layer: the K experts the token is routed to (gate, up, down)
+//               plus the router; the E-K other experts are not touched by the token and not counted, so MFU
+//               is over ACTIVE parameters (a dense model's P_lin is all of its GEMM weights). In the JSON:
+//               gemm_parameters_per_token (active_parameters is ModelConfig's count, embeddings included);
+//      P_lora = LoRA parameters one token runs through = sum over adapted projections of r * (in + out); an
+//               adapted expert parameter counts for the token's K experts only: K * r * (in + out) per MoE
+//               layer (gate_up_proj: in H, out 2*Fe, one A and one B per expert; down_proj: in Fe, out H).
+//               The JSON's lora_parameters is all trainable ones (every expert's), lora_parameters_active
+//               this P_lora;
 //      A_fwd  = causal attention GEMMs = sum over layers and samples of 2 * 2 * S^2/2 * D * Hq (QK^T and PV,
 //               half the score matrix),
 //      forward  = 2*N*P_lin + 2*N*P_lora + A_fwd
 //      backward = 2*N*P_lin (input gradients only: frozen weights get no weight gradient)
 //               + 4*N*P_lora (dtmp, dB, dA, dinp) + 2.5*A_fwd (flash backward: 5 GEMMs against 2)
 //      total    = 4*N*P_lin + 6*N*P_lora + 3.5*A_fwd.
-//    Recomputation (checkpointing recompute) is NOT counted — it is overhead, so it lowers MFU. Elementwise
-//    work (norms, RoPE, SwiGLU, softmax, cross-entropy, AdamW) is not counted either. The full fine-tuning
-//    convention 6*N*params would overstate LoRA's work by about 1.5x (no weight gradients).
+//    For Qwen3-30B-A3B that is, per layer and token, 2*2048*4096 + 2*2048*512 + 8*3*2048*768 + 2048*128
+//    = 56.9M frozen weights (not the 623M the layer holds). Recomputation (checkpointing recompute) is NOT
+//    counted — it is overhead, so it lowers MFU. Elementwise and gather work (norms, RoPE, SwiGLU, softmax,
+//    router softmax / top-k, the MoE sort, permute and weighted unpermute, cross-entropy, AdamW) is not
+//    counted either. The full fine-tuning convention 6*N*params would overstate LoRA's work by about 1.5x
+//    (no weight gradients). A baseline that computes more (HF PEFT's LoRA on expert parameters materialises
+//    every expert's B*A and its weight gradient) is measured against the same count.
 //  - Peak = measured, not the datasheet: 20 cuBLASLt 8192^3 bf16 GEMMs (NT, fp32 accumulation, random
 //    data) through cuda::gemm, timed with events after the model is freed. MFU = FLOPs / step time / peak.
 //  - Memory: peak_allocated = the allocator's high-water mark (every byte through device_alloc);
 //    device_used = cudaMemGetInfo total - free after the timed steps (adds the CUDA context, library
 //    workspaces and anything else on the GPU: run on an otherwise idle GPU). The plan (CudaModel::plan) is
 //    computed before loading; ratio = device_used / plan.total and peak_allocated / (plan.total - context).
+//  - --grouped-gemm: the MoE expert GEMMs of Qwen3-30B-A3B at 16384 tokens x 8 experts each = 131072 rows
+//    spread evenly over 128 experts (1024 rows each), for gate/up (2048 -> 768) and down (768 -> 2048):
+//    cuda::grouped_matmul_forward and cuda::grouped_matmul_backward (the input gradient) against one
+//    cuda::gemm of the same total FLOPs (M = 131072 rows, the same K and N, one weight), 3 untimed + 20 timed
+//    calls each, CUDA events; TFLOP/s of both and grouped / dense (the target: at least 0.60). No model.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -56,6 +89,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +97,7 @@
 #include "commands.h"
 #include "core/random.h"
 #include "model/cuda_model.h"
+#include "model/lora_table.h"
 #include "tandem/arch_presets.h"
 #include "tandem/error.h"
 #include "tandem/lora.h"
@@ -71,6 +106,7 @@
 #ifdef TANDEM_WITH_CUDA
 #include "core/cuda/context.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/moe.h"
 #include "core/cuda/memory.h"
 #endif
 
@@ -87,32 +123,33 @@ constexpr double kGiB = double(1ull << 30);
 // Model FLOPs (formula in the file header)
 
 struct FlopCount {
-    double frozen_params = 0;  // P_lin
-    double lora_params = 0;    // P_lora
-    double attention_fwd = 0;  // A_fwd for the whole batch
+    double frozen_params = 0;   // P_lin (active: an MoE layer's K routed experts and its router)
+    double lora_params = 0;     // P_lora (active: an adapted expert parameter's K routed experts)
+    double lora_trainable = 0;  // every LoRA parameter (every expert's)
+    double attention_fwd = 0;   // A_fwd for the whole batch
     double forward = 0;
     double backward = 0;
     double total() const { return forward + backward; }
 };
 
 FlopCount model_flops(const ModelConfig& c, const LoraConfig& lora, const std::vector<int64_t>& sample_lengths) {
-    // H = hidden, Q = q width, KV = kv width, I = intermediate, V = vocab, D = head_dim, L = layers
+    // H = hidden, Q = q width, KV = kv width, I = intermediate, V = vocab, D = head_dim, L = layers;
+    // E = experts, K = experts per token, Fe = an expert's intermediate size (MoE layers)
     const double H = double(c.hidden_size), Q = double(c.q_dim()), KV = double(c.kv_dim());
     const double I = double(c.intermediate_size), V = double(c.vocab_size), D = double(c.head_dim);
     const double L = double(c.num_hidden_layers), Hq = double(c.num_attention_heads);
+    const double E = double(c.num_experts), K = double(c.num_experts_per_tok), Fe = double(c.moe_intermediate_size);
     FlopCount f;
-    f.frozen_params = L * (2 * H * Q + 2 * H * KV + 3 * H * I) + V * H;
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        if (!lora.adapts_layer(l)) continue;
-        for (const auto& t : lora.target_modules) {
-            double in = H, out = H;
-            if (t == "q_proj") out = Q;
-            else if (t == "k_proj" || t == "v_proj") out = KV;
-            else if (t == "o_proj") in = Q;
-            else if (t == "gate_proj" || t == "up_proj") out = I;
-            else if (t == "down_proj") in = I;
-            f.lora_params += double(lora.r) * (in + out);
-        }
+    f.frozen_params = V * H;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+        f.frozen_params += 2 * H * Q + 2 * H * KV + (c.is_moe_layer(l) ? K * 3 * H * Fe + H * E : 3 * H * I);
+    // The LoRA table the model builds (lora_A [r, in] + lora_B [out, r] per adapted projection: r * (in + out);
+    // an expert parameter's tensors hold all E experts' A and B, of which a token runs through K).
+    for (const LoraTensorSpec& s : lora_tensor_specs(c, lora)) {
+        double n = 1;
+        for (const auto d : s.shape) n *= double(d);
+        f.lora_trainable += n;
+        f.lora_params += s.experts > 0 ? n * K / double(s.experts) : n;
     }
     double n_tokens = 0;
     for (const auto s : sample_lengths) {
@@ -183,6 +220,87 @@ double measure_peak_bf16_flops() {
     return 2.0 * double(n) * double(n) * double(n) * reps / (double(ms) * 1e-3);
 }
 
+// --grouped-gemm (formula and shapes in the file header): the MoE expert GEMMs against one dense GEMM of the
+// same FLOPs. Returns one JSON row per shape and direction.
+json grouped_gemm_bench() {
+    constexpr int kExperts = 128, kRows = 16384 * 8;  // Qwen3-30B-A3B: 16384 tokens x 8 experts each
+    constexpr int warmup = 3, reps = 20;
+    cudaStream_t stream = cuda::context().stream;
+    // Random bf16 data (not zeros: the tensor cores draw and clock differently on zeros), one 4M-element
+    // random block copied over the buffer.
+    std::vector<cuda::bf16> block(size_t(1) << 22);
+    SplitMix64 rng(20240605);
+    for (auto& x : block) x = __float2bfloat16(float(rng.next_double() * 2.0 - 1.0));
+    auto random_buffer = [&](size_t elems, const char* what) {
+        cuda::DeviceBuffer b(elems * sizeof(cuda::bf16), what);
+        for (size_t at = 0; at < elems; at += block.size()) {
+            const size_t n = std::min(block.size(), elems - at);
+            TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.as<cuda::bf16>() + at, block.data(), n * sizeof(cuda::bf16),
+                                              cudaMemcpyHostToDevice, stream));
+        }
+        return b;
+    };
+    // Even routing: expert e owns rows [e * rows / E, (e + 1) * rows / E).
+    std::vector<int32_t> offsets(kExperts + 1);
+    for (int e = 0; e <= kExperts; ++e) offsets[size_t(e)] = int32_t(int64_t(e) * kRows / kExperts);
+    const cuda::DeviceBuffer d_offsets(offsets.size() * sizeof(int32_t), "grouped GEMM offsets");
+    TANDEM_CUDA_CHECK(
+        cudaMemcpyAsync(d_offsets.data(), offsets.data(), d_offsets.bytes(), cudaMemcpyHostToDevice, stream));
+    auto time_ms = [&](const auto& f) {
+        for (int i = 0; i < warmup; ++i) f();
+        Event start, stop;
+        TANDEM_CUDA_CHECK(cudaEventRecord(start.e, stream));
+        for (int i = 0; i < reps; ++i) f();
+        TANDEM_CUDA_CHECK(cudaEventRecord(stop.e, stream));
+        cuda::wait_event(stop.e);
+        float ms = 0;
+        TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
+        return double(ms) / reps;
+    };
+    struct Shape {
+        const char* name;
+        int in, out;
+    };
+    json rows = json::array();
+    for (const Shape& sh : {Shape{"gate/up", 2048, 768}, Shape{"down", 768, 2048}}) {
+        const int N = kRows, IN = sh.in, OUT = sh.out;
+        const int64_t w_stride = int64_t(OUT) * IN;  // expert e's [OUT, IN] weight at w + e * OUT * IN
+        const cuda::DeviceBuffer inp = random_buffer(size_t(N) * IN, "grouped GEMM input");
+        const cuda::DeviceBuffer w = random_buffer(size_t(kExperts) * OUT * IN, "grouped GEMM weights");
+        const cuda::DeviceBuffer out = random_buffer(size_t(N) * OUT, "grouped GEMM output");
+        const cuda::DeviceBuffer dinp = random_buffer(size_t(N) * IN, "grouped GEMM input gradient");
+        const auto* x = inp.as<cuda::bf16>();
+        const auto* wp = w.as<cuda::bf16>();
+        const auto* offs = d_offsets.as<int32_t>();
+        const double flops = 2.0 * double(N) * double(IN) * double(OUT);
+        // forward: out[N,OUT] = inp @ W_e^T per expert | one W for all rows (NT, as every linear layer)
+        const double g_fwd = time_ms([&] {
+            cuda::grouped_matmul_forward(out.as<cuda::bf16>(), x, wp, w_stride, nullptr, 0, offs, N, IN, OUT,
+                                         kExperts, 1.0f, false);
+        });
+        const double d_fwd = time_ms([&] {
+            cuda::gemm(false, true, N, OUT, IN, 1.0f, x, IN, wp, IN, 0.0f, out.data(), OUT, /*c_f32=*/false);
+        });
+        // backward (input gradient, accumulated): dinp[N,IN] += dout @ W_e per expert | one W (NN)
+        const double g_bwd = time_ms([&] {
+            cuda::grouped_matmul_backward(dinp.as<cuda::bf16>(), out.as<cuda::bf16>(), wp, w_stride, offs, N, IN,
+                                          OUT, kExperts, 1.0f);
+        });
+        const double d_bwd = time_ms([&] {
+            cuda::gemm(false, false, N, IN, OUT, 1.0f, out.as<cuda::bf16>(), OUT, wp, IN, 1.0f, dinp.data(), IN,
+                       /*c_f32=*/false);
+        });
+        for (const auto& [dir, g, d] : {std::tuple{"forward", g_fwd, d_fwd}, std::tuple{"backward", g_bwd, d_bwd}}) {
+            const double g_rate = flops / (g * 1e-3), d_rate = flops / (d * 1e-3);
+            rows.push_back({{"shape", sh.name}, {"direction", dir}, {"rows", N}, {"experts", kExperts},
+                            {"rows_per_expert", N / kExperts}, {"in", IN}, {"out", OUT}, {"flops", flops},
+                            {"grouped_ms", g}, {"dense_ms", d}, {"grouped_tflops", g_rate / 1e12},
+                            {"dense_tflops", d_rate / 1e12}, {"ratio", g_rate / d_rate}});
+        }
+    }
+    return rows;
+}
+
 uint64_t peak_allocated() { return cuda::peak_allocated_bytes(); }
 uint64_t host_sync_total() { return cuda::host_sync_count(); }
 void reset_peak_allocated() { cuda::reset_peak(); }
@@ -193,6 +311,7 @@ void reset_peak_allocated() { cuda::reset_peak(); }
 DeviceMemory device_memory() { no_cuda(); }
 std::string device_name() { no_cuda(); }
 double measure_peak_bf16_flops() { no_cuda(); }
+json grouped_gemm_bench() { no_cuda(); }
 uint64_t peak_allocated() { no_cuda(); }
 uint64_t host_sync_total() { no_cuda(); }
 void reset_peak_allocated() { no_cuda(); }
@@ -302,16 +421,21 @@ Run add_bench_command(CLI::App& app) {
         std::string quantization = "none";
         double vram_budget = 0;
         std::string cuda_graphs = CudaModelOptions{}.cuda_graphs ? "on" : "off";
-        int batch_tokens = 16384, seq_len = 2048, min_seq_len = 0, steps = 20, warmup = 3, rank = 16;
-        bool rebuild_metadata = false;
+        std::string moe_routing = "sort";
+        int batch_tokens = 16384, seq_len = 2048, min_seq_len = 0, steps = 20, warmup = 3, rank = 16, layers = 0;
+        bool rebuild_metadata = false, grouped_gemm = false;
         double alpha = 32;
     };
     auto o = std::make_shared<Opts>();
     const auto names = architecture_preset_names();
     auto* sub = app.add_subcommand("bench", "LoRA training throughput on random weights of an architecture preset "
                                             "(CUDA): tokens/s, step split, MFU, peak VRAM vs plan");
-    sub->add_option("--config", o->config, "architecture preset: " + join(names) + " (required but with --plans)")
+    sub->add_option("--config", o->config,
+                    "architecture preset: " + join(names) + " (required but with --plans and --grouped-gemm)")
         ->check(CLI::IsMember(names));
+    sub->add_option("--layers", o->layers,
+                    "decoder layers to build: the preset's config with num_hidden_layers = N (0: the preset's)")
+        ->capture_default_str();
     sub->add_option("--batch-tokens", o->batch_tokens, "tokens per step (packed)")->capture_default_str();
     sub->add_option("--seq-len", o->seq_len, "tokens per sample")->capture_default_str();
     sub->add_option("--steps", o->steps, "timed steps")->capture_default_str();
@@ -322,7 +446,8 @@ Run add_bench_command(CLI::App& app) {
     sub->add_option("--attention", o->attention, "auto|cudnn|inhouse")
         ->check(CLI::IsMember({"auto", "cudnn", "inhouse"}))
         ->capture_default_str();
-    sub->add_option("--rank", o->rank, "LoRA rank (all seven projections)")->capture_default_str();
+    sub->add_option("--rank", o->rank, "LoRA rank (the default targets: every projection, an MoE model's experts)")
+        ->capture_default_str();
     sub->add_option("--vram-budget", o->vram_budget, "plan and allocate as if the GPU had this many GiB (0: its own)");
     sub->add_option("--quantization", o->quantization, "none|nf4 (4-bit base weights: QLoRA)")
         ->check(CLI::IsMember({"none", "nf4"}))
@@ -336,9 +461,17 @@ Run add_bench_command(CLI::App& app) {
     sub->add_option("--cuda-graphs", o->cuda_graphs, "run each micro-batch's forward+backward as a CUDA graph")
         ->check(CLI::IsMember({"on", "off"}))
         ->capture_default_str();
+    sub->add_option("--moe-routing", o->moe_routing,
+                    "MoE presets: sort (grouped GEMMs over device offsets) or loop (ablation: one GEMM per expert, "
+                    "row counts read on the host)")
+        ->check(CLI::IsMember({"sort", "loop"}))
+        ->capture_default_str();
     sub->add_option("--plans", o->plans_path,
-                    "only write the memory plans of every preset x policy x {4096, 16384} tokens as JSON to "
+                    "only write the memory plans of the golden presets x policy x {4096, 16384} tokens as JSON to "
                     "this file (no GPU work; --config is ignored)");
+    sub->add_flag("--grouped-gemm", o->grouped_gemm,
+                  "only time the MoE grouped GEMMs (Qwen3-30B-A3B's expert shapes, 131072 rows over 128 experts) "
+                  "against one dense GEMM of the same FLOPs (--config is ignored; --json writes the rows)");
     sub->add_option("--timeline", o->timeline_path, "write per-layer CUDA events of one micro-batch as JSON");
     return [o]() {
         if (!o->plans_path.empty()) {
@@ -349,18 +482,52 @@ Run add_bench_command(CLI::App& app) {
             std::cout << "wrote " << o->plans_path << "\n";
             return 0;
         }
+        if (o->grouped_gemm) {
+            std::string reason;
+            if (!cuda_backend_available(&reason))
+                throw_unsupported("tandem-cli bench --grouped-gemm needs the CUDA backend (" + reason + ")");
+            json g;
+            g["system"] = "tandem";
+            g["benchmark"] = "grouped_gemm";
+            g["device"] = device_name();
+            g["target_ratio"] = 0.60;
+            g["rows"] = grouped_gemm_bench();
+            std::printf("grouped GEMM vs dense GEMM of the same FLOPs on %s (131072 rows = 16384 tokens x 8, "
+                        "128 experts x 1024 rows; bf16, fp32 accumulation)\n",
+                        g["device"].get<std::string>().c_str());
+            std::printf("  %-8s %-9s %6s %6s  %9s %9s  %7s\n", "shape", "direction", "in", "out", "grouped",
+                        "dense", "ratio");
+            for (const auto& r : g["rows"])
+                std::printf("  %-8s %-9s %6d %6d  %6.1f TF %6.1f TF  %6.1f %%\n",
+                            r["shape"].get<std::string>().c_str(), r["direction"].get<std::string>().c_str(),
+                            r["in"].get<int>(), r["out"].get<int>(), r["grouped_tflops"].get<double>(),
+                            r["dense_tflops"].get<double>(), 100.0 * r["ratio"].get<double>());
+            std::printf("  target: grouped at least 60 %% of the dense rate (TF = TFLOP/s)\n");
+            if (!o->json_path.empty()) write_json_file(o->json_path, g);
+            return 0;
+        }
         if (o->config.empty()) throw_invalid("bench: --config is required (one of the architecture presets)");
-        const ModelConfig config = *architecture_preset(o->config);  // IsMember checked the name
+        // The preset's config.json (IsMember checked the name), with --layers applied, parsed like a download.
+        nlohmann::json model_json = *architecture_preset_json(o->config);
+        const int64_t preset_layers = model_json.at("num_hidden_layers").get<int64_t>();
+        if (o->layers < 0) throw_invalid("--layers must be 0 (the preset's) or a layer count");
+        if (o->layers > 0) model_json["num_hidden_layers"] = o->layers;
+        const ModelConfig config = parse_model_config(
+            model_json, "preset " + o->config + (o->layers > 0 ? " with --layers " + std::to_string(o->layers) : ""));
+        const bool moe = config.num_experts > 0;
+        if (!moe && o->moe_routing != "sort")
+            throw_invalid("--moe-routing " + o->moe_routing + ": " + o->config + " is not a mixture-of-experts model");
         if (o->seq_len < 2) throw_invalid("--seq-len must be at least 2 (got " + std::to_string(o->seq_len) + ")");
         if (o->batch_tokens < o->seq_len)
             throw_invalid("--batch-tokens (" + std::to_string(o->batch_tokens) + ") must be at least --seq-len (" +
                           std::to_string(o->seq_len) + ")");
         if (o->steps < 1) throw_invalid("--steps must be at least 1");
         if (o->warmup < 0) throw_invalid("--warmup must not be negative");
-        LoraConfig lora;  // all seven projections, dropout 0
+        LoraConfig lora;  // the default seven names (an MoE model: attention + the experts), dropout 0
         lora.r = o->rank;
         lora.alpha = o->alpha;
         validate_lora_config(lora, "bench");
+        const std::vector<std::string> lora_targets = resolve_lora_targets(config, lora).target_modules;
 
         std::string reason;
         if (!cuda_backend_available(&reason))
@@ -374,6 +541,7 @@ Run add_bench_command(CLI::App& app) {
                             : o->attention == "inhouse" ? AttentionBackend::Inhouse
                                                         : AttentionBackend::Auto;
         options.quantize_4bit = o->quantization == "nf4";
+        options.moe_routing_loop = o->moe_routing == "loop";
 #if TANDEM_WITH_CUDA
         if (o->vram_budget > 0) cuda::set_device_memory_limit(uint64_t(o->vram_budget * double(uint64_t(1) << 30)));
 #endif
@@ -391,8 +559,17 @@ Run add_bench_command(CLI::App& app) {
         j["system"] = "tandem";
         j["config"] = o->config;
         j["device"] = device_name();
+        j["layers"] = config.num_hidden_layers;
+        j["layers_preset"] = preset_layers;
         j["parameters"] = config.parameter_count();
-        j["lora_parameters"] = int64_t(flops.lora_params);
+        j["active_parameters"] = config.active_parameter_count();
+        j["experts"] = config.num_experts;
+        j["experts_per_token"] = config.num_experts_per_tok;
+        j["moe_routing"] = moe ? o->moe_routing : "none";
+        j["lora_targets"] = lora_targets;
+        j["lora_parameters"] = int64_t(flops.lora_trainable);
+        j["lora_parameters_active"] = int64_t(flops.lora_params);
+        j["gemm_parameters_per_token"] = int64_t(flops.frozen_params);  // P_lin
         j["lora_r"] = lora.r;
         j["lora_alpha"] = lora.alpha;
         j["batch_tokens"] = o->batch_tokens;
@@ -539,11 +716,20 @@ Run add_bench_command(CLI::App& app) {
         j["device_used_gib"] = double(after.used) / kGiB;
         j["loss_first"] = losses.front();
         j["loss_last"] = losses.back();
-        j["model_config"] = *architecture_preset_json(o->config);
+        j["model_config"] = model_json;
 
-        std::printf("tandem bench: %s (%.3fB parameters), LoRA r=%d alpha=%g on 7 projections (%.2fM trainable)\n",
+        std::printf("tandem bench: %s (%.3fB parameters), LoRA r=%d alpha=%g on %s (%.2fM trainable)\n",
                     o->config.c_str(), double(config.parameter_count()) / 1e9, lora.r, lora.alpha,
-                    flops.lora_params / 1e6);
+                    join(lora_targets).c_str(), flops.lora_trainable / 1e6);
+        std::printf("  layers          %lld (preset), %lld used\n", static_cast<long long>(preset_layers),
+                    static_cast<long long>(config.num_hidden_layers));
+        if (moe)
+            std::printf("  experts         %lld, %lld per token; %.3fB active parameters (%.2fM LoRA per token); "
+                        "routing %s\n",
+                        static_cast<long long>(config.num_experts), static_cast<long long>(config.num_experts_per_tok),
+                        double(config.active_parameter_count()) / 1e9, flops.lora_params / 1e6,
+                        o->moe_routing == "loop" ? "loop (ablation: one GEMM per expert, host-read row counts)"
+                                                 : "sort (grouped GEMMs over device offsets)");
         std::printf("  device          %s; attention %s\n", j["device"].get<std::string>().c_str(),
                     attention_backend.c_str());
         std::printf("  batch           %d tokens = %zu samples of %d; checkpointing %s; base weights %s\n",
@@ -573,7 +759,7 @@ Run add_bench_command(CLI::App& app) {
         std::printf("  model FLOPs     %.2f TFLOP/step (fwd %.2f, bwd %.2f) -> %.1f TFLOP/s\n", flops.total() / 1e12,
                     flops.forward / 1e12, flops.backward / 1e12, achieved / 1e12);
         std::printf("  peak bf16 GEMM  %.1f TFLOP/s (cuBLASLt 8192^3, measured)\n", peak / 1e12);
-        std::printf("  MFU             %.1f %%\n", 100.0 * mfu);
+        std::printf("  MFU             %.1f %%%s\n", 100.0 * mfu, moe ? " (over active parameters)" : "");
         std::printf("  memory          peak allocated %s, device used %s (before load %s)\n", gib(peak_alloc).c_str(),
                     gib(after.used).c_str(), gib(before.used).c_str());
         std::printf("  plan            %s total (weights %s, lora+optimizer %s, activations %s, workspace %s, "

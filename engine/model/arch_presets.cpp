@@ -3,8 +3,9 @@
 // Architecture presets (tandem/arch_presets.h): real config.json contents of a few models, parsed by
 // parse_model_config so every derived field (architecture, supported, head_dim defaults, parameter count)
 // comes from the same code that reads a downloaded model. Fields that do not change shapes or numerics
-// (initializer_range, use_cache, transformers_version) are left out. Sources: the config.json files of
-// Qwen/Qwen3-0.6B, meta-llama/Llama-3.2-1B and meta-llama/Llama-3.1-8B on the Hugging Face hub.
+// (initializer_range, use_cache, transformers_version, attention_dropout, max_window_layers) are left out.
+// Sources: the config.json files of Qwen/Qwen3-0.6B, Qwen/Qwen3-14B, Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.2-1B
+// and meta-llama/Llama-3.1-8B on the Hugging Face hub.
 #include "tandem/arch_presets.h"
 
 #include "tandem/error.h"
@@ -142,12 +143,52 @@ json qwen3_14b() {
     return j;
 }
 
+// Qwen3-30B-A3B (its config.json on the Hub): the mixture-of-experts benchmark's model. 48 layers, every one
+// sparse (decoder_sparse_step 1, mlp_only_layers []): 128 experts of moe_intermediate_size 768, 8 per token,
+// their weights renormalised (norm_topk_prob). intermediate_size (6144) would size a dense MLP layer; this
+// model has none. output_router_logits false: no load-balancing loss in training (router_aux_loss_coef is
+// only read when it is true). About 30.5B parameters, 3.3B active per token.
+json qwen3_30b_a3b() {
+    return {
+        {"architectures", json::array({"Qwen3MoeForCausalLM"})},
+        {"model_type", "qwen3_moe"},
+        {"attention_bias", false},
+        {"bos_token_id", 151643},
+        {"decoder_sparse_step", 1},
+        {"eos_token_id", 151645},
+        {"head_dim", 128},
+        {"hidden_act", "silu"},
+        {"hidden_size", 2048},
+        {"intermediate_size", 6144},
+        {"max_position_embeddings", 40960},
+        {"mlp_only_layers", json::array()},
+        {"moe_intermediate_size", 768},
+        {"norm_topk_prob", true},
+        {"num_attention_heads", 32},
+        {"num_experts", 128},
+        {"num_experts_per_tok", 8},
+        {"num_hidden_layers", 48},
+        {"num_key_value_heads", 4},
+        {"output_router_logits", false},
+        {"rms_norm_eps", 1e-6},
+        {"rope_scaling", nullptr},
+        {"rope_theta", 1000000.0},
+        {"router_aux_loss_coef", 0.001},
+        {"sliding_window", nullptr},
+        {"use_sliding_window", false},
+        {"tie_word_embeddings", false},
+        {"torch_dtype", "bfloat16"},
+        {"vocab_size", 151936},
+    };
+}
+
 constexpr Preset kPresets[] = {
     {"qwen3-0.6b", qwen3_0_6b},
     {"llama-3.2-1b", llama_3_2_1b},
     {"llama-3.1-8b", llama_3_1_8b},
     {"tiny-llama", tiny_llama},
     {"qwen3-14b", qwen3_14b},
+    {"qwen3-30b-a3b", qwen3_30b_a3b},
 };
 
 const Preset* find_preset(std::string_view name) {

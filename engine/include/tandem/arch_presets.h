@@ -19,8 +19,8 @@
 
 namespace tandem {
 
-// "qwen3-0.6b", "llama-3.2-1b", "llama-3.1-8b", "tiny-llama" (2 layers, hidden 256: smoke tests).
-// nullopt for an unknown name.
+// "qwen3-0.6b", "llama-3.2-1b", "llama-3.1-8b", "tiny-llama" (2 layers, hidden 256: smoke tests), "qwen3-14b",
+// "qwen3-30b-a3b" (Qwen3-MoE: 128 experts, 8 per token). nullopt for an unknown name.
 std::optional<ModelConfig> architecture_preset(std::string_view name);
 
 // The names above, in that order (for help texts and error messages).
