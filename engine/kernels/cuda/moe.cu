@@ -410,25 +410,26 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 
 enum class Op { Forward, Backward, WeightGrad };
 
-constexpr int kBM = 128, kBN = 128, kBK = 32, kStages = 4;
-constexpr int kGemmWarps = 4, kGemmThreads = kGemmWarps * 32;
-constexpr int kWM = 64, kWN = 64;  // warp tile: 2 x 2 warps
+constexpr int kBM = 128, kBN = 256, kBK = 32, kStages = 3;
+constexpr int kGemmWarps = 8, kGemmThreads = kGemmWarps * 32;
+constexpr int kWM = 64, kWN = 64;  // warp tile: 2 x 4 warps
 constexpr int kRM = kWM / 16, kNP = kWN / 16, kN8 = kWN / 8;
-constexpr int kPad = 8;             // 16 bytes per shared row
-constexpr int kLdRow = kBK + kPad;  // [rows][k] tile
-constexpr int kLdK = kBM + kPad;    // [k][rows] tile (kBM == kBN)
-static_assert(kBM == kBN && kBM == 2 * kWM && kBN == 2 * kWN && kGemmWarps == 4);
+constexpr int kPad = 8;              // 16 bytes per shared row
+constexpr int kLdRow = kBK + kPad;   // [rows][k] tile
+constexpr int kLdKA = kBM + kPad;    // [k][rows] A tile
+constexpr int kLdKB = kBN + kPad;    // [k][cols] B tile
+constexpr int kLdC = kBN + 4;        // the epilogue's fp32 staging rows (half a tile: kBM / 2 rows)
+static_assert(kBM == 2 * kWM && kBN == 4 * kWN && kGemmWarps == 8);
 
-// Forward: A = inp [rows, IN], B = W_e [OUT, IN] (k-contiguous both). Backward: A = dout [rows, OUT],
-// B = W_e read as [K = OUT][N = IN]. Weight gradient: A = dout read as [K = rows][M = OUT], B = inp as
-// [K = rows][N = IN].
 template <Op G>
 struct GemmCfg {
     static constexpr bool kATrans = G == Op::WeightGrad;  // A tile stored [k][m]
     static constexpr bool kBTrans = G != Op::Forward;     // B tile stored [k][n]
-    static constexpr int kAStage = kATrans ? kBK * kLdK : kBM * kLdRow;
-    static constexpr int kBStage = kBTrans ? kBK * kLdK : kBN * kLdRow;
-    static constexpr size_t smem = sizeof(bf16) * size_t(kStages) * (kAStage + kBStage);
+    static constexpr int kAStage = kATrans ? kBK * kLdKA : kBM * kLdRow;
+    static constexpr int kBStage = kBTrans ? kBK * kLdKB : kBN * kLdRow;
+    static constexpr size_t pipe = sizeof(bf16) * size_t(kStages) * (kAStage + kBStage);
+    static constexpr size_t staging = G == Op::WeightGrad ? 0 : sizeof(float) * size_t(kBM / 2) * kLdC;
+    static constexpr size_t smem = pipe > staging ? pipe : staging;
 };
 static_assert(GemmCfg<Op::Forward>::smem <= 99 * 1024 && GemmCfg<Op::Backward>::smem <= 99 * 1024 &&
               GemmCfg<Op::WeightGrad>::smem <= 99 * 1024);
@@ -488,7 +489,7 @@ __device__ __forceinline__ void mma_stage(float (&acc)[kRM][kN8][4], const bf16*
             if (FULL || r < rm) {
                 if constexpr (AT)
                     ldsm_x4_trans(
-                        a[r], sA + (kc * 16 + lane % 8 + (lane / 16) * 8) * kLdK + wm0 + r * 16 + ((lane / 8) % 2) * 8);
+                        a[r], sA + (kc * 16 + lane % 8 + (lane / 16) * 8) * kLdKA + wm0 + r * 16 + ((lane / 8) % 2) * 8);
                 else
                     ldsm_x4(a[r], sA + (wm0 + r * 16 + lane % 16) * kLdRow + kc * 16 + (lane / 16) * 8);
             }
@@ -499,7 +500,7 @@ __device__ __forceinline__ void mma_stage(float (&acc)[kRM][kN8][4], const bf16*
                 uint32_t b[4];
                 if constexpr (BT)
                     ldsm_x4_trans(
-                        b, sB + (kc * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kLdK + wn0 + np * 16 + (lane / 16) * 8);
+                        b, sB + (kc * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kLdKB + wn0 + np * 16 + (lane / 16) * 8);
                 else
                     ldsm_x4(
                         b, sB + (wn0 + np * 16 + lane % 8 + (lane / 16) * 8) * kLdRow + kc * 16 + ((lane / 8) % 2) * 8);
@@ -556,7 +557,7 @@ __device__ __forceinline__ void find_row_tile(int* info, const int32_t* __restri
 
 // One block per (column tile, row tile[, expert]); see the file comment.
 template <Op G, bool VEC>
-__global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GemmArgs p) {
+__global__ void __launch_bounds__(kGemmThreads, 1) grouped_gemm_kernel(GemmArgs p) {
     using Cfg = GemmCfg<G>;
     constexpr bool AT = Cfg::kATrans, BT = Cfg::kBTrans;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -595,7 +596,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GemmArgs 
     }
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int wm0 = (warp / 2) * kWM, wn0 = (warp % 2) * kWN;
+    const int wm0 = (warp / 4) * kWM, wn0 = (warp % 4) * kWN;
     const int rm = min(kRM, max(0, (m_end - m0 - wm0 + 15) / 16));
     const int np_n = min(kNP, max(0, (ncols - n0 - wn0 + 15) / 16));
     const bool full = rm == kRM && np_n == kNP, active = rm > 0 && np_n > 0;
@@ -605,11 +606,11 @@ __global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GemmArgs 
         bf16* a_s = sA + stage * Cfg::kAStage;
         bf16* b_s = sB + stage * Cfg::kBStage;
         if constexpr (AT)
-            load_tile<kBK, kBM, VEC>(a_s, kLdK, A, lda, k0, k_end, m0, m_end);
+            load_tile<kBK, kBM, VEC>(a_s, kLdKA, A, lda, k0, k_end, m0, m_end);
         else
             load_tile<kBM, kBK, VEC>(a_s, kLdRow, A, lda, m0, m_end, k0, k_end);
         if constexpr (BT)
-            load_tile<kBK, kBN, VEC>(b_s, kLdK, B, ldb, k0, k_end, n0, ncols);
+            load_tile<kBK, kBN, VEC>(b_s, kLdKB, B, ldb, k0, k_end, n0, ncols);
         else
             load_tile<kBN, kBK, VEC>(b_s, kLdRow, B, ldb, n0, ncols, k0, k_end);
     };
@@ -637,50 +638,91 @@ __global__ void __launch_bounds__(kGemmThreads, 2) grouped_gemm_kernel(GemmArgs 
     cp_async_wait<0>();
 
     // Epilogue: acc[r][n][i] sits at row wm0 + r*16 + lane/4 + 8*(i/2), column wn0 + n*8 + 2*(lane%4) + i%2.
-    if (!active) return;
     const float alpha = p.alpha;
+    if constexpr (G == Op::WeightGrad) {
+        if (!active) return;
 #pragma unroll
-    for (int r = 0; r < kRM; r++)
+        for (int r = 0; r < kRM; r++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = m0 + wm0 + r * 16 + lane / 4 + h * 8;
-            if (row >= m_end) continue;
+            for (int h = 0; h < 2; h++) {
+                const int row = m0 + wm0 + r * 16 + lane / 4 + h * 8;
+                if (row >= m_end) continue;
 #pragma unroll
-            for (int n = 0; n < kN8; n++) {
-                const int col = n0 + wn0 + n * 8 + (lane % 4) * 2;
-                if (col >= ncols) continue;
-                const float v0 = alpha * acc[r][n][2 * h], v1 = alpha * acc[r][n][2 * h + 1];
-                if constexpr (G == Op::WeightGrad) {
+                for (int n = 0; n < kN8; n++) {
+                    const int col = n0 + wn0 + n * 8 + (lane % 4) * 2;
+                    if (col >= ncols) continue;
                     float* o = static_cast<float*>(p.out) + static_cast<int64_t>(e) * p.out_stride +
                                static_cast<int64_t>(row) * ncols + col;
-                    o[0] += v0;
-                    if (col + 1 < ncols) o[1] += v1;
-                } else {
-                    bf16* o = static_cast<bf16*>(p.out) + static_cast<int64_t>(row) * ncols + col;
-                    float b0 = 0.0f, b1 = 0.0f;
-                    if (G == Op::Forward && p.bias) {
-                        const bf16* bias = p.bias + static_cast<int64_t>(e) * p.bias_stride;
-                        b0 = __bfloat162float(bias[col]);
-                        if (col + 1 < ncols) b1 = __bfloat162float(bias[col + 1]);
-                    }
-                    const bool add = G == Op::Backward || p.accumulate;
-                    if constexpr (VEC) {  // ncols % 8 == 0: both columns exist, 4-byte aligned
-                        __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(o);
-                        float y0 = v0 + b0, y1 = v1 + b1;
-                        if (add) {
-                            const float2 old = __bfloat1622float2(*o2);
-                            y0 += old.x;
-                            y1 += old.y;
+                    o[0] += alpha * acc[r][n][2 * h];
+                    if (col + 1 < ncols) o[1] += alpha * acc[r][n][2 * h + 1];
+                }
+            }
+    } else {
+        // bf16 out / dinp, through shared memory half a tile (kBM / 2 rows) at a time, so every global access
+        // is 16 contiguous bytes per thread and the old values (backward, accumulate) are all loaded before
+        // any of them is needed: fp32 acc * alpha + bias (+ the old value), rounded once.
+        __syncthreads();  // every warp is done with the pipeline's shared memory
+        float* stile = reinterpret_cast<float*>(smem);
+        const bool add = G == Op::Backward || p.accumulate;
+        const bf16* bias = G == Op::Forward && p.bias ? p.bias + static_cast<int64_t>(e) * p.bias_stride : nullptr;
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            if (wm0 / (kBM / 2) == half) {
+#pragma unroll
+                for (int r = 0; r < kRM; r++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int lrow = wm0 % (kBM / 2) + r * 16 + lane / 4 + h * 8;
+#pragma unroll
+                        for (int n = 0; n < kN8; n++) {
+                            const int col = wn0 + n * 8 + (lane % 4) * 2;
+                            *reinterpret_cast<float2*>(stile + lrow * kLdC + col) =
+                                make_float2(alpha * acc[r][n][2 * h], alpha * acc[r][n][2 * h + 1]);
                         }
-                        *o2 = __floats2bfloat162_rn(y0, y1);
-                    } else {
-                        o[0] = __float2bfloat16_rn((add ? __bfloat162float(o[0]) : 0.0f) + v0 + b0);
-                        if (col + 1 < ncols)
-                            o[1] = __float2bfloat16_rn((add ? __bfloat162float(o[1]) : 0.0f) + v1 + b1);
+                    }
+            }
+            __syncthreads();
+            constexpr int kChunksPerRow = kBN / 8, kChunks = (kBM / 2) * kChunksPerRow;
+            static_assert(kChunks % kGemmThreads == 0);
+            constexpr int kPer = kChunks / kGemmThreads;
+            Pack<bf16, 8> old[kPer];
+            if (VEC && add) {  // all the old values in flight at once
+#pragma unroll
+                for (int i = 0; i < kPer; i++) {
+                    const int c = i * kGemmThreads + static_cast<int>(threadIdx.x);
+                    const int row = m0 + half * (kBM / 2) + c / kChunksPerRow, col = n0 + (c % kChunksPerRow) * 8;
+                    if (row < m_end && col < ncols)
+                        old[i] = load_pack<8>(static_cast<const bf16*>(p.out) + static_cast<int64_t>(row) * ncols + col);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < kPer; i++) {
+                const int c = i * kGemmThreads + static_cast<int>(threadIdx.x);
+                const int lrow = c / kChunksPerRow, lcol = (c % kChunksPerRow) * 8;
+                const int row = m0 + half * (kBM / 2) + lrow, col = n0 + lcol;
+                if (row >= m_end || col >= ncols) continue;
+                const float* src = stile + lrow * kLdC + lcol;
+                bf16* o = static_cast<bf16*>(p.out) + static_cast<int64_t>(row) * ncols + col;
+                if constexpr (VEC) {  // ncols % 8 == 0: the 8 columns exist
+                    Pack<bf16, 8> y;
+#pragma unroll
+                    for (int q = 0; q < 8; q++) {
+                        float v = src[q] + (bias ? __bfloat162float(bias[col + q]) : 0.0f);
+                        if (add) v += __bfloat162float(old[i].v[q]);
+                        y.v[q] = __float2bfloat16_rn(v);
+                    }
+                    store_pack<8>(o, y);
+                } else {
+                    for (int q = 0; q < 8 && col + q < ncols; q++) {
+                        float v = src[q] + (bias ? __bfloat162float(bias[col + q]) : 0.0f);
+                        if (add) v += __bfloat162float(o[q]);
+                        o[q] = __float2bfloat16_rn(v);
                     }
                 }
             }
+            __syncthreads();  // the staging rows are rewritten by the next half
         }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
