@@ -29,6 +29,7 @@ PY
 PROMPT="Once upon a time, in a small village by the sea, there lived an old fisherman who"
 "$CLI" generate --model "$M" --prompt "$PROMPT" --max-new-tokens "$NEW" --device cuda --stats > "$OUT/tandem.txt" 2> "$OUT/tandem.err"
 tail -3 "$OUT/tandem.err"
+[ "${HF:-1}" = 1 ] || exit 0  # HF=0: Tandem only
 python3 - "$M" "$PROMPT" "$NEW" <<'PY' | tee "$OUT/hf.txt"
 import sys, time, torch, transformers
 path, prompt, new = sys.argv[1], sys.argv[2], int(sys.argv[3])

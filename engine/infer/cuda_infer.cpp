@@ -10,13 +10,16 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 
 #include "backend/cuda/backend.h"
 #include "core/cuda/context.h"
 #include "core/cuda/memory.h"
+#include "core/cuda/owners.h"
 #include "infer/chunks.h"
 #include "infer/infer_runtime.h"
 #include "kernels/cuda/kv_cache.h"
@@ -103,11 +106,15 @@ public:
         a.values = cuda::DeviceBuffer(std::max<size_t>(host.size(), 1) * sizeof(uint16_t), "adapter (bf16)");
         upload(static_cast<uint16_t*>(a.values.data()), host.data(), host.size());
         cuda::synchronize();  // `host` goes out of scope
+        drop_graphs();  // they hold the replaced adapter's (or the old model's) pointers
         if (a.info.config.r > planned_rank_) load_model(a.info.config.r);  // larger LoRA tmp pieces
         adapters_.erase(name);
         adapters_.emplace(name, std::move(a));
     }
-    void remove_adapter(const std::string& name) override { adapters_.erase(name); }
+    void remove_adapter(const std::string& name) override {
+        drop_graphs();
+        adapters_.erase(name);
+    }
     bool has_adapter(const std::string& name) const override { return adapters_.count(name) > 0; }
     std::vector<std::string> adapter_names() const override {
         std::vector<std::string> out;
@@ -166,14 +173,18 @@ public:
             s.tokens = d_tok;
             s.positions = d_pos;
             s.cu_seqlens = d_cu;
-            dec.forward(false);
             bool in_order = int(c.ends.size()) == T;  // decode: every row ends its feed, in feed order
             for (size_t e = 0; in_order && e < c.ends.size(); ++e)
                 in_order = c.ends[e].first == e && c.ends[e].second == int(e);
-            if (in_order) {  // one lm_head over the rows
-                CudaBackend::lm_head_logits(out, dec.lnf, dec.head, T, d.C, d.V, d.final_softcap);
+            if (in_order && !c.fresh) {
+                // A decode step: the blocks and one lm_head over the rows, as a CUDA graph per (rows, adapter).
+                run_decode_step(T, adapter, [&] {
+                    dec.forward(false);
+                    CudaBackend::lm_head_logits(out, dec.lnf, dec.head, T, d.C, d.V, d.final_softcap);
+                });
                 continue;
             }
+            dec.forward(false);
             for (const auto& [i, row] : c.ends)
                 CudaBackend::lm_head_logits(out + i * size_t(d.V), dec.lnf + int64_t(row) * d.C, dec.head, 1, d.C, d.V,
                                             d.final_softcap);
@@ -232,6 +243,51 @@ public:
     }
 
 private:
+    // A decode step's kernels depend on its rows and the adapter's pointers only (positions, slots and tokens are
+    // read from device memory; decode_attention's split count does not depend on the positions). A key's first
+    // step runs eagerly (library first-use work: cuBLASLt heuristics), its second is captured and launched,
+    // later ones replay. A failed capture turns graphs off for this model.
+    void run_decode_step(int T, const std::string& adapter, const std::function<void()>& body) {
+        const std::string key = std::to_string(T) + "/" + adapter;
+        auto it = graphs_.find(key);
+        if (it != graphs_.end()) {
+            TANDEM_CUDA_CHECK(cudaGraphLaunch(it->second.get(), cuda::context().stream));
+            return;
+        }
+        if (!graphs_ok_ || !seen_.insert(key).second) {
+            if (graphs_ok_ && graphs_.size() < 64) {
+                const cudaStream_t st = cuda::context().stream;
+                TANDEM_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+                cuda::GraphOwner graph;
+                try {
+                    body();
+                } catch (...) {
+                    if (cudaStreamEndCapture(st, &graph.g) != cudaSuccess) (void)cudaGetLastError();
+                    graphs_ok_ = false;
+                    body();  // eagerly after all
+                    return;
+                }
+                if (cudaStreamEndCapture(st, &graph.g) != cudaSuccess) {
+                    (void)cudaGetLastError();
+                    graphs_ok_ = false;
+                    body();
+                    return;
+                }
+                cudaGraphExec_t exec = nullptr;
+                TANDEM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph.g, 0));
+                auto [pos, _] = graphs_.emplace(key, cuda::GraphExec(exec));
+                TANDEM_CUDA_CHECK(cudaGraphLaunch(pos->second.get(), st));
+                return;
+            }
+        }
+        body();
+    }
+    void drop_graphs() {
+        cuda::synchronize();  // a graph may still be running
+        graphs_.clear();
+        seen_.clear();
+    }
+
     const Dims& dims() const { return const_cast<CudaModel&>(*model_).impl().d; }
     bf16* kc() { return static_cast<bf16*>(kc_.data()); }
     bf16* vc() { return static_cast<bf16*>(vc_.data()); }
@@ -284,6 +340,9 @@ private:
     std::vector<int> len_;
     std::map<std::string, DeviceAdapter> adapters_;
     bool fresh_ = false;
+    std::map<std::string, cuda::GraphExec> graphs_;  // decode steps by "rows/adapter"
+    std::set<std::string> seen_;                      // keys run eagerly once
+    bool graphs_ok_ = true;
     const int32_t* row_slot_ = nullptr;
     const int32_t* row_pos_ = nullptr;
 };

@@ -13,7 +13,8 @@
 //    come back with one synchronising copy per step (the tokens stream to the host anyway).
 //  - Adapters are bf16 copies on the device, one buffer each; a call binds one (or none: no LoRA op runs). A rank
 //    above the planned one reloads the CudaModel with tmp pieces of that rank (the cache is kept).
-//  - Not yet: decode steps as CUDA graphs.
+//  - Decode steps (one new token per sequence) run as CUDA graphs, one per (rows, adapter): the first step of a
+//    key eagerly, the second captured, later ones replayed; prefill chunks run eagerly.
 #pragma once
 
 #include <filesystem>
