@@ -532,11 +532,42 @@ public:
                                   OUT, d.E, 1.0f, false);
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
-        Act* tmp = a.lora_tmp[m];
-        B::grouped_matmul_forward(tmp, inp, r.a, int64_t(d.R) * IN, nullptr, 0, a.offsets, N, IN, d.R, d.E, 1.0f,
-                                  false);
+        // gate_up_proj's one lora_A feeds gate and up: up reuses the tmp gate computed (the same values).
+        Act* tmp = a.lora_tmp[shares_gate_tmp(l, m) ? kGate : m];
+        if (!shares_gate_tmp(l, m))
+            B::grouped_matmul_forward(tmp, inp, r.a, int64_t(d.R) * IN, nullptr, 0, a.offsets, N, IN, d.R, d.E, 1.0f,
+                                      false);
         B::grouped_matmul_forward(out, tmp, r.b, expert_b_stride(m), nullptr, 0, a.offsets, N, d.R, OUT, d.E,
                                   lora_scaling, true);
+    }
+    bool shares_gate_tmp(int l, int m) const {
+        return m == kUp && lora[size_t(l)][kUp].a && lora[size_t(l)][kUp].a == lora[size_t(l)][kGate].a;
+    }
+
+    // Gate's and up's backward together (dxs[N,C] += both input gradients): their shared lora_A takes the sum of
+    // the two tmp gradients in one weight-gradient GEMM and one input-gradient GEMM instead of two each.
+    void expert_gate_up_backward(int l, Act* dxs, const Act* dgate, const Act* dup, const Act* xs) {
+        if (moe_loop || !shares_gate_tmp(l, kUp)) {
+            expert_project_backward(l, kGate, dxs, dgate, xs);
+            expert_project_backward(l, kUp, dxs, dup, xs);
+            return;
+        }
+        const LayerActs<B>& a = acts[size_t(l)];
+        const int N = step.T * d.topk, C = d.C, F = d.Fe;
+        const LayerWeights<B>& w = layers[size_t(l)];
+        B::grouped_matmul_backward(dxs, dgate, w.w[kGate], expert_stride(kGate), a.offsets, N, C, F, d.E, 1.0f);
+        B::grouped_matmul_backward(dxs, dup, w.w[kUp], expert_stride(kUp), a.offsets, N, C, F, d.E, 1.0f);
+        const LoraRef<B>& g = lora[size_t(l)][kGate];
+        const LoraRef<B>& u = lora[size_t(l)][kUp];
+        const Act* tmp = a.lora_tmp[kGate];
+        const int64_t sa = int64_t(d.R) * C, sb = expert_b_stride(kGate);
+        B::zero(d_tmp, int64_t(N) * d.R);
+        B::grouped_matmul_backward(d_tmp, dgate, g.b, sb, a.offsets, N, d.R, F, d.E, lora_scaling);
+        B::grouped_matmul_backward(d_tmp, dup, u.b, sb, a.offsets, N, d.R, F, d.E, lora_scaling);
+        B::grouped_matmul_weight_grad(g.grad_b, sb, dgate, tmp, a.offsets, N, d.R, F, d.E, lora_scaling);
+        B::grouped_matmul_weight_grad(u.grad_b, sb, dup, tmp, a.offsets, N, d.R, F, d.E, lora_scaling);
+        B::grouped_matmul_weight_grad(g.grad_a, sa, d_tmp, xs, a.offsets, N, C, d.R, d.E, 1.0f);
+        B::grouped_matmul_backward(dxs, d_tmp, g.a, sa, a.offsets, N, C, d.R, d.E, 1.0f);
     }
 
     // dinp[N,IN] += d(out)/d(inp) dout; the experts' LoRA grads accumulate.
@@ -612,8 +643,7 @@ public:
         Act* dup = d_big3;
         B::swiglu_backward(dgate, dup, dact, a.gate, a.up, N, d.Fe);
         B::zero(d_xs, int64_t(N) * d.C);
-        expert_project_backward(l, kGate, d_xs, dgate, a.xs);
-        expert_project_backward(l, kUp, d_xs, dup, a.xs);
+        expert_gate_up_backward(l, d_xs, dgate, dup, a.xs);
         B::zero(d_ln, int64_t(T) * d.C);
         B::moe_permute_backward(d_ln, d_xs, a.inv, T, d.topk, d.C);
         // The routing weights' gradient through the top-k and the softmax into the router logits (a.logits is
