@@ -563,6 +563,18 @@ private slots:
         QVERIFY(child<QCheckBox>(&page, "target_o_proj")->isChecked());
         QVERIFY(child<QCheckBox>(&page, "target_k_proj")->isChecked());  // from qkv_proj
         QVERIFY(!child<QCheckBox>(&page, "target_up_proj")->isChecked());
+        // A mixture of experts: the attention and the experts' two parameters (the dense MLP names stand for them),
+        // the up box still unchecked -> the experts' gate_up unchecked too.
+        child<QCheckBox>(&page, "target_gate_proj")->setChecked(true);
+        page.setModel(QString::fromUtf8(TANDEM_FIXTURES_DIR "/models/qwen3-moe"), true);
+        QCOMPARE(shown(), (QStringList{"experts: down_proj", "experts: gate_up_proj", "k_proj", "o_proj", "q_proj",
+                                       "v_proj"}));
+        QVERIFY(!child<QCheckBox>(&page, "target_mlp.experts.gate_up_proj")->isChecked());
+        QVERIFY(child<QCheckBox>(&page, "target_mlp.experts.down_proj")->isChecked());
+        child<QCheckBox>(&page, "target_mlp.experts.gate_up_proj")->setChecked(true);
+        QCOMPARE(page.config().lora.target_modules,
+                 (std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj", "mlp.experts.gate_up_proj",
+                                           "mlp.experts.down_proj"}));
     }
 
     // The GUI hides smart-single (a measurement aid; the CLI keeps it) and cuda when no GPU is usable.

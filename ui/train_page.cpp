@@ -341,10 +341,14 @@ QWidget* TrainPage::buildLoraBox() {
     new QGridLayout(m_targetsBox);
     for (const std::string& t : lora_known_targets()) {
         const QString name = QString::fromStdString(t);
-        auto* check = new QCheckBox(name);
+        // A mixture-of-experts model's experts ("mlp.experts.gate_up_proj") read "experts: gate_up_proj".
+        const bool experts = name.startsWith(QStringLiteral("mlp.experts."));
+        auto* check = new QCheckBox(experts ? tr("experts: %1").arg(name.mid(12)) : name);
         check->setObjectName(QStringLiteral("target_") + name);
-        check->setToolTip(lora_target_is_attention(t) ? tr("Attention projection %1").arg(name)
-                                                      : tr("MLP projection %1").arg(name));
+        check->setToolTip(experts ? tr("Every expert's %1 (a LoRA per expert; PEFT target_parameters %2)")
+                                        .arg(name.mid(12), name)
+                          : lora_target_is_attention(t) ? tr("Attention projection %1").arg(name)
+                                                        : tr("MLP projection %1").arg(name));
         connect(check, &QCheckBox::toggled, this, &TrainPage::onFieldEdited);
         m_targets.insert(name, check);
     }
@@ -804,7 +808,8 @@ void TrainPage::showTargets(const std::vector<std::string>& wanted) {
         if (has(t)) return true;
         if (!m_modelConfig) return false;
         const auto parts = lora_target_parts(*m_modelConfig, t);
-        return parts.size() > 1 && std::all_of(parts.begin(), parts.end(), has);
+        // a fused projection, or an MoE expert parameter (mlp.experts.down_proj stands for down_proj)
+        return (parts.size() > 1 || (parts.size() == 1 && parts[0] != t)) && std::all_of(parts.begin(), parts.end(), has);
     };
     auto* grid = static_cast<QGridLayout*>(m_targetsBox->layout());
     for (QCheckBox* check : std::as_const(m_targets)) {

@@ -56,7 +56,7 @@ std::vector<std::string> lora_target_parts(const ModelConfig& model, const std::
     for (const LayerSpec& l : arch.layers)
         for (const ProjectionSpec& p : l.projections)
             if (p.target == target) {
-                if (p.feeds.size() < 2) return {target};
+                if (p.feeds.size() < 2 && p.experts == 0) return {target};  // experts: the slot names they stand for
                 std::vector<std::string> parts;
                 for (int slot : p.feeds) parts.push_back(kModuleNames[slot]);
                 return parts;

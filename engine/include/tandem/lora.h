@@ -61,8 +61,9 @@ std::vector<std::string> lora_targets(const ModelConfig& model);
 // Phi-3) become the fused one (qkv_proj). Error{InvalidInput} for a name the model does not have, or only some
 // parts of a fused projection, naming what to list instead.
 LoraConfig resolve_lora_targets(const ModelConfig& model, const LoraConfig& config);
-// The Llama-block names a target of `model` stands for: {q_proj, k_proj, v_proj} for Phi-3's qkv_proj, {target}
-// for an unfused one, {} for a name the model does not have.
+// The Llama-block names a target of `model` stands for: {q_proj, k_proj, v_proj} for Phi-3's qkv_proj, {gate_proj,
+// up_proj} / {down_proj} for an MoE model's mlp.experts.gate_up_proj / down_proj, {target} for an unfused one, {}
+// for a name the model does not have.
 std::vector<std::string> lora_target_parts(const ModelConfig& model, const std::string& target);
 
 // nlohmann ADL hooks. from_json validates and throws Error{InvalidInput} naming the key ("lora.r: ...").
