@@ -193,8 +193,8 @@ std::vector<std::string> ArchSpec::lora_targets() const {
     std::vector<std::string> out;
     for (const LayerSpec& l : layers)
         for (const ProjectionSpec& p : l.projections) {
-            const bool mlp = std::find(p.feeds.begin(), p.feeds.end(), int(kGate)) != p.feeds.end() ||
-                             std::find(p.feeds.begin(), p.feeds.end(), int(kDown)) != p.feeds.end();
+            const bool mlp = std::any_of(p.feeds.begin(), p.feeds.end(),
+                                         [](int slot) { return slot == kGate || slot == kUp || slot == kDown; });
             if (moe && mlp && p.experts == 0) continue;
             if (std::find(out.begin(), out.end(), p.target) == out.end()) out.push_back(p.target);
         }
