@@ -682,6 +682,7 @@ private slots:
         const std::vector<std::string> want = {"q_proj", "k_proj", "v_proj", "o_proj", "mlp.experts.gate_up_proj",
                                                "mlp.experts.down_proj"};
         QCOMPARE(resolved.target_modules, want);
+        QCOMPARE(lora_targets(m), want);  // what is offered: not the dense layer's gate_proj / up_proj / down_proj
         const auto specs = lora_tensor_specs(m, c);
         std::map<std::string, std::vector<int64_t>> shapes;
         for (const auto& s : specs) shapes[s.name] = s.shape;

@@ -18,7 +18,8 @@
 //    (one block-input buffer and one shared set: forward never needs a layer's buffers after the layer; the
 //    policy's host offload is never used, as nothing runs backward), plus the cache arena: K and V
 //    [N, L, M, KV], the token history [N, M] (repetition penalty, prefix reuse) and the logits [N, V]. The
-//    backward scratch pieces of make_plan are unused here (rows * (2 BIG + 2 C + 2 KV) floats).
+//    backward scratch pieces of make_plan are unused here (rows * (2 BIG + 2 C + 2 KV) floats; with experts also
+//    rows * top-k * (2 C + 1)). An MoE model's expert buffers are make_plan's: [rows * top-k, ...] rows.
 //  - Adapters: any number, read once (PEFT folders); a call names the one to use or none. "None" leaves
 //    every LoraRef empty, so no LoRA op runs. The LoRA tmp pieces are planned for all targets at the largest
 //    rank added so far (adding a larger one re-plans the activation arena).

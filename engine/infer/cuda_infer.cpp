@@ -99,6 +99,9 @@ public:
         a.info = read_infer_adapter(name, dir, model_->config(), dims().L);
         std::vector<uint16_t> host;
         for (std::vector<float>& v : a.info.values) {
+            // Each tensor at a multiple of kLoraAlign elements (128 bytes), as in the training LoRA regions: the
+            // grouped GEMMs of the experts' LoRA take their vectorised path only with 16-byte aligned operands.
+            host.resize(size_t(round_up(int64_t(host.size()), kLoraAlign)), 0);
             a.offset.push_back(host.size());
             for (float x : v) host.push_back(f32_to_bf16(x));
             v = {};  // the device copy is what runs
@@ -301,6 +304,7 @@ private:
         o.attention = AttentionBackend::Inhouse;
         o.cuda_graphs = false;
         o.quantize_4bit = opt_.quantize_4bit;
+        o.lora_state = false;  // the adapters are ours (bind_adapter): only the tmp pieces are planned
         model_.reset();
         model_.emplace(CudaModel::load(dir_, infer_plan_lora(load_model_config(dir_), r), 1, o));
         planned_rank_ = std::max(1, r);

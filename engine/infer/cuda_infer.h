@@ -4,10 +4,10 @@
 // (infer/cpu_infer.h, whose header describes the design: the decoder's blocks run forward only, behind an
 // inference runtime's attention hook that writes the cache and attends). Decisions a reader must know:
 //  - The weights, the decoder arenas and the RoPE tables are a CudaModel's (loaded with the in-house attention,
-//    recompute policy, no graphs, `chunk` rows and LoRA tmp pieces of rank `planned_rank`); this model only
-//    swaps the decoder's runtime for its own and adds the cache: K and V bf16 [N, L, M, KV], the token history
-//    [N, M] (host, with a device copy for the repetition penalty), the next-token logits fp32 [N, V] and
-//    decode_attention's split-K workspace.
+//    recompute policy, no graphs, `chunk` rows, LoRA tmp pieces of rank `planned_rank` and no LoRA values,
+//    gradients or AdamW state: CudaModelOptions::lora_state); this model only swaps the decoder's runtime for its
+//    own and adds the cache: K and V bf16 [N, L, M, KV], the token history [N, M] (host, with a device copy for
+//    the repetition penalty), the next-token logits fp32 [N, V] and decode_attention's split-K workspace.
 //  - Each forward chunk uploads its rows' tokens, positions, slots and cu_seqlens (one copy each on the compute
 //    stream) and runs eagerly; sampling runs on the device (repetition_penalty, sample_tokens) and the chosen ids
 //    come back with one synchronising copy per step (the tokens stream to the host anyway).

@@ -122,7 +122,7 @@ void CudaModel::Impl::allocate_and_bind() {
     for (int l = 0; l < d.L; ++l)
         for (int m = 0; m < kNumModules; ++m) {
             const LoraSlot& s = lora_index[size_t(l)][size_t(m)];
-            if (s.a < 0) continue;
+            if (s.a < 0 || !options.lora_state) continue;
             // A fused projection's slot reads its rows of lora_B.
             const int64_t offA = y.lora_offset[size_t(s.a)], offB = y.lora_offset[size_t(s.a) + 1] + s.b_row * d.R;
             dec.lora[size_t(l)][size_t(m)] = {lora_bf16 + offA, lora_bf16 + offB, lora_grad + offA, lora_grad + offB,
@@ -166,7 +166,9 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
 
     const auto specs = lora_tensor_specs(cfg, lora);
     m.lora_index = lora_index_of(specs, m.d.L);
-    m.params = init_lora_params(specs, seed);  // as CpuModel (model.h); moments start at zero
+    // Without LoRA state (options.lora_state) the plan gets no specs: no LoRA arena, but the tmp pieces of the
+    // index's slots.
+    if (options.lora_state) m.params = init_lora_params(specs, seed);  // as CpuModel (model.h); moments start at zero
     for (auto& p : m.params) {
         p.exp_avg.assign(p.value.size(), 0.0f);
         p.exp_avg_sq.assign(p.value.size(), 0.0f);
@@ -187,7 +189,8 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
         m.backend_name = "in-house (" + m.cudnn_reason + ")";
 
     // Workspace first: it is the staging buffer of the weight upload.
-    m.y = cuda_plan(m.d, m.rope_host, m.rope_local_host, specs, m.lora_index, options);
+    m.y = cuda_plan(m.d, m.rope_host, m.rope_local_host, options.lora_state ? specs : std::vector<LoraTensorSpec>{},
+                    m.lora_index, options);
     m.allocate_and_bind();
     m.pinned = PinnedBuffer(kPinnedHeader + size_t(kHostMetaSlots) * size_t(m.y.meta_ints) * sizeof(int32_t),
                             "batch metadata staging");
@@ -289,7 +292,9 @@ CudaMemoryPlan CudaModel::plan(const ModelConfig& config, const LoraConfig& lora
     const Dims d = cuda_dims(config, lora, options);
     const cpu::RopeTable rope = build_rope(config, d), rope_local = build_rope(config, d, true);
     const auto specs = lora_tensor_specs(config, lora);
-    return cuda_plan(d, rope, rope_local, specs, lora_index_of(specs, d.L), options).bytes;
+    return cuda_plan(d, rope, rope_local, options.lora_state ? specs : std::vector<LoraTensorSpec>{},
+                     lora_index_of(specs, d.L), options)
+        .bytes;
 }
 
 CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,

@@ -66,6 +66,11 @@ struct CudaModelOptions {
     // one GEMM each whose row counts the host reads back (one host sync per MoE layer, forward and backward),
     // instead of the grouped GEMMs reading the sorted offsets on the device. Same values; no CUDA graphs.
     bool moe_routing_loop = false;
+    // false (inference, infer/cuda_infer.h): no LoRA values, gradients or AdamW state are held (no LoRA arena, no
+    // host mirror); the LoRA config only sizes the LoRA tmp pieces, and the caller binds Decoder::lora to its own
+    // tensors. Only the decoder's forward may then run (no training calls). At rank 64 on every target the state
+    // would be 18 bytes per LoRA element: ~46 GB for Qwen3-30B-A3B's experts, which the inference never reads.
+    bool lora_state = true;
 };
 
 // What the CUDA graphs of a model did (CudaModel::graph_stats()).
