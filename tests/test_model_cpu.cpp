@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "export/merged.h"
 #include "export/peft_adapter.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/threads.h"
@@ -425,6 +426,31 @@ private slots:
             QCOMPARE(r.forward_backward(b, 1.0f, 0), loss);
             for (size_t i = 0; i < r.lora_params().size(); ++i)
                 QVERIFY(r.lora_params()[i].grad == m.lora_params()[i].grad);
+        }
+    }
+
+    // The merged export of an MoE adapter (every expert's W_e + scaling B_e A_e, as PEFT merges target_parameters):
+    // the merged model alone gives the base + adapter's logits, with the experts fused (qwen3-moe) and per expert
+    // (mixtral) in the checkpoint.
+    void moe_merged_export() {
+        QTemporaryDir tmp;
+        for (const char* v : {"qwen3-moe", "mixtral"}) {
+            const fs::path dir = fixtures() / "models" / v;
+            const ModelConfig cfg = load_model_config(dir);
+            const PeftAdapter a = read_peft_adapter(dir / "adapter", cfg);
+            const PackedBatch batch = batch_from_sequences(read_sequences(dir / "sequences.json"));
+            CpuModel with = load_variant(dir, 64);
+            const std::vector<float> want = with.logits(batch);
+            const fs::path out = fs::path(tmp.path().toStdString()) / v;
+            MergeOptions o;
+            o.dtype = DType::F32;
+            write_merged_model(dir, cfg, a.config, a.tensors, out, o);
+            CpuModel merged = CpuModel::load(out, a.config, 7, 64);  // LoRA B = 0: no adapter effect
+            const Err e = compare(merged.logits(batch), want);
+            qInfo("%s merged logits vs base + adapter: rel %.3g", v, e.rel());
+            QVERIFY2(e.rel() <= 1e-5, qPrintable(QString("%1 rel %2").arg(v).arg(e.rel())));
+            CpuModel base = CpuModel::load(dir, a.config, 7, 64);
+            QVERIFY(compare(base.logits(batch), want).rel() > 1e-3);  // the adapter does change them
         }
     }
 

@@ -61,6 +61,7 @@ struct Cleanup {
 
 LoraMerge::LoraMerge(const ModelConfig& model, const LoraConfig& lora, const LoraTensors& tensors)
     : scaling_(float(lora.scaling())), r_(lora.r) {
+    const ArchSpec arch = arch_spec(model);
     for (const LoraTensorSpec& s : lora_tensor_specs(model, lora)) {
         const auto it = tensors.find(s.name);
         const int64_t numel = s.shape.at(0) * s.shape.at(1);
@@ -68,11 +69,48 @@ LoraMerge::LoraMerge(const ModelConfig& model, const LoraConfig& lora, const Lor
             throw_invalid("merge: LoRA tensor " + s.name + " " + shape_to_string(s.shape) +
                           (it == tensors.end() ? " is missing" : " has the wrong size") +
                           "; the adapter does not match its LoRA config");
+        if (s.experts > 0) {  // the fused name, "model.layers.N.mlp.experts.gate_up_proj", and each expert's
+            const std::string param = s.module.substr(s.module.rfind('.') + 1);  // "gate_up_proj"
+            const std::string key = lora_module_path(s.layer, s.path) + "." + param;
+            Pair& p = pairs_[key];
+            (s.is_a ? p.a : p.b) = &it->second;
+            p.experts = s.experts;
+            if (s.is_a) {
+                p.in = s.shape.at(1);
+                continue;
+            }
+            p.out = s.shape.at(0);
+            const MoeSpec& moe = arch.layers.at(size_t(s.layer)).moe;
+            const std::string prefix = "model.layers." + std::to_string(s.layer) + "." + moe.per_expert + ".";
+            const int64_t F = moe.intermediate;
+            for (int64_t e = 0; e < s.experts; ++e) {
+                const std::string x = prefix + std::to_string(e) + ".";
+                if (param == "gate_up_proj") {
+                    slices_[x + moe.gate + ".weight"] = {key, e, 0, F};
+                    slices_[x + moe.up + ".weight"] = {key, e, F, F};
+                } else {
+                    slices_[x + moe.down_name + ".weight"] = {key, e, 0, p.out};
+                }
+            }
+            continue;
+        }
         Pair& p = pairs_[lora_module_path(s.layer, s.path) + ".weight"];
         (s.is_a ? p.a : p.b) = &it->second;
         if (s.is_a) p.in = s.shape.at(1);
         else p.out = s.shape.at(0);
     }
+}
+
+std::vector<std::string> LoraMerge::missing_in(const SafetensorsSet& base) const {
+    std::vector<std::string> out;
+    for (const auto& [name, p] : pairs_) {
+        if (base.find(name)) continue;
+        bool split = p.experts > 0;  // the Hub's layout: every expert's tensors instead
+        for (const auto& [slice, s] : slices_)
+            if (s.pair == name && !base.find(slice)) split = false;
+        if (!split) out.push_back(name);
+    }
+    return out;
 }
 
 std::vector<std::string> LoraMerge::weights() const {
@@ -83,9 +121,31 @@ std::vector<std::string> LoraMerge::weights() const {
 
 void LoraMerge::apply(const std::string& weight, std::span<const int64_t> shape, std::vector<float>& w,
                       const std::string& source) const {
+    if (const auto sl = slices_.find(weight); sl != slices_.end()) {  // one expert's projection (the Hub's layout)
+        const Slice& s = sl->second;
+        const Pair& p = pairs_.at(s.pair);
+        if (shape.size() != 2 || shape[0] != s.rows || shape[1] != p.in || int64_t(w.size()) != s.rows * p.in)
+            throw_invalid(source + ": tensor " + weight + " is " + shape_to_string(shape) + "; the adapter's expert " +
+                          "LoRA is [" + std::to_string(s.rows) + ", " + std::to_string(p.in) + "]");
+        // W[rows,in] += scaling * B_e[row.., r] @ A_e[r, in]
+        cpu::gemm(false, false, int(s.rows), int(p.in), r_, scaling_, p.b->data() + (s.expert * p.out + s.row) * r_,
+                  r_, p.a->data() + s.expert * r_ * p.in, int(p.in), 1.0f, w.data(), int(p.in));
+        return;
+    }
     const auto it = pairs_.find(weight);
     if (it == pairs_.end()) return;
     const Pair& p = it->second;
+    if (p.experts > 0) {  // transformers 5's fused [E, out, in]
+        if (shape.size() != 3 || shape[0] != p.experts || shape[1] != p.out || shape[2] != p.in ||
+            int64_t(w.size()) != p.experts * p.out * p.in)
+            throw_invalid(source + ": tensor " + weight + " is " + shape_to_string(shape) + "; the adapter's experts' " +
+                          "LoRA is [" + std::to_string(p.experts) + ", " + std::to_string(p.out) + ", " +
+                          std::to_string(p.in) + "]");
+        for (int64_t e = 0; e < p.experts; ++e)
+            cpu::gemm(false, false, int(p.out), int(p.in), r_, scaling_, p.b->data() + e * p.out * r_, r_,
+                      p.a->data() + e * r_ * p.in, int(p.in), 1.0f, w.data() + e * p.out * p.in, int(p.in));
+        return;
+    }
     if (shape.size() != 2 || shape[0] != p.out || shape[1] != p.in || int64_t(w.size()) != p.out * p.in)
         throw_invalid(source + ": tensor " + weight + " is " + shape_to_string(shape) + "; the adapter's LoRA is [" +
                       std::to_string(p.out) + ", " + std::to_string(p.in) + "]");
@@ -119,9 +179,8 @@ void write_merged_model(const fs::path& model_dir, const ModelConfig& model, con
         for (int64_t d : base_tensor_shape(base, base.at(name))) n *= uint64_t(d);
         total += n * dtype_size(options.dtype);
     }
-    for (const std::string& name : merge.weights())
-        if (!base.find(name))
-            throw_invalid(base.source_name() + ": the adapter adapts " + name + ", which the model does not have");
+    for (const std::string& name : merge.missing_in(base))
+        throw_invalid(base.source_name() + ": the adapter adapts " + name + ", which the model does not have");
 
     // Written under a temporary name next to out_dir, renamed into place at the end.
     const fs::path parent = out_dir.parent_path().empty() ? fs::path(".") : out_dir.parent_path();

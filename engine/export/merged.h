@@ -5,7 +5,9 @@
 // Decisions a reader must know:
 //  - Each adapted weight is merged in fp32 and rounded once to the chosen dtype: W' = W + scaling * B A, with
 //    scaling = alpha / r (alpha / sqrt(r) with rsLoRA), B A over the whole [out, in] of the checkpoint tensor
-//    (a fused projection such as Phi-3's qkv_proj is one LoRA pair on one tensor, as in PEFT). Every other tensor
+//    (a fused projection such as Phi-3's qkv_proj is one LoRA pair on one tensor, as in PEFT; an MoE layer's
+//    experts, per expert W_e' = W_e + scaling * B_e A_e, as PEFT merges target_parameters, into the fused 3-D
+//    tensors or each expert's own, whichever the base holds). Every other tensor
 //    is copied when the dtype is the base's, else converted (round to nearest even).
 //  - The output keeps the base's sharding: one output shard per input shard, same tensor names and grouping, and
 //    model.safetensors.index.json when the base has one (or more than one file). Only one shard's tensors are
@@ -38,8 +40,10 @@ class LoraMerge {
 public:
     // Error{InvalidInput} for a missing or misshapen LoRA tensor.
     LoraMerge(const ModelConfig& model, const LoraConfig& lora, const LoraTensors& tensors);
-    bool adapts(const std::string& weight) const { return pairs_.count(weight) != 0; }
-    std::vector<std::string> weights() const;  // every adapted weight name
+    bool adapts(const std::string& weight) const { return pairs_.count(weight) != 0 || slices_.count(weight) != 0; }
+    std::vector<std::string> weights() const;  // every adapted weight name (an MoE layer's experts: the fused one)
+    // The adapted weights `base` lacks (an MoE layer's experts count as present in either layout).
+    std::vector<std::string> missing_in(const SafetensorsSet& base) const;
     // w [out, in] (fp32, the base weight `weight` of shape `shape`) += scaling * B [out, r] @ A [r, in]; nothing
     // when the weight is not adapted. Error{InvalidInput} naming `source` when the shape disagrees.
     void apply(const std::string& weight, std::span<const int64_t> shape, std::vector<float>& w,
@@ -48,10 +52,18 @@ public:
 private:
     struct Pair {
         const std::vector<float>* a = nullptr;
-        const std::vector<float>* b = nullptr;
+        const std::vector<float>* b = nullptr;  // an expert parameter's: expert-major [E, out, r] (lora_table.h)
         int64_t out = 0, in = 0;
+        int64_t experts = 0;  // > 0: the fused [E, out, in] weight of an MoE layer (transformers 5's layout)
+    };
+    // An MoE layer's experts as the Hub stores them: expert e's rows [row, row + rows) of the fused parameter's
+    // pair (gate_up: gate rows then up rows) in its own tensor ("...experts.3.gate_proj.weight" [rows, in]).
+    struct Slice {
+        std::string pair;
+        int64_t expert = 0, row = 0, rows = 0;
     };
     std::map<std::string, Pair> pairs_;
+    std::map<std::string, Slice> slices_;
     float scaling_ = 1.0f;
     int r_ = 0;
 };
