@@ -660,32 +660,7 @@ const LoraConfig& CudaModel::lora_config() const { no_cuda(); }
 const CudaModelOptions& CudaModel::options() const { no_cuda(); }
 std::string CudaModel::attention_backend_name() const { no_cuda(); }
 std::vector<LoraParam>& CudaModel::lora_params() { no_cuda(); }
-void CudaModel::inject_routing(const std::vector<std::vector<int32_t>>& routing) {
-    Impl& m = *impl_;
-    const Dims& d = m.d;
-    if (d.E == 0 || routing.empty()) {
-        m.forced.clear();
-        return;
-    }
-    if (routing.size() != size_t(d.L)) throw_invalid("inject_routing: one entry per layer expected");
-    const size_t per = size_t(d.T) * size_t(d.topk);
-    if (m.forced_routing.bytes() == 0) m.forced_routing = cuda::DeviceBuffer(size_t(d.L) * per * sizeof(int32_t), "injected MoE routing");
-    m.forced.assign(size_t(d.L), 0);
-    for (int l = 0; l < d.L; ++l) {
-        const auto& r = routing[size_t(l)];
-        if (r.empty()) continue;
-        if (!d.is_moe(l) || r.size() > per || r.size() % size_t(d.topk) != 0)
-            throw_invalid("inject_routing: layer " + std::to_string(l) + " is not an MoE layer or has " +
-                          std::to_string(r.size()) + " ids");
-        for (int32_t e : r)
-            if (e < 0 || e >= d.E) throw_invalid("inject_routing: expert id " + std::to_string(e) + " out of range");
-        TANDEM_CUDA_CHECK(cudaMemcpyAsync(static_cast<int32_t*>(m.forced_routing.data()) + size_t(l) * per, r.data(),
-                                          r.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream()));
-        m.forced[size_t(l)] = 1;
-    }
-    cuda::synchronize();
-}
-
+void CudaModel::inject_routing(const std::vector<std::vector<int32_t>>&) { no_cuda(); }
 void CudaModel::sync_to_host() { no_cuda(); }
 void CudaModel::sync_from_host() { no_cuda(); }
 void CudaModel::set_lora(const LoraTensors&) { no_cuda(); }
