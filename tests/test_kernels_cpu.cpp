@@ -1017,9 +1017,36 @@ private slots:
             CHECK_CLOSE(w, rw, kTol, "moe_router_forward weights");
             const vecf dw = rnd(T * K, 72);
             vecf dz(T * E);
-            moe_router_backward(dz.data(), dw.data(), probs.data(), idx.data(), w.data(), T, E, K, renorm);
+            moe_router_backward(dz.data(), dw.data(), probs.data(), idx.data(), w.data(), T, E, K, renorm, nullptr,
+                                nullptr);
             check_fd([&](const vecd& z) { return dotd(to_d(dw), route(z, pick)); }, to_d(logits), to_d(dz),
                      "moe_router_backward");
+            // The load-balancing loss of this one layer over its first T-2 rows (choices fixed): the loss term
+            // coef * E * sum_e f_e P_e, and its gradient through moe_aux_loss's dense vector and the router's backward.
+            const int32_t real = T - 2;
+            const float coef = 0.3f, labels = 1.0f, scale = 1.0f;
+            vecf stats(2 * E), dense(E);
+            moe_aux_stats(stats.data(), probs.data(), idx.data(), &real, T, E, K, true);
+            double sums[2] = {0.0, 0.0};
+            moe_aux_loss(dense.data(), sums, stats.data(), &real, &labels, &scale, E, 1, coef, true);
+            auto aux_of = [&](const vecd& z) {
+                double f[64] = {}, P[64] = {}, out = 0;
+                for (int t = 0; t < real; ++t) {
+                    double mx = -1e300, sum = 0;
+                    for (int e = 0; e < E; ++e) mx = std::max(mx, z[size_t(t * E + e)]);
+                    for (int e = 0; e < E; ++e) sum += std::exp(z[size_t(t * E + e)] - mx);
+                    for (int e = 0; e < E; ++e) P[e] += std::exp(z[size_t(t * E + e)] - mx) / sum / real;
+                    for (int j = 0; j < K; ++j) f[pick[size_t(t * K + j)]] += 1.0 / real;
+                }
+                for (int e = 0; e < E; ++e) out += f[e] * P[e];
+                return coef * E * out;
+            };
+            QVERIFY(std::fabs(sums[0] - aux_of(to_d(logits))) <= 1e-6 && sums[1] == sums[0]);
+            const vecf zero(T * K, 0.0f);
+            vecf dza(T * E);
+            moe_router_backward(dza.data(), zero.data(), probs.data(), idx.data(), w.data(), T, E, K, renorm,
+                                dense.data(), &real);
+            check_fd(aux_of, to_d(logits), to_d(dza), "moe load-balancing loss gradient");
             // Ties go to the lower expert.
             vecf flat(E, 0.5f), pw(K), pp(E);
             veci pi(K);

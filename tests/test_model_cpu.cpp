@@ -454,6 +454,53 @@ private slots:
         }
     }
 
+    // The load-balancing loss (output_router_logits) against transformers' (tests/reference/make_moe_aux_fixture.py:
+    // the qwen3-moe fixture's four sequences as one padded batch): the loss (mean cross-entropy + coef * aux) and
+    // every LoRA gradient; every checkpointing policy gives the same bits (a recompute must not count a layer twice).
+    void moe_load_balancing_loss() {
+        const fs::path src = fixtures() / "models" / "qwen3-moe";
+        QTemporaryDir tmp;
+        const fs::path dir = fs::path(tmp.path().toStdString()) / "qwen3-moe-aux";
+        fs::create_directories(dir);
+        fs::copy(src / "model.safetensors", dir / "model.safetensors");
+        nlohmann::json cfg = read_json(src / "config.json");
+        const nlohmann::json meta = read_json(src / "aux_meta.json");
+        cfg["output_router_logits"] = true;
+        cfg["router_aux_loss_coef"] = meta.at("router_aux_loss_coef");
+        std::ofstream(dir / "config.json") << cfg.dump(2);
+        const ModelConfig mc = load_model_config(dir);
+        QVERIFY(mc.moe_aux_loss);
+        const PeftAdapter a = read_peft_adapter(src / "adapter", mc);
+        const PackedBatch batch = batch_from_sequences(read_sequences(src / "sequences.json"));
+        const SafetensorsFile exp(src / "aux_expected.safetensors");
+        auto run = [&](CheckpointPolicy p) {
+            CpuModel m = CpuModel::load(dir, a.config, 7, 64, p);
+            m.set_lora(a.tensors);
+            m.zero_grads();
+            const double loss = m.forward_backward(batch, float(1.0 / batch.num_label_tokens), 0) / batch.num_label_tokens;
+            return std::make_pair(loss, grads_of(m));
+        };
+        const auto [loss, grads] = run(CheckpointPolicy::Off);
+        const double ref = tensor(exp, "loss").at(0), ce = tensor(exp, "ce").at(0);
+        qInfo("loss %.9f ref %.9f (ce %.9f, aux term %.3g)", loss, ref, ce, ref - ce);
+        QVERIFY(std::fabs(loss - ref) <= 1e-5 * std::fabs(ref));
+        QVERIFY(std::fabs(ref - ce) > 1e-3);  // the term matters
+        CpuModel m = CpuModel::load(dir, a.config, 7, 64);
+        double worst = 0;
+        for (size_t i = 0; i < m.lora_params().size(); ++i) {
+            const LoraParam& p = m.lora_params()[i];
+            const Err e = compare(peft_layout(p, grads[i]), tensor(exp, p.spec.name + ".grad"));
+            worst = std::max(worst, e.rel());
+            QVERIFY2(e.rel() <= 1e-3, qPrintable(QString::fromStdString(p.spec.name) + QString(" rel %1").arg(e.rel())));
+        }
+        qInfo("LoRA grads with the load-balancing loss: worst rel %.3g", worst);
+        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::Selective}) {
+            const auto [l2, g2] = run(p);
+            QCOMPARE(l2, loss);
+            QVERIFY(g2 == grads);
+        }
+    }
+
     // Long sequences: the MLP in chunks of rows (plan.h kMlpChunkRows; 256 rows here, 3 chunks of a 600-token
     // batch, the last one partial) under the policies that drop its buffers gives the loss, the eval loss and the
     // LoRA gradients of the whole MLP bit for bit (the LoRA weight gradients sum rows in blocks of 256 either way:

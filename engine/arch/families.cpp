@@ -68,13 +68,12 @@ void parse_experts(const ConfigFields& r, ModelConfig& c) {
     check_range(r, "number of experts", c.num_experts, 1, 4096);
     check_range(r, "num_experts_per_tok", c.num_experts_per_tok, 1, c.num_experts);
     check_range(r, "moe_intermediate_size", c.moe_intermediate_size, 1, 1 << 20);
+    // The load-balancing loss: transformers adds it when output_router_logits is true.
+    c.moe_aux_loss = r.boolean("output_router_logits", false);
+    c.router_aux_loss_coef = r.number("router_aux_loss_coef", 0.001);
+    if (!(c.router_aux_loss_coef >= 0.0 && c.router_aux_loss_coef < 1e6))
+        r.bad("router_aux_loss_coef (" + std::to_string(c.router_aux_loss_coef) + ") must be a non-negative number");
     // What changes training that Tandem does not do (yet): refused with the field to change.
-    if (r.boolean("output_router_logits", false)) {
-        c.supported = false;
-        c.unsupported_reason = "output_router_logits is true (the load-balancing loss, router_aux_loss_coef, is added "
-                               "to the loss); Tandem does not compute that loss yet: set output_router_logits to "
-                               "false in config.json to fine-tune without it, as transformers does by default";
-    }
     if (r.has("router_jitter_noise") && r.number("router_jitter_noise", 0.0) != 0.0) {
         c.supported = false;
         c.unsupported_reason = "router_jitter_noise is not 0 (random noise on the router's input while training); "

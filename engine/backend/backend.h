@@ -67,7 +67,9 @@ namespace tandem {
     X(kv_cache_write, (x, x, cx, cx, ci, ci, n, n, n, n, n, n))                     \
     X(decode_attention, (x, cx, cx, cx, ci, ci, n, n, n, n, n, n, n, n, s, n, s))          \
     X(moe_router_forward, (i, f, f, cx, n, n, n, flag, flag))                       \
-    X(moe_router_backward, (x, cf, cf, ci, cf, n, n, n, flag))                      \
+    X(moe_router_backward, (x, cf, cf, ci, cf, n, n, n, flag, cf, ci))              \
+    X(moe_aux_stats, (f, cf, ci, ci, n, n, n, flag))                                \
+    X(moe_aux_loss, (f, d, cf, ci, scale, scale, n, n, s, flag))                    \
     X(moe_sort_count, (i, i, i, ci, n, n))                                          \
     X(moe_permute, (x, cx, ci, n, n, n))                                            \
     X(moe_permute_backward, (x, cx, ci, n, n, n))                                   \

@@ -43,9 +43,11 @@ struct Step {
     const int32_t* cu_seqlens = nullptr; // [S+1]
     const uint64_t* seed = nullptr;      // [1] the LoRA dropout seed
     const float* grad_scale = nullptr;   // [1] the loss gradient's scale
+    const float* label_count = nullptr;  // [1] the micro-batch's label tokens (the MoE load-balancing loss's weight)
 };
 
-// A batch's metadata slot (int32): header (dropout seed as uint64 at [0,1], grad_scale at [2]), tokens,
+// A batch's metadata slot (int32): header (dropout seed as uint64 at [0,1], grad_scale at [2], the label tokens
+// as a float at [3]), tokens,
 // targets (labels shifted by one: targets[t] = labels[t+1], -100 on the last row), positions (each padded to
 // kMetaAlign rows), cu_seqlens [S+1]. Built once per micro-batch on the host; on CUDA sent up in one copy.
 inline int64_t metadata_ints(int T, int S) { return kMetaHeader + 3 * round_up(T, kMetaAlign) + S + 1; }
@@ -56,6 +58,8 @@ inline void write_metadata(const PackedBatch& b, uint64_t seed, float grad_scale
     const int64_t Tp = round_up(T, kMetaAlign);
     std::memcpy(h, &seed, sizeof seed);
     std::memcpy(h + 2, &grad_scale, sizeof grad_scale);
+    const float labels = float(b.num_label_tokens);
+    std::memcpy(h + 3, &labels, sizeof labels);
     h += kMetaHeader;
     std::memcpy(h, b.tokens.data(), size_t(T) * sizeof(int32_t));
     int32_t* targets = h + Tp;
@@ -73,6 +77,7 @@ inline Step metadata_step(const int32_t* slot, int T, int S, int longest) {
     s.max_seqlen = longest;
     s.seed = reinterpret_cast<const uint64_t*>(slot);
     s.grad_scale = reinterpret_cast<const float*>(slot + 2);
+    s.label_count = reinterpret_cast<const float*>(slot + 3);
     s.tokens = slot + kMetaHeader;
     s.targets = slot + kMetaHeader + Tp;
     s.positions = slot + kMetaHeader + 2 * Tp;
@@ -225,6 +230,8 @@ public:
     Act* d_xs = nullptr;         // [N,C] MoE backward: gradient of the permuted input
     Act* d_ys = nullptr;         // [N,C] of the experts' outputs
     float* d_route_w = nullptr;  // [T,K] of the routing weights
+    float* aux_stats = nullptr;  // [2E] the load-balancing loss's sums over the MoE layers (d.aux_coef > 0)
+    float* aux_dense = nullptr;  // [E] its gradient of each router probability
     int mlp_rows = 0;            // rows of one MLP chunk (plan.h kMlpChunkRows); >= step.T: one chunk
     // Ablation (CudaModelOptions::moe_routing_loop): the experts the old way, one GEMM (and LoRA) per expert over
     // its rows, the row counts read back by the host once per MoE layer forward and once in backward.
@@ -325,6 +332,8 @@ public:
         d_xs = A.ptr<Act>(acts_base, y.d_xs);
         d_ys = A.ptr<Act>(acts_base, y.d_ys);
         d_route_w = A.ptr<float>(acts_base, y.d_route_w);
+        aux_stats = y.work.ptr<float>(work_base, y.moe_aux);
+        aux_dense = aux_stats ? aux_stats + 2 * d.E : nullptr;
         mlp_rows = y.mlp_rows;
     }
 
@@ -459,7 +468,7 @@ public:
         LayerActs<B>& a = acts[size_t(l)];
         const int T = step.T;
         if (d.is_moe(l)) {  // recompute_layer: everything backward reads; forward: then the weighted sum
-            moe_forward(l);
+            moe_forward(l, tail);
             if (!tail) return;
             B::moe_unpermute(d_ln, a.ys, a.route_w, a.inv, T, d.topk, d.C);
             residual_tail(l, d_ln);
@@ -604,13 +613,16 @@ public:
         B::grouped_matmul_backward(dinp, d_tmp, r.a, sa, a.offsets, N, IN, d.R, d.E, 1.0f);
     }
 
-    // From a.ln2: the routing, the permuted input, gate / up (+ LoRA tmps), and the experts' outputs a.ys.
-    void moe_forward(int l) {
+    // From a.ln2: the routing, the permuted input, gate / up (+ LoRA tmps), and the experts' outputs a.ys. stats:
+    // the load-balancing loss counts this layer (the forward; a recompute does not count it again).
+    void moe_forward(int l, bool stats) {
         LayerActs<B>& a = acts[size_t(l)];
         const int T = step.T, N = T * d.topk;
         B::matmul_forward(a.logits, a.ln2, layers[size_t(l)].router, nullptr, T, d.C, d.E);
         const bool given = rt->route_given(l, a.idx, step);
         B::moe_router_forward(a.idx, a.route_w, a.probs, a.logits, T, d.E, d.topk, d.moe_renorm, given);
+        if (stats && aux_stats)
+            B::moe_aux_stats(aux_stats, a.probs, a.idx, step.cu_seqlens + step.S, T, d.E, d.topk, l == d.first_moe);
         B::moe_sort_count(a.order, a.inv, a.offsets, a.idx, N, d.E);
         if (moe_loop) {
             loop_offsets.resize(size_t(d.E) + 1);
@@ -648,7 +660,8 @@ public:
         B::moe_permute_backward(d_ln, d_xs, a.inv, T, d.topk, d.C);
         // The routing weights' gradient through the top-k and the softmax into the router logits (a.logits is
         // not read again: it takes their gradient), then into ln2.
-        B::moe_router_backward(a.logits, d_route_w, a.probs, a.idx, a.route_w, T, d.E, d.topk, d.moe_renorm);
+        B::moe_router_backward(a.logits, d_route_w, a.probs, a.idx, a.route_w, T, d.E, d.topk, d.moe_renorm, aux_dense,
+                               step.cu_seqlens + step.S);
         B::matmul_backward(d_ln, nullptr, nullptr, a.logits, a.ln2, w.router, T, d.C, d.E);
         norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
     }
@@ -834,6 +847,11 @@ public:
         B::lm_head_cross_entropy(dhidden, losses, lnf, head, step.targets, step.T, d.C, d.V, step.grad_scale, d.K,
                                  ce_ws, d.final_softcap);
         B::sum(loss_sum, losses, step.T, false);
+        // MoE with output_router_logits: + coef * the load-balancing loss (per micro-batch, as transformers adds it
+        // to its mean), and the probabilities' gradient the routers' backward adds.
+        if (aux_stats)
+            B::moe_aux_loss(aux_dense, loss_sum, aux_stats, step.cu_seqlens + step.S, step.label_count, step.grad_scale,
+                            d.E, d.moe_layers, d.aux_coef, dhidden != nullptr);
     }
 };
 

@@ -89,7 +89,12 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
         d.Fe = int(first_moe->moe.intermediate);
         d.moe_renorm = first_moe->moe.renormalize;
         d.moe.resize(size_t(d.L));
-        for (int l = 0; l < d.L; ++l) d.moe[size_t(l)] = arch.layers[size_t(l)].moe.experts > 0;
+        for (int l = 0; l < d.L; ++l) {
+            d.moe[size_t(l)] = arch.layers[size_t(l)].moe.experts > 0;
+            if (d.moe[size_t(l)] && d.first_moe < 0) d.first_moe = l;
+            d.moe_layers += d.moe[size_t(l)];
+        }
+        if (cfg.moe_aux_loss) d.aux_coef = float(cfg.router_aux_loss_coef);
         if (cfg.quantization.four_bit)
             throw_unsupported(cfg.architecture + ": 4-bit base weights of a mixture-of-experts model are not "
                               "supported yet; train it with 16-bit base weights (quantization none)");
@@ -448,6 +453,7 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         const size_t stage = round_up(int64_t(y.quant_max_blocks) * 4, 256) + kQuant4StageBytes;
         if (y.work.size() < stage) y.work.reserve(stage - y.work.size(), "4-bit load staging");
     }
+    if (d.E > 0 && d.aux_coef > 0) y.moe_aux = y.work.reserve(f32(3 * size_t(d.E)), "load-balancing loss");
     y.norm = y.work.reserve(sizeof(float), "grad norm");
 
     PlanBytes& b = y.bytes;

@@ -39,7 +39,8 @@ inline constexpr int64_t kLoraAlign = 64;
 // Rows of the batch metadata segments are padded to this (256-byte aligned int32 segments).
 inline constexpr int64_t kMetaAlign = 64;
 // The metadata starts with this many int32 of per-batch scalars the kernels read (on CUDA from device
-// memory, so a CUDA graph replays with each batch's values): [0,1] the dropout seed (uint64), [2] grad_scale.
+// memory, so a CUDA graph replays with each batch's values): [0,1] the dropout seed (uint64), [2] grad_scale,
+// [3] the micro-batch's label tokens as a float (the MoE load-balancing loss's weight).
 inline constexpr int64_t kMetaHeader = kMetaAlign;
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -80,6 +81,8 @@ struct Dims {
     // expert buffers (every token's topk assignments, sorted by expert: kernels/cpu/moe.h).
     int E = 0, topk = 0, Fe = 0;
     bool moe_renorm = false;
+    float aux_coef = 0.0f;   // the load-balancing loss's coefficient (0: off); moe_layers MoE layers, the first one
+    int moe_layers = 0, first_moe = -1;
     std::vector<uint8_t> moe;                     // [L]
     std::vector<ProjectionSpec> moe_projections;  // an MoE layer's: attention, then the two expert parameters
     MoeSpec moe_spec;                             // how the checkpoint stores the router and the experts
@@ -259,6 +262,7 @@ struct ModelPlan {
     // workspace
     int ce = -1, att_ws = -1, gn_ws = -1, loss_sum = -1, norm = -1;
     int dequant = -1;             // one slot's 4-bit weight dequantized (act_bytes per element), 4-bit models only
+    int moe_aux = -1;             // the load-balancing loss: stats [2E] + the probabilities' gradient [E], fp32
     int mlp_rows = 0;             // rows of one MLP chunk (= max_tokens when the MLP is not chunked)
     int64_t quant_max_blocks = 0;  // the most absmax blocks of any 4-bit projection (the load's fp32 scratch)
     size_t att_ws_bytes = 0;

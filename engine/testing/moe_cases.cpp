@@ -204,12 +204,61 @@ void router_case(Check& c, int T, int E, int K, bool renorm, bool ties) {
     // Backward from the CPU's forward outputs on both sides.
     const auto dw = c.rng.f32_values(nk, 1.0f);
     std::vector<float> want(static_cast<size_t>(ne));
-    cpu::moe_router_backward(want.data(), dw.data(), probs.data(), idx.data(), w.data(), T, E, K, renorm);
+    cpu::moe_router_backward(want.data(), dw.data(), probs.data(), idx.data(), w.data(), T, E, K, renorm, nullptr,
+                             nullptr);
     const auto d_dw = dev_f32(dw), d_probs = dev_f32(probs), d_w = dev_f32(w);
     const auto d_idx = dev_i32(idx);
     const auto d_dlogits = poisoned<bf16>(ne);
-    cuda::moe_router_backward(d_dlogits.p(), d_dw.p(), d_probs.p(), d_idx.p(), d_w.p(), T, E, K, renorm);
+    cuda::moe_router_backward(d_dlogits.p(), d_dw.p(), d_probs.p(), d_idx.p(), d_w.p(), T, E, K, renorm, nullptr,
+                              nullptr);
     c.tensor("dlogits", get(d_dlogits), want, kTolBf16);
+    // With the load-balancing loss's dense gradient on every row but the last two (padding).
+    const auto dense = c.rng.f32_values(E, 0.5f);
+    const std::vector<int32_t> real{std::max(1, T - 2)};
+    cpu::moe_router_backward(want.data(), dw.data(), probs.data(), idx.data(), w.data(), T, E, K, renorm, dense.data(),
+                             real.data());
+    const auto d_dense = dev_f32(dense);
+    const auto d_real = dev_i32(real);
+    const auto d_dlogits2 = poisoned<bf16>(ne);
+    cuda::moe_router_backward(d_dlogits2.p(), d_dw.p(), d_probs.p(), d_idx.p(), d_w.p(), T, E, K, renorm, d_dense.p(),
+                              d_real.p());
+    c.tensor("dlogits + load-balancing", get(d_dlogits2), want, kTolBf16);
+}
+
+// The load-balancing loss: two layers' statistics over the real rows, then the loss term and the dense gradient.
+void aux_case(Check& c, int T, int E, int K, int real_rows) {
+    const int64_t nk = int64_t(T) * K, ne = int64_t(T) * E;
+    std::vector<float> stats_want(static_cast<size_t>(2 * E));
+    const std::vector<int32_t> real{real_rows};
+    const auto d_real = dev_i32(real);
+    const auto d_stats = poisoned<float>(2 * E);
+    for (int layer = 0; layer < 2; ++layer) {
+        const auto logits = separated_logits(c, T, E, K);
+        std::vector<int32_t> idx(static_cast<size_t>(nk));
+        std::vector<float> w(static_cast<size_t>(nk)), probs(static_cast<size_t>(ne));
+        cpu::moe_router_forward(idx.data(), w.data(), probs.data(), logits.data(), T, E, K, true, false);
+        cpu::moe_aux_stats(stats_want.data(), probs.data(), idx.data(), real.data(), T, E, K, layer == 0);
+        const auto d_probs = dev_f32(probs);
+        const auto d_idx = dev_i32(idx);
+        cuda::moe_aux_stats(d_stats.p(), d_probs.p(), d_idx.p(), d_real.p(), T, E, K, layer == 0);
+    }
+    c.tensor("stats", get(d_stats), stats_want, kTolF32);
+    const std::vector<float> label{37.0f}, scale{1.0f / 60.0f};
+    const auto d_label = dev_f32(label), d_scale = dev_f32(scale);
+    std::vector<double> loss_want{0.25, 1.5};
+    std::vector<float> dense_want(static_cast<size_t>(E));
+    cpu::moe_aux_loss(dense_want.data(), loss_want.data(), stats_want.data(), real.data(), label.data(), scale.data(), E,
+                      2, 0.01f, true);
+    Dev<double> d_loss(2);
+    const double init[2] = {0.25, 1.5};
+    copy_to_device(d_loss.p(), init, sizeof init);
+    const auto d_dense = poisoned<float>(E);
+    cuda::moe_aux_loss(d_dense.p(), d_loss.p(), d_stats.p(), d_real.p(), d_label.p(), d_scale.p(), E, 2, 0.01f, true);
+    c.tensor("dense gradient", get(d_dense), dense_want, kTolF32);
+    double got[2];
+    copy_to_host(got, d_loss.p(), sizeof got);
+    c.scalar("loss sum", got[0], loss_want[0], kTolF32);
+    c.scalar("step loss sum", got[1], loss_want[1], kTolF32);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -410,6 +459,9 @@ void add_moe_cases(std::vector<Case>& cs) {
         add("moe_router " + shape({{"T", T}, {"E", E}, {"K", K}}) + (renorm ? " renorm" : ""),
             [=](Check& c) { router_case(c, T, E, K, renorm, false); });
     add("moe_router ties T=40 E=16 K=4 renorm", [](Check& c) { router_case(c, 40, 16, 4, true, true); });
+    for (auto [T, E, K, real] : {std::tuple{33, 8, 2, 29}, std::tuple{512, 128, 8, 500}, std::tuple{7, 5, 1, 7}})
+        add("moe_aux " + shape({{"T", T}, {"E", E}, {"K", K}, {"real", real}}),
+            [=](Check& c) { aux_case(c, T, E, K, real); });
     add("moe_router ties T=40 E=128 K=8", [](Check& c) { router_case(c, 40, 128, 8, false, true); });
 
     // T, K, E: one chunk (N < E, N > E), two chunks with the histograms just fitting in order[] (N = 1025 with

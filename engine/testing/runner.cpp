@@ -79,6 +79,8 @@ const std::map<std::string_view, std::vector<std::string_view>>& op_case_prefixe
         {"moe_router_forward", {"moe_router "}},
         {"moe_router_backward", {"moe_router "}},
         {"moe_sort_count", {"moe_sort_count "}},
+        {"moe_aux_stats", {"moe_aux "}},
+        {"moe_aux_loss", {"moe_aux "}},
         {"moe_permute", {"moe_permute "}},
         {"moe_permute_backward", {"moe_permute "}},
         {"moe_unpermute", {"moe_unpermute "}},

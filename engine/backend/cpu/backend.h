@@ -61,6 +61,8 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, decode_attention)
     TANDEM_FORWARD_OP(cpu, moe_router_forward)
     TANDEM_FORWARD_OP(cpu, moe_router_backward)
+    TANDEM_FORWARD_OP(cpu, moe_aux_stats)
+    TANDEM_FORWARD_OP(cpu, moe_aux_loss)
     TANDEM_FORWARD_OP(cpu, moe_sort_count)
     TANDEM_FORWARD_OP(cpu, moe_permute)
     TANDEM_FORWARD_OP(cpu, moe_permute_backward)

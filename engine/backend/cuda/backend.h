@@ -63,6 +63,8 @@ struct CudaBackend {
     TANDEM_FORWARD_OP(cuda, decode_attention)
     TANDEM_FORWARD_OP(cuda, moe_router_forward)
     TANDEM_FORWARD_OP(cuda, moe_router_backward)
+    TANDEM_FORWARD_OP(cuda, moe_aux_stats)
+    TANDEM_FORWARD_OP(cuda, moe_aux_loss)
     TANDEM_FORWARD_OP(cuda, moe_sort_count)
     TANDEM_FORWARD_OP(cuda, moe_permute)
     TANDEM_FORWARD_OP(cuda, moe_permute_backward)

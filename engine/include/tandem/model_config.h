@@ -90,6 +90,10 @@ struct ModelConfig {
     std::vector<int64_t> mlp_only_layers;  // Qwen3-MoE: layers that keep a dense MLP
     bool moe_renormalize = false;        // the chosen experts' weights divided by their sum (Qwen3-MoE's
                                          // norm_topk_prob; always for Mixtral)
+    // The load-balancing loss, router_aux_loss_coef * E * sum_e f_e P_e over every MoE layer's tokens, added to
+    // the training loss when output_router_logits is true (transformers' switch; off by default, as there).
+    bool moe_aux_loss = false;
+    double router_aux_loss_coef = 0.001;
     // The checkpoint stores each layer's experts as two 3-D tensors (mlp.experts.gate_up_proj [E, 2F, H],
     // mlp.experts.down_proj [E, H, F], as transformers 5 holds them) instead of one tensor per expert and
     // projection (the Hub's layout). Not in config.json: open_model_dir sets it from the tensor names.

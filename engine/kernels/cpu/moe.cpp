@@ -73,19 +73,22 @@ void moe_router_forward(int32_t* idx, float* w, float* probs, const float* logit
 }
 
 void moe_router_backward(float* dlogits, const float* dw, const float* probs, const int32_t* idx, const float* w,
-                         int T, int E, int K, bool renorm) {
+                         int T, int E, int K, bool renorm, const float* dense, const int32_t* real_rows) {
     TANDEM_KCHECK_PTR(dlogits);
     TANDEM_KCHECK_PTR(dw);
     TANDEM_KCHECK_PTR(probs);
     TANDEM_KCHECK_PTR(idx);
     TANDEM_KCHECK_PTR(w);
     TANDEM_KCHECK(T > 0 && E > 0 && K > 0 && K <= E);
+    TANDEM_KCHECK(!dense || real_rows);
+    const int real = dense ? std::min(*real_rows, T) : 0;
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < T; ++t) {
         const float* p = probs + at(t, E);
         const int32_t* it = idx + at(t, K);
         const float* wt = w + at(t, K);
         const float* g = dw + at(t, K);
+        const bool with_dense = t < real;
         // dp over the chosen experts: w_j = p_j / S (renorm) gives dp_m = (dw_m - sum_j dw_j w_j) / S.
         float dp[512];
         TANDEM_KCHECK(K <= 512);
@@ -102,10 +105,52 @@ void moe_router_backward(float* dlogits, const float* dw, const float* probs, co
         // Softmax backward with a sparse dp: dlogits_e = p_e (dp_e - sum_m dp_m p_m).
         float inner = 0.0f;
         for (int j = 0; j < K; ++j) inner += dp[j] * p[it[j]];
+        if (with_dense)
+            for (int e = 0; e < E; ++e) inner += dense[e] * p[e];
         float* dz = dlogits + at(t, E);
-        for (int e = 0; e < E; ++e) dz[e] = -p[e] * inner;
+        for (int e = 0; e < E; ++e) dz[e] = p[e] * ((with_dense ? dense[e] : 0.0f) - inner);
         for (int j = 0; j < K; ++j) dz[it[j]] += p[it[j]] * dp[j];
     }
+}
+
+void moe_aux_stats(float* stats, const float* probs, const int32_t* idx, const int32_t* real_rows, int T, int E, int K,
+                   bool first) {
+    TANDEM_KCHECK_PTR(stats);
+    TANDEM_KCHECK_PTR(probs);
+    TANDEM_KCHECK_PTR(idx);
+    TANDEM_KCHECK_PTR(real_rows);
+    TANDEM_KCHECK(T > 0 && E > 0 && K > 0 && K <= E);
+    const int real = std::min(*real_rows, T);
+    std::vector<double> sum(size_t(E), 0.0), count(size_t(E), 0.0);
+    for (int t = 0; t < real; ++t) {  // rows in order: the same sums on every thread count
+        for (int e = 0; e < E; ++e) sum[size_t(e)] += probs[at(t, E) + size_t(e)];
+        for (int j = 0; j < K; ++j) count[size_t(idx[at(t, K) + size_t(j)])] += 1.0;
+    }
+    for (int e = 0; e < E; ++e) {
+        stats[e] = float(sum[size_t(e)]) + (first ? 0.0f : stats[e]);
+        stats[E + e] = float(count[size_t(e)]) + (first ? 0.0f : stats[E + e]);
+    }
+}
+
+void moe_aux_loss(float* dense, double* loss_sum, const float* stats, const int32_t* real_rows, const float* label_count,
+                  const float* grad_scale, int E, int layers, float coef, bool step) {
+    TANDEM_KCHECK_PTR(dense);
+    TANDEM_KCHECK_PTR(loss_sum);
+    TANDEM_KCHECK_PTR(stats);
+    TANDEM_KCHECK_PTR(real_rows);
+    TANDEM_KCHECK_PTR(label_count);
+    TANDEM_KCHECK_PTR(grad_scale);
+    TANDEM_KCHECK(E > 0 && layers > 0);
+    const double rows = double(layers) * double(*real_rows);
+    double aux = 0.0;
+    for (int e = 0; e < E; ++e) {
+        const double f = rows > 0 ? stats[E + e] / rows : 0.0, P = rows > 0 ? stats[e] / rows : 0.0;
+        aux += f * P;
+        dense[e] = rows > 0 ? float(double(coef) * E * f / rows * double(*label_count) * double(*grad_scale)) : 0.0f;
+    }
+    const double term = double(coef) * E * aux * double(*label_count);
+    loss_sum[0] += term;
+    if (step) loss_sum[1] += term;
 }
 
 void moe_sort_count(int32_t* order, int32_t* inv, int32_t* offsets, const int32_t* idx, int N, int E) {

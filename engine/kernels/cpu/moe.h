@@ -30,9 +30,25 @@ namespace tandem::cpu {
 void moe_router_forward(int32_t* idx, float* w, float* probs, const float* logits, int T, int E, int K, bool renorm,
                         bool given);
 
-// dlogits[T,E] (written) from dw[T,K], the gradient of the routing weights.
+// dlogits[T,E] (written) from dw[T,K], the gradient of the routing weights, plus (dense not nullptr: the
+// load-balancing loss) dense[E], a gradient of every probability of the first *real_rows rows (padding rows
+// after them get none).
 void moe_router_backward(float* dlogits, const float* dw, const float* probs, const int32_t* idx, const float* w,
-                         int T, int E, int K, bool renorm);
+                         int T, int E, int K, bool renorm, const float* dense, const int32_t* real_rows);
+
+// The load-balancing loss (transformers' load_balancing_loss_func, on when config.json has output_router_logits):
+// over the real rows of every MoE layer, f_e = the fraction of (row, choice) pairs routed to e... counted per row:
+// f_e = count_e / rows, P_e = the mean probability of e, aux = E * sum_e f_e P_e; the loss adds coef * aux.
+// moe_aux_stats accumulates one layer into stats[2E] (first: overwrite): [0,E) the sum of probs over the first
+// *real_rows rows, [E,2E) how often each expert was chosen in them.
+void moe_aux_stats(float* stats, const float* probs, const int32_t* idx, const int32_t* real_rows, int T, int E, int K,
+                   bool first);
+// After the last layer: rows = layers * *real_rows; loss_sum[0] (and loss_sum[1], the step's sum, when step) +=
+// coef * aux * *label_count (the loss divides by the label tokens: coef * aux per micro-batch, as transformers adds
+// it to its mean); dense[E] (written) = the gradient of each probability, coef * E * f_e / rows, times the
+// micro-batch's share *label_count * *grad_scale.
+void moe_aux_loss(float* dense, double* loss_sum, const float* stats, const int32_t* real_rows, const float* label_count,
+                  const float* grad_scale, int E, int layers, float coef, bool step);
 
 // order[N]: the assignments sorted by expert, stably; inv[N]: inv[order[i]] = i (where assignment a's row is);
 // offsets[E+1]: exclusive prefix sum of the per-expert counts (offsets[E] = N). idx[N] = the router's [T,K].

@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32)
 __global__ void __launch_bounds__(kRouterWarps * 32)
     router_backward_kernel(bf16* __restrict__ dlogits, const float* __restrict__ dw, const float* __restrict__ probs,
                            const int32_t* __restrict__ idx, const float* __restrict__ w, int T, int E, int K,
-                           bool renorm) {
+                           bool renorm, const float* __restrict__ dense, const int32_t* __restrict__ real_rows) {
     const int t = static_cast<int>(blockIdx.x) * kRouterWarps + static_cast<int>(threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (t >= T) return;
@@ -154,15 +154,73 @@ __global__ void __launch_bounds__(kRouterWarps * 32)
     S = warp_sum(S);
     dot = warp_sum(dot);
     auto dp_of = [&](int j) { return renorm ? (dwrow[j] - dot) / S : dwrow[j]; };
+    const bool with_dense = dense && t < *real_rows;  // the load-balancing loss: every probability of a real row
     float c = 0.0f;
     for (int j = lane; j < K; j += 32) c += dp_of(j) * prow[irow[j]];
+    if (with_dense)
+        for (int e = lane; e < E; e += 32) c += dense[e] * prow[e];
     c = warp_sum(c);
     bf16* drow = dlogits + static_cast<int64_t>(t) * E;
     for (int e = lane; e < E; e += 32) {
-        float dp = 0.0f;
+        float dp = with_dense ? dense[e] : 0.0f;
         for (int j = 0; j < K; j++)
             if (irow[j] == e) dp += dp_of(j);
         drow[e] = __float2bfloat16_rn(prow[e] * (dp - c));
+    }
+}
+
+// Load-balancing loss: block e sums probs[t, e] and the choices of e over the real rows, in a fixed order.
+constexpr int kAuxThreads = 256;
+__global__ void __launch_bounds__(kAuxThreads)
+    aux_stats_kernel(float* __restrict__ stats, const float* __restrict__ probs, const int32_t* __restrict__ idx,
+                     const int32_t* __restrict__ real_rows, int T, int E, int K, bool first) {
+    __shared__ float ssum[kAuxThreads], scnt[kAuxThreads];
+    const int e = blockIdx.x;
+    const int real = min(*real_rows, T);
+    float sum = 0.0f, cnt = 0.0f;
+    for (int t = threadIdx.x; t < real; t += kAuxThreads) {
+        sum += probs[static_cast<int64_t>(t) * E + e];
+        for (int j = 0; j < K; j++) cnt += idx[static_cast<int64_t>(t) * K + j] == e ? 1.0f : 0.0f;
+    }
+    ssum[threadIdx.x] = sum;
+    scnt[threadIdx.x] = cnt;
+    __syncthreads();
+    for (int h = kAuxThreads / 2; h > 0; h /= 2) {
+        if (static_cast<int>(threadIdx.x) < h) {
+            ssum[threadIdx.x] += ssum[threadIdx.x + h];
+            scnt[threadIdx.x] += scnt[threadIdx.x + h];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        stats[e] = ssum[0] + (first ? 0.0f : stats[e]);
+        stats[E + e] = scnt[0] + (first ? 0.0f : stats[E + e]);
+    }
+}
+
+__global__ void __launch_bounds__(kMaxExperts)
+    aux_loss_kernel(float* __restrict__ dense, double* __restrict__ loss_sum, const float* __restrict__ stats,
+                    const int32_t* __restrict__ real_rows, const float* __restrict__ label_count,
+                    const float* __restrict__ grad_scale, int E, int layers, float coef, bool step) {
+    __shared__ double part[kMaxExperts];
+    const int e = threadIdx.x;
+    const double rows = double(layers) * double(*real_rows);
+    double fp = 0.0;
+    if (e < E) {
+        const double f = rows > 0 ? stats[E + e] / rows : 0.0, P = rows > 0 ? stats[e] / rows : 0.0;
+        fp = f * P;
+        dense[e] = rows > 0 ? float(double(coef) * E * f / rows * double(*label_count) * double(*grad_scale)) : 0.0f;
+    }
+    part[e] = fp;
+    __syncthreads();
+    for (int h = kMaxExperts / 2; h > 0; h /= 2) {
+        if (e < h) part[e] += part[e + h];
+        __syncthreads();
+    }
+    if (e == 0) {
+        const double term = double(coef) * E * part[0] * double(*label_count);
+        loss_sum[0] += term;
+        if (step) loss_sum[1] += term;
     }
 }
 
@@ -755,15 +813,41 @@ void moe_router_forward(int32_t* idx, float* w, float* probs, const bf16* logits
 }
 
 void moe_router_backward(bf16* dlogits, const float* dw, const float* probs, const int32_t* idx, const float* w, int T,
-                         int E, int K, bool renorm) {
+                         int E, int K, bool renorm, const float* dense, const int32_t* real_rows) {
     TANDEM_KCHECK_PTR(dlogits);
     TANDEM_KCHECK_PTR(dw);
     TANDEM_KCHECK_PTR(probs);
     TANDEM_KCHECK_PTR(idx);
     TANDEM_KCHECK_PTR(w);
     TANDEM_KCHECK(T > 0 && E > 0 && E <= kMaxExperts && K > 0 && K <= E);
+    TANDEM_KCHECK(!dense || real_rows);
     router_backward_kernel<<<grid_for(T, kRouterWarps), kRouterWarps * 32, 0, context().stream>>>(
-        dlogits, dw, probs, idx, w, T, E, K, renorm);
+        dlogits, dw, probs, idx, w, T, E, K, renorm, dense, real_rows);
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
+void moe_aux_stats(float* stats, const float* probs, const int32_t* idx, const int32_t* real_rows, int T, int E, int K,
+                   bool first) {
+    TANDEM_KCHECK_PTR(stats);
+    TANDEM_KCHECK_PTR(probs);
+    TANDEM_KCHECK_PTR(idx);
+    TANDEM_KCHECK_PTR(real_rows);
+    TANDEM_KCHECK(T > 0 && E > 0 && E <= kMaxExperts && K > 0 && K <= E);
+    aux_stats_kernel<<<E, kAuxThreads, 0, context().stream>>>(stats, probs, idx, real_rows, T, E, K, first);
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
+void moe_aux_loss(float* dense, double* loss_sum, const float* stats, const int32_t* real_rows, const float* label_count,
+                  const float* grad_scale, int E, int layers, float coef, bool step) {
+    TANDEM_KCHECK_PTR(dense);
+    TANDEM_KCHECK_PTR(loss_sum);
+    TANDEM_KCHECK_PTR(stats);
+    TANDEM_KCHECK_PTR(real_rows);
+    TANDEM_KCHECK_PTR(label_count);
+    TANDEM_KCHECK_PTR(grad_scale);
+    TANDEM_KCHECK(E > 0 && E <= kMaxExperts && layers > 0);
+    aux_loss_kernel<<<1, kMaxExperts, 0, context().stream>>>(dense, loss_sum, stats, real_rows, label_count, grad_scale,
+                                                             E, layers, coef, step);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 

@@ -43,7 +43,13 @@ void moe_router_forward(int32_t* idx, float* w, float* probs, const bf16* logits
 
 // dlogits[T,E] (bf16, written) from dw[T,K] (fp32), the gradient of the routing weights.
 void moe_router_backward(bf16* dlogits, const float* dw, const float* probs, const int32_t* idx, const float* w, int T,
-                         int E, int K, bool renorm);
+                         int E, int K, bool renorm, const float* dense, const int32_t* real_rows);
+// The load-balancing loss (cpu/moe.h): one block per expert sums its probabilities and choices over the real rows
+// in a fixed order (deterministic); moe_aux_loss is one block. real_rows, label_count, grad_scale: device memory.
+void moe_aux_stats(float* stats, const float* probs, const int32_t* idx, const int32_t* real_rows, int T, int E, int K,
+                   bool first);
+void moe_aux_loss(float* dense, double* loss_sum, const float* stats, const int32_t* real_rows, const float* label_count,
+                  const float* grad_scale, int E, int layers, float coef, bool step);
 
 // order[N], inv[N], offsets[E+1] as on the CPU (device memory, written). idx[N]: the router's [T,K]; indices
 // outside [0, E) are not counted (a caller bug: order and inv are then incomplete).
