@@ -844,6 +844,21 @@ void add_step_cases(std::vector<Case>& cs) {
         for (auto p : {CheckpointPolicy::Off, CheckpointPolicy::Smart}) add_graphs(ref0, p, AttentionBackend::Inhouse);
         add_graphs(ref, CheckpointPolicy::Smart, AttentionBackend::Auto);
     }
+    {
+        // The load-balancing loss (output_router_logits): the loss term and its gradient through every router.
+        StepVariant v = qwen3_moe_variant();
+        v.name = "qwen3-moe-aux";
+        v.config["output_router_logits"] = true;
+        v.config["router_aux_loss_coef"] = 0.05;
+        auto ref = std::make_shared<StepReference>(v);
+        for (auto ckpt : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart})
+            add("step " + v.name + " checkpointing=" + policy_name(ckpt) + " attention=inhouse",
+                [=](Check& c) { step_case(c, *ref, ckpt, AttentionBackend::Inhouse); });
+        add("async step matches blocking step " + v.name + " checkpointing=recompute",
+            [=](Check& c) { async_step_case(c, *ref, CheckpointPolicy::Recompute); });
+        add("cuda graphs match eager " + v.name + " checkpointing=recompute attention=inhouse",
+            [=](Check& c) { cuda_graphs_case(c, *ref, CheckpointPolicy::Recompute, AttentionBackend::Inhouse); });
+    }
     for (auto variant : {qwen3_moe_variant(), mixtral_variant()}) {
         // Mixture of experts: the CPU's routing injected; every policy; the loop-over-experts ablation gives the
         // same step; graphs capture the MoE layers (no host sync inside them) and replay them bit for bit.

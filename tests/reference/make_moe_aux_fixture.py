@@ -44,6 +44,7 @@ def main():
     base = load_base(d)
     base.config.output_router_logits = True
     base.config.router_aux_loss_coef = a.coef
+    base.router_aux_loss_coef = a.coef  # the CausalLM reads it from its config once, at construction
     model = PeftModel.from_pretrained(base, os.path.join(d, "adapter"), is_trainable=True).float()
     model.train()  # no dropout anywhere (PEFT's LoRA on experts has none; the attention has none)
     n = max(len(s) for s in seqs)
