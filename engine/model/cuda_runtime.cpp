@@ -316,7 +316,9 @@ double CudaModel::Impl::finish_loss() {
 void CudaModel::Impl::micro_step(cudaEvent_t after_loss) {
     dec.forward(true);
     loss(dec.d_lnf);
-    cuda::sum(loss_sum + 1, dec.losses, dec.step.T, true);  // the step's loss sum, on the device
+    // The step's loss sum, on the device (with the MoE load-balancing loss, moe_aux_loss added the batch's whole
+    // loss to it).
+    if (!dec.aux_stats) cuda::sum(loss_sum + 1, dec.losses, dec.step.T, true);
     if (after_loss) TANDEM_CUDA_CHECK(cudaEventRecord(after_loss, stream()));
     dec.backward();
 }

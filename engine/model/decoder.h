@@ -848,7 +848,8 @@ public:
                                  ce_ws, d.final_softcap);
         B::sum(loss_sum, losses, step.T, false);
         // MoE with output_router_logits: + coef * the load-balancing loss (per micro-batch, as transformers adds it
-        // to its mean), and the probabilities' gradient the routers' backward adds.
+        // to its mean), and the probabilities' gradient the routers' backward adds. Training: it also adds the
+        // batch's loss to the step's sum loss_sum[1] (the CUDA runtime then does not).
         if (aux_stats)
             B::moe_aux_loss(aux_dense, loss_sum, aux_stats, step.cu_seqlens + step.S, step.label_count, step.grad_scale,
                             d.E, d.moe_layers, d.aux_coef, dhidden != nullptr);

@@ -148,9 +148,8 @@ void moe_aux_loss(float* dense, double* loss_sum, const float* stats, const int3
         aux += f * P;
         dense[e] = rows > 0 ? float(double(coef) * E * f / rows * double(*label_count) * double(*grad_scale)) : 0.0f;
     }
-    const double term = double(coef) * E * aux * double(*label_count);
-    loss_sum[0] += term;
-    if (step) loss_sum[1] += term;
+    loss_sum[0] += double(coef) * E * aux * double(*label_count);
+    if (step) loss_sum[1] += loss_sum[0];
 }
 
 void moe_sort_count(int32_t* order, int32_t* inv, int32_t* offsets, const int32_t* idx, int N, int E) {

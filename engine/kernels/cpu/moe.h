@@ -43,10 +43,11 @@ void moe_router_backward(float* dlogits, const float* dw, const float* probs, co
 // *real_rows rows, [E,2E) how often each expert was chosen in them.
 void moe_aux_stats(float* stats, const float* probs, const int32_t* idx, const int32_t* real_rows, int T, int E, int K,
                    bool first);
-// After the last layer: rows = layers * *real_rows; loss_sum[0] (and loss_sum[1], the step's sum, when step) +=
-// coef * aux * *label_count (the loss divides by the label tokens: coef * aux per micro-batch, as transformers adds
-// it to its mean); dense[E] (written) = the gradient of each probability, coef * E * f_e / rows, times the
-// micro-batch's share *label_count * *grad_scale.
+// After the last layer: rows = layers * *real_rows; loss_sum[0] (the batch's cross-entropy sum) += coef * aux *
+// *label_count (the loss divides by the label tokens: coef * aux per micro-batch, as transformers adds it to its
+// mean), and with step loss_sum[1] (the step's sum) += the batch's whole loss_sum[0], the one addition a host
+// summing the batches makes (so an asynchronous step's sum has the same bits); dense[E] (written) = the gradient
+// of each probability, coef * E * f_e / rows, times the micro-batch's share *label_count * *grad_scale.
 void moe_aux_loss(float* dense, double* loss_sum, const float* stats, const int32_t* real_rows, const float* label_count,
                   const float* grad_scale, int E, int layers, float coef, bool step);
 

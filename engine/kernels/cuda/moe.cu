@@ -218,9 +218,8 @@ __global__ void __launch_bounds__(kMaxExperts)
         __syncthreads();
     }
     if (e == 0) {
-        const double term = double(coef) * E * part[0] * double(*label_count);
-        loss_sum[0] += term;
-        if (step) loss_sum[1] += term;
+        loss_sum[0] += double(coef) * E * part[0] * double(*label_count);
+        if (step) loss_sum[1] += loss_sum[0];
     }
 }
 
