@@ -245,10 +245,20 @@ private slots:
                                                                  })),
                                            "v5");
         QCOMPARE(v5.num_experts, int64_t(128));
+        // output_router_logits turns the load-balancing loss on (transformers' switch), with its coefficient.
+        QVERIFY(!c.moe_aux_loss);
+        const auto aux = parse_model_config(json::parse(dump_with(kQwen3_30B_A3B,
+                                                                  [](json& j) {
+                                                                      j["output_router_logits"] = true;
+                                                                      j["router_aux_loss_coef"] = 0.02;
+                                                                  })),
+                                            "aux");
+        QVERIFY(aux.supported && aux.moe_aux_loss);
+        QCOMPARE(aux.router_aux_loss_coef, 0.02);
         // What Tandem does not do is refused with the field to change.
-        const auto aux = parse_model_config(
-            json::parse(dump_with(kQwen3_30B_A3B, [](json& j) { j["output_router_logits"] = true; })), "aux");
-        QVERIFY(!aux.supported && aux.unsupported_reason.find("output_router_logits") != std::string::npos);
+        const auto jitter = parse_model_config(
+            json::parse(dump_with(kQwen3_30B_A3B, [](json& j) { j["router_jitter_noise"] = 0.1; })), "jitter");
+        QVERIFY(!jitter.supported && jitter.unsupported_reason.find("router_jitter_noise") != std::string::npos);
         // mlp_only_layers keep a dense MLP.
         const auto d = parse_model_config(json::parse(dump_with(kQwen3_30B_A3B,
                                                                 [](json& j) {
