@@ -582,7 +582,11 @@ void add_op_cases(std::vector<Case>& cs) {
                                     {37, 96, 200, true},
                                     {130, 64, 96, true},
                                     {17, 37, 53, true},
-                                    {1, 128, 256, false}})
+                                    {1, 128, 256, false},
+                                    {1, 4096, 520, true},  // the decode GEMV (N <= 4, IN % 8 == 0)
+                                    {2, 1024, 33, false},
+                                    {3, 64, 200, true},
+                                    {4, 2048, 96, false}})
         add("matmul_forward " + shape({{"N", N}, {"IN", IN}, {"OUT", OUT}}) + (bias ? " bias" : ""),
             [=](Check& c) { matmul_forward_case(c, N, IN, OUT, bias); });
     for (auto [N, IN, OUT] : {std::tuple{37, 96, 200}, {130, 64, 96}, {17, 37, 53}, {1, 128, 256}})

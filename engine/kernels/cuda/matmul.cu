@@ -14,7 +14,11 @@
 //    returns algorithms valid for the alignment it is told (the default assumption is 256 bytes, which
 //    chunk offsets and odd sizes break).
 //  - The bias gradient is a small kernel (fixed summation order, no workspace, no atomics): deterministic.
+//  - matmul_forward with at most kGemvMaxRows rows (a decode step: one token per sequence) is a GEMV kernel, one
+//    warp per output feature reading its weight row once with 16-byte loads for every input row: the product is
+//    bound by reading the weights, and cuBLASLt's GEMM tiles left a third of the bandwidth unused there.
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/vec.cuh"
 
 #include <cstdint>
 #include <memory>
@@ -46,6 +50,46 @@ static __global__ void __launch_bounds__(kBiasCols* kBiasLanes)
         for (int y = 0; y < kBiasLanes; y++) s += part[y][threadIdx.x];
         dbias[o] += s;
     }
+}
+
+// out[n, o] = dot(inp[n, :], w[o, :]) (+ bias[o]) for NR rows: warp o % kGemvWarps of block o / kGemvWarps, fp32
+// sums in a fixed order (lane-strided, then the butterfly), rounded once.
+constexpr int kGemvMaxRows = 4, kGemvWarps = 8;
+template <int NR>
+static __global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_kernel(bf16* __restrict__ out, const bf16* __restrict__ inp, const bf16* __restrict__ w,
+                const bf16* __restrict__ bias, int IN, int OUT) {
+    const int o = static_cast<int>(blockIdx.x) * kGemvWarps + static_cast<int>(threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (o >= OUT) return;
+    const bf16* wr = w + static_cast<int64_t>(o) * IN;
+    float acc[NR] = {};
+#pragma unroll 4
+    for (int c = lane * 8; c < IN; c += 32 * 8) {
+        const Pack<bf16, 8> wv = load_pack<8>(wr + c);
+#pragma unroll
+        for (int n = 0; n < NR; n++) {
+            const Pack<bf16, 8> xv = load_pack<8>(inp + static_cast<int64_t>(n) * IN + c);
+#pragma unroll
+            for (int q = 0; q < 8; q++) acc[n] += __bfloat162float(wv.v[q]) * __bfloat162float(xv.v[q]);
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NR; n++)
+#pragma unroll
+        for (int d = 16; d > 0; d /= 2) acc[n] += __shfl_xor_sync(0xffffffffu, acc[n], d);
+    if (lane == 0) {
+        const float b = bias ? __bfloat162float(bias[o]) : 0.0f;
+#pragma unroll
+        for (int n = 0; n < NR; n++) out[static_cast<int64_t>(n) * OUT + o] = __float2bfloat16_rn(acc[n] + b);
+    }
+}
+
+template <int NR>
+static void gemv(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int IN, int OUT) {
+    gemv_kernel<NR><<<static_cast<unsigned>((OUT + kGemvWarps - 1) / kGemvWarps), kGemvWarps * 32, 0,
+                      context().stream>>>(out, inp, w, bias, IN, OUT);
+    TANDEM_CUDA_LAUNCH_CHECK();
 }
 
 // ----------------------------------------------------------------------------------------------------------
@@ -208,6 +252,15 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* 
     TANDEM_KCHECK_PTR(weight);
     TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0);
     // out[N,OUT] = inp[N,IN] @ weight[OUT,IN]^T (+ bias[OUT])
+    const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    if (N <= kGemvMaxRows && IN % 8 == 0 && a16(inp) && a16(weight)) {  // a decode step's few rows
+        switch (N) {
+        case 1: gemv<1>(out, inp, weight, bias, IN, OUT); return;
+        case 2: gemv<2>(out, inp, weight, bias, IN, OUT); return;
+        case 3: gemv<3>(out, inp, weight, bias, IN, OUT); return;
+        default: gemv<4>(out, inp, weight, bias, IN, OUT); return;
+        }
+    }
     lt_matmul(false, true, N, OUT, IN, 1.0f, inp, IN, weight, IN, 0.0f, out, OUT, false, bias);
 }
 
