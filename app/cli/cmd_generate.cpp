@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli generate --model DIR [--adapter DIR]... --prompt TEXT [--chat] [--system TEXT] [--interactive]
 // [--compare] [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]
-// [--repetition-penalty R] [--seed S] [--device auto|cpu|cuda] [--stats]` — text generation with the KV-cache
+// [--repetition-penalty R] [--seed S] [--device auto|cpu|cuda] [--stats] [--batch N]` — text generation with the KV-cache
 // engine (tandem::ChatSession, tandem/chat.h).
 //  - Default: continues the prompt (decoded together with it, as SentencePiece decoders need) and streams the
 //    text to stdout. --chat wraps the prompt as one user message (and --system as the system message) through
@@ -17,6 +17,7 @@
 //  - --device cuda runs on the GPU (infer/cuda_infer.h; Unsupported without a usable one); auto takes the GPU when
 //    there is one.
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -97,6 +98,7 @@ Run add_generate_command(CLI::App& app) {
         std::vector<std::string> adapters;
         bool chat = false, interactive = false, compare = false, stats = false;
         int max_new = 128;
+        int batch = 1;
         std::optional<double> temperature, top_p, min_p, repetition_penalty;
         std::optional<int> top_k;
         uint64_t seed = 0;
@@ -129,6 +131,9 @@ Run add_generate_command(CLI::App& app) {
     sub->add_option("--device", o->device, "auto | cpu | cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     sub->add_flag("--stats", o->stats, "print prompt tokens, stop reason and tokens/s to stderr");
+    sub->add_option("--batch", o->batch,
+                    "answer the prompt this many times at once (one decode batch; --stats: the batch's tokens/s)")
+        ->check(CLI::Range(1, 256));
     return [o]() -> int {
         if (o->compare && o->adapters.empty())
             throw_invalid("generate --compare: give at least one --adapter to compare with the base model");
@@ -140,7 +145,9 @@ Run add_generate_command(CLI::App& app) {
         so.device = o->device == "cuda"  ? ChatSessionOptions::Device::Cuda
                     : o->device == "cpu" ? ChatSessionOptions::Device::Cpu
                                          : ChatSessionOptions::Device::Auto;
-        so.max_sequences = o->compare ? int(o->adapters.size()) + 1 : 1;
+        if (o->batch > 1 && (o->compare || o->interactive))
+            throw_invalid("generate: --batch does not combine with --compare or --interactive");
+        so.max_sequences = o->compare ? int(o->adapters.size()) + 1 : o->batch;
         so.max_context = o->context;
         for (size_t i = 0; i < o->adapters.size(); ++i) so.adapters.push_back({o->adapters[i], o->adapters[i]});
         ChatSession session = ChatSession::open(so);
@@ -233,6 +240,20 @@ Run add_generate_command(CLI::App& app) {
         }
 
         base.adapter = adapter;
+        if (o->batch > 1) {  // the same request o->batch times, decoded together: the batch's throughput
+            const std::vector<GenerationRequest> reqs(size_t(o->batch), base);
+            const auto t0 = std::chrono::steady_clock::now();
+            const std::vector<GenerationResult> res = session.generate(reqs, nullptr, &g_stop);
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            size_t tokens = 0;
+            for (const GenerationResult& r : res) tokens += r.ids.size();
+            std::cout << (o->chat ? res[0].text : tok.decode(res[0].ids, true)) << "\n";
+            if (o->stats)
+                std::fprintf(stderr, "batch %d: %d prompt tokens each, %zu new tokens in %.2f s = %.1f tokens/s "
+                             "(first token %.3f s)\n",
+                             o->batch, res[0].prompt_tokens, tokens, s, double(tokens) / s, res[0].first_token_seconds);
+            return 0;
+        }
         StdoutSink sink;
         sink.tok = &tok;
         sink.raw = !o->chat;

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 The Tandem developers
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Generation beyond batch 1: batch-16 greedy decode throughput and the time to first token of a 2k-token prompt,
+# on random-weight Llama-3.1-8B and Qwen3-0.6B checkpoints (bf16, written by transformers) with their real
+# tokenizers; tandem-cli generate --device cuda (--batch 16, --stats) against HF transformers' generate (static
+# cache sized for the prompt and the new tokens, bf16, sdpa) on the same checkpoint and prompts.
+#   bench/decode_more.sh TANDEM_CLI ASSETS_DIR OUTDIR [NEW_TOKENS]
+# ASSETS_DIR holds tokenizer-llama3/ and tokenizer-qwen3/ (../shared/assets). Prints one line per measurement.
+set -euo pipefail
+CLI=$1; ASSETS=$2; OUT=$3; NEW=${4:-256}
+mkdir -p "$OUT"
+python3 - "$OUT" "$ASSETS" <<'PY'
+import os, shutil, sys, torch, transformers
+out, assets = sys.argv[1], sys.argv[2]
+models = {
+    "llama-3.1-8b": ("tokenizer-llama3", lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+        vocab_size=128256, max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0,
+        rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        bos_token_id=128000, eos_token_id=128001, tie_word_embeddings=False))),
+    "qwen3-0.6b": ("tokenizer-qwen3", lambda: transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
+        hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
+        head_dim=128, vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        tie_word_embeddings=True, bos_token_id=151643, eos_token_id=151645))),
+}
+for name, (tok, make) in models.items():
+    d = os.path.join(out, name)
+    if os.path.exists(os.path.join(d, "config.json")):
+        continue
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        m = make().to(torch.bfloat16)
+    m.save_pretrained(d)
+    del m
+    for f in os.listdir(os.path.join(assets, tok)):
+        if f.startswith("tokenizer"):
+            shutil.copy(os.path.join(assets, tok, f), d)
+PY
+SHORT="Once upon a time, in a small village by the sea, there lived an old fisherman who"
+LONG=$(python3 -c "print(' '.join(['The quick brown fox jumps over the lazy dog near the river bank.'] * 150))")
+for name in llama-3.1-8b qwen3-0.6b; do
+  M=$OUT/$name
+  "$CLI" generate --model "$M" --prompt "$SHORT" --max-new-tokens "$NEW" --device cuda --batch 16 --stats \
+    > /dev/null 2> "$OUT/$name-batch16.err"
+  echo "$name tandem $(tail -1 "$OUT/$name-batch16.err")"
+  "$CLI" generate --model "$M" --prompt "$SHORT" --max-new-tokens "$NEW" --device cuda --stats \
+    > /dev/null 2> "$OUT/$name-batch1.err"
+  echo "$name tandem batch 1: $(tail -1 "$OUT/$name-batch1.err")"
+  "$CLI" generate --model "$M" --prompt "$LONG" --max-new-tokens 8 --device cuda --stats \
+    > /dev/null 2> "$OUT/$name-ttft.err"
+  echo "$name tandem long prompt: $(tail -1 "$OUT/$name-ttft.err")"
+  [ "${HF:-1}" = 1 ] || continue
+  python3 - "$M" "$SHORT" "$LONG" "$NEW" "$name" <<'PY'
+import sys, time, torch, transformers
+path, short, long_, new, name = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+tok = transformers.AutoTokenizer.from_pretrained(path)
+m = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, device_map={"": 0},
+                                                      attn_implementation="sdpa")
+def run(ids, n):
+    kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, cache_implementation="static",
+              cache_config={"max_cache_len": ids.shape[1] + n + 16})
+    m.generate(ids, **dict(kw, max_new_tokens=min(n, 8), min_new_tokens=min(n, 8)))  # warm up
+    torch.cuda.synchronize(); t = time.perf_counter()
+    out = m.generate(ids, **kw)
+    torch.cuda.synchronize()
+    return out, time.perf_counter() - t
+ids = tok(short, return_tensors="pt").input_ids.cuda()
+out, dt = run(ids.repeat(16, 1), new)
+n = 16 * (out.shape[1] - ids.shape[1])
+print(f"{name} HF generate batch 16 (static cache, bf16, sdpa): {n} new tokens in {dt:.2f} s = {n / dt:.1f} tokens/s")
+ids = tok(long_, return_tensors="pt").input_ids.cuda()
+_, dt = run(ids, 1)
+print(f"{name} HF generate long prompt: {ids.shape[1]} prompt tokens, first token {dt:.3f} s")
+PY
+done
