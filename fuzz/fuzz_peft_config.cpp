@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Fuzzes adapter_config.json -> LoRA settings (parse_peft_adapter_config, engine/export/peft_adapter.cpp):
 // target_modules as a list, a module name, a regex or "all-linear", layers_to_transform, the refused LoRA
-// variants. Each input is resolved against two small models: Llama (separate q/k/v, gate/up) and Phi-3
+// variants. Each input is resolved against three small models: Llama (separate q/k/v, gate/up), a Qwen3-MoE
+// (target_parameters of the experts) and Phi-3
 // (fused qkv_proj, gate_up_proj), since module resolution differs between them.
 #include "core/files.h"
 #include "export/peft_adapter.h"
@@ -21,7 +22,13 @@ const tandem::ModelConfig& model(int which) {
           "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
           "vocab_size": 50})"),
         "phi3 config");
-    return which == 0 ? llama : phi3;
+    static const tandem::ModelConfig moe = tandem::parse_model_config(  // target_parameters: the experts
+        nlohmann::json::parse(R"({"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 16,
+          "intermediate_size": 32, "moe_intermediate_size": 8, "num_experts": 4, "num_experts_per_tok": 2,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 4,
+          "vocab_size": 50})"),
+        "qwen3-moe config");
+    return which == 0 ? llama : which == 1 ? phi3 : moe;
 }
 
 }  // namespace
@@ -34,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         parsed = true;
     });
     if (!parsed) return 0;
-    for (int m = 0; m < 2; ++m)
+    for (int m = 0; m < 3; ++m)
         tandem::fuzz::run_parser([&] {
             const auto a = tandem::parse_peft_adapter_config(j, model(m), "adapter_config.json");
             (void)tandem::peft_adapter_config_json(a.config, a.base_model_name_or_path);
