@@ -519,22 +519,34 @@ public:
     int expert_out(int m) const { return m == kDown ? d.C : d.Fe; }
     int64_t expert_b_stride(int m) const { return int64_t(m == kDown ? d.C : 2 * d.Fe) * d.R; }
 
+    // The loop ablation: the layer's offsets to the host (the runtime's sync), then f(e, first row, rows) per expert
+    // with rows.
+    void read_loop_offsets(const LayerActs<B>& a) {
+        loop_offsets.resize(size_t(d.E) + 1);
+        rt->read_offsets(a.offsets, loop_offsets.data(), d.E);
+    }
+    template <class F>
+    void each_loop_expert(F f) const {
+        for (int e = 0; e < d.E; ++e) {
+            const int r0 = loop_offsets[size_t(e)], rows = loop_offsets[size_t(e) + 1] - r0;
+            if (rows > 0) f(e, r0, rows);
+        }
+    }
+
     // out[N,OUT] = inp[N,IN] W_e^T + scaling * (inp A_e^T) B_e^T over each expert's rows (LoRA tmp [N,R] kept).
     void expert_project(int l, int m, Act* out, const Act* inp) {
         const LayerActs<B>& a = acts[size_t(l)];
         const int N = step.T * d.topk, IN = expert_in(m), OUT = expert_out(m);
         if (moe_loop) {
             const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
-            for (int e = 0; e < d.E; ++e) {
-                const int r0 = loop_offsets[size_t(e)], rows = loop_offsets[size_t(e) + 1] - r0;
-                if (rows == 0) continue;
+            each_loop_expert([&](int e, int r0, int rows) {
                 Act* o = out + int64_t(r0) * OUT;
                 const Act* x = inp + int64_t(r0) * IN;
                 B::matmul_forward(o, x, layers[size_t(l)].w[m] + e * expert_stride(m), nullptr, rows, IN, OUT);
                 if (r.a)
                     B::lora_forward(o, a.lora_tmp[m] + int64_t(r0) * d.R, x, r.a + int64_t(e) * d.R * IN,
                                     r.b + e * expert_b_stride(m), lora_scaling, rows, IN, OUT, d.R);
-            }
+            });
             return;
         }
         B::grouped_matmul_forward(out, inp, layers[size_t(l)].w[m], expert_stride(m), nullptr, 0, a.offsets, N, IN,
@@ -585,9 +597,7 @@ public:
         const int N = step.T * d.topk, IN = expert_in(m), OUT = expert_out(m);
         if (moe_loop) {
             const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
-            for (int e = 0; e < d.E; ++e) {
-                const int r0 = loop_offsets[size_t(e)], rows = loop_offsets[size_t(e) + 1] - r0;
-                if (rows == 0) continue;
+            each_loop_expert([&](int e, int r0, int rows) {
                 Act* dx = dinp + int64_t(r0) * IN;
                 const Act* g = dout + int64_t(r0) * OUT;
                 const Act* x = inp + int64_t(r0) * IN;
@@ -597,7 +607,7 @@ public:
                     B::lora_backward(dx, r.grad_a + int64_t(e) * d.R * IN, r.grad_b + e * expert_b_stride(m), d_tmp, g,
                                      x, a.lora_tmp[m] + int64_t(r0) * d.R, r.a + int64_t(e) * d.R * IN,
                                      r.b + e * expert_b_stride(m), lora_scaling, rows, IN, OUT, d.R);
-            }
+            });
             return;
         }
         B::grouped_matmul_backward(dinp, dout, layers[size_t(l)].w[m], expert_stride(m), a.offsets, N, IN, OUT, d.E,
@@ -624,10 +634,7 @@ public:
         if (stats && aux_stats)
             B::moe_aux_stats(aux_stats, a.probs, a.idx, step.cu_seqlens + step.S, T, d.E, d.topk, l == d.first_moe);
         B::moe_sort_count(a.order, a.inv, a.offsets, a.idx, N, d.E);
-        if (moe_loop) {
-            loop_offsets.resize(size_t(d.E) + 1);
-            rt->read_offsets(a.offsets, loop_offsets.data(), d.E);
-        }
+        if (moe_loop) read_loop_offsets(a);
         B::moe_permute(a.xs, a.ln2, a.order, N, d.topk, d.C);
         expert_project(l, kGate, a.gate, a.xs);
         expert_project(l, kUp, a.up, a.xs);
@@ -641,10 +648,7 @@ public:
         LayerActs<B>& a = acts[size_t(l)];
         const LayerWeights<B>& w = layers[size_t(l)];
         const int T = step.T, N = T * d.topk;
-        if (moe_loop) {
-            loop_offsets.resize(size_t(d.E) + 1);
-            rt->read_offsets(a.offsets, loop_offsets.data(), d.E);
-        }
+        if (moe_loop) read_loop_offsets(a);
         B::moe_unpermute_backward(d_ys, d_route_w, d_res, a.ys, a.route_w, a.inv, T, d.topk, d.C);
         Act* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
         B::swiglu_forward(act, a.gate, a.up, N, d.Fe);

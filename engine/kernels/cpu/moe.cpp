@@ -19,10 +19,14 @@ namespace {
 
 size_t at(int64_t row, int64_t width) { return static_cast<size_t>(row * width); }
 
-void check_offsets(const int32_t* offsets, int N, int E) {
+// f(e, first row, rows) for every expert with rows, after checking the offsets describe N rows.
+template <class F>
+void for_each_expert(const int32_t* offsets, int N, int E, F f) {
     TANDEM_KCHECK_PTR(offsets);
     TANDEM_KCHECK(offsets[0] == 0 && offsets[E] == N);
     for (int e = 0; e < E; ++e) TANDEM_KCHECK(offsets[e] <= offsets[e + 1]);
+    for (int e = 0; e < E; ++e)
+        if (offsets[e + 1] > offsets[e]) f(e, offsets[e], offsets[e + 1] - offsets[e]);
 }
 
 }  // namespace
@@ -81,6 +85,7 @@ void moe_router_backward(float* dlogits, const float* dw, const float* probs, co
     TANDEM_KCHECK_PTR(w);
     TANDEM_KCHECK(T > 0 && E > 0 && K > 0 && K <= E);
     TANDEM_KCHECK(!dense || real_rows);
+    TANDEM_KCHECK(K <= 512);  // dp below; checked here: nothing may throw inside the parallel region
     const int real = dense ? std::min(*real_rows, T) : 0;
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < T; ++t) {
@@ -91,7 +96,6 @@ void moe_router_backward(float* dlogits, const float* dw, const float* probs, co
         const bool with_dense = t < real;
         // dp over the chosen experts: w_j = p_j / S (renorm) gives dp_m = (dw_m - sum_j dw_j w_j) / S.
         float dp[512];
-        TANDEM_KCHECK(K <= 512);
         if (renorm) {
             float s = 0.0f, dot = 0.0f;
             for (int j = 0; j < K; ++j) {
@@ -251,10 +255,7 @@ void grouped_matmul_forward(float* out, const float* inp, const float* w, int64_
     TANDEM_KCHECK_PTR(inp);
     TANDEM_KCHECK_PTR(w);
     TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0 && E > 0);
-    check_offsets(offsets, N, E);
-    for (int e = 0; e < E; ++e) {
-        const int r0 = offsets[e], rows = offsets[e + 1] - offsets[e];
-        if (rows == 0) continue;
+    for_each_expert(offsets, N, E, [&](int e, int r0, int rows) {
         float* o = out + at(r0, OUT);
         float beta = accumulate ? 1.0f : 0.0f;
         if (bias) {
@@ -267,7 +268,7 @@ void grouped_matmul_forward(float* out, const float* inp, const float* w, int64_
         }
         // o[rows,OUT] = alpha * inp_e[rows,IN] @ W_e[OUT,IN]^T + beta * o
         gemm(false, true, rows, OUT, IN, alpha, inp + at(r0, IN), IN, w + e * w_stride, IN, beta, o, OUT);
-    }
+    });
 }
 
 void grouped_matmul_backward(float* dinp, const float* dout, const float* w, int64_t w_stride, const int32_t* offsets,
@@ -276,14 +277,11 @@ void grouped_matmul_backward(float* dinp, const float* dout, const float* w, int
     TANDEM_KCHECK_PTR(dout);
     TANDEM_KCHECK_PTR(w);
     TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0 && E > 0);
-    check_offsets(offsets, N, E);
-    for (int e = 0; e < E; ++e) {
-        const int r0 = offsets[e], rows = offsets[e + 1] - offsets[e];
-        if (rows == 0) continue;
+    for_each_expert(offsets, N, E, [&](int e, int r0, int rows) {
         // dinp_e[rows,IN] += alpha * dout_e[rows,OUT] @ W_e[OUT,IN]
         gemm(false, false, rows, IN, OUT, alpha, dout + at(r0, OUT), OUT, w + e * w_stride, IN, 1.0f,
              dinp + at(r0, IN), IN);
-    }
+    });
 }
 
 void grouped_matmul_weight_grad(float* dw, int64_t dw_stride, const float* dout, const float* inp,
@@ -292,14 +290,11 @@ void grouped_matmul_weight_grad(float* dw, int64_t dw_stride, const float* dout,
     TANDEM_KCHECK_PTR(dout);
     TANDEM_KCHECK_PTR(inp);
     TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0 && E > 0);
-    check_offsets(offsets, N, E);
-    for (int e = 0; e < E; ++e) {
-        const int r0 = offsets[e], rows = offsets[e + 1] - offsets[e];
-        if (rows == 0) continue;
+    for_each_expert(offsets, N, E, [&](int e, int r0, int rows) {
         // dW_e[OUT,IN] += alpha * dout_e[rows,OUT]^T @ inp_e[rows,IN]
         gemm(true, false, OUT, IN, rows, alpha, dout + at(r0, OUT), OUT, inp + at(r0, IN), IN, 1.0f,
              dw + e * dw_stride, IN);
-    }
+    });
 }
 
 }  // namespace tandem::cpu
