@@ -4,6 +4,7 @@
 // versions directly; it does not create the engine's per-thread context (no handles, no workspace).
 #include "tandem/system_info.h"
 
+#include <cstdlib>
 #include <exception>
 
 #if TANDEM_WITH_CUDA
@@ -49,6 +50,7 @@ SystemInfo system_info() {
         s.gpu_name = p.name;
         s.gpu_memory = p.totalGlobalMem;
         s.compute_capability = std::to_string(p.major) + "." + std::to_string(p.minor);
+        s.gpu_fp8 = p.major == 9;
     } catch (const std::exception& e) {
         s.gpu_usable = false;
         s.gpu_unavailable_reason = e.what();
@@ -57,6 +59,19 @@ SystemInfo system_info() {
     s.gpu_unavailable_reason = "this build has no CUDA backend (built without nvcc/cuDNN)";
 #endif
     return s;
+}
+
+std::string fp8_unsupported_reason(const SystemInfo& s) {
+    if (!s.gpu_usable) return "no usable GPU (" + s.gpu_unavailable_reason + "); FP8 training needs an NVIDIA Hopper GPU";
+    if (s.gpu_fp8) return "";
+    const std::string gpu = s.gpu_name + " (compute capability " + s.compute_capability + ")";
+    const int major = std::atoi(s.compute_capability.c_str());
+    if (s.compute_capability == "8.9")
+        return gpu + " has FP8 tensor cores, but cuBLASLt offers only per-tensor scales there, not the 128-wide block "
+                     "scales Tandem's FP8 training needs; use precision bf16";
+    if (major >= 10)
+        return gpu + " scales FP8 blocks the MXFP8 way, which Tandem does not support yet; use precision bf16";
+    return gpu + " has no FP8 tensor cores (they start with Hopper, compute capability 9.0); use precision bf16";
 }
 
 std::string system_info_text(const SystemInfo& s) {

@@ -143,6 +143,13 @@ std::optional<Quantization> parse_quantization(std::string_view n) noexcept {
     return std::nullopt;
 }
 
+std::string_view precision_name(Precision p) noexcept { return p == Precision::Fp8 ? "fp8" : "bf16"; }
+std::optional<Precision> parse_precision(std::string_view n) noexcept {
+    if (n == "bf16") return Precision::Bf16;
+    if (n == "fp8") return Precision::Fp8;
+    return std::nullopt;
+}
+
 std::string_view attention_kernels_name(AttentionKernels a) noexcept {
     return a == AttentionKernels::Inhouse ? "inhouse" : "auto";
 }
@@ -159,6 +166,9 @@ void validate_run_config(const RunConfig& c) {
     if (c.schema_version != kRunConfigSchemaVersion)
         throw_invalid("schema_version: " + std::to_string(c.schema_version) + " is not supported; this Tandem reads " +
                       std::to_string(kRunConfigSchemaVersion));
+    if (c.precision == Precision::Fp8 && c.quantization == Quantization::Nf4)
+        throw_invalid("precision: fp8 cannot be combined with quantization nf4 (FP8 stores the base weights in 8 bits "
+                      "itself); choose precision bf16 for QLoRA, or quantization none for FP8");
     if (c.model.empty()) throw_invalid("model: missing; give the Hugging Face model folder to fine-tune");
     if (c.output_dir.empty()) throw_invalid("output_dir: missing; give the folder the run is written to");
     const DataConfig& d = c.data;
@@ -234,6 +244,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
     };
     // Only when set: a run written before the key existed must still compare equal on resume.
     if (c.quantization != Quantization::None) j["quantization"] = std::string(quantization_name(c.quantization));
+    if (c.precision != Precision::Bf16) j["precision"] = std::string(precision_name(c.precision));
     if (c.memory.vram_budget_gib > 0) j["memory"]["vram_budget_gib"] = c.memory.vram_budget_gib;
     if (c.memory.attention != AttentionKernels::Auto)
         j["memory"]["attention"] = std::string(attention_kernels_name(c.memory.attention));
@@ -243,7 +254,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
 
 RunConfig parse_run_config(const nlohmann::json& j) {
     RunConfig c;
-    check_keys(j, "", {"schema_version", "model", "init_adapter", "quantization", "data", "lora", "training", "memory", "device", "seed", "output_dir"});
+    check_keys(j, "", {"schema_version", "model", "init_adapter", "quantization", "precision", "data", "lora", "training", "memory", "device", "seed", "output_dir"});
     read_int(j, "", "schema_version", c.schema_version);
     read_string(j, "", "model", c.model);
     read_string(j, "", "init_adapter", c.init_adapter);
@@ -320,6 +331,13 @@ RunConfig parse_run_config(const nlohmann::json& j) {
         const auto v = parse_quantization(s);
         if (!v) throw_invalid("quantization: '" + s + "' is unknown; use none or nf4");
         c.quantization = *v;
+    }
+    if (j.contains("precision")) {
+        std::string s;
+        read_string(j, "", "precision", s);
+        const auto v = parse_precision(s);
+        if (!v) throw_invalid("precision: '" + s + "' is unknown; use bf16 or fp8");
+        c.precision = *v;
     }
     if (j.contains("memory")) {
         const json& m = j.at("memory");

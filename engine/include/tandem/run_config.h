@@ -37,6 +37,12 @@ enum class DeviceChoice { Cpu, Cuda, Auto };
 // The base projections' format in memory: as the checkpoint stores them (a *-bnb-4bit checkpoint is 4-bit
 // either way), or quantized to 4-bit NF4 at load (QLoRA).
 enum class Quantization { None, Nf4 };
+// The base GEMMs' arithmetic: bf16 (the default), or fp8: the frozen projections stored as FP8 E4M3 with one
+// scale per 128x128 block, activations and output gradients quantized per row and 128 columns on the fly,
+// cuBLASLt's block-scaled FP8 GEMM with fp32 accumulation (core/fp8.h). LoRA, norms, attention and the loss
+// stay as they are. Needs a GPU with FP8 tensor cores (compute capability 8.9 or newer; the block-scaled GEMM
+// is Hopper's, 9.0); the CPU backend emulates it (the same codes and scales).
+enum class Precision { Bf16, Fp8 };
 // The attention kernels on CUDA: auto (cuDNN's fused kernels where they fit the plan, else the in-house flash
 // kernels) or inhouse (always the in-house ones: no cuDNN backward workspace, which for grouped-query attention
 // is about 48 bytes per token and head dimension: what decides the longest sequence at a small VRAM budget).
@@ -51,6 +57,8 @@ std::string_view device_choice_name(DeviceChoice d) noexcept;          // "cpu",
 std::optional<DeviceChoice> parse_device_choice(std::string_view name) noexcept;
 std::string_view quantization_name(Quantization q) noexcept;            // "none", "nf4"
 std::optional<Quantization> parse_quantization(std::string_view name) noexcept;
+std::string_view precision_name(Precision p) noexcept;                 // "bf16", "fp8"
+std::optional<Precision> parse_precision(std::string_view name) noexcept;
 std::string_view attention_kernels_name(AttentionKernels a) noexcept;  // "auto", "inhouse"
 std::optional<AttentionKernels> parse_attention_kernels(std::string_view name) noexcept;
 
@@ -105,6 +113,7 @@ struct RunConfig {
     // Its LoRA settings (r, alpha, rsLoRA, targets, layers) replace `lora`'s; only lora.dropout is kept.
     std::string init_adapter;
     Quantization quantization = Quantization::None;  // nf4: QLoRA on a float checkpoint
+    Precision precision = Precision::Bf16;           // fp8: FP8 base GEMMs (see Precision)
     DataConfig data;
     LoraConfig lora;
     TrainingConfig training;
@@ -119,7 +128,8 @@ struct RunConfig {
 // Paths are not checked for existence here (Trainer::prepare does that).
 void validate_run_config(const RunConfig& config);
 
-// JSON keys: schema_version, model, init_adapter, data{dataset, validation, validation_fraction, format, max_seq_len,
+// JSON keys: schema_version, model, init_adapter, quantization and precision (written only when not the default),
+// data{dataset, validation, validation_fraction, format, max_seq_len,
 // packing, template, train_on_all_tokens and columns (written only when set, so older runs' config.json still equal
 // a default config on resume)}, lora{...}, training{lr, schedule, warmup_steps, warmup_ratio, epochs, max_steps,
 // batch_tokens, grad_accum, max_grad_norm, weight_decay, betas [b1, b2], eps, eval_every,

@@ -22,9 +22,16 @@ struct SystemInfo {
     std::string cuda_runtime;            // "13.0"
     std::string cuda_driver;             // "13.0" (the newest CUDA the driver supports)
     std::string cudnn;                   // "9.14.0"
+    bool gpu_fp8 = false;                // precision fp8 trains on this GPU (see fp8_unsupported_reason)
 };
 
 SystemInfo system_info();
+
+// Why precision fp8 cannot train on this machine's GPU ("" when it can): FP8 training uses cuBLASLt's
+// block-scaled FP8 GEMM (one scale per 128x128 weight block and per 1x128 activation tile), which NVIDIA
+// provides for Hopper (compute capability 9.0). Ada (8.9) has FP8 tensor cores with per-tensor scales only,
+// Blackwell (10.x, 12.x) block-scales through MXFP8; neither is supported yet, and older GPUs have no FP8.
+std::string fp8_unsupported_reason(const SystemInfo& s);
 
 // One line per item after the version, for --version: "CUDA backend: built in", "GPU: ...", ...
 std::string system_info_text(const SystemInfo& info);

@@ -1,0 +1,120 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// FP8 training (precision fp8): the E4M3 format, the block layouts of FP8 weights and activations, and the
+// rounding both backends share (host and device: TANDEM_HD).
+// The format (OCP FP8 E4M3, "e4m3fn" in torch): 1 sign, 4 exponent (bias 7), 3 mantissa bits; finite values
+// up to 448, subnormals down to 2^-9, no infinities, 0x7F / 0xFF are NaN. Conversion from fp32 rounds to
+// nearest even and saturates to +-448 (the GPU's cvt.rn.satfinite; torch's .to(float8_e4m3fn) rounds the same
+// way inside the range, which is all a scaled block ever reaches).
+// The layouts (cuBLASLt's block-scaled FP8 GEMM on Hopper reads them as they are):
+//  - A weight [OUT, IN] is stored as codes [OUT, INp] (INp = IN rounded up to 128, the pad columns code 0) and
+//    one fp32 scale per 128x128 block, scales [ceil(OUT/128), INp/128] row-major: the value of code c in block
+//    (i, j) is e4m3(c) * scale[i, j] (BLK128x128_32F).
+//  - Activations x [rows, K] (K the GEMM's inner dimension) are quantized per row and 128 columns: codes
+//    [rows, Kp], scales [Kp/128, rows] (each block column's scales contiguous over the rows: cuBLASLt's
+//    VEC128_32F layout, the outer dimension fastest).
+//  - A block's scale is amax / 448 (amax = max |x| over the block, IEEE division); its codes are
+//    e4m3(x * (448 / amax)); an all-zero block has scale 1 and codes 0. A NaN or infinite element makes the
+//    block's scale NaN, so a diverging step stays visible (the trainer skips non-finite steps).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/random.h"  // TANDEM_HD
+
+namespace tandem {
+
+inline constexpr int kFp8Block = 128;
+inline constexpr float kE4M3Max = 448.0f;
+
+TANDEM_HD inline int64_t fp8_padded(int64_t k) { return (k + kFp8Block - 1) / kFp8Block * kFp8Block; }
+TANDEM_HD inline int64_t fp8_blocks(int64_t n) { return (n + kFp8Block - 1) / kFp8Block; }
+
+// The value of an E4M3 code.
+TANDEM_HD inline float e4m3_value(uint8_t c) {
+    const uint32_t e = (c >> 3) & 0xF, m = c & 7;
+    uint32_t bits;
+    if (e == 0xF && m == 7) {
+        bits = 0x7FC00000u;  // NaN
+    } else if (e == 0) {
+        // m * 2^-9: exact as (m as a normal float) scaled; m < 8
+        const float v = float(m) * 0.001953125f;
+#ifdef __CUDA_ARCH__
+        bits = __float_as_uint(v);
+#else
+        std::memcpy(&bits, &v, sizeof bits);
+#endif
+    } else {
+        bits = (e - 7 + 127) << 23 | m << 20;  // (1 + m/8) * 2^(e-7), exact in fp32
+    }
+    bits |= uint32_t(c & 0x80) << 24;
+    float f;
+#ifdef __CUDA_ARCH__
+    f = __uint_as_float(bits);
+#else
+    std::memcpy(&f, &bits, sizeof f);
+#endif
+    return f;
+}
+
+// fp32 -> E4M3, round to nearest even, saturating to +-448; NaN -> 0x7F (sign kept).
+TANDEM_HD inline uint8_t e4m3_code(float x) {
+    uint32_t bits;
+#ifdef __CUDA_ARCH__
+    bits = __float_as_uint(x);
+#else
+    std::memcpy(&bits, &x, sizeof bits);
+#endif
+    const uint8_t sign = uint8_t((bits >> 24) & 0x80);
+    const uint32_t abs = bits & 0x7FFFFFFFu;
+    if (abs > 0x7F800000u) return uint8_t(sign | 0x7F);  // NaN
+    if (abs >= 0x43E00000u) return uint8_t(sign | 0x7E);  // >= 448 (and inf): saturate
+    const int exp = int(abs >> 23) - 127;
+    if (exp < -6) {
+        // Subnormal range of E4M3: value = m * 2^-9, m in [0, 8]; round |x| * 2^9 to nearest even integer.
+        float a;
+#ifdef __CUDA_ARCH__
+        a = __uint_as_float(abs);
+#else
+        std::memcpy(&a, &abs, sizeof a);
+#endif
+        const float scaled = a * 512.0f;  // exact (power of two)
+        int m = int(scaled);
+        const float rest = scaled - float(m);
+        if (rest > 0.5f || (rest == 0.5f && (m & 1))) ++m;
+        return uint8_t(sign | m);  // m == 8 is the smallest normal (e = 1, m = 0): code 0x08, the same bits
+    }
+    // Normal: keep 3 mantissa bits, round to nearest even on the 20 dropped bits.
+    uint32_t mant = abs & 0x7FFFFFu;
+    int e = exp + 7;
+    uint32_t m3 = mant >> 20;
+    const uint32_t dropped = mant & 0xFFFFFu;
+    if (dropped > 0x80000u || (dropped == 0x80000u && (m3 & 1))) {
+        if (++m3 == 8) {
+            m3 = 0;
+            ++e;
+        }
+    }
+    if (e > 15 || (e == 15 && m3 == 7)) return uint8_t(sign | 0x7E);  // rounded past 448
+    return uint8_t(sign | uint32_t(e) << 3 | m3);
+}
+
+// A block's scale and the factor its elements are multiplied by before rounding (see the header comment).
+struct Fp8Scale {
+    float scale, inv;
+};
+TANDEM_HD inline Fp8Scale fp8_scale_of(float amax) {
+    if (amax == 0.0f) return {1.0f, 1.0f};
+    return {amax / kE4M3Max, kE4M3Max / amax};
+}
+
+// A weight in FP8 (model/plan.h Fp8Pieces): codes [out, fp8_padded(in)], scales [fp8_blocks(out),
+// fp8_padded(in) / 128]. A slot of a fused projection is the same matrix from row `row0` (a multiple of 128).
+struct Fp8Ref {
+    const uint8_t* codes = nullptr;
+    const float* scales = nullptr;
+    int64_t out = 0, in = 0;  // of the slot
+};
+
+}  // namespace tandem

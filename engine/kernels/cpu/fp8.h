@@ -1,0 +1,38 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// FP8 base GEMMs on the CPU backend (twins of kernels/cuda/fp8.h): the block quantization of weights and
+// activations, the weight transpose the input-gradient GEMM needs, and the block-scaled GEMM itself, in the
+// layouts of core/fp8.h.
+// Decisions a reader must know:
+//  - The CPU backend emulates FP8 exactly where the GPU is exact: the same codes and scales (e4m3_code and
+//    fp8_scale_of are shared host/device code), so a CUDA code equals the CPU code for the same input values.
+//  - fp8_matmul sums each 128-wide block's code products in double, multiplies by the two scales in fp32 and
+//    accumulates the blocks in fp32 (cuBLASLt promotes per block into an fp32 accumulator too; its order inside
+//    a block differs, so the two agree to fp32 rounding, not bit for bit).
+#pragma once
+
+#include <cstdint>
+
+#include "core/fp8.h"
+
+namespace tandem::cpu {
+
+// codes[OUT, INp], scales[ceil(OUT/128), INp/128] = the 128x128-block quantization of w[OUT, IN] (core/fp8.h).
+void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT, int IN);
+
+// codes[rows, Kp], scales[Kp/128, rows] = the per-row 128-column quantization of x[rows, K]; the pad columns
+// (K..Kp) are code 0.
+void quantize_fp8_rows(uint8_t* codes, float* scales, const float* x, int rows, int K);
+
+// The transposed weight for the input gradient: wt_codes[IN, OUTp], wt_scales[ceil(IN/128), OUTp/128] from
+// codes[OUT, INp], scales[ceil(OUT/128), INp/128] (code (o, i) moves to (i, o); block (bo, bi) to (bi, bo); the
+// pad columns OUT..OUTp are code 0). Exact: no rounding.
+void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, const float* scales, int OUT, int IN);
+
+// out[N, M] = beta * out + x[N, K] @ w[M, K]^T (+ bias[M]) with x and w FP8 (x: codes [N, Kp] and scales
+// [Kp/128, N]; w: codes [M, Kp] and scales [ceil(M/128), Kp/128]). beta is 0 (forward) or 1 (the input
+// gradient accumulates).
+void fp8_matmul(float* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
+                const float* w_scales, const float* bias, int N, int K, int M, float beta);
+
+}  // namespace tandem::cpu
