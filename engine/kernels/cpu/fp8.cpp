@@ -1,0 +1,123 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// FP8 base GEMMs on the CPU backend (see fp8.h). Every loop is parallel over independent rows or blocks, so
+// the results do not depend on the thread count.
+#include "kernels/cpu/fp8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace tandem::cpu {
+
+namespace {
+
+// max |x| over a block; NaN if any element is NaN or infinite (core/fp8.h: the scale then shows it).
+float block_amax(float amax, float x) {
+    const float a = std::fabs(x);
+    if (!(a <= 3.4e38f)) return NAN;  // NaN, inf
+    return std::isnan(amax) ? amax : std::max(amax, a);
+}
+
+}  // namespace
+
+void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT, int IN) {
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK_PTR(w);
+    TANDEM_KCHECK(OUT > 0 && IN > 0);
+    const int64_t INp = fp8_padded(IN), cols = INp / kFp8Block, bands = fp8_blocks(OUT);
+#pragma omp parallel for schedule(static)
+    for (int64_t band = 0; band < bands; ++band) {
+        const int64_t r0 = band * kFp8Block, r1 = std::min<int64_t>(OUT, r0 + kFp8Block);
+        for (int64_t cb = 0; cb < cols; ++cb) {
+            const int64_t c0 = cb * kFp8Block, c1 = std::min<int64_t>(IN, c0 + kFp8Block);
+            float amax = 0.0f;
+            for (int64_t r = r0; r < r1; ++r)
+                for (int64_t c = c0; c < c1; ++c) amax = block_amax(amax, w[r * IN + c]);
+            const Fp8Scale s = fp8_scale_of(amax);
+            scales[band * cols + cb] = s.scale;
+            for (int64_t r = r0; r < r1; ++r) {
+                uint8_t* q = codes + r * INp;
+                for (int64_t c = c0; c < c1; ++c) q[c] = e4m3_code(w[r * IN + c] * s.inv);
+                for (int64_t c = std::max(c0, int64_t(IN)); c < c0 + kFp8Block; ++c) q[c] = 0;
+            }
+        }
+    }
+}
+
+void quantize_fp8_rows(uint8_t* codes, float* scales, const float* x, int rows, int K) {
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK_PTR(x);
+    TANDEM_KCHECK(rows > 0 && K > 0);
+    const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * K;
+        uint8_t* q = codes + r * Kp;
+        for (int64_t cb = 0; cb < cols; ++cb) {
+            const int64_t c0 = cb * kFp8Block, c1 = std::min<int64_t>(K, c0 + kFp8Block);
+            float amax = 0.0f;
+            for (int64_t c = c0; c < c1; ++c) amax = block_amax(amax, xr[c]);
+            const Fp8Scale s = fp8_scale_of(amax);
+            scales[cb * rows + r] = s.scale;
+            for (int64_t c = c0; c < c1; ++c) q[c] = e4m3_code(xr[c] * s.inv);
+            for (int64_t c = std::max(c0, int64_t(K)); c < c0 + kFp8Block; ++c) q[c] = 0;
+        }
+    }
+}
+
+void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, const float* scales, int OUT, int IN) {
+    TANDEM_KCHECK_PTR(wt_codes);
+    TANDEM_KCHECK_PTR(wt_scales);
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK(OUT > 0 && IN > 0);
+    const int64_t INp = fp8_padded(IN), OUTp = fp8_padded(OUT);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < IN; ++i) {
+        uint8_t* t = wt_codes + i * OUTp;
+        for (int64_t o = 0; o < OUT; ++o) t[o] = codes[o * INp + i];
+        for (int64_t o = OUT; o < OUTp; ++o) t[o] = 0;
+    }
+    const int64_t in_cols = INp / kFp8Block, out_cols = OUTp / kFp8Block, in_bands = fp8_blocks(IN);
+    for (int64_t bi = 0; bi < in_bands; ++bi)
+        for (int64_t bo = 0; bo < out_cols; ++bo) wt_scales[bi * out_cols + bo] = scales[bo * in_cols + bi];
+}
+
+void fp8_matmul(float* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
+                const float* w_scales, const float* bias, int N, int K, int M, float beta) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(x_codes);
+    TANDEM_KCHECK_PTR(x_scales);
+    TANDEM_KCHECK_PTR(w_codes);
+    TANDEM_KCHECK_PTR(w_scales);
+    TANDEM_KCHECK(N > 0 && K > 0 && M > 0);
+    TANDEM_KCHECK(beta == 0.0f || beta == 1.0f);
+    const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block;
+    float lut[256];
+    for (int c = 0; c < 256; ++c) lut[c] = e4m3_value(uint8_t(c));
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+        const uint8_t* xq = x_codes + n * Kp;
+        for (int64_t m = 0; m < M; ++m) {
+            const uint8_t* wq = w_codes + m * Kp;
+            const float* ws = w_scales + (m / kFp8Block) * cols;
+            float acc = 0.0f;
+            for (int64_t cb = 0; cb < cols; ++cb) {
+                double part = 0.0;
+                for (int64_t k = cb * kFp8Block; k < (cb + 1) * kFp8Block; ++k)
+                    part += double(lut[xq[k]]) * double(lut[wq[k]]);
+                acc += float(part) * (x_scales[cb * N + n] * ws[cb]);
+            }
+            if (bias) acc += bias[m];
+            float& o = out[n * M + m];
+            o = beta == 0.0f ? acc : o + acc;
+        }
+    }
+}
+
+}  // namespace tandem::cpu
