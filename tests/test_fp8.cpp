@@ -1,0 +1,519 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// FP8 (E4M3 with one fp32 scale per 128x128 block) on the CPU: core/fp8.h's rounding and kernels/cpu/fp8.h.
+//  1. e4m3_code / e4m3_value against torch's float8_e4m3fn (fp8/e4m3.safetensors: every finite code, every
+//     midpoint between neighbours and the fp32 values either side of it, subnormals, random values), and what
+//     torch cannot show: saturation to +-448 (torch makes NaN from 464 up), NaN, the round trip of every code.
+//  2. quantize_fp8_weight, quantize_fp8_rows and fp8_transpose equal torch's block quantization bit for bit
+//     (fp8/blocks.safetensors); fp8_matmul is within 1e-5 of the output's largest magnitude of a float64
+//     product of the same codes, writing (beta 0) and accumulating (beta 1).
+//  3. Properties that need no fixture: the transpose twice is the identity, the pad columns are code 0, a NaN
+//     or inf poisons its block's scale only, the dequantized weight is within half an E4M3 step, the results
+//     are bitwise the same for any thread count.
+// The fixtures are made by tests/reference/make_fp8_fixtures.py (torch); the cases that need them skip, naming
+// the command, while they are absent.
+#include <QTest>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/fp8.h"
+#include "kernels/cpu/fp8.h"
+#include "kernels/cpu/threads.h"
+#include "tandem/safetensors.h"
+#include "test_support.h"
+
+using namespace tandem;
+using tandem::test::fixtures;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kMakeFixtures = "CUDA_VISIBLE_DEVICES=\"\" python3 tests/reference/make_fp8_fixtures.py --out tests/fixtures";
+
+fs::path fp8_fixture(const char* name) { return fixtures() / "fp8" / name; }
+
+#define REQUIRE_FP8_FIXTURE(path)                                                                            \
+    do {                                                                                                     \
+        if (!fs::exists(path))                                                                               \
+            QSKIP(qPrintable(QString("FP8 fixture absent: %1; make it (torch, CPU is enough) with: %2")      \
+                                 .arg(QString::fromStdString((path).string()), QString(kMakeFixtures)))); \
+    } while (0)
+
+uint32_t bits(float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+}
+
+// A tensor of the fixture, its dtype and shape checked (a wrong fixture fails with the reason).
+const TensorInfo& tensor(const SafetensorsFile& f, const std::string& name, DType dtype, std::vector<int64_t> shape) {
+    const TensorInfo& t = f.at(name);
+    if (t.dtype != dtype || t.shape != shape)
+        throw std::runtime_error("fixture tensor " + name + " is " + std::string(dtype_name(t.dtype)) + " " +
+                                 shape_to_string(t.shape) + ", expected " + std::string(dtype_name(dtype)) + " " +
+                                 shape_to_string(shape));
+    return t;
+}
+
+std::vector<uint8_t> u8(const SafetensorsFile& f, const std::string& name, std::vector<int64_t> shape) {
+    const TensorInfo& t = tensor(f, name, DType::U8, std::move(shape));
+    const auto* p = reinterpret_cast<const uint8_t*>(t.data.data());
+    return std::vector<uint8_t>(p, p + t.data.size());
+}
+
+std::vector<float> f32(const SafetensorsFile& f, const std::string& name, std::vector<int64_t> shape) {
+    return tensor_to_f32(tensor(f, name, DType::F32, std::move(shape)));
+}
+
+std::vector<double> f64(const SafetensorsFile& f, const std::string& name, std::vector<int64_t> shape) {
+    const TensorInfo& t = tensor(f, name, DType::F64, std::move(shape));
+    std::vector<double> out(size_t(t.numel()));
+    std::memcpy(out.data(), t.data.data(), out.size() * sizeof(double));
+    return out;
+}
+
+std::vector<float> normal(size_t n, uint32_t seed, float stddev) {
+    std::mt19937 g(seed);
+    std::normal_distribution<float> d(0.0f, stddev);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(g);
+    return v;
+}
+
+// One weight and its quantization (codes [OUT, INp], scales [ceil(OUT/128), INp/128]).
+struct QWeight {
+    int OUT = 0, IN = 0;
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+};
+
+QWeight quantize_weight(const std::vector<float>& w, int OUT, int IN) {
+    QWeight q{OUT, IN, std::vector<uint8_t>(size_t(OUT * fp8_padded(IN)), 0xAB),
+              std::vector<float>(size_t(fp8_blocks(OUT) * fp8_padded(IN) / kFp8Block), -7.0f)};
+    cpu::quantize_fp8_weight(q.codes.data(), q.scales.data(), w.data(), OUT, IN);
+    return q;
+}
+
+QWeight transpose(const QWeight& q) {
+    QWeight t{q.IN, q.OUT, std::vector<uint8_t>(size_t(q.IN * fp8_padded(q.OUT)), 0xAB),
+              std::vector<float>(size_t(fp8_blocks(q.IN) * fp8_padded(q.OUT) / kFp8Block), -7.0f)};
+    cpu::fp8_transpose(t.codes.data(), t.scales.data(), q.codes.data(), q.scales.data(), q.OUT, q.IN);
+    return t;
+}
+
+// Activations x [rows, K]: codes [rows, Kp], scales [Kp/128, rows].
+struct QRows {
+    int rows = 0, K = 0;
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+};
+
+QRows quantize_rows(const std::vector<float>& x, int rows, int K) {
+    QRows q{rows, K, std::vector<uint8_t>(size_t(rows * fp8_padded(K)), 0xAB),
+            std::vector<float>(size_t(fp8_padded(K) / kFp8Block * rows), -7.0f)};
+    cpu::quantize_fp8_rows(q.codes.data(), q.scales.data(), x.data(), rows, K);
+    return q;
+}
+
+// The float64 product of quantized x and w (+ bias): the value of a code is e4m3(code) * its block's scale.
+std::vector<double> reference_matmul(const QRows& x, const QWeight& w, const float* bias) {
+    const int64_t Kp = fp8_padded(x.K), cols = Kp / kFp8Block;
+    std::vector<double> out(size_t(x.rows) * size_t(w.OUT));
+    for (int n = 0; n < x.rows; ++n)
+        for (int m = 0; m < w.OUT; ++m) {
+            double s = bias ? double(bias[m]) : 0.0;
+            for (int64_t k = 0; k < x.K; ++k) {
+                const double xv = double(e4m3_value(x.codes[size_t(n * Kp + k)])) * x.scales[size_t((k / kFp8Block) * x.rows + n)];
+                const double wv = double(e4m3_value(w.codes[size_t(m * Kp + k)])) *
+                                  w.scales[size_t((m / kFp8Block) * cols + k / kFp8Block)];
+                s += xv * wv;
+            }
+            out[size_t(n) * size_t(w.OUT) + size_t(m)] = s;
+        }
+    return out;
+}
+
+// max |got - want| / max |want|, with a readable failure message.
+double normalized_error(const std::vector<float>& got, const std::vector<double>& want) {
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        err = std::max(err, std::fabs(double(got[i]) - want[i]));  // NaN in got: fails below (NaN > x false)
+        if (std::isnan(got[i])) err = INFINITY;
+        ref = std::max(ref, std::fabs(want[i]));
+    }
+    return ref > 0 ? err / ref : err;
+}
+
+struct ThreadGuard {
+    int saved = cpu::cpu_threads();
+    ~ThreadGuard() { cpu::set_cpu_threads(saved); }
+};
+
+}  // namespace
+
+class TestFp8 : public QObject {
+    Q_OBJECT
+
+private slots:
+    // ---- 1. E4M3 rounding ----
+
+    void e4m3_code_matches_torch() {
+        const fs::path path = fp8_fixture("e4m3.safetensors");
+        REQUIRE_FP8_FIXTURE(path);
+        const SafetensorsFile f(path);
+        const int64_t n = f.at("x").numel();
+        QVERIFY(n > 3000);
+        const std::vector<float> x = f32(f, "x", {n});
+        const std::vector<uint8_t> code = u8(f, "code", {n});
+        const nlohmann::json groups = nlohmann::json::parse(f.metadata().at("params")).at("groups");
+        auto group_of = [&](int64_t i) {
+            for (const auto& [name, range] : groups.items())
+                if (i >= range[0].get<int64_t>() && i < range[1].get<int64_t>()) return name;
+            return std::string("?");
+        };
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const uint8_t got = e4m3_code(x[size_t(i)]);
+            if (got == code[size_t(i)]) continue;
+            if (++bad <= 10)
+                qWarning("x[%lld] = %.9g (%s, bits %08x): e4m3_code %#04x, torch %#04x", (long long)i,
+                         double(x[size_t(i)]), group_of(i).c_str(), bits(x[size_t(i)]), got, code[size_t(i)]);
+        }
+        qInfo("%lld values (%s): %lld codes differ from torch's", (long long)n, groups.dump().c_str(), (long long)bad);
+        QCOMPARE(bad, int64_t(0));
+        // The exact values: torch's code of an E4M3 value gives that value back (both signs, -0 included).
+        const auto exact = groups.at("exact");
+        QCOMPARE(exact[1].get<int64_t>() - exact[0].get<int64_t>(), int64_t(254));
+        for (int64_t i = exact[0].get<int64_t>(); i < exact[1].get<int64_t>(); ++i)
+            QCOMPARE(bits(e4m3_value(code[size_t(i)])), bits(x[size_t(i)]));
+    }
+
+    void e4m3_value_matches_torch() {
+        const fs::path path = fp8_fixture("e4m3.safetensors");
+        REQUIRE_FP8_FIXTURE(path);
+        const SafetensorsFile f(path);
+        const std::vector<float> table = f32(f, "table", {256});
+        for (int c = 0; c < 256; ++c) {
+            const float v = e4m3_value(uint8_t(c));
+            if ((c & 0x7F) == 0x7F)
+                QVERIFY2(std::isnan(v) && std::isnan(table[size_t(c)]), qPrintable(QString("code %1").arg(c, 0, 16)));
+            else
+                QVERIFY2(bits(v) == bits(table[size_t(c)]),
+                         qPrintable(QString("code %1: %2, torch %3").arg(c, 0, 16).arg(double(v)).arg(double(table[size_t(c)]))));
+        }
+    }
+
+    void e4m3_saturates_and_keeps_nan() {
+        for (const float sign : {1.0f, -1.0f}) {
+            const uint8_t s = sign < 0 ? 0x80 : 0x00;
+            const float big[] = {448.0f, std::nextafter(448.0f, 0.0f), std::nextafter(448.0f, INFINITY), 460.0f,
+                                 464.0f /* a tie with 512, which E4M3 lacks */, 479.0f, 480.0f, 1e6f,
+                                 std::numeric_limits<float>::max(), INFINITY};
+            for (const float v : big) {
+                QVERIFY2(e4m3_code(sign * v) == uint8_t(0x7E | s),
+                         qPrintable(QString("e4m3_code(%1) = %2").arg(double(sign * v), 0, 'g', 9).arg(e4m3_code(sign * v), 0, 16)));
+            }
+            QCOMPARE(e4m3_code(std::copysign(NAN, sign)), uint8_t(0x7F | s));
+            QCOMPARE(e4m3_code(sign * 0.0f), s);
+            QCOMPARE(e4m3_code(sign * std::ldexp(1.0f, -9)), uint8_t(0x01 | s));               // the smallest subnormal
+            QCOMPARE(e4m3_code(sign * std::ldexp(1.0f, -10)), s);                              // its half: a tie, to 0
+            QCOMPARE(e4m3_code(sign * std::nextafter(std::ldexp(1.0f, -10), 1.0f)), uint8_t(0x01 | s));
+            QCOMPARE(e4m3_code(sign * std::ldexp(15.0f, -10)), uint8_t(0x08 | s));             // 7.5 * 2^-9: to even, 2^-6
+            QCOMPARE(e4m3_code(sign * 432.0f), uint8_t(0x7E | s));                             // 416..448 tie: to even
+            QCOMPARE(e4m3_code(sign * std::nextafter(432.0f, 0.0f)), uint8_t(0x7D | s));
+            QCOMPARE(e4m3_code(sign * std::numeric_limits<float>::denorm_min()), s);
+        }
+    }
+
+    void e4m3_values_round_trip() {
+        for (int c = 0; c < 256; ++c) {
+            const float v = e4m3_value(uint8_t(c));
+            QCOMPARE(std::signbit(v), (c & 0x80) != 0);
+            if ((c & 0x7F) == 0x7F) {
+                QVERIFY(std::isnan(v));
+                continue;
+            }
+            QVERIFY2(e4m3_code(v) == c, qPrintable(QString("code %1 -> %2 -> %3").arg(c, 0, 16).arg(double(v)).arg(e4m3_code(v), 0, 16)));
+            QCOMPARE(bits(e4m3_value(uint8_t(c ^ 0x80))), bits(-v));
+            if (c < 0x7E) QVERIFY(e4m3_value(uint8_t(c)) < e4m3_value(uint8_t(c + 1)));
+        }
+        QCOMPARE(bits(e4m3_value(0x00)), bits(0.0f));
+        QCOMPARE(bits(e4m3_value(0x01)), bits(std::ldexp(1.0f, -9)));
+        QCOMPARE(bits(e4m3_value(0x07)), bits(std::ldexp(7.0f, -9)));
+        QCOMPARE(bits(e4m3_value(0x08)), bits(std::ldexp(1.0f, -6)));
+        QCOMPARE(bits(e4m3_value(0x38)), bits(1.0f));
+        QCOMPARE(bits(e4m3_value(0x7E)), bits(448.0f));
+        QCOMPARE(bits(e4m3_value(0xFE)), bits(-448.0f));
+        QCOMPARE(bits(kE4M3Max), bits(448.0f));
+        // The block helpers.
+        QCOMPARE(fp8_padded(1), int64_t(128));
+        QCOMPARE(fp8_padded(128), int64_t(128));
+        QCOMPARE(fp8_padded(129), int64_t(256));
+        QCOMPARE(fp8_blocks(300), int64_t(3));
+        QCOMPARE(bits(fp8_scale_of(0.0f).scale), bits(1.0f));
+        QCOMPARE(bits(fp8_scale_of(0.0f).inv), bits(1.0f));
+        QCOMPARE(bits(fp8_scale_of(448.0f).scale), bits(1.0f));
+        QCOMPARE(bits(fp8_scale_of(3.0f).scale), bits(3.0f / 448.0f));
+        QCOMPARE(bits(fp8_scale_of(3.0f).inv), bits(448.0f / 3.0f));
+    }
+
+    // ---- 2. the block kernels against torch ----
+
+    void quantize_weight_matches_torch() {
+        const fs::path path = fp8_fixture("blocks.safetensors");
+        REQUIRE_FP8_FIXTURE(path);
+        const SafetensorsFile f(path);
+        const int OUT = 300, IN = 352;
+        const QWeight q = quantize_weight(f32(f, "w", {OUT, IN}), OUT, IN);
+        const std::vector<uint8_t> want = u8(f, "w_codes", {OUT, 384});
+        const std::vector<float> want_scales = f32(f, "w_scales", {3, 3});
+        int64_t bad = 0;
+        for (size_t i = 0; i < want.size(); ++i)
+            if (q.codes[i] != want[i] && ++bad <= 10)
+                qWarning("w_codes[%zu, %zu]: %#04x, torch %#04x", i / 384, i % 384, q.codes[i], want[i]);
+        QCOMPARE(bad, int64_t(0));
+        for (size_t i = 0; i < want_scales.size(); ++i)
+            QVERIFY2(bits(q.scales[i]) == bits(want_scales[i]),
+                     qPrintable(QString("scale %1: %2, torch %3").arg(i).arg(double(q.scales[i]), 0, 'g', 9).arg(double(want_scales[i]), 0, 'g', 9)));
+        QCOMPARE(bits(q.scales[4]), bits(1.0f));  // the all-zero block
+    }
+
+    void quantize_rows_matches_torch() {
+        const fs::path path = fp8_fixture("blocks.safetensors");
+        REQUIRE_FP8_FIXTURE(path);
+        const SafetensorsFile f(path);
+        const int N = 37, K = 352;
+        const QRows q = quantize_rows(f32(f, "x", {N, K}), N, K);
+        const std::vector<uint8_t> want = u8(f, "x_codes", {N, 384});
+        const std::vector<float> want_scales = f32(f, "x_scales", {3, N});
+        int64_t bad = 0;
+        for (size_t i = 0; i < want.size(); ++i)
+            if (q.codes[i] != want[i] && ++bad <= 10)
+                qWarning("x_codes[%zu, %zu]: %#04x, torch %#04x", i / 384, i % 384, q.codes[i], want[i]);
+        QCOMPARE(bad, int64_t(0));
+        for (size_t i = 0; i < want_scales.size(); ++i)
+            QVERIFY2(bits(q.scales[i]) == bits(want_scales[i]),
+                     qPrintable(QString("x_scales[%1, %2]: %3, torch %4").arg(i / N).arg(i % N)
+                                    .arg(double(q.scales[i]), 0, 'g', 9).arg(double(want_scales[i]), 0, 'g', 9)));
+        QCOMPARE(q.codes[12 * 384], uint8_t(0x80));  // x[12, 0] = -0.0
+    }
+
+    void transpose_matches_torch() {
+        const fs::path path = fp8_fixture("blocks.safetensors");
+        REQUIRE_FP8_FIXTURE(path);
+        const SafetensorsFile f(path);
+        const QWeight w{300, 352, u8(f, "w_codes", {300, 384}), f32(f, "w_scales", {3, 3})};
+        const QWeight t = transpose(w);
+        QVERIFY(t.codes == u8(f, "wt_codes", {352, 384}));
+        const std::vector<float> want_scales = f32(f, "wt_scales", {3, 3});
+        QVERIFY(std::memcmp(t.scales.data(), want_scales.data(), want_scales.size() * sizeof(float)) == 0);
+    }
+
+    void matmul_matches_float64() {
+        const fs::path path = fp8_fixture("blocks.safetensors");
+        REQUIRE_FP8_FIXTURE(path);
+        const SafetensorsFile f(path);
+        const int N = 37, K = 352, M = 300;
+        const std::vector<uint8_t> xc = u8(f, "x_codes", {N, 384}), wc = u8(f, "w_codes", {M, 384});
+        const std::vector<float> xs = f32(f, "x_scales", {3, N}), ws = f32(f, "w_scales", {3, 3});
+        const std::vector<float> bias = f32(f, "bias", {M});
+        const std::vector<double> want = f64(f, "out", {N, M});
+        // beta 0: whatever the output held is ignored
+        std::vector<float> out(size_t(N * M), NAN);
+        cpu::fp8_matmul(out.data(), xc.data(), xs.data(), wc.data(), ws.data(), bias.data(), N, K, M, 0.0f);
+        const double e0 = normalized_error(out, want);
+        // beta 1: added onto a prefilled output
+        double big = 0;
+        for (double v : want) big = std::max(big, std::fabs(v));
+        std::vector<float> acc(size_t(N * M));
+        std::vector<double> want1(want.size());
+        for (size_t i = 0; i < acc.size(); ++i) {
+            acc[i] = float(0.75 * big * std::sin(double(i)));
+            want1[i] = double(acc[i]) + want[i];
+        }
+        cpu::fp8_matmul(acc.data(), xc.data(), xs.data(), wc.data(), ws.data(), bias.data(), N, K, M, 1.0f);
+        const double e1 = normalized_error(acc, want1);
+        // no bias
+        std::vector<double> want_nb(want.size());
+        for (size_t i = 0; i < want.size(); ++i) want_nb[i] = want[i] - double(bias[i % size_t(M)]);
+        cpu::fp8_matmul(out.data(), xc.data(), xs.data(), wc.data(), ws.data(), nullptr, N, K, M, 0.0f);
+        const double enb = normalized_error(out, want_nb);
+        qInfo("fp8_matmul vs float64 (max |out| %.4g): beta 0 %.3g, beta 1 %.3g, no bias %.3g (of the max)", big, e0,
+              e1, enb);
+        QVERIFY(e0 <= 1e-5);
+        QVERIFY(e1 <= 1e-5);
+        QVERIFY(enb <= 1e-5);
+    }
+
+    // ---- 3. properties ----
+
+    void matmul_matches_dequantized_product() {
+        struct Shape {
+            int N, K, M;
+        };
+        for (const Shape s : {Shape{1, 1, 1}, Shape{5, 200, 130}, Shape{3, 128, 129}, Shape{9, 257, 20}}) {
+            const QRows x = quantize_rows(normal(size_t(s.N * s.K), 11, 2.0f), s.N, s.K);
+            const QWeight w = quantize_weight(normal(size_t(s.M * s.K), 12, 0.05f), s.M, s.K);
+            const std::vector<float> bias = normal(size_t(s.M), 13, 0.1f);
+            for (const bool with_bias : {false, true}) {
+                const std::vector<double> want = reference_matmul(x, w, with_bias ? bias.data() : nullptr);
+                std::vector<float> out(want.size(), NAN);
+                cpu::fp8_matmul(out.data(), x.codes.data(), x.scales.data(), w.codes.data(), w.scales.data(),
+                                with_bias ? bias.data() : nullptr, s.N, s.K, s.M, 0.0f);
+                QVERIFY2(normalized_error(out, want) <= 1e-5, qPrintable(QString("%1x%2x%3").arg(s.N).arg(s.K).arg(s.M)));
+                std::vector<double> want1(want.size());
+                for (size_t i = 0; i < out.size(); ++i) want1[i] = double(out[i]) * 2.0;  // beta 1: out + the same sum
+                cpu::fp8_matmul(out.data(), x.codes.data(), x.scales.data(), w.codes.data(), w.scales.data(),
+                                with_bias ? bias.data() : nullptr, s.N, s.K, s.M, 1.0f);
+                QVERIFY(normalized_error(out, want1) <= 1e-6);
+            }
+        }
+    }
+
+    void transpose_twice_is_identity() {
+        struct Shape {
+            int OUT, IN;
+        };
+        for (const Shape s : {Shape{1, 1}, Shape{128, 128}, Shape{129, 257}, Shape{200, 384}, Shape{37, 130}, Shape{300, 352}}) {
+            const QWeight q = quantize_weight(normal(size_t(s.OUT * s.IN), uint32_t(s.OUT * 1000 + s.IN), 0.05f), s.OUT, s.IN);
+            const QWeight t = transpose(q);
+            QCOMPARE(t.OUT, s.IN);
+            // every code moved to its place, and the block scales
+            for (int o = 0; o < s.OUT; ++o)
+                for (int i = 0; i < s.IN; ++i)
+                    if (t.codes[size_t(i * fp8_padded(s.OUT) + o)] != q.codes[size_t(o * fp8_padded(s.IN) + i)])
+                        QFAIL(qPrintable(QString("%1x%2: code (%3, %4) not transposed").arg(s.OUT).arg(s.IN).arg(o).arg(i)));
+            const QWeight back = transpose(t);
+            QVERIFY2(back.codes == q.codes, qPrintable(QString("%1x%2 codes").arg(s.OUT).arg(s.IN)));
+            QVERIFY2(std::memcmp(back.scales.data(), q.scales.data(), q.scales.size() * sizeof(float)) == 0,
+                     qPrintable(QString("%1x%2 scales").arg(s.OUT).arg(s.IN)));
+        }
+    }
+
+    void pad_columns_are_zero() {
+        const int OUT = 130, IN = 200;  // INp 256, OUTp 256
+        const QWeight q = quantize_weight(normal(size_t(OUT * IN), 21, 1.0f), OUT, IN);
+        for (int o = 0; o < OUT; ++o)
+            for (int i = IN; i < 256; ++i) QCOMPARE(q.codes[size_t(o * 256 + i)], uint8_t(0));
+        const QWeight t = transpose(q);
+        for (int i = 0; i < IN; ++i)
+            for (int o = OUT; o < 256; ++o) QCOMPARE(t.codes[size_t(i * 256 + o)], uint8_t(0));
+        const QRows x = quantize_rows(normal(size_t(7 * IN), 22, 1.0f), 7, IN);
+        for (int r = 0; r < 7; ++r)
+            for (int k = IN; k < 256; ++k) QCOMPARE(x.codes[size_t(r * 256 + k)], uint8_t(0));
+        // An all-zero input: scale 1, codes 0 everywhere (the buffers were 0xAB / -7 before).
+        const QWeight z = quantize_weight(std::vector<float>(size_t(OUT * IN), 0.0f), OUT, IN);
+        for (uint8_t c : z.codes) QCOMPARE(c, uint8_t(0));
+        for (float s : z.scales) QCOMPARE(bits(s), bits(1.0f));
+        const QRows zr = quantize_rows(std::vector<float>(size_t(3 * IN), 0.0f), 3, IN);
+        for (uint8_t c : zr.codes) QCOMPARE(c, uint8_t(0));
+        for (float s : zr.scales) QCOMPARE(bits(s), bits(1.0f));
+    }
+
+    // A NaN or infinite element makes its block's scale NaN and touches no other block.
+    void non_finite_poisons_only_its_block() {
+        const int rows = 5, K = 300, cols = 3;
+        const std::vector<float> x = normal(size_t(rows * K), 31, 1.0f);
+        const QRows clean = quantize_rows(x, rows, K);
+        std::vector<float> bad = x;
+        bad[size_t(2 * K + 130)] = NAN;       // block column 1 of row 2
+        bad[size_t(4 * K + 299)] = -INFINITY;  // block column 2 of row 4
+        const QRows q = quantize_rows(bad, rows, K);
+        for (int cb = 0; cb < cols; ++cb)
+            for (int r = 0; r < rows; ++r) {
+                const size_t i = size_t(cb * rows + r);
+                const bool poisoned = (cb == 1 && r == 2) || (cb == 2 && r == 4);
+                if (poisoned) {
+                    QVERIFY2(std::isnan(q.scales[i]), qPrintable(QString("block %1 of row %2").arg(cb).arg(r)));
+                    continue;
+                }
+                QCOMPARE(bits(q.scales[i]), bits(clean.scales[i]));
+                for (int k = cb * 128; k < (cb + 1) * 128; ++k)
+                    QCOMPARE(q.codes[size_t(r * 384 + k)], clean.codes[size_t(r * 384 + k)]);
+            }
+        const int OUT = 200, IN = 300;
+        const std::vector<float> w = normal(size_t(OUT * IN), 32, 0.05f);
+        const QWeight wclean = quantize_weight(w, OUT, IN);
+        std::vector<float> wbad = w;
+        wbad[size_t(130 * IN + 5)] = NAN;        // block (1, 0)
+        wbad[size_t(10 * IN + 260)] = INFINITY;  // block (0, 2)
+        const QWeight wq = quantize_weight(wbad, OUT, IN);
+        for (int bo = 0; bo < 2; ++bo)
+            for (int bi = 0; bi < 3; ++bi) {
+                const size_t i = size_t(bo * 3 + bi);
+                const bool poisoned = (bo == 1 && bi == 0) || (bo == 0 && bi == 2);
+                if (poisoned) {
+                    QVERIFY2(std::isnan(wq.scales[i]), qPrintable(QString("weight block (%1, %2)").arg(bo).arg(bi)));
+                    continue;
+                }
+                QCOMPARE(bits(wq.scales[i]), bits(wclean.scales[i]));
+                for (int o = bo * 128; o < std::min(OUT, (bo + 1) * 128); ++o)
+                    for (int k = bi * 128; k < (bi + 1) * 128; ++k)
+                        QCOMPARE(wq.codes[size_t(o * 384 + k)], wclean.codes[size_t(o * 384 + k)]);
+            }
+    }
+
+    // Each element is within half an E4M3 step of its block: |deq - w| <= 2^-4 |w| (normal codes) or
+    // 2^-10 * scale (subnormal codes), up to the fp32 rounding of w * inv and of the scale.
+    void dequantized_weight_is_within_half_a_step() {
+        const int OUT = 260, IN = 300;
+        std::vector<float> w = normal(size_t(OUT * IN), 41, 0.05f);
+        w[7] = 3.0f;  // an outlier: its block's small values get subnormal codes
+        const QWeight q = quantize_weight(w, OUT, IN);
+        const int64_t INp = fp8_padded(IN), cols = INp / kFp8Block;
+        double worst = 0;
+        for (int o = 0; o < OUT; ++o)
+            for (int i = 0; i < IN; ++i) {
+                const double scale = q.scales[size_t((o / 128) * cols + i / 128)];
+                const double deq = double(e4m3_value(q.codes[size_t(o * INp + i)])) * scale;
+                const double v = w[size_t(o * IN + i)];
+                const double bound = (std::ldexp(std::fabs(v), -4) + std::ldexp(scale, -10)) * (1 + 1e-6);
+                worst = std::max(worst, std::fabs(deq - v) / bound);
+            }
+        qInfo("worst |dequantized - w| / bound: %.4f", worst);
+        QVERIFY(worst <= 1.0);
+    }
+
+    void thread_count_does_not_change_results() {
+        ThreadGuard guard;
+        const int OUT = 300, IN = 352, N = 37;
+        const std::vector<float> w = normal(size_t(OUT * IN), 51, 0.05f), x = normal(size_t(N * IN), 52, 1.0f);
+        const std::vector<float> bias = normal(size_t(OUT), 53, 0.1f);
+        struct Run {
+            QWeight w, t;
+            QRows x;
+            std::vector<float> out;
+        };
+        auto run = [&](int threads) {
+            cpu::set_cpu_threads(threads);
+            Run r{quantize_weight(w, OUT, IN), {}, quantize_rows(x, N, IN), std::vector<float>(size_t(N * OUT))};
+            r.t = transpose(r.w);
+            cpu::fp8_matmul(r.out.data(), r.x.codes.data(), r.x.scales.data(), r.w.codes.data(), r.w.scales.data(),
+                            bias.data(), N, IN, OUT, 0.0f);
+            return r;
+        };
+        const Run one = run(1);
+        for (const int threads : {2, 3, 4}) {
+            const Run r = run(threads);
+            QVERIFY(r.w.codes == one.w.codes);
+            QVERIFY(std::memcmp(r.w.scales.data(), one.w.scales.data(), one.w.scales.size() * 4) == 0);
+            QVERIFY(r.t.codes == one.t.codes);
+            QVERIFY(std::memcmp(r.t.scales.data(), one.t.scales.data(), one.t.scales.size() * 4) == 0);
+            QVERIFY(r.x.codes == one.x.codes);
+            QVERIFY(std::memcmp(r.x.scales.data(), one.x.scales.data(), one.x.scales.size() * 4) == 0);
+            QVERIFY2(std::memcmp(r.out.data(), one.out.data(), one.out.size() * 4) == 0,
+                     qPrintable(QString("fp8_matmul with %1 threads").arg(threads)));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestFp8)
+#include "test_fp8.moc"
