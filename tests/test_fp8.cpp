@@ -7,6 +7,10 @@
 //  2. quantize_fp8_weight, quantize_fp8_rows and fp8_transpose equal torch's block quantization bit for bit
 //     (fp8/blocks.safetensors); fp8_matmul is within 1e-5 of the output's largest magnitude of a float64
 //     product of the same codes, writing (beta 0) and accumulating (beta 1).
+//  4. The engine in precision fp8 (CpuModel with every projection FP8): its logits and loss on the llama and qwen3
+//     fixture models with their PEFT adapters against torch's FP8-emulated forward (models/*/fp8_expected:
+//     transformers + PEFT with each base projection replaced by the same block quantization and a float64
+//     product), which is far from the plain fp32 forward; training steps; the memory plan; the refusals.
 //  3. Properties that need no fixture: the transpose twice is the identity, the pad columns are code 0, a NaN
 //     or inf poisons its block's scale only, the dequantized weight is within half an E4M3 step, the results
 //     are bitwise the same for any thread count.
@@ -20,13 +24,21 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/files.h"
 #include "core/fp8.h"
+#include "export/peft_adapter.h"
 #include "kernels/cpu/fp8.h"
 #include "kernels/cpu/threads.h"
+#include "model/model.h"
+#include "tandem/data.h"
+#include "tandem/error.h"
+#include "tandem/model_config.h"
+#include "tandem/run_config.h"
 #include "tandem/safetensors.h"
 #include "test_support.h"
 
@@ -511,6 +523,150 @@ private slots:
             QVERIFY(std::memcmp(r.x.scales.data(), one.x.scales.data(), one.x.scales.size() * 4) == 0);
             QVERIFY2(std::memcmp(r.out.data(), one.out.data(), one.out.size() * 4) == 0,
                      qPrintable(QString("fp8_matmul with %1 threads").arg(threads)));
+        }
+    }
+
+    // ---- 4. The engine in precision fp8 ----
+
+    void model_forward_matches_torch_emulation() {
+        for (const char* name : {"llama", "qwen3"}) {
+            const fs::path dir = fixtures() / "models" / name, path = dir / "fp8_expected.safetensors";
+            REQUIRE_FP8_FIXTURE(path);
+            const SafetensorsFile exp(path);
+            const PackedBatch batch = batch_from_sequences(
+                read_json_file(dir / "sequences.json")["sequences"].get<std::vector<std::vector<int32_t>>>());
+            const PeftAdapter a = read_peft_adapter(dir / "adapter", load_model_config(dir));
+            CpuModel m = CpuModel::load(dir, a.config, 7, 64, CheckpointPolicy::Off, false, true);
+            QVERIFY(m.config().quantization.fp8);
+            m.set_lora(a.tensors);
+            const std::vector<float> got = m.logits(batch), want = tensor_to_f32(exp.at("logits")),
+                                     plain = tensor_to_f32(exp.at("fp32.logits"));
+            QCOMPARE(got.size(), want.size());
+            double err = 0, moved = 0, ref = 0;
+            for (size_t i = 0; i < want.size(); ++i) {
+                err = std::max(err, std::fabs(double(got[i]) - want[i]));
+                moved = std::max(moved, std::fabs(double(plain[i]) - want[i]));
+                ref = std::max(ref, std::fabs(double(want[i])));
+            }
+            qInfo("%s: FP8 logits vs torch's emulation: max_abs %.3g (rel %.3g); FP8 moves them %.3g from fp32", name,
+                  err, err / ref, moved);
+            // The engine's fp32 activations differ from torch's at fp32 rounding, which can move an element
+            // across an E4M3 rounding boundary now and then: far below what FP8 itself changes.
+            QVERIFY2(err / ref <= 2e-3, qPrintable(QString("%1: rel %2").arg(name).arg(err / ref)));
+            QVERIFY(moved > 20 * err);
+            const double loss = m.forward_loss(batch) / batch.num_label_tokens;
+            const double want_loss = tensor_to_f32(exp.at("loss")).at(0);
+            QVERIFY2(std::fabs(loss - want_loss) <= 1e-3 * want_loss,
+                     qPrintable(QString("%1: loss %2 vs %3").arg(name).arg(loss).arg(want_loss)));
+        }
+    }
+
+    // The LoRA gradients of an FP8 step are the fp32 model's within a few percent (FP8 changes the base's
+    // products, not what LoRA learns from them), and they are not the same numbers.
+    void model_grads_near_fp32() {
+        const fs::path dir = fixtures() / "models" / "qwen3";
+        const PackedBatch batch = batch_from_sequences(
+            read_json_file(dir / "sequences.json")["sequences"].get<std::vector<std::vector<int32_t>>>());
+        const PeftAdapter a = read_peft_adapter(dir / "adapter", load_model_config(dir));
+        auto grads = [&](bool fp8) {
+            CpuModel m = CpuModel::load(dir, a.config, 3, 64, CheckpointPolicy::Off, false, fp8);
+            m.set_lora(a.tensors);
+            m.zero_grads();
+            const double loss = m.forward_backward(batch, float(1.0 / batch.num_label_tokens), 0);
+            std::map<std::string, std::vector<float>> g;
+            for (const auto& p : m.lora_params()) g[p.spec.name] = p.grad;
+            return std::pair{loss, g};
+        };
+        const auto [l32, g32] = grads(false);
+        const auto [l8, g8] = grads(true);
+        QVERIFY(std::isfinite(l8));
+        QVERIFY(std::fabs(l8 - l32) <= 0.02 * l32);
+        double worst = 0, least = 1;
+        for (const auto& [name, want] : g32) {
+            const std::vector<float>& got = g8.at(name);
+            double d2 = 0, r2 = 0;
+            for (size_t i = 0; i < want.size(); ++i) {
+                d2 += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+                r2 += double(want[i]) * want[i];
+            }
+            const double rel = std::sqrt(d2 / std::max(r2, 1e-30));
+            worst = std::max(worst, rel);
+            least = std::min(least, rel);
+        }
+        qInfo("FP8 vs fp32 LoRA grads: relative L2 from %.3g to %.3g over %zu tensors", least, worst, g32.size());
+        QVERIFY2(worst <= 0.25, qPrintable(QString("worst %1").arg(worst)));
+        QVERIFY(least > 1e-5);
+    }
+
+    // The plan holds a byte per weight (rows padded to 128 columns) plus a scale per 128x128 block instead of the
+    // backend's float, exactly.
+    void plan_counts_one_byte_per_weight() {
+        const ModelConfig cfg = load_model_config(fixtures() / "models" / "llama");
+        LoraConfig lora;
+        const auto f32 = CpuModel::plan(cfg, lora, 64, CheckpointPolicy::Off);
+        const auto f8 = CpuModel::plan(with_fp8(cfg), lora, 64, CheckpointPolicy::Off);
+        QVERIFY(f8.weights < f32.weights);
+        // Every projection: 4 bytes per element less, out * padded(in) codes and the block scales more (each
+        // piece padded to the arena's alignment, at most 256 bytes).
+        int64_t want = 0, pieces = 0;
+        for (const auto& t : expected_tensors(cfg)) {
+            if (t.name.find("_proj.weight") == std::string::npos) continue;
+            const int64_t out = t.shape.at(0), in = t.shape.at(1);
+            want += 4 * out * in - out * fp8_padded(in) - 4 * fp8_blocks(out) * (fp8_padded(in) / kFp8Block);
+            pieces += 2;
+        }
+        const int64_t saved = int64_t(f32.weights) - int64_t(f8.weights);
+        QVERIFY2(std::llabs(saved - want) <= 256 * pieces,
+                 qPrintable(QString("saved %1 bytes, expected %2").arg(saved).arg(want)));
+    }
+
+    void refusals() {
+        // FP8 and 4-bit exclude each other, in the run config and at the model.
+        RunConfig c;
+        c.model = "m";
+        c.output_dir = "o";
+        c.data.dataset = "d.jsonl";
+        c.precision = Precision::Fp8;
+        c.quantization = Quantization::Nf4;
+        try {
+            validate_run_config(c);
+            QFAIL("fp8 + nf4 accepted");
+        } catch (const Error& e) {
+            QCOMPARE(e.category(), ErrorCategory::InvalidInput);
+            QVERIFY(std::string(e.what()).find("precision") != std::string::npos);
+        }
+        const ModelConfig cfg = load_model_config(fixtures() / "models" / "llama");
+        try {
+            (void)with_fp8(with_quantization(cfg));
+            QFAIL("fp8 of a 4-bit config accepted");
+        } catch (const Error& e) {
+            QCOMPARE(e.category(), ErrorCategory::Unsupported);
+        }
+        // Mixture of experts: not FP8 yet, said so when the model is built.
+        LoraConfig lora;
+        try {
+            (void)CpuModel::load(fixtures() / "models" / "qwen3-moe", lora, 1, 64, CheckpointPolicy::Off, false, true);
+            QFAIL("fp8 MoE accepted");
+        } catch (const Error& e) {
+            QCOMPARE(e.category(), ErrorCategory::Unsupported);
+            QVERIFY(std::string(e.what()).find("experts") != std::string::npos);
+        }
+        // The JSON key: written only when fp8, read back, unknown values named.
+        c.quantization = Quantization::None;
+        nlohmann::json j;
+        to_json(j, c);
+        QCOMPARE(j.at("precision").get<std::string>(), std::string("fp8"));
+        RunConfig back = parse_run_config(j);
+        QVERIFY(back.precision == Precision::Fp8);
+        c.precision = Precision::Bf16;
+        to_json(j, c);
+        QVERIFY(!j.contains("precision"));
+        j["precision"] = "fp4";
+        try {
+            (void)parse_run_config(j);
+            QFAIL("precision fp4 accepted");
+        } catch (const Error& e) {
+            QVERIFY(std::string(e.what()).find("bf16 or fp8") != std::string::npos);
         }
     }
 };

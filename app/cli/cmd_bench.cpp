@@ -418,7 +418,7 @@ std::string join(const std::vector<std::string>& v) {
 Run add_bench_command(CLI::App& app) {
     struct Opts {
         std::string config, checkpointing = "off", attention = "auto", json_path, timeline_path, plans_path;
-        std::string quantization = "none";
+        std::string quantization = "none", precision = "bf16";
         double vram_budget = 0;
         std::string cuda_graphs = CudaModelOptions{}.cuda_graphs ? "on" : "off";
         std::string moe_routing = "sort";
@@ -451,6 +451,9 @@ Run add_bench_command(CLI::App& app) {
     sub->add_option("--vram-budget", o->vram_budget, "plan and allocate as if the GPU had this many GiB (0: its own)");
     sub->add_option("--quantization", o->quantization, "none|nf4 (4-bit base weights: QLoRA)")
         ->check(CLI::IsMember({"none", "nf4"}))
+        ->capture_default_str();
+    sub->add_option("--precision", o->precision, "bf16|fp8 (FP8 base weights and GEMMs, block-scaled; Hopper)")
+        ->check(CLI::IsMember({"bf16", "fp8"}))
         ->capture_default_str();
     sub->add_option("--alpha", o->alpha, "LoRA alpha")->capture_default_str();
     sub->add_option("--json", o->json_path, "also write the results as JSON to this file");
@@ -541,6 +544,7 @@ Run add_bench_command(CLI::App& app) {
                             : o->attention == "inhouse" ? AttentionBackend::Inhouse
                                                         : AttentionBackend::Auto;
         options.quantize_4bit = o->quantization == "nf4";
+        options.fp8 = o->precision == "fp8";
         options.moe_routing_loop = o->moe_routing == "loop";
 #if TANDEM_WITH_CUDA
         if (o->vram_budget > 0) cuda::set_device_memory_limit(uint64_t(o->vram_budget * double(uint64_t(1) << 30)));
@@ -577,6 +581,7 @@ Run add_bench_command(CLI::App& app) {
         j["samples"] = lengths.size();
         j["checkpointing"] = o->checkpointing;
         j["quantization"] = o->quantization;
+        j["precision"] = o->precision;
         j["vram_budget_gib"] = o->vram_budget;
         j["cuda_graphs_requested"] = o->cuda_graphs;
         j["attention_requested"] = o->attention;
@@ -734,7 +739,7 @@ Run add_bench_command(CLI::App& app) {
                     attention_backend.c_str());
         std::printf("  batch           %d tokens = %zu samples of %d; checkpointing %s; base weights %s\n",
                     o->batch_tokens, lengths.size(), o->seq_len, o->checkpointing.c_str(),
-                    o->quantization == "nf4" ? "4-bit nf4" : "bf16");
+                    o->quantization == "nf4" ? "4-bit nf4" : o->precision == "fp8" ? "fp8 (block-scaled GEMMs)" : "bf16");
         std::printf("  steps           %d warmup + %d timed\n", o->warmup, o->steps);
         std::printf("  throughput      %.0f tokens/s, %.3f steps/s\n", tokens_per_s, 1e3 / step);
         std::printf("  step            %8.2f ms mean (median %.2f, min %.2f, max %.2f)\n", step, median(step_ms),

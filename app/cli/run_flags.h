@@ -48,23 +48,32 @@ inline void apply_choice_flags(RunConfig& c, const std::string& checkpointing, c
 // The memory flags as the user sets them.
 struct MemoryFlags {
     std::string quantization;
+    std::string precision;
     std::optional<double> vram_budget;
 };
 
-// Registers --quantization and --vram-budget on a subcommand.
+// Registers --quantization, --precision and --vram-budget on a subcommand.
 inline void add_memory_flags(CLI::App* sub, MemoryFlags& f) {
     sub->add_option("--quantization", f.quantization,
                     "none (base weights as the checkpoint stores them) | nf4 (4-bit base weights: QLoRA; a *-bnb-4bit "
                     "checkpoint is 4-bit either way)");
+    sub->add_option("--precision", f.precision,
+                    "bf16 (default) | fp8 (FP8 base weights and GEMMs with block scales: faster on Hopper GPUs; "
+                    "LoRA, norms, attention and loss stay bf16)");
     sub->add_option("--vram-budget", f.vram_budget, "plan and allocate as if the GPU had this many GiB");
 }
 
-// --quantization and --vram-budget, when given.
+// --quantization, --precision and --vram-budget, when given.
 inline void apply_memory_flags(RunConfig& c, const MemoryFlags& f) {
     if (!f.quantization.empty()) {
         const auto q = parse_quantization(f.quantization);
         if (!q) throw_invalid("--quantization " + f.quantization + ": expected none or nf4");
         c.quantization = *q;
+    }
+    if (!f.precision.empty()) {
+        const auto p = parse_precision(f.precision);
+        if (!p) throw_invalid("--precision " + f.precision + ": expected bf16 or fp8");
+        c.precision = *p;
     }
     if (f.vram_budget) {
         if (!(*f.vram_budget > 0) || *f.vram_budget > 1e6)

@@ -31,7 +31,8 @@ namespace tandem {
 
 // X(op, (arguments of a call)) for every op. Argument names: x/cx an Act pointer (mutable/const), f/cf
 // float, d double, ci int32 (ids, positions, targets, cu_seqlens; i: written, the MoE routing), seed (const uint64_t*), scale (const
-// float*), rope (B::RopeTable), ws (void* workspace), q4 (a 4-bit weight, core/quant4.h), n int, n64 int64,
+// float*), rope (B::RopeTable), ws (void* workspace), q4 (a 4-bit weight, core/quant4.h), u8/cu8 FP8 codes or
+// other bytes (uint8_t*, mutable/const), n int, n64 int64,
 // s float, p double, flag bool.
 #define TANDEM_BACKEND_OPS(X)                                                       \
     X(embedding_forward, (x, ci, cx, n, n, n))                                      \
@@ -77,7 +78,10 @@ namespace tandem {
     X(moe_unpermute_backward, (x, f, cx, cx, cf, ci, n, n, n))                      \
     X(grouped_matmul_forward, (x, cx, cx, n64, cx, n64, ci, n, n, n, n, s, flag))   \
     X(grouped_matmul_backward, (x, cx, cx, n64, ci, n, n, n, n, s))                 \
-    X(grouped_matmul_weight_grad, (f, n64, cx, cx, ci, n, n, n, n, s))
+    X(grouped_matmul_weight_grad, (f, n64, cx, cx, ci, n, n, n, n, s))              \
+    X(quantize_fp8_rows, (u8, f, cx, n, n))                                         \
+    X(fp8_transpose, (u8, f, cu8, cf, n, n))                                        \
+    X(fp8_matmul, (x, cu8, cf, cu8, cf, cx, n, n, n, s))
 
 #define TANDEM_BACKEND_OP_REQUIRE(op, args) B::op args;
 #define TANDEM_BACKEND_OP_NAME(op, args) std::string_view(#op),
@@ -86,7 +90,8 @@ namespace tandem {
 template <class B>
 concept Backend = requires(typename B::Act* x, const typename B::Act* cx, float* f, const float* cf, double* d,
                            const int32_t* ci, int32_t* i, const uint64_t* seed, const float* scale,
-                           const typename B::RopeTable& rope, void* ws, const Quant4Ref& q4, int n, int64_t n64,
+                           const typename B::RopeTable& rope, void* ws, const Quant4Ref& q4, uint8_t* u8,
+                           const uint8_t* cu8, int n, int64_t n64,
                            float s, double p,
                            bool flag) {
     typename B::Act;

@@ -362,6 +362,15 @@ ModelConfig with_quantization(ModelConfig config) {
     return config;
 }
 
+ModelConfig with_fp8(ModelConfig config) {
+    if (config.quantization.four_bit)
+        throw_unsupported("precision fp8: this model's projections are 4-bit (" +
+                          std::string(config.quantization.prequantized ? "a *-bnb-4bit checkpoint" : "QLoRA") +
+                          "); FP8 training needs a float checkpoint: use precision bf16 with it");
+    config.quantization.fp8 = true;
+    return config;
+}
+
 int64_t ModelConfig::active_parameter_count() const {
     int64_t n = parameter_count();
     if (n < 0 || num_experts <= 0) return n;

@@ -28,6 +28,8 @@
 
 #include "core/random.h"
 #include "model/cuda_model_impl.h"
+#include "model/cuda_fp8_load.h"
+#include "tandem/system_info.h"
 #include "model/cuda_quant4_load.h"
 #include "model/quant4_load.h"
 #include "tandem/model_dir.h"
@@ -57,9 +59,15 @@ void validate(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOpt
                           "'smart-single' ('auto' is resolved by the trainer)");
 }
 
+// The config the model holds: the checkpoint's, with its projections 4-bit (QLoRA) or FP8 when asked.
+ModelConfig held_config(const ModelConfig& cfg, const CudaModelOptions& o) {
+    if (o.fp8) return with_fp8(o.quantize_4bit ? with_quantization(cfg) : cfg);
+    return o.quantize_4bit ? with_quantization(cfg) : cfg;
+}
+
 Dims cuda_dims(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOptions& o) {
     const int64_t k = kCeChunkBytes / (int64_t(cfg.vocab_size) * int64_t(sizeof(float)));
-    return make_dims(o.quantize_4bit ? with_quantization(cfg) : cfg, lora, o.max_tokens, o.max_seqlen,
+    return make_dims(held_config(cfg, o), lora, o.max_tokens, o.max_seqlen,
                      int(std::max<int64_t>(k / 64 * 64, 64)));
 }
 
@@ -149,7 +157,11 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
     validate(cfg, lora, options, where);
     auto impl = std::make_unique<CudaModel::Impl>();
     CudaModel::Impl& m = *impl;
-    m.cfg = options.quantize_4bit ? with_quantization(cfg) : cfg;
+    if (options.fp8) {
+        const std::string why = fp8_unsupported_reason(system_info());
+        if (!why.empty()) throw_unsupported(where + ": precision fp8: " + why);
+    }
+    m.cfg = held_config(cfg, options);
     m.lora = lora;
     m.options = options;
     m.d = cuda_dims(cfg, lora, options);
@@ -308,7 +320,9 @@ CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConf
     const size_t stage_bytes = m.work_bytes;
     const Quant4Stage q4{stage, stage_bytes, m.y.quant_max_blocks};
     for (const WeightEntry& e : weight_entries(m.y, d)) {
-        if (e.handle < 0) {
+        if (e.f8.codes >= 0) {
+            upload_fp8(m.y.weights, m.weights_mem.data(), e, ws, Fp8Stage{stage, stage_bytes});
+        } else if (e.handle < 0) {
             upload_quant4(m.y.weights, m.weights_mem.data(), e, d, ws, q4);
         } else {
             check_not_quant4(ws, e);
@@ -329,7 +343,9 @@ CudaModel CudaModel::random(const ModelConfig& config, const LoraConfig& lora, u
     auto uniform = [&](bf16* p, int64_t n) { cuda::fill_uniform(p, n, rng.next_u64(), bound); };
     const Quant4Stage q4{m.work_base, m.work_bytes, m.y.quant_max_blocks};
     for (const WeightEntry& e : weight_entries(m.y, d)) {
-        if (e.handle < 0)
+        if (e.f8.codes >= 0)
+            random_fp8(m.y.weights, m.weights_mem.data(), e, rng.next_u64(), bound, Fp8Stage{m.work_base, m.work_bytes});
+        else if (e.handle < 0)
             random_quant4(m.y.weights, m.weights_mem.data(), e, d, rng.next_u64(), bound, q4);
         else if (e.kind == WeightKind::Matrix)
             uniform(m.weight(e.handle) + e.offset, e.numel);  // one draw of the weight seed per matrix, in file order

@@ -62,6 +62,9 @@ struct CudaModelOptions {
     // on the device at load, dequantized to bf16 in front of each base GEMM. A pre-quantized (*-bnb-4bit)
     // checkpoint is 4-bit either way.
     bool quantize_4bit = false;
+    // precision fp8: the projections quantized to FP8 at load, the base GEMMs block-scaled FP8 (core/fp8.h).
+    // Needs a Hopper GPU (fp8_unsupported_reason); the memory plan counts one byte per weight.
+    bool fp8 = false;
     // Ablation only (bench --moe-routing loop): an MoE layer's experts the old way, a loop over the experts with
     // one GEMM each whose row counts the host reads back (one host sync per MoE layer, forward and backward),
     // instead of the grouped GEMMs reading the sorted offsets on the device. Same values; no CUDA graphs.

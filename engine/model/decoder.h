@@ -93,6 +93,7 @@ struct LayerWeights {
     const Act* w[kNumModules] = {};  // q [Q,C], k [KV,C], v [KV,C], o [C,Q], gate [F,C], up [F,C], down [C,F]
     const Act* b[kNumModules] = {};  // [OUT] or nullptr
     Quant4Ref q[kNumModules];        // a 4-bit weight (w[m] is nullptr): its codes and scales
+    Fp8Ref f8[kNumModules];          // an FP8 weight (w[m] is nullptr; core/fp8.h): the slot's codes and scales
     int64_t q_first[kNumModules] = {};  // the slot's first element in it (a fused projection's rows)
     const Act* q_norm = nullptr;     // [D] (qk_norm only)
     const Act* k_norm = nullptr;     // [D]
@@ -227,6 +228,15 @@ public:
     void* ce_ws = nullptr;     // lm_head chunk workspace
     double* loss_sum = nullptr;  // [2] this batch's, the step's
     Act* wq = nullptr;           // one slot's 4-bit base weight, dequantized (4-bit models only)
+    // FP8 models (d.fp8): a GEMM's quantized input or output gradient, and one slot's weight transposed.
+    uint8_t* f8_codes = nullptr;
+    float* f8_scales = nullptr;
+    uint8_t* f8_wt = nullptr;
+    float* f8_wt_scales = nullptr;
+    // What f8_codes holds while a SharedInput scope is open (several projections of one input): that input.
+    const Act* f8_held = nullptr;
+    int f8_held_rows = 0, f8_held_k = 0;
+    bool f8_share = false;
     Act* d_xs = nullptr;         // [N,C] MoE backward: gradient of the permuted input
     Act* d_ys = nullptr;         // [N,C] of the experts' outputs
     float* d_route_w = nullptr;  // [T,K] of the routing weights
@@ -260,7 +270,14 @@ public:
             w.mlp_out_norm = W.ptr<Act>(weights_base, h.mlp_out_norm);
             w.router = W.ptr<Act>(weights_base, h.router);
             for (int m = 0; m < kNumModules; ++m) {
-                if (h.q[m].codes >= 0) {
+                if (h.f8[m].codes >= 0) {
+                    const Fp8Pieces& f = h.f8[m];
+                    const int64_t kp = fp8_padded(f.in);
+                    w.w[m] = nullptr;
+                    w.f8[m] = Fp8Ref{W.ptr<uint8_t>(weights_base, f.codes) + f.row0 * kp,
+                                     W.ptr<float>(weights_base, f.scales) + f.row0 / kFp8Block * (kp / kFp8Block),
+                                     d.out_of(m), d.in_of(m)};
+                } else if (h.q[m].codes >= 0) {
                     w.w[m] = nullptr;
                     w.q[m] = quant4_ref(W, weights_base, h.q[m]);
                     w.q_first[m] = h.w_off[m];
@@ -329,6 +346,10 @@ public:
         ce_ws = y.work.ptr<char>(work_base, y.ce);
         loss_sum = y.work.ptr<double>(work_base, y.loss_sum);
         wq = y.dequant < 0 ? nullptr : y.work.ptr<Act>(work_base, y.dequant);
+        f8_codes = y.work.ptr<uint8_t>(work_base, y.fp8_act);
+        f8_scales = y.work.ptr<float>(work_base, y.fp8_act_scales);
+        f8_wt = y.work.ptr<uint8_t>(work_base, y.fp8_wt);
+        f8_wt_scales = y.work.ptr<float>(work_base, y.fp8_wt_scales);
         d_xs = A.ptr<Act>(acts_base, y.d_xs);
         d_ys = A.ptr<Act>(acts_base, y.d_ys);
         d_route_w = A.ptr<float>(acts_base, y.d_route_w);
@@ -370,7 +391,12 @@ public:
     void project(int l, int m, Act* out, const Act* inp, bool train, int r0 = 0, int rows = -1) {
         const LayerWeights<B>& w = layers[size_t(l)];
         const int T = rows < 0 ? step.T : rows, IN = d.in_of(m), OUT = d.out_of(m);
-        B::matmul_forward(out, inp, base_weight(l, m), w.b[m], T, IN, OUT);
+        if (d.fp8) {
+            fp8_input(inp, T, IN);
+            B::fp8_matmul(out, f8_codes, f8_scales, w.f8[m].codes, w.f8[m].scales, w.b[m], T, IN, OUT, 0.0f);
+        } else {
+            B::matmul_forward(out, inp, base_weight(l, m), w.b[m], T, IN, OUT);
+        }
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
         const Act* lin = inp;
@@ -382,11 +408,42 @@ public:
     }
     Act* tmp_rows(int l, int m, int r0) { return acts[size_t(l)].lora_tmp[m] + int64_t(r0) * d.R; }
 
+    // FP8: inp[rows,K] quantized into f8_codes / f8_scales, unless an open SharedInput scope holds it already.
+    void fp8_input(const Act* inp, int rows, int K) {
+        if (f8_share && f8_held == inp && f8_held_rows == rows && f8_held_k == K) return;
+        B::quantize_fp8_rows(f8_codes, f8_scales, inp, rows, K);
+        f8_held = f8_share ? inp : nullptr;
+        f8_held_rows = rows;
+        f8_held_k = K;
+    }
+    // While alive, projections of the same input (q/k/v of ln1, gate/up of ln2) quantize it once (FP8).
+    struct SharedInput {
+        Decoder& dec;
+        explicit SharedInput(Decoder& x) : dec(x) {
+            dec.f8_share = true;
+            dec.f8_held = nullptr;
+        }
+        ~SharedInput() {
+            dec.f8_share = false;
+            dec.f8_held = nullptr;
+        }
+        SharedInput(const SharedInput&) = delete;
+        SharedInput& operator=(const SharedInput&) = delete;
+    };
+
     // dinp[T,IN] += d(out)/d(inp) applied to dout[T,OUT]; LoRA grads += (grad_scale is already inside dout).
     // With dropout the dropped input is recomputed from inp (same hash, same values as forward).
     void project_backward(int l, int m, Act* dinp, const Act* dout, const Act* inp, int r0 = 0, int rows = -1) {
         const int T = rows < 0 ? step.T : rows, IN = d.in_of(m), OUT = d.out_of(m);
-        B::matmul_backward(dinp, nullptr, nullptr, dout, inp, base_weight(l, m), T, IN, OUT);
+        if (d.fp8) {  // dinp += dout @ W as an FP8 GEMM against W transposed (FP8 GEMMs are TN only)
+            const Fp8Ref& f = layers[size_t(l)].f8[m];
+            f8_held = nullptr;
+            B::quantize_fp8_rows(f8_codes, f8_scales, dout, T, OUT);
+            B::fp8_transpose(f8_wt, f8_wt_scales, f.codes, f.scales, OUT, IN);
+            B::fp8_matmul(dinp, f8_codes, f8_scales, f8_wt, f8_wt_scales, nullptr, T, OUT, IN, 1.0f);
+        } else {
+            B::matmul_backward(dinp, nullptr, nullptr, dout, inp, base_weight(l, m), T, IN, OUT);
+        }
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
         const Act* tmp = tmp_rows(l, m, r0);
@@ -440,9 +497,12 @@ public:
         LayerActs<B>& a = acts[size_t(l)];
         const LayerWeights<B>& w = layers[size_t(l)];
         const int T = step.T;
-        project(l, kQ, d.qk_norm ? a.q : a.qr, a.ln1, train);
-        project(l, kK, d.qk_norm ? a.k : a.kr, a.ln1, train);
-        project(l, kV, a.v, a.ln1, train);
+        {
+            SharedInput once(*this);
+            project(l, kQ, d.qk_norm ? a.q : a.qr, a.ln1, train);
+            project(l, kK, d.qk_norm ? a.k : a.kr, a.ln1, train);
+            project(l, kV, a.v, a.ln1, train);
+        }
         if (d.qk_norm) {
             norm(a.qr, a.q_rstd, a.q, w.q_norm, T * d.Hq, d.D);
             norm(a.kr, a.k_rstd, a.k, w.k_norm, T * d.Hkv, d.D);
@@ -475,6 +535,7 @@ public:
             return;
         }
         if (!tail) {  // recompute_layer: gate / up (and their LoRA tmps) of an unchunked MLP
+            SharedInput once(*this);
             project(l, kGate, a.gate, a.ln2, train);
             project(l, kUp, a.up, a.ln2, train);
             return;
@@ -484,8 +545,11 @@ public:
         for (int r0 = 0; r0 < T; r0 += mlp_rows) {
             const int n = std::min(mlp_rows, T - r0);
             const Act* in = a.ln2 + int64_t(r0) * d.C;
-            project(l, kGate, a.gate, in, train, r0, n);
-            project(l, kUp, a.up, in, train, r0, n);
+            {
+                SharedInput once(*this);
+                project(l, kGate, a.gate, in, train, r0, n);
+                project(l, kUp, a.up, in, train, r0, n);
+            }
             activation(act, a.gate, a.up, n);
             project(l, kDown, o + int64_t(r0) * d.C, act, train, r0, n);
         }
@@ -748,8 +812,11 @@ public:
             for (int r0 = 0; r0 < T; r0 += mlp_rows) {
                 const int n = std::min(mlp_rows, T - r0);
                 const Act* in = a.ln2 + int64_t(r0) * d.C;
-                project(l, kGate, a.gate, in, true, r0, n);
-                project(l, kUp, a.up, in, true, r0, n);
+                {
+                    SharedInput once(*this);
+                    project(l, kGate, a.gate, in, true, r0, n);
+                    project(l, kUp, a.up, in, true, r0, n);
+                }
                 Act* act = d_big3;
                 activation(act, a.gate, a.up, n);
                 lora_tmp_forward(l, kDown, act, r0, n);

@@ -124,9 +124,10 @@ CpuModel::MemoryNeeds CpuModel::plan(const ModelConfig& cfg, const LoraConfig& l
 }
 
 CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed, int max_tokens,
-                        CheckpointPolicy checkpointing, bool quantize_4bit) {
+                        CheckpointPolicy checkpointing, bool quantize_4bit, bool fp8) {
     ModelDir md = open_model_dir(model_dir);
-    const ModelConfig cfg = quantize_4bit ? with_quantization(md.info.config) : md.info.config;
+    ModelConfig cfg = quantize_4bit ? with_quantization(md.info.config) : md.info.config;
+    if (fp8) cfg = with_fp8(std::move(cfg));
     const std::string where = model_dir.string();
     validate_model(cfg, lora, where);
     if (max_tokens <= 0) throw_invalid(where + ": max_tokens must be positive");

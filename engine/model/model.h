@@ -40,10 +40,11 @@ public:
     // initialises them, from a deterministic generator seeded with `seed`. Activations are sized for
     // micro-batches of at most `max_tokens` tokens. Throws Error{InvalidInput|Unsupported} naming the folder.
     // quantize_4bit: hold the projections as NF4 (QLoRA; with_quantization) though the checkpoint is float.
-    // A pre-quantized (*-bnb-4bit) checkpoint is 4-bit either way.
+    // A pre-quantized (*-bnb-4bit) checkpoint is 4-bit either way. fp8: hold the projections as FP8 with
+    // block scales and run the base GEMMs in emulated FP8 (precision fp8; with_fp8; kernels/cpu/fp8.h).
     static CpuModel load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,
                          int max_tokens, CheckpointPolicy checkpointing = CheckpointPolicy::Off,
-                         bool quantize_4bit = false);
+                         bool quantize_4bit = false, bool fp8 = false);
 
     CpuModel(CpuModel&&) noexcept;
     CpuModel& operator=(CpuModel&&) noexcept;

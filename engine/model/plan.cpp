@@ -3,6 +3,8 @@
 // The decoder's memory plan (see plan.h): one function lays out the arenas for every backend and policy.
 #include "model/plan.h"
 
+#include "core/fp8.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -121,6 +123,23 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
                               " has other projections than layer 0 (not a dense model)");
     }
     const WeightQuantization& wq = cfg.quantization;
+    if (wq.fp8) {
+        if (wq.four_bit) throw_unsupported(cfg.architecture + ": precision fp8 with 4-bit weights");
+        if (d.E > 0)
+            throw_unsupported(cfg.architecture + ": precision fp8 covers dense models; the experts of a mixture-of-"
+                                                 "experts model are not FP8 yet: use precision bf16");
+        for (const ProjectionSpec& pr : d.projections) {
+            int64_t row = 0;
+            for (int slot : pr.feeds) {
+                if (row % kFp8Block != 0)
+                    throw_unsupported(cfg.architecture + ": precision fp8: the fused projection " + pr.path +
+                                      " feeds " + kModuleNames[slot] + " from row " + std::to_string(row) +
+                                      ", not a multiple of 128 (FP8 scales cover 128x128 blocks): use precision bf16");
+                row += d.out_of(slot);
+            }
+        }
+        d.fp8 = true;
+    }
     if (wq.four_bit) {
         d.quant_blocksize = wq.blocksize;
         d.quant_nested = wq.double_quant;
@@ -239,8 +258,16 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
             const ProjectionSpec& pr = projs[pi];
             const int64_t n = std::max<int64_t>(pr.experts, 1) * pr.out * pr.in;  // experts: [E, out, in]
             Quant4Pieces q;
+            Fp8Pieces f8;
             int w = -1;
-            if (d.quantized(l, pi)) {
+            if (d.fp8 && pr.experts == 0) {
+                const int64_t inp = fp8_padded(pr.in);
+                f8.out = pr.out;
+                f8.in = pr.in;
+                f8.codes = y.weights.reserve(size_t(pr.out * inp), p + pr.target + " (FP8 codes)");
+                f8.scales = y.weights.reserve(f32(size_t(fp8_blocks(pr.out) * (inp / kFp8Block))),
+                                              p + pr.target + " (FP8 block scales)");
+            } else if (d.quantized(l, pi)) {
                 const int64_t blocks = quant4_blocks(n, d.quant_blocksize);
                 q.n = n;
                 q.out = pr.out;
@@ -260,6 +287,8 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
             for (int slot : pr.feeds) {
                 h.w[slot] = w;
                 h.q[slot] = q;
+                h.f8[slot] = f8;
+                h.f8[slot].row0 = row;
                 h.w_off[slot] = row * pr.in;
                 h.b[slot] = b;
                 h.b_off[slot] = row;
@@ -453,6 +482,24 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         const size_t stage = round_up(int64_t(y.quant_max_blocks) * 4, 256) + kQuant4StageBytes;
         if (y.work.size() < stage) y.work.reserve(stage - y.work.size(), "4-bit load staging");
     }
+    if (d.fp8) {
+        // The widest GEMM input or output gradient (rows T) and the largest slot transposed.
+        int64_t k_most = 0, wt_bytes = 0, wt_scales = 0;
+        for (int m = 0; m < kNumModules; ++m) {
+            k_most = std::max({k_most, fp8_padded(d.in_of(m)), fp8_padded(d.out_of(m))});
+            wt_bytes = std::max(wt_bytes, int64_t(d.in_of(m)) * fp8_padded(d.out_of(m)));
+            wt_scales = std::max(wt_scales, fp8_blocks(d.in_of(m)) * (fp8_padded(d.out_of(m)) / kFp8Block));
+        }
+        y.fp8_act = y.work.reserve(size_t(int64_t(d.T) * k_most), "FP8 GEMM input (codes)");
+        y.fp8_act_scales = y.work.reserve(f32(size_t(int64_t(d.T) * (k_most / kFp8Block))), "FP8 GEMM input (scales)");
+        y.fp8_wt = y.work.reserve(size_t(wt_bytes), "FP8 weight, transposed (codes)");
+        y.fp8_wt_scales = y.work.reserve(f32(size_t(wt_scales)), "FP8 weight, transposed (scales)");
+        // The CUDA load quantizes a band of 128 rows at a time through this arena (fp32 and bf16 of the band).
+        int64_t in_most = 0;
+        for (const ProjectionSpec& pr : d.projections) in_most = std::max(in_most, pr.in);
+        const size_t stage = size_t(round_up(kFp8Block * in_most * 6, 256)) + (size_t(4) << 20);
+        if (y.work.size() < stage) y.work.reserve(stage - y.work.size(), "FP8 load staging");
+    }
     if (d.E > 0 && d.aux_coef > 0) y.moe_aux = y.work.reserve(f32(3 * size_t(d.E)), "load-balancing loss");
     y.norm = y.work.reserve(sizeof(float), "grad norm");
 
@@ -506,7 +553,9 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
         for (const ProjectionSpec& pr : d.projections_of(l)) {
             const int slot = pr.feeds.at(0);
             if (pr.experts == 0) {
-                out.push_back({h.w[slot], h.q[slot], p + pr.path + ".weight", pr.out * pr.in, WeightKind::Matrix});
+                Fp8Pieces f8 = h.f8[slot];
+                f8.row0 = 0;
+                out.push_back({h.w[slot], h.q[slot], p + pr.path + ".weight", pr.out * pr.in, WeightKind::Matrix, 0, f8});
                 if (pr.bias) out.push_back({h.b[slot], {}, p + pr.path + ".bias", pr.out, WeightKind::Bias});
                 continue;
             }

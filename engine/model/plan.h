@@ -26,6 +26,7 @@
 
 #include "arch/arch.h"
 #include "core/layout.h"
+#include "core/fp8.h"
 #include "core/quant4.h"
 #include "model/lora_table.h"
 #include "tandem/lora.h"
@@ -75,6 +76,10 @@ struct Dims {
     std::vector<uint8_t> quant4;
     int quant_blocksize = 64;
     bool quant_nested = true;
+    // FP8 base GEMMs (precision fp8, core/fp8.h): every projection is FP8 codes + 128x128 block scales, its
+    // input quantized per row and 128 columns before the forward GEMM and its output gradient before the
+    // input-gradient GEMM (against the weight transposed into a work piece). Dense models only.
+    bool fp8 = false;
 
     // Mixture of experts (E = 0: a dense model). moe[l] = 1 where layer l's MLP is a router over E experts of
     // Fe features, topk per token (their weights renormalised when moe_renorm); N = T * topk rows of the
@@ -206,8 +211,17 @@ struct Quant4Pieces {
     int64_t n = 0, out = 0, in = 0;  // the whole (possibly fused) projection: n = out * in
 };
 
+// The pieces of an FP8 projection (core/fp8.h): codes [out, fp8_padded(in)] bytes, scales [fp8_blocks(out),
+// fp8_padded(in)/128] fp32. A slot of a fused one starts at row row0 (a multiple of 128: make_dims checks).
+struct Fp8Pieces {
+    int codes = -1, scales = -1;
+    int64_t out = 0, in = 0;  // the whole (possibly fused) projection
+    int64_t row0 = 0;         // the slot's first row (per slot; 0 in a WeightEntry)
+};
+
 // A slot's weight (bias) is element w_off (b_off) of piece w (b): 0 unless its projection is fused. A 4-bit
-// slot has w = -1 and its pieces in q (w_off is then the first element of its rows in the 4-bit weight).
+// slot has w = -1 and its pieces in q (w_off is then the first element of its rows in the 4-bit weight); an
+// FP8 slot has w = -1 and its pieces in f8.
 struct LayerWeightHandles {
     int ln1 = -1, ln2 = -1, q_norm = -1, k_norm = -1, attn_out_norm = -1, mlp_out_norm = -1;
     int router = -1;  // MoE layers: [E, C]
@@ -216,6 +230,7 @@ struct LayerWeightHandles {
     int64_t w_off[kNumModules] = {};
     int64_t b_off[kNumModules] = {};
     Quant4Pieces q[kNumModules];
+    Fp8Pieces f8[kNumModules];
 };
 
 // One layer's activation pieces (-1: not present in this configuration).
@@ -262,6 +277,9 @@ struct ModelPlan {
     // workspace
     int ce = -1, att_ws = -1, gn_ws = -1, loss_sum = -1, norm = -1;
     int dequant = -1;             // one slot's 4-bit weight dequantized (act_bytes per element), 4-bit models only
+    // FP8 models: a GEMM's quantized input (codes [T, Kp] + scales [Kp/128, T] for the widest input or output
+    // gradient) and one slot's weight transposed (codes [IN, OUTp] + scales) for the input gradient.
+    int fp8_act = -1, fp8_act_scales = -1, fp8_wt = -1, fp8_wt_scales = -1;
     int moe_aux = -1;             // the load-balancing loss: stats [2E] + the probabilities' gradient [E], fp32
     int mlp_rows = 0;             // rows of one MLP chunk (= max_tokens when the MLP is not chunked)
     int64_t quant_max_blocks = 0;  // the most absmax blocks of any 4-bit projection (the load's fp32 scratch)
@@ -273,12 +291,13 @@ struct ModelPlan {
 // kind of tensor it is (random models: matrices uniform, norms 1, biases 0). Both loads walk this list.
 enum class WeightKind : uint8_t { Matrix, Norm, Bias };
 struct WeightEntry {
-    int handle = -1;                // -1 for a 4-bit projection: its pieces are q
+    int handle = -1;                // -1 for a 4-bit or FP8 projection: its pieces are q or f8
     Quant4Pieces q;
     std::string name;  // "model.layers.3.self_attn.q_proj.weight"
     int64_t numel = 0;
     WeightKind kind = WeightKind::Matrix;
     int64_t offset = 0;  // the first element it fills in its piece (one expert's projection in the fused experts)
+    Fp8Pieces f8;        // an FP8 projection's pieces (handle -1)
 };
 struct ModelPlan;
 std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);

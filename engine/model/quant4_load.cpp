@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/nf4.h"
+#include "model/fp8_load.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -57,6 +58,10 @@ void check_not_quant4(const SafetensorsSet& ws, const WeightEntry& e) {
 
 void load_weights_fp32(const ModelPlan& y, void* base, const Dims& d, const SafetensorsSet& ws) {
     for (const WeightEntry& e : weight_entries(y, d)) {
+        if (e.f8.codes >= 0) {
+            load_fp8_host(y.weights, base, e, ws);
+            continue;
+        }
         if (e.handle < 0) {
             load_quant4_host(y.weights, base, e, d, ws);
             continue;

@@ -220,6 +220,8 @@ void add_step_cases(std::vector<Case>& cases);
 void add_fixture_cases(std::vector<Case>& cases, const std::string& fixtures_dir);
 // The 4-bit weight ops (quant4_cases.cpp): CUDA vs CPU, and with a fixtures folder vs bitsandbytes.
 void add_quant4_cases(std::vector<Case>& cases, const std::string& fixtures_dir);
+// The FP8 ops (fp8_cases.cpp): quantization and transpose exactly as the CPU's, the block-scaled GEMM.
+void add_fp8_cases(std::vector<Case>& cases);
 // Inference's ops (infer_op_cases.cpp): the KV cache write, decode attention, repetition penalty, sampling.
 void add_infer_op_cases(std::vector<Case>& cases);
 

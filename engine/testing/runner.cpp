@@ -88,6 +88,9 @@ const std::map<std::string_view, std::vector<std::string_view>>& op_case_prefixe
         {"grouped_matmul_forward", {"grouped_matmul "}},
         {"grouped_matmul_backward", {"grouped_matmul "}},
         {"grouped_matmul_weight_grad", {"grouped_matmul "}},
+        {"quantize_fp8_rows", {"fp8 quantize_fp8_rows "}},
+        {"fp8_transpose", {"fp8 weight quantize + fp8_transpose "}},
+        {"fp8_matmul", {"fp8 fp8_matmul "}},
     };
     return m;
 }
@@ -119,6 +122,7 @@ std::vector<Case> make_cases(const std::string& fixtures_dir) {
     testing::add_flat_op_cases(cs);
     testing::add_moe_cases(cs);
     testing::add_quant4_cases(cs, fixtures_dir);
+    testing::add_fp8_cases(cs);
     testing::add_infer_op_cases(cs);
     testing::add_step_cases(cs);
     testing::add_fixture_cases(cs, fixtures_dir);

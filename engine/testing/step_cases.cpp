@@ -56,6 +56,10 @@ struct StepVariant {
     LoraConfig lora;
     std::vector<int> lengths;  // samples of the packed batch
     int token_budget = 0;      // >= sum of lengths: the rest is padding
+    bool fp8 = false;          // precision fp8 on both sides (the CPU emulates it)
+    // The step tolerances' factor: 1, or more for FP8, where the GPU quantizes bf16 activations and the CPU fp32
+    // ones, so about one element in 64 lands one E4M3 step (1/8 relative) apart: ~1-2% on a GEMM output.
+    double tol = 1.0;
 };
 
 // config.json + model.safetensors (BF16) with weights scaled so every path matters: q/k projections with
@@ -305,7 +309,8 @@ void StepReference::build(uint64_t base_seed) {
         lora[spec.name] = rng.bf16_values(n, bound);
     }
 
-    CpuModel m = CpuModel::load(dir, variant.lora, kLoraInitSeed, variant.token_budget);
+    CpuModel m = CpuModel::load(dir, variant.lora, kLoraInitSeed, variant.token_budget, CheckpointPolicy::Off, false,
+                                variant.fp8);
     m.set_lora(lora);
     logits = m.logits(batch);
     eval_loss = m.forward_loss(batch);
@@ -332,7 +337,9 @@ void StepReference::build(uint64_t base_seed) {
 void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBackend attn, bool moe_loop = false) {
     ref.prepare(c.base_seed());
     const PackedBatch& batch = ref.batch;
+    const double k = ref.variant.tol;
     CudaModelOptions opt;
+    opt.fp8 = ref.variant.fp8;
     opt.moe_routing_loop = moe_loop;
     opt.max_tokens = ref.variant.token_budget;
     opt.max_seqlen = batch.max_seqlen;
@@ -342,11 +349,11 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
     g.set_lora(ref.lora);
     g.inject_routing(ref.routing);
 
-    c.tensor("logits", g.logits(batch), ref.logits, kTolStep);
-    c.scalar("eval loss", g.forward_loss(batch), ref.eval_loss, kTolStep);
+    c.tensor("logits", g.logits(batch), ref.logits, k * kTolStep);
+    c.scalar("eval loss", g.forward_loss(batch), ref.eval_loss, k * kTolStep);
     g.zero_grads();
     const double loss = g.forward_backward(batch, 1.0f / float(batch.num_label_tokens), kDropoutSeed);
-    c.scalar("train loss (" + g.attention_backend_name() + ")", loss, ref.train_loss, kTolStep);
+    c.scalar("train loss (" + g.attention_backend_name() + ")", loss, ref.train_loss, k * kTolStep);
 
     // Every LoRA gradient within the tolerance; one result with the worst tensor.
     g.sync_to_host();
@@ -387,14 +394,14 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
         problems += " " + std::to_string(ref.grads.size() - compared) + " tensors missing;";
         worst = kInf;
     }
-    c.result("lora grads (max element)", worst, kTolStepGradMax,
+    c.result("lora grads (max element)", worst, k * kTolStepGradMax,
              std::to_string(compared) + " tensors, worst " + worst_name + (problems.empty() ? "" : ";" + problems));
-    c.result("lora grads (L2)", worst_l2, kTolStepGradL2, "||gpu - cpu|| / ||cpu|| per tensor, worst " + worst_l2_name);
+    c.result("lora grads (L2)", worst_l2, k * kTolStepGradL2, "||gpu - cpu|| / ||cpu|| per tensor, worst " + worst_l2_name);
 
     // One optimizer step (clip active). Only elements whose gradient is at least 5% of the tensor's largest
     // are compared (relative to the step size lr): there the sign, hence the AdamW step-1 update, is certain.
     const double got_norm = g.optimizer_step(kOptLr, kOptB1, kOptB2, kOptEps, kOptWd, ref.max_norm, 1);
-    c.scalar("optimizer grad norm", got_norm, ref.norm, kTolStep);
+    c.scalar("optimizer grad norm", got_norm, ref.norm, k * kTolStep);
     g.sync_to_host();
     double worst_step = 0;
     std::string worst_step_name = "(none)";
@@ -413,7 +420,7 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
             worst_step_name = p.spec.name;
         }
     }
-    c.result("optimizer update", worst_step, kTolStep, "max |gpu - cpu| / lr, worst " + worst_step_name);
+    c.result("optimizer update", worst_step, k * kTolStep, "max |gpu - cpu| / lr, worst " + worst_step_name);
 }
 
 // Elements of `got` that are not bit-identical to `want` (a missing or reshaped tensor counts whole);
@@ -449,6 +456,7 @@ void async_step_case(Check& c, StepReference& ref, CheckpointPolicy policy) {
     };
     auto load = [&](bool rebuild) {
         CudaModelOptions opt;
+        opt.fp8 = ref.variant.fp8;
         opt.max_tokens = ref.variant.token_budget;
         opt.max_seqlen = ref.variant.token_budget;
         opt.checkpointing = policy;
@@ -544,6 +552,7 @@ void cuda_graphs_case(Check& c, StepReference& ref, CheckpointPolicy policy, Att
     };
     auto run = [&](bool graphs) {
         CudaModelOptions opt;
+        opt.fp8 = ref.variant.fp8;
         opt.max_tokens = ref.variant.token_budget;
         opt.max_seqlen = ref.variant.token_budget;
         opt.checkpointing = policy;
@@ -723,6 +732,7 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
     };
     auto run = [&](CheckpointPolicy policy) {
         CudaModelOptions opt;
+        opt.fp8 = ref.variant.fp8;
         opt.max_tokens = ref.variant.token_budget;
         opt.max_seqlen = batch.max_seqlen;
         opt.checkpointing = policy;
@@ -876,6 +886,28 @@ void add_step_cases(std::vector<Case>& cs) {
         for (auto p : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart})
             add("cuda graphs match eager " + variant.name + " checkpointing=" + policy_name(p) + " attention=inhouse",
                 [=](Check& c) { cuda_graphs_case(c, *ref, p, AttentionBackend::Inhouse); });
+    }
+    {
+        // FP8 base GEMMs (precision fp8) against the CPU's emulation; graphs replay them bit for bit and every
+        // policy gives the same bits (the same kernels on the same values).
+        StepVariant v = qwen3_variant();
+        v.name = "qwen3-fp8";
+        v.fp8 = true;
+        v.tol = 3.0;
+        auto ref = std::make_shared<StepReference>(v);
+        for (auto ckpt : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart})
+            add("step " + v.name + " checkpointing=" + policy_name(ckpt) + " attention=inhouse",
+                [=](Check& c) { step_case(c, *ref, ckpt, AttentionBackend::Inhouse); });
+        add("checkpointing policies agree " + v.name, [=](Check& c) { checkpointing_agree_case(c, *ref); });
+        add("cuda graphs match eager " + v.name + " checkpointing=recompute attention=inhouse",
+            [=](Check& c) { cuda_graphs_case(c, *ref, CheckpointPolicy::Recompute, AttentionBackend::Inhouse); });
+        StepVariant w = llama_variant();
+        w.name = "llama-fp8";
+        w.fp8 = true;
+        w.tol = 3.0;
+        auto wref = std::make_shared<StepReference>(w);
+        add("step " + w.name + " checkpointing=recompute attention=auto",
+            [=](Check& c) { step_case(c, *wref, CheckpointPolicy::Recompute, AttentionBackend::Auto); });
     }
     add("host syncs per optimizer step (trainer)", [](Check& c) { host_syncs_case(c); });
 }

@@ -38,7 +38,8 @@ namespace train {
 
 std::unique_ptr<TrainableModel> load_cpu_model(const RunConfig& config, const std::optional<PeftAdapter>& init) {
     CpuModel model = CpuModel::load(config.model, config.lora, config.seed, config.training.batch_tokens,
-                                    config.memory.checkpointing, config.quantization == Quantization::Nf4);
+                                    config.memory.checkpointing, config.quantization == Quantization::Nf4,
+                                    config.precision == Precision::Fp8);
     if (init) model.set_lora(init->tensors);
     return std::make_unique<CpuModelAdapter>(std::move(model));
 }

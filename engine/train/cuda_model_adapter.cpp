@@ -35,6 +35,7 @@ CudaModelOptions options_for(const RunConfig& c) {
     o.checkpointing = c.memory.checkpointing;
     o.attention = c.memory.attention == AttentionKernels::Inhouse ? AttentionBackend::Inhouse : AttentionBackend::Auto;
     o.quantize_4bit = c.quantization == Quantization::Nf4;
+    o.fp8 = c.precision == Precision::Fp8;
     if (const char* env = std::getenv("TANDEM_CUDA_GRAPHS")) {
         const std::string v = env;
         if (v == "0" || v == "1")

@@ -98,9 +98,9 @@ MemoryEstimate estimate_memory(const RunConfig& in) {
                     config.model + ": " + mc.architecture + " is not supported yet: " + mc.unsupported_reason);
     const CheckpointPolicy policy =
         config.memory.checkpointing == CheckpointPolicy::Auto ? CheckpointPolicy::Off : config.memory.checkpointing;
-    const CpuModel::MemoryNeeds n =
-        CpuModel::plan(config.quantization == Quantization::Nf4 ? with_quantization(mc) : mc, config.lora,
-                       config.training.batch_tokens, policy);
+    ModelConfig held = config.quantization == Quantization::Nf4 ? with_quantization(mc) : mc;
+    if (config.precision == Precision::Fp8) held = with_fp8(std::move(held));
+    const CpuModel::MemoryNeeds n = CpuModel::plan(held, config.lora, config.training.batch_tokens, policy);
     const train::HostMemory host = train::host_memory();
     e.checkpointing = policy;  // auto: off (RAM is what the CPU backend has plenty of)
     e.memory.weights = n.weights;

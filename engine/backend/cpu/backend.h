@@ -13,6 +13,7 @@
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/moe.h"
@@ -71,6 +72,10 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, grouped_matmul_forward)
     TANDEM_FORWARD_OP(cpu, grouped_matmul_backward)
     TANDEM_FORWARD_OP(cpu, grouped_matmul_weight_grad)
+    TANDEM_FORWARD_OP(cpu, quantize_fp8_rows)
+    TANDEM_FORWARD_OP(cpu, fp8_transpose)
+    TANDEM_FORWARD_OP(cpu, fp8_matmul)
+    TANDEM_FORWARD_OP(cpu, quantize_fp8_weight)  // load only (not a block op)
 
     // Attention has the CUDA shape: max_seqlen sizes CUDA's grid and its workspace is planned; the CPU kernel
     // walks each sample whole and keeps its own [Hq,T] scratch. window: the sliding window (0: none); softcap:

@@ -13,6 +13,7 @@
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/fp8.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/moe.h"
@@ -73,6 +74,10 @@ struct CudaBackend {
     TANDEM_FORWARD_OP(cuda, grouped_matmul_forward)
     TANDEM_FORWARD_OP(cuda, grouped_matmul_backward)
     TANDEM_FORWARD_OP(cuda, grouped_matmul_weight_grad)
+    TANDEM_FORWARD_OP(cuda, quantize_fp8_rows)
+    TANDEM_FORWARD_OP(cuda, fp8_transpose)
+    TANDEM_FORWARD_OP(cuda, fp8_matmul)
+    TANDEM_FORWARD_OP(cuda, quantize_fp8_weight)  // load only (not a block op)
 };
 
 static_assert(Backend<CudaBackend>, "CudaBackend lacks an op of TANDEM_BACKEND_OPS or takes other arguments");

@@ -45,6 +45,9 @@ struct RopeScaling {
 // with_quantization() when Tandem quantizes a float checkpoint at load.
 struct WeightQuantization {
     bool four_bit = false;           // the projections are 4-bit in memory
+    // The projections are FP8 E4M3 in memory with one scale per 128x128 block, quantized at load
+    // (RunConfig::precision fp8, with_fp8(); core/fp8.h). Never together with four_bit.
+    bool fp8 = false;
     bool prequantized = false;       // and the checkpoint already stores them so
     std::string quant_type = "nf4";  // nf4 | fp4 (fp4: pre-quantized checkpoints only)
     bool double_quant = true;        // the per-block absmax is itself quantized to 8 bits
@@ -147,6 +150,10 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
 // `config` with its projections quantized to 4-bit NF4 at load (blocksize 64, double quantization: what
 // QLoRA and bitsandbytes' defaults use). A pre-quantized config is returned unchanged.
 ModelConfig with_quantization(ModelConfig config);
+
+// `config` with its projections held in FP8 at load (precision fp8). A 4-bit config is refused
+// (Error{Unsupported}): FP8 quantizes float weights.
+ModelConfig with_fp8(ModelConfig config);
 
 // Tensor names and shapes the config implies (HF naming: "model.layers.0.self_attn.q_proj.weight").
 struct ExpectedTensor {

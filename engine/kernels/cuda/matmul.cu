@@ -18,6 +18,7 @@
 //    warp per output feature reading its weight row once with 16-byte loads for every input row: the product is
 //    bound by reading the weights, and cuBLASLt's GEMM tiles left a third of the bandwidth unused there.
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/fp8.h"
 #include "kernels/cuda/vec.cuh"
 
 #include <cstdint>
@@ -100,6 +101,7 @@ namespace {
 struct PlanKey {
     int device;
     bool trans_a, trans_b, c_f32, bias;
+    bool fp8;  // fp8_matmul's block-scaled FP8 GEMM (A, B E4M3; the other fields as for bf16)
     int M, N, K, lda, ldb, ldc;
     uint32_t align_a, align_b, align_c, align_bias;
     bool operator==(const PlanKey&) const = default;
@@ -110,7 +112,8 @@ struct PlanKeyHash {
         uint64_t h = 1469598103934665603ull;
         auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
         mix(uint64_t(k.device));
-        mix(uint64_t(k.trans_a) | uint64_t(k.trans_b) << 1 | uint64_t(k.c_f32) << 2 | uint64_t(k.bias) << 3);
+        mix(uint64_t(k.trans_a) | uint64_t(k.trans_b) << 1 | uint64_t(k.c_f32) << 2 | uint64_t(k.bias) << 3 |
+            uint64_t(k.fp8) << 4);
         mix(uint32_t(k.M)), mix(uint32_t(k.N)), mix(uint32_t(k.K));
         mix(uint32_t(k.lda)), mix(uint32_t(k.ldb)), mix(uint32_t(k.ldc));
         mix(k.align_a | uint64_t(k.align_b) << 16 | uint64_t(k.align_c) << 32 | uint64_t(k.align_bias) << 48);
@@ -224,7 +227,7 @@ void lt_matmul(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
     TANDEM_KCHECK(ldc >= N);
     TANDEM_KCHECK(!bias || !c_f32);  // the bias epilogue is only set up for bf16 outputs
     Context& ctx = context();
-    const PlanKey key{ctx.device, trans_a, trans_b, c_f32, bias != nullptr, M, N, K, lda, ldb, ldc,
+    const PlanKey key{ctx.device, trans_a, trans_b, c_f32, bias != nullptr, false, M, N, K, lda, ldb, ldc,
                       alignment_of(A), alignment_of(B), alignment_of(C), alignment_of(bias)};
     // The lock also covers the call: the bias pointer is written into the shared descriptor.
     std::lock_guard<std::mutex> lock(g_plans_mutex);
@@ -234,6 +237,49 @@ void lt_matmul(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
     if (bias) set_desc(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
     TANDEM_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.op, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c, C, plan.c,
                                        &plan.algo, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
+}
+
+// The block-scaled FP8 GEMM (Hopper): out[N,M] (bf16, row-major = cuBLASLt's column-major [M,N]) =
+// w[M,Kp] (cuBLASLt's A, transposed: the TN form FP8 requires) times x[N,Kp] (cuBLASLt's B), with the weight's
+// 128x128 block scales (A: BLK128x128_32F) and the activations' 1x128 ones (B: VEC128_32F). Both scale
+// pointers (and the bias) are written into the cached descriptor under the plan lock, right before the call.
+std::unique_ptr<Plan> make_fp8_plan(const PlanKey& k, Context& ctx, const bf16* bias) {
+    auto plan = std::make_unique<Plan>();
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, int32_t(CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F));
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, int32_t(CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F));
+    if (k.bias) {
+        set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+        set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_16BF));
+        set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+    }
+    // Here M = the output features, N = the rows, K = the padded inner dimension.
+    TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, k.K, k.M, k.lda));
+    TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, k.K, k.N, k.ldb));
+    TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_16BF, k.M, k.N, k.ldc));
+    PrefGuard pref;
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(ctx.lt_workspace_bytes));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k.align_a);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.align_b);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.align_c);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.align_c);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan->op, plan->a, plan->b, plan->c, plan->c,
+                                                            pref.p, 1, &result, &found);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+        throw Error(ErrorCategory::Unsupported,
+                    "cuBLASLt has no block-scaled FP8 algorithm for out[" + std::to_string(k.N) + "," +
+                        std::to_string(k.M) + "] = x[" + std::to_string(k.N) + "," + std::to_string(k.K) + "] @ w[" +
+                        std::to_string(k.M) + "," + std::to_string(k.K) + "]^T on " + ctx.name + " (" +
+                        cublasLtGetStatusName(s) +
+                        "); FP8 training needs a Hopper GPU (compute capability 9.0) and cuBLAS 12.9 or newer: use "
+                        "precision bf16");
+    plan->algo = result.algo;
+    return plan;
 }
 
 }  // namespace
@@ -332,6 +378,32 @@ void lora_backward(bf16* dinp, float* dlora_a, float* dlora_b, bf16* dtmp, const
         // dinp[N,IN] += dtmp[N,R] @ lora_a[R,IN]
         gemm(false, false, N, IN, R, 1.0f, dtmp, R, lora_a, IN, 1.0f, dinp, IN, false);
     }
+}
+
+void fp8_matmul(bf16* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
+                const float* w_scales, const bf16* bias, int N, int K, int M, float beta) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(x_codes);
+    TANDEM_KCHECK_PTR(x_scales);
+    TANDEM_KCHECK_PTR(w_codes);
+    TANDEM_KCHECK_PTR(w_scales);
+    TANDEM_KCHECK(N > 0 && K > 0 && M > 0);
+    TANDEM_KCHECK(beta == 0.0f || beta == 1.0f);
+    TANDEM_KCHECK(!bias || beta == 0.0f);
+    Context& ctx = context();
+    const int Kp = int(fp8_padded(K));
+    const PlanKey key{ctx.device, true, false, false, bias != nullptr, true, M, N, Kp, Kp, Kp, M,
+                      alignment_of(w_codes), alignment_of(x_codes), alignment_of(out), alignment_of(bias)};
+    std::lock_guard<std::mutex> lock(g_plans_mutex);
+    auto it = g_plans.find(key);
+    if (it == g_plans.end()) it = g_plans.emplace(key, make_fp8_plan(key, ctx, bias)).first;
+    Plan& plan = *it->second;
+    set_desc(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scales));
+    set_desc(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
+    if (bias) set_desc(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
+    const float alpha = 1.0f;
+    TANDEM_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.op, &alpha, w_codes, plan.a, x_codes, plan.b, &beta, out, plan.c,
+                                       out, plan.c, &plan.algo, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
 }
 
 }  // namespace tandem::cuda

@@ -1,0 +1,159 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// FP8 quantization and the weight transpose on the CUDA backend (see fp8.h; fp8_matmul is in matmul.cu).
+// Decisions a reader must know:
+//  - The rounding is core/fp8.h's e4m3_code, the same function the CPU twin calls (integer arithmetic on the
+//    fp32 bits), and the scale is fp8_scale_of's two IEEE divisions (no fast math in this build), so a code
+//    and a scale here equal the CPU's for the same input values.
+//  - quantize_fp8_rows: one warp per (row, 128-column block), 4 elements per lane; the block's amax by warp
+//    shuffles. quantize_fp8_weight: one 256-thread block per 128x128 block (load only).
+//  - fp8_transpose: 64x64 byte tiles through shared memory.
+#include "kernels/cuda/fp8.h"
+
+#include "core/check.h"
+
+namespace tandem::cuda {
+
+namespace {
+
+constexpr unsigned kFull = 0xFFFFFFFFu;
+
+__device__ inline float amax_of(float amax, float x) {
+    const float a = fabsf(x);
+    if (!(a <= 3.4e38f)) return __int_as_float(0x7FC00000);  // NaN / inf: the block's scale becomes NaN
+    return isnan(amax) ? amax : fmaxf(amax, a);
+}
+
+__device__ inline float warp_amax(float v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float w = __shfl_xor_sync(kFull, v, o);
+        v = isnan(v) || isnan(w) ? __int_as_float(0x7FC00000) : fmaxf(v, w);
+    }
+    return v;
+}
+
+// grid (ceil(rows*cols / 8)), 256 threads: warp w handles (row, block) = item / cols, item % cols.
+__global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* x, int rows, int K, int cols) {
+    const int64_t item = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;
+    if (item >= int64_t(rows) * cols) return;
+    const int lane = threadIdx.x % 32;
+    const int64_t r = item / cols;
+    const int cb = int(item % cols);
+    const bf16* xr = x + r * K;
+    float v[4];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int c = cb * kFp8Block + j * 32 + lane;
+        v[j] = c < K ? __bfloat162float(xr[c]) : 0.0f;
+        amax = amax_of(amax, v[j]);
+    }
+    amax = warp_amax(amax);
+    const Fp8Scale s = fp8_scale_of(amax);
+    uint8_t* q = codes + r * int64_t(cols) * kFp8Block + cb * kFp8Block;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int c = cb * kFp8Block + j * 32 + lane;
+        q[j * 32 + lane] = c < K ? e4m3_code(v[j] * s.inv) : uint8_t(0);
+    }
+    if (lane == 0) scales[int64_t(cb) * rows + r] = s.scale;
+}
+
+// grid (cols, bands), 256 threads.
+__global__ void quantize_weight_kernel(uint8_t* codes, float* scales, const float* w, int OUT, int IN, int cols) {
+    const int cb = blockIdx.x, band = blockIdx.y;
+    const int r0 = band * kFp8Block, c0 = cb * kFp8Block;
+    const int r1 = min(OUT, r0 + kFp8Block), c1 = min(IN, c0 + kFp8Block);
+    __shared__ float part[8];
+    __shared__ Fp8Scale sh;
+    float amax = 0.0f;
+    for (int i = threadIdx.x; i < kFp8Block * kFp8Block; i += blockDim.x) {
+        const int r = r0 + i / kFp8Block, c = c0 + i % kFp8Block;
+        if (r < r1 && c < c1) amax = amax_of(amax, w[int64_t(r) * IN + c]);
+    }
+    amax = warp_amax(amax);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = amax;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float a = part[0];
+        for (int i = 1; i < 8; ++i) a = isnan(a) || isnan(part[i]) ? __int_as_float(0x7FC00000) : fmaxf(a, part[i]);
+        sh = fp8_scale_of(a);
+        scales[int64_t(band) * cols + cb] = sh.scale;
+    }
+    __syncthreads();
+    const Fp8Scale s = sh;
+    const int64_t INp = int64_t(cols) * kFp8Block;
+    for (int i = threadIdx.x; i < kFp8Block * kFp8Block; i += blockDim.x) {
+        const int r = r0 + i / kFp8Block, c = c0 + i % kFp8Block;
+        if (r < r1) codes[int64_t(r) * INp + c] = c < c1 ? e4m3_code(w[int64_t(r) * IN + c] * s.inv) : uint8_t(0);
+    }
+}
+
+constexpr int kTile = 64;
+
+// grid (ceil(OUTp/64), ceil(IN/64)), 256 threads: tile of codes rows o0.., columns i0.. -> wt rows i0.., cols o0..
+__global__ void transpose_kernel(uint8_t* wt, const uint8_t* w, int OUT, int IN, int64_t INp, int64_t OUTp) {
+    __shared__ uint8_t tile[kTile][kTile + 4];
+    const int o0 = blockIdx.x * kTile, i0 = blockIdx.y * kTile;
+    for (int t = threadIdx.x; t < kTile * kTile; t += blockDim.x) {
+        const int ro = t / kTile, ci = t % kTile;
+        const int o = o0 + ro, i = i0 + ci;
+        tile[ro][ci] = (o < OUT && i < IN) ? w[int64_t(o) * INp + i] : uint8_t(0);
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < kTile * kTile; t += blockDim.x) {
+        const int ri = t / kTile, co = t % kTile;
+        const int i = i0 + ri, o = o0 + co;
+        if (i < IN && o < OUTp) wt[int64_t(i) * OUTp + o] = tile[co][ri];
+    }
+}
+
+__global__ void transpose_scales_kernel(float* st, const float* s, int in_bands, int out_cols, int in_cols) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= in_bands * out_cols) return;
+    const int bi = t / out_cols, bo = t % out_cols;
+    st[t] = s[int64_t(bo) * in_cols + bi];
+}
+
+}  // namespace
+
+void quantize_fp8_rows(uint8_t* codes, float* scales, const bf16* x, int rows, int K) {
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK_PTR(x);
+    TANDEM_KCHECK(rows > 0 && K > 0);
+    const int cols = int(fp8_padded(K) / kFp8Block);
+    const int64_t items = int64_t(rows) * cols;
+    quantize_rows_kernel<<<unsigned((items + 7) / 8), 256, 0, context().stream>>>(codes, scales, x, rows, K, cols);
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
+void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT, int IN) {
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK_PTR(w);
+    TANDEM_KCHECK(OUT > 0 && IN > 0);
+    const int cols = int(fp8_padded(IN) / kFp8Block), bands = int(fp8_blocks(OUT));
+    quantize_weight_kernel<<<dim3(unsigned(cols), unsigned(bands)), 256, 0, context().stream>>>(codes, scales, w, OUT,
+                                                                                                   IN, cols);
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
+void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, const float* scales, int OUT, int IN) {
+    TANDEM_KCHECK_PTR(wt_codes);
+    TANDEM_KCHECK_PTR(wt_scales);
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK(OUT > 0 && IN > 0);
+    const int64_t INp = fp8_padded(IN), OUTp = fp8_padded(OUT);
+    const cudaStream_t s = context().stream;
+    transpose_kernel<<<dim3(unsigned(OUTp / kTile), unsigned((IN + kTile - 1) / kTile)), 256, 0, s>>>(
+        wt_codes, codes, OUT, IN, INp, OUTp);
+    TANDEM_CUDA_LAUNCH_CHECK();
+    const int in_bands = int(fp8_blocks(IN)), out_cols = int(OUTp / kFp8Block), in_cols = int(INp / kFp8Block);
+    transpose_scales_kernel<<<grid_for(int64_t(in_bands) * out_cols, 256), 256, 0, s>>>(wt_scales, scales, in_bands,
+                                                                                       out_cols, in_cols);
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,134 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Self-test cases of the FP8 ops (kernels/*/fp8): the quantization of weights and rows and the weight transpose
+// exactly equal to their CPU twins (the same rounding code on both sides, inputs that bf16 represents), and the
+// block-scaled cuBLASLt GEMM against the CPU's block-scaled GEMM on the same codes (fp32 accumulation on both
+// sides, in other orders; the output rounded to bf16 here), with and without bias, accumulating (beta 1), for
+// shapes whose inner dimension is and is not a multiple of 128, and rows of very different magnitudes so a
+// scale applied to the wrong row or block shows.
+#include "testing/harness.h"
+
+#if TANDEM_WITH_CUDA
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/fp8.h"
+#include "kernels/cuda/fp8.h"
+
+namespace tandem::testing {
+namespace {
+
+std::vector<uint8_t> get_bytes(const uint8_t* p, int64_t n) {
+    std::vector<uint8_t> v(static_cast<size_t>(n));
+    copy_to_host(v.data(), p, size_t(n));
+    return v;
+}
+
+Dev<uint8_t> dev_bytes(const std::vector<uint8_t>& v) {
+    Dev<uint8_t> d(int64_t(v.size()));
+    copy_to_device(d.p(), v.data(), v.size());
+    return d;
+}
+
+void bytes_equal(Check& c, const std::string& what, const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+    int64_t diff = 0;
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i) diff += got[i] != want[i];
+    if (got.size() != want.size()) diff = int64_t(std::max(got.size(), want.size()));
+    c.result(what, double(diff), kTolExact, std::to_string(diff) + " of " + std::to_string(want.size()) + " differ");
+}
+
+// bf16-representable values whose magnitude changes by row (so each row's and block's scale matters).
+std::vector<float> graded(Check& c, int rows, int cols, float base) {
+    std::vector<float> x = round_bf16(c.rng.f32_values(int64_t(rows) * cols, base));
+    for (int r = 0; r < rows; ++r)
+        for (int k = 0; k < cols; ++k) x[size_t(r) * cols + k] *= float(1 + (r * 7 + k / 128 * 3) % 13);
+    return round_bf16(x);
+}
+
+void quantize_rows_case(Check& c, int rows, int K) {
+    const std::vector<float> x = graded(c, rows, K, 0.5f);
+    const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block;
+    std::vector<uint8_t> codes(size_t(rows * Kp));
+    std::vector<float> scales(size_t(cols * rows));
+    cpu::quantize_fp8_rows(codes.data(), scales.data(), x.data(), rows, K);
+    const auto d_x = dev_bf16(x);
+    const auto d_codes = poisoned<uint8_t>(rows * Kp);
+    const auto d_scales = poisoned<float>(cols * rows);
+    cuda::quantize_fp8_rows(d_codes.p(), d_scales.p(), d_x.p(), rows, K);
+    bytes_equal(c, "codes", get_bytes(d_codes.p(), d_codes.n()), codes);
+    c.tensor("scales", get(d_scales), scales, kTolExact);
+}
+
+void weight_case(Check& c, int OUT, int IN) {
+    const std::vector<float> w = graded(c, OUT, IN, 0.02f);
+    const int64_t INp = fp8_padded(IN), OUTp = fp8_padded(OUT);
+    const int64_t ns = fp8_blocks(OUT) * (INp / kFp8Block), nts = fp8_blocks(IN) * (OUTp / kFp8Block);
+    std::vector<uint8_t> codes(size_t(OUT * INp)), wt(size_t(IN * OUTp));
+    std::vector<float> scales(static_cast<size_t>(ns)), wts(static_cast<size_t>(nts));
+    cpu::quantize_fp8_weight(codes.data(), scales.data(), w.data(), OUT, IN);
+    cpu::fp8_transpose(wt.data(), wts.data(), codes.data(), scales.data(), OUT, IN);
+    const auto d_w = dev_f32(w);
+    const auto d_codes = poisoned<uint8_t>(OUT * INp);
+    const auto d_scales = poisoned<float>(ns);
+    cuda::quantize_fp8_weight(d_codes.p(), d_scales.p(), d_w.p(), OUT, IN);
+    bytes_equal(c, "codes", get_bytes(d_codes.p(), d_codes.n()), codes);
+    c.tensor("scales", get(d_scales), scales, kTolExact);
+    const auto d_wt = poisoned<uint8_t>(IN * OUTp);
+    const auto d_wts = poisoned<float>(nts);
+    cuda::fp8_transpose(d_wt.p(), d_wts.p(), d_codes.p(), d_scales.p(), OUT, IN);
+    bytes_equal(c, "fp8_transpose codes", get_bytes(d_wt.p(), d_wt.n()), wt);
+    c.tensor("fp8_transpose scales", get(d_wts), wts, kTolExact);
+}
+
+// out[N,M] (+)= x[N,K] @ w[M,K]^T (+ bias) on both backends from the same codes and scales.
+void matmul_case(Check& c, int N, int K, int M, bool bias, bool accumulate) {
+    const std::vector<float> x = graded(c, N, K, 0.5f), w = graded(c, M, K, 0.02f);
+    const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block;
+    std::vector<uint8_t> xq(size_t(N * Kp)), wq(size_t(M * Kp));
+    std::vector<float> xs(size_t(cols * N)), ws(size_t(fp8_blocks(M) * cols));
+    cpu::quantize_fp8_rows(xq.data(), xs.data(), x.data(), N, K);
+    cpu::quantize_fp8_weight(wq.data(), ws.data(), w.data(), M, K);
+    const std::vector<float> b = bias ? round_bf16(c.rng.f32_values(M, 0.1f)) : std::vector<float>{};
+    std::vector<float> out(size_t(N) * M, 0.0f), init;
+    if (accumulate) {
+        std::vector<float> inc(out.size());
+        cpu::fp8_matmul(inc.data(), xq.data(), xs.data(), wq.data(), ws.data(), nullptr, N, K, M, 0.0f);
+        init = c.initial(inc, true);
+        out = init;
+    }
+    cpu::fp8_matmul(out.data(), xq.data(), xs.data(), wq.data(), ws.data(), bias ? b.data() : nullptr, N, K, M,
+                    accumulate ? 1.0f : 0.0f);
+    const auto d_xq = dev_bytes(xq), d_wq = dev_bytes(wq);
+    const auto d_xs = dev_f32(xs), d_ws = dev_f32(ws);
+    const auto d_b = dev_bf16(bias ? b : std::vector<float>{0.0f});
+    auto d_out = accumulate ? dev_bf16(init) : poisoned<bf16>(int64_t(N) * M);
+    cuda::fp8_matmul(d_out.p(), d_xq.p(), d_xs.p(), d_wq.p(), d_ws.p(), bias ? d_b.p() : nullptr, N, K, M,
+                     accumulate ? 1.0f : 0.0f);
+    c.tensor("out", get(d_out), out, kTolBf16, accumulate ? &init : nullptr);
+}
+
+}  // namespace
+
+void add_fp8_cases(std::vector<Case>& cs) {
+    auto add = [&](std::string name, std::function<void(Check&)> fn) { cs.push_back({std::move(name), std::move(fn)}); };
+    for (auto [rows, K] : {std::pair{37, 352}, std::pair{256, 4096}, std::pair{4096, 1024}, std::pair{3, 128}})
+        add("fp8 quantize_fp8_rows " + std::to_string(rows) + "x" + std::to_string(K),
+            [=](Check& c) { quantize_rows_case(c, rows, K); });
+    for (auto [out, in] : {std::pair{300, 352}, std::pair{1024, 3072}, std::pair{128, 128}, std::pair{352, 128}})
+        add("fp8 weight quantize + fp8_transpose " + std::to_string(out) + "x" + std::to_string(in),
+            [=](Check& c) { weight_case(c, out, in); });
+    struct Shape {
+        int N, K, M;
+        bool bias, acc;
+    };
+    for (const Shape s : {Shape{256, 1024, 2048, false, false}, Shape{4096, 4096, 1024, false, false},
+                          Shape{512, 1024, 512, true, false}, Shape{512, 3072, 1024, false, true},
+                          Shape{384, 352, 128, false, false}, Shape{37, 256, 384, false, false},
+                          Shape{64, 128, 352, false, true}})
+        add("fp8 fp8_matmul " + std::to_string(s.N) + "x" + std::to_string(s.K) + "x" + std::to_string(s.M) +
+                (s.bias ? " bias" : "") + (s.acc ? " accumulate" : ""),
+            [=](Check& c) { matmul_case(c, s.N, s.K, s.M, s.bias, s.acc); });
+}
+
+}  // namespace tandem::testing
+#endif  // TANDEM_WITH_CUDA
