@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # The GPU checks of the CUDA engine, run on a machine with an NVIDIA GPU; every result lands in
 # OUTDIR as a log or JSON file. Usage: bench/gpu_checks.sh OUTDIR ASSETS [stage...]
-#   stages: build selftest sanitizer track bench qlora (default: all but qlora, in that order)
+#   stages: build selftest sanitizer track bench qlora fp8 (default: all but qlora and fp8, in that order)
 #   ASSETS: the shared assets folder (../shared/assets), holding babyllama-tok105/ and datasets/.
 # Environment: BUILD (build folder, default build/gpu), JOBS.
 set -u -o pipefail
@@ -90,6 +90,12 @@ if c:
     print(f"14B 2x2048 recompute nf4, 24 GiB budget: {c['tokens_per_s']:.0f} tok/s, step {c['step_ms']['mean']:.1f} ms, "
           f"peak allocated {c['peak_gib']:.2f} GiB, device used {c['device_used_gib']:.2f} GiB")
 PY
+    ;;
+  fp8)
+    # FP8 against bf16: the throughput of 8B and Qwen3-0.6B, and 300-step loss curves (bench/fp8_bench.sh).
+    note "fp8: speed and loss curves against bf16"
+    bash bench/fp8_bench.sh "$CLI" "$OUT" "$ASSETS" ${FP8_PARTS:-speed curves} > "$OUT/fp8.log" 2>&1 || status=1
+    tail -n 20 "$OUT/fp8.log" | tee -a "$OUT/summary.txt"
     ;;
   bench)
     note "bench vs HF PEFT"
