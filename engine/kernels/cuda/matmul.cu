@@ -243,13 +243,17 @@ void lt_matmul(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
 // w[M,Kp] (cuBLASLt's A, transposed: the TN form FP8 requires) times x[N,Kp] (cuBLASLt's B), with the weight's
 // 128x128 block scales (A: BLK128x128_32F) and the activations' 1x128 ones (B: VEC128_32F). Both scale
 // pointers (and the bias) are written into the cached descriptor under the plan lock, right before the call.
-std::unique_ptr<Plan> make_fp8_plan(const PlanKey& k, Context& ctx, const bf16* bias) {
+std::unique_ptr<Plan> make_fp8_plan(const PlanKey& k, Context& ctx, const bf16* bias, const float* w_scales,
+                                    const float* x_scales) {
     auto plan = std::make_unique<Plan>();
     TANDEM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
     set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
     set_desc(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, int32_t(CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F));
     set_desc(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, int32_t(CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F));
+    // The heuristic refuses block-scaled modes without scale pointers (CUBLAS_STATUS_INVALID_VALUE).
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scales));
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
     if (k.bias) {
         set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
         set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_16BF));
@@ -396,7 +400,7 @@ void fp8_matmul(bf16* out, const uint8_t* x_codes, const float* x_scales, const 
                       alignment_of(w_codes), alignment_of(x_codes), alignment_of(out), alignment_of(bias)};
     std::lock_guard<std::mutex> lock(g_plans_mutex);
     auto it = g_plans.find(key);
-    if (it == g_plans.end()) it = g_plans.emplace(key, make_fp8_plan(key, ctx, bias)).first;
+    if (it == g_plans.end()) it = g_plans.emplace(key, make_fp8_plan(key, ctx, bias, w_scales, x_scales)).first;
     Plan& plan = *it->second;
     set_desc(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scales));
     set_desc(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
