@@ -121,7 +121,7 @@ QWeight transpose(const QWeight& q) {
     return t;
 }
 
-// Activations x [rows, K]: codes [rows, Kp], scales [Kp/128, rows].
+// Activations x [rows, K]: codes [fp8_code_rows(rows), Kp], scales at fp8_row_scale_at (core/fp8.h).
 struct QRows {
     int rows = 0, K = 0;
     std::vector<uint8_t> codes;
@@ -129,8 +129,8 @@ struct QRows {
 };
 
 QRows quantize_rows(const std::vector<float>& x, int rows, int K) {
-    QRows q{rows, K, std::vector<uint8_t>(size_t(rows * fp8_padded(K)), 0xAB),
-            std::vector<float>(size_t(fp8_padded(K) / kFp8Block * rows), -7.0f)};
+    QRows q{rows, K, std::vector<uint8_t>(size_t(fp8_code_rows(rows) * fp8_padded(K)), 0xAB),
+            std::vector<float>(size_t(fp8_padded(K) / kFp8Block * fp8_code_rows(rows)), -7.0f)};
     cpu::quantize_fp8_rows(q.codes.data(), q.scales.data(), x.data(), rows, K);
     return q;
 }
@@ -143,7 +143,7 @@ std::vector<double> reference_matmul(const QRows& x, const QWeight& w, const flo
         for (int m = 0; m < w.OUT; ++m) {
             double s = bias ? double(bias[m]) : 0.0;
             for (int64_t k = 0; k < x.K; ++k) {
-                const double xv = double(e4m3_value(x.codes[size_t(n * Kp + k)])) * x.scales[size_t((k / kFp8Block) * x.rows + n)];
+                const double xv = double(e4m3_value(x.codes[size_t(n * Kp + k)])) * x.scales[size_t(fp8_row_scale_at(n, k / kFp8Block, x.rows, cols))];
                 const double wv = double(e4m3_value(w.codes[size_t(m * Kp + k)])) *
                                   w.scales[size_t((m / kFp8Block) * cols + k / kFp8Block)];
                 s += xv * wv;
@@ -311,10 +311,18 @@ private slots:
             if (q.codes[i] != want[i] && ++bad <= 10)
                 qWarning("x_codes[%zu, %zu]: %#04x, torch %#04x", i / 384, i % 384, q.codes[i], want[i]);
         QCOMPARE(bad, int64_t(0));
-        for (size_t i = 0; i < want_scales.size(); ++i)
-            QVERIFY2(bits(q.scales[i]) == bits(want_scales[i]),
+        // torch's [Kp/128, rows]; ours in two parts (the head rows, then the tail padded to 16 rows)
+        for (size_t i = 0; i < want_scales.size(); ++i) {
+            const float got = q.scales[size_t(fp8_row_scale_at(int64_t(i) % N, int64_t(i) / N, N, 3))];
+            QVERIFY2(bits(got) == bits(want_scales[i]),
                      qPrintable(QString("x_scales[%1, %2]: %3, torch %4").arg(i / N).arg(i % N)
-                                    .arg(double(q.scales[i]), 0, 'g', 9).arg(double(want_scales[i]), 0, 'g', 9)));
+                                    .arg(double(got), 0, 'g', 9).arg(double(want_scales[i]), 0, 'g', 9)));
+        }
+        for (int64_t r = N; r < fp8_code_rows(N); ++r)  // the tail's pad rows: codes 0, scale 1
+            for (int64_t cb = 0; cb < 3; ++cb) {
+                QCOMPARE(bits(q.scales[size_t(fp8_row_scale_at(r, cb, N, 3))]), bits(1.0f));
+                for (int64_t k = 0; k < 128; ++k) QCOMPARE(q.codes[size_t(r * 384 + cb * 128 + k)], uint8_t(0));
+            }
         QCOMPARE(q.codes[12 * 384], uint8_t(0x80));  // x[12, 0] = -0.0
     }
 
@@ -334,8 +342,14 @@ private slots:
         REQUIRE_FP8_FIXTURE(path);
         const SafetensorsFile f(path);
         const int N = 37, K = 352, M = 300;
-        const std::vector<uint8_t> xc = u8(f, "x_codes", {N, 384}), wc = u8(f, "w_codes", {M, 384});
-        const std::vector<float> xs = f32(f, "x_scales", {3, N}), ws = f32(f, "w_scales", {3, 3});
+        // torch's x codes and scales in the engine's layout (rows padded to 16, the scales in two parts)
+        std::vector<uint8_t> xc = u8(f, "x_codes", {N, 384});
+        xc.resize(size_t(fp8_code_rows(N) * 384), 0);
+        const std::vector<float> xs_torch = f32(f, "x_scales", {3, N});
+        std::vector<float> xs(size_t(3 * fp8_code_rows(N)), 1.0f);
+        for (int64_t i = 0; i < 3 * N; ++i) xs[size_t(fp8_row_scale_at(i % N, i / N, N, 3))] = xs_torch[size_t(i)];
+        const std::vector<uint8_t> wc = u8(f, "w_codes", {M, 384});
+        const std::vector<float> ws = f32(f, "w_scales", {3, 3});
         const std::vector<float> bias = f32(f, "bias", {M});
         const std::vector<double> want = f64(f, "out", {N, M});
         // beta 0: whatever the output held is ignored
@@ -441,7 +455,7 @@ private slots:
         const QRows q = quantize_rows(bad, rows, K);
         for (int cb = 0; cb < cols; ++cb)
             for (int r = 0; r < rows; ++r) {
-                const size_t i = size_t(cb * rows + r);
+                const size_t i = size_t(fp8_row_scale_at(r, cb, rows, cols));
                 const bool poisoned = (cb == 1 && r == 2) || (cb == 2 && r == 4);
                 if (poisoned) {
                     QVERIFY2(std::isnan(q.scales[i]), qPrintable(QString("block %1 of row %2").arg(cb).arg(r)));

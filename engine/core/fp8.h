@@ -11,8 +11,12 @@
 //    one fp32 scale per 128x128 block, scales [ceil(OUT/128), INp/128] row-major: the value of code c in block
 //    (i, j) is e4m3(c) * scale[i, j] (BLK128x128_32F).
 //  - Activations x [rows, K] (K the GEMM's inner dimension) are quantized per row and 128 columns: codes
-//    [rows, Kp], scales [Kp/128, rows] (each block column's scales contiguous over the rows: cuBLASLt's
-//    VEC128_32F layout, the outer dimension fastest).
+//    [fp8_code_rows(rows), Kp] (rows rounded up to 16, the pad rows code 0) and one scale per row and block
+//    column, in cuBLASLt's VEC128_32F layout (each block column's scales contiguous over the rows) for two
+//    GEMMs: the first fp8_head_rows(rows) rows (a multiple of 16) as [Kp/128, head], then the rest padded to
+//    16 rows as [Kp/128, 16] (pad rows scale 1): cuBLASLt's block-scaled kernels take a row count that is a
+//    multiple of 16 (measured on an H100: 37 rows are refused), so a batch of other length runs as a head
+//    GEMM and a 16-row tail GEMM into a scratch (kernels/cuda/fp8.h). fp8_row_scale_at is the index.
 //  - A block's scale is amax / 448 (amax = max |x| over the block, IEEE division); its codes are
 //    e4m3(x * (448 / amax)); an all-zero block has scale 1 and codes 0. A NaN or infinite element makes the
 //    block's scale NaN, so a diverging step stays visible (the trainer skips non-finite steps).
@@ -30,6 +34,18 @@ inline constexpr float kE4M3Max = 448.0f;
 
 TANDEM_HD inline int64_t fp8_padded(int64_t k) { return (k + kFp8Block - 1) / kFp8Block * kFp8Block; }
 TANDEM_HD inline int64_t fp8_blocks(int64_t n) { return (n + kFp8Block - 1) / kFp8Block; }
+
+inline constexpr int kFp8RowAlign = 16;
+TANDEM_HD inline int64_t fp8_head_rows(int64_t rows) { return rows / kFp8RowAlign * kFp8RowAlign; }
+TANDEM_HD inline int64_t fp8_code_rows(int64_t rows) {
+    return (rows + kFp8RowAlign - 1) / kFp8RowAlign * kFp8RowAlign;
+}
+// The scale of row r (< fp8_code_rows(rows)) and block column cb of a quantized activation with `cols` block
+// columns.
+TANDEM_HD inline int64_t fp8_row_scale_at(int64_t r, int64_t cb, int64_t rows, int64_t cols) {
+    const int64_t head = fp8_head_rows(rows);
+    return r < head ? cb * head + r : cols * head + cb * kFp8RowAlign + (r - head);
+}
 
 // The value of an E4M3 code.
 TANDEM_HD inline float e4m3_value(uint8_t c) {

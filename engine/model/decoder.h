@@ -233,6 +233,7 @@ public:
     float* f8_scales = nullptr;
     uint8_t* f8_wt = nullptr;
     float* f8_wt_scales = nullptr;
+    Act* f8_tail = nullptr;  // [16, max(OUT, IN)] the tail GEMM's output (core/fp8.h)
     // What f8_codes holds while a SharedInput scope is open (several projections of one input): that input.
     const Act* f8_held = nullptr;
     int f8_held_rows = 0, f8_held_k = 0;
@@ -350,6 +351,7 @@ public:
         f8_scales = y.work.ptr<float>(work_base, y.fp8_act_scales);
         f8_wt = y.work.ptr<uint8_t>(work_base, y.fp8_wt);
         f8_wt_scales = y.work.ptr<float>(work_base, y.fp8_wt_scales);
+        f8_tail = y.work.ptr<Act>(work_base, y.fp8_tail);
         d_xs = A.ptr<Act>(acts_base, y.d_xs);
         d_ys = A.ptr<Act>(acts_base, y.d_ys);
         d_route_w = A.ptr<float>(acts_base, y.d_route_w);
@@ -393,7 +395,7 @@ public:
         const int T = rows < 0 ? step.T : rows, IN = d.in_of(m), OUT = d.out_of(m);
         if (d.fp8) {
             fp8_input(inp, T, IN);
-            B::fp8_matmul(out, f8_codes, f8_scales, w.f8[m].codes, w.f8[m].scales, w.b[m], T, IN, OUT, 0.0f);
+            B::fp8_matmul(out, f8_codes, f8_scales, w.f8[m].codes, w.f8[m].scales, w.b[m], T, IN, OUT, 0.0f, f8_tail);
         } else {
             B::matmul_forward(out, inp, base_weight(l, m), w.b[m], T, IN, OUT);
         }
@@ -440,7 +442,7 @@ public:
             f8_held = nullptr;
             B::quantize_fp8_rows(f8_codes, f8_scales, dout, T, OUT);
             B::fp8_transpose(f8_wt, f8_wt_scales, f.codes, f.scales, OUT, IN);
-            B::fp8_matmul(dinp, f8_codes, f8_scales, f8_wt, f8_wt_scales, nullptr, T, OUT, IN, 1.0f);
+            B::fp8_matmul(dinp, f8_codes, f8_scales, f8_wt, f8_wt_scales, nullptr, T, OUT, IN, 1.0f, f8_tail);
         } else {
             B::matmul_backward(dinp, nullptr, nullptr, dout, inp, base_weight(l, m), T, IN, OUT);
         }

@@ -484,14 +484,17 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     }
     if (d.fp8) {
         // The widest GEMM input or output gradient (rows T) and the largest slot transposed.
-        int64_t k_most = 0, wt_bytes = 0, wt_scales = 0;
+        int64_t k_most = 0, wt_bytes = 0, wt_scales = 0, n_most = 0;
         for (int m = 0; m < kNumModules; ++m) {
+            n_most = std::max<int64_t>({n_most, d.in_of(m), d.out_of(m)});
             k_most = std::max({k_most, fp8_padded(d.in_of(m)), fp8_padded(d.out_of(m))});
             wt_bytes = std::max(wt_bytes, int64_t(d.in_of(m)) * fp8_padded(d.out_of(m)));
             wt_scales = std::max(wt_scales, fp8_blocks(d.in_of(m)) * (fp8_padded(d.out_of(m)) / kFp8Block));
         }
-        y.fp8_act = y.work.reserve(size_t(int64_t(d.T) * k_most), "FP8 GEMM input (codes)");
-        y.fp8_act_scales = y.work.reserve(f32(size_t(int64_t(d.T) * (k_most / kFp8Block))), "FP8 GEMM input (scales)");
+        const int64_t rows = fp8_code_rows(d.T);
+        y.fp8_act = y.work.reserve(size_t(rows * k_most), "FP8 GEMM input (codes)");
+        y.fp8_act_scales = y.work.reserve(f32(size_t(rows * (k_most / kFp8Block))), "FP8 GEMM input (scales)");
+        y.fp8_tail = y.work.reserve(act(size_t(kFp8RowAlign * n_most)), "FP8 GEMM tail rows (output)");
         y.fp8_wt = y.work.reserve(size_t(wt_bytes), "FP8 weight, transposed (codes)");
         y.fp8_wt_scales = y.work.reserve(f32(size_t(wt_scales)), "FP8 weight, transposed (scales)");
         // The CUDA load quantizes a band of 128 rows at a time through this arena (fp32 and bf16 of the band).

@@ -279,7 +279,8 @@ struct ModelPlan {
     int dequant = -1;             // one slot's 4-bit weight dequantized (act_bytes per element), 4-bit models only
     // FP8 models: a GEMM's quantized input (codes [T, Kp] + scales [Kp/128, T] for the widest input or output
     // gradient) and one slot's weight transposed (codes [IN, OUTp] + scales) for the input gradient.
-    int fp8_act = -1, fp8_act_scales = -1, fp8_wt = -1, fp8_wt_scales = -1;
+    // fp8_tail: the output of the 16-row tail GEMM when a batch's rows are not a multiple of 16 (core/fp8.h).
+    int fp8_act = -1, fp8_act_scales = -1, fp8_wt = -1, fp8_wt_scales = -1, fp8_tail = -1;
     int moe_aux = -1;             // the load-balancing loss: stats [2E] + the probabilities' gradient [E], fp32
     int mlp_rows = 0;             // rows of one MLP chunk (= max_tokens when the MLP is not chunked)
     int64_t quant_max_blocks = 0;  // the most absmax blocks of any 4-bit projection (the load's fp32 scratch)

@@ -47,13 +47,13 @@ std::vector<float> graded(Check& c, int rows, int cols, float base) {
 
 void quantize_rows_case(Check& c, int rows, int K) {
     const std::vector<float> x = graded(c, rows, K, 0.5f);
-    const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block;
-    std::vector<uint8_t> codes(size_t(rows * Kp));
-    std::vector<float> scales(size_t(cols * rows));
+    const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block, cr = fp8_code_rows(rows);
+    std::vector<uint8_t> codes(size_t(cr * Kp));
+    std::vector<float> scales(size_t(cols * cr));
     cpu::quantize_fp8_rows(codes.data(), scales.data(), x.data(), rows, K);
     const auto d_x = dev_bf16(x);
-    const auto d_codes = poisoned<uint8_t>(rows * Kp);
-    const auto d_scales = poisoned<float>(cols * rows);
+    const auto d_codes = poisoned<uint8_t>(cr * Kp);
+    const auto d_scales = poisoned<float>(cols * cr);
     cuda::quantize_fp8_rows(d_codes.p(), d_scales.p(), d_x.p(), rows, K);
     bytes_equal(c, "codes", get_bytes(d_codes.p(), d_codes.n()), codes);
     c.tensor("scales", get(d_scales), scales, kTolExact);
@@ -83,27 +83,28 @@ void weight_case(Check& c, int OUT, int IN) {
 // out[N,M] (+)= x[N,K] @ w[M,K]^T (+ bias) on both backends from the same codes and scales.
 void matmul_case(Check& c, int N, int K, int M, bool bias, bool accumulate) {
     const std::vector<float> x = graded(c, N, K, 0.5f), w = graded(c, M, K, 0.02f);
-    const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block;
-    std::vector<uint8_t> xq(size_t(N * Kp)), wq(size_t(M * Kp));
-    std::vector<float> xs(size_t(cols * N)), ws(size_t(fp8_blocks(M) * cols));
+    const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block, cr = fp8_code_rows(N);
+    std::vector<uint8_t> xq(size_t(cr * Kp)), wq(size_t(M * Kp));
+    std::vector<float> xs(size_t(cols * cr)), ws(size_t(fp8_blocks(M) * cols));
     cpu::quantize_fp8_rows(xq.data(), xs.data(), x.data(), N, K);
     cpu::quantize_fp8_weight(wq.data(), ws.data(), w.data(), M, K);
     const std::vector<float> b = bias ? round_bf16(c.rng.f32_values(M, 0.1f)) : std::vector<float>{};
     std::vector<float> out(size_t(N) * M, 0.0f), init;
     if (accumulate) {
         std::vector<float> inc(out.size());
-        cpu::fp8_matmul(inc.data(), xq.data(), xs.data(), wq.data(), ws.data(), nullptr, N, K, M, 0.0f);
+        cpu::fp8_matmul(inc.data(), xq.data(), xs.data(), wq.data(), ws.data(), nullptr, N, K, M, 0.0f, nullptr);
         init = c.initial(inc, true);
         out = init;
     }
     cpu::fp8_matmul(out.data(), xq.data(), xs.data(), wq.data(), ws.data(), bias ? b.data() : nullptr, N, K, M,
-                    accumulate ? 1.0f : 0.0f);
+                    accumulate ? 1.0f : 0.0f, nullptr);
     const auto d_xq = dev_bytes(xq), d_wq = dev_bytes(wq);
     const auto d_xs = dev_f32(xs), d_ws = dev_f32(ws);
     const auto d_b = dev_bf16(bias ? b : std::vector<float>{0.0f});
     auto d_out = accumulate ? dev_bf16(init) : poisoned<bf16>(int64_t(N) * M);
+    const auto d_tail = poisoned<bf16>(int64_t(kFp8RowAlign) * M);
     cuda::fp8_matmul(d_out.p(), d_xq.p(), d_xs.p(), d_wq.p(), d_ws.p(), bias ? d_b.p() : nullptr, N, K, M,
-                     accumulate ? 1.0f : 0.0f);
+                     accumulate ? 1.0f : 0.0f, d_tail.p());
     c.tensor("out", get(d_out), out, kTolBf16, accumulate ? &init : nullptr);
 }
 
@@ -123,7 +124,7 @@ void add_fp8_cases(std::vector<Case>& cs) {
     };
     for (const Shape s : {Shape{256, 1024, 2048, false, false}, Shape{4096, 4096, 1024, false, false},
                           Shape{512, 1024, 512, true, false}, Shape{512, 3072, 1024, false, true},
-                          Shape{384, 352, 128, false, false}, Shape{37, 256, 384, false, false},
+                          Shape{384, 352, 128, false, false}, Shape{37, 256, 384, false, false}, Shape{213, 256, 256, true, false}, Shape{9, 384, 256, false, true},
                           Shape{64, 128, 352, false, true}})
         add("fp8 fp8_matmul " + std::to_string(s.N) + "x" + std::to_string(s.K) + "x" + std::to_string(s.M) +
                 (s.bias ? " bias" : "") + (s.acc ? " accumulate" : ""),

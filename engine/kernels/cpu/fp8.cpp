@@ -55,15 +55,20 @@ void quantize_fp8_rows(uint8_t* codes, float* scales, const float* x, int rows, 
     TANDEM_KCHECK(rows > 0 && K > 0);
     const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * K;
+    for (int64_t r = 0; r < fp8_code_rows(rows); ++r) {
         uint8_t* q = codes + r * Kp;
+        if (r >= rows) {  // a pad row of the tail GEMM
+            std::memset(q, 0, size_t(Kp));
+            for (int64_t cb = 0; cb < cols; ++cb) scales[fp8_row_scale_at(r, cb, rows, cols)] = 1.0f;
+            continue;
+        }
+        const float* xr = x + r * K;
         for (int64_t cb = 0; cb < cols; ++cb) {
             const int64_t c0 = cb * kFp8Block, c1 = std::min<int64_t>(K, c0 + kFp8Block);
             float amax = 0.0f;
             for (int64_t c = c0; c < c1; ++c) amax = block_amax(amax, xr[c]);
             const Fp8Scale s = fp8_scale_of(amax);
-            scales[cb * rows + r] = s.scale;
+            scales[fp8_row_scale_at(r, cb, rows, cols)] = s.scale;
             for (int64_t c = c0; c < c1; ++c) q[c] = e4m3_code(xr[c] * s.inv);
             for (int64_t c = std::max(c0, int64_t(K)); c < c0 + kFp8Block; ++c) q[c] = 0;
         }
@@ -89,7 +94,7 @@ void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, co
 }
 
 void fp8_matmul(float* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
-                const float* w_scales, const float* bias, int N, int K, int M, float beta) {
+                const float* w_scales, const float* bias, int N, int K, int M, float beta, float* /*tail*/) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(x_codes);
     TANDEM_KCHECK_PTR(x_scales);
@@ -111,7 +116,7 @@ void fp8_matmul(float* out, const uint8_t* x_codes, const float* x_scales, const
                 double part = 0.0;
                 for (int64_t k = cb * kFp8Block; k < (cb + 1) * kFp8Block; ++k)
                     part += double(lut[xq[k]]) * double(lut[wq[k]]);
-                acc += float(part) * (x_scales[cb * N + n] * ws[cb]);
+                acc += float(part) * (x_scales[fp8_row_scale_at(n, cb, N, cols)] * ws[cb]);
             }
             if (bias) acc += bias[m];
             float& o = out[n * M + m];

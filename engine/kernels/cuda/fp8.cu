@@ -32,20 +32,23 @@ __device__ inline float warp_amax(float v) {
     return v;
 }
 
-// grid (ceil(rows*cols / 8)), 256 threads: warp w handles (row, block) = item / cols, item % cols.
-__global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* x, int rows, int K, int cols) {
+// grid (ceil(code_rows*cols / 8)), 256 threads: warp w handles (row, block) = item / cols, item % cols; rows
+// past `rows` are the tail GEMM's pad rows (codes 0, scale 1).
+__global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* x, int rows, int K, int cols,
+                                     int64_t code_rows) {
     const int64_t item = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;
-    if (item >= int64_t(rows) * cols) return;
+    if (item >= code_rows * cols) return;
     const int lane = threadIdx.x % 32;
     const int64_t r = item / cols;
     const int cb = int(item % cols);
+    const bool pad = r >= rows;
     const bf16* xr = x + r * K;
     float v[4];
     float amax = 0.0f;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         const int c = cb * kFp8Block + j * 32 + lane;
-        v[j] = c < K ? __bfloat162float(xr[c]) : 0.0f;
+        v[j] = (!pad && c < K) ? __bfloat162float(xr[c]) : 0.0f;
         amax = amax_of(amax, v[j]);
     }
     amax = warp_amax(amax);
@@ -56,7 +59,7 @@ __global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* 
         const int c = cb * kFp8Block + j * 32 + lane;
         q[j * 32 + lane] = c < K ? e4m3_code(v[j] * s.inv) : uint8_t(0);
     }
-    if (lane == 0) scales[int64_t(cb) * rows + r] = s.scale;
+    if (lane == 0) scales[fp8_row_scale_at(r, cb, rows, cols)] = s.scale;
 }
 
 // grid (cols, bands), 256 threads.
@@ -123,8 +126,9 @@ void quantize_fp8_rows(uint8_t* codes, float* scales, const bf16* x, int rows, i
     TANDEM_KCHECK_PTR(x);
     TANDEM_KCHECK(rows > 0 && K > 0);
     const int cols = int(fp8_padded(K) / kFp8Block);
-    const int64_t items = int64_t(rows) * cols;
-    quantize_rows_kernel<<<unsigned((items + 7) / 8), 256, 0, context().stream>>>(codes, scales, x, rows, K, cols);
+    const int64_t code_rows = fp8_code_rows(rows), items = code_rows * cols;
+    quantize_rows_kernel<<<unsigned((items + 7) / 8), 256, 0, context().stream>>>(codes, scales, x, rows, K, cols,
+                                                                                  code_rows);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 

@@ -17,14 +17,16 @@ namespace tandem::cuda {
 // codes[OUT, INp], scales[ceil(OUT/128), INp/128] from w[OUT, IN] (fp32, device).
 void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT, int IN);
 
-// codes[rows, Kp], scales[Kp/128, rows] from x[rows, K].
+// codes[fp8_code_rows(rows), Kp] and the scales (core/fp8.h's layout) from x[rows, K].
 void quantize_fp8_rows(uint8_t* codes, float* scales, const bf16* x, int rows, int K);
 
 // wt_codes[IN, OUTp], wt_scales[ceil(IN/128), OUTp/128] from codes[OUT, INp], scales[ceil(OUT/128), INp/128].
 void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, const float* scales, int OUT, int IN);
 
-// out[N, M] = beta * out + x[N, K] @ w[M, K]^T (+ bias[M]); x and w FP8 as above; beta 0 or 1.
+// out[N, M] = beta * out + x[N, K] @ w[M, K]^T (+ bias[M]); x and w FP8 as above; beta 0 or 1. Rows up to
+// fp8_head_rows(N) in one GEMM, the rest (N not a multiple of 16) as a 16-row GEMM into tail [16, M] (a
+// scratch; may be nullptr when N is a multiple of 16), copied out.
 void fp8_matmul(bf16* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
-                const float* w_scales, const bf16* bias, int N, int K, int M, float beta);
+                const float* w_scales, const bf16* bias, int N, int K, int M, float beta, bf16* tail);
 
 }  // namespace tandem::cuda

@@ -384,18 +384,12 @@ void lora_backward(bf16* dinp, float* dlora_a, float* dlora_b, bf16* dtmp, const
     }
 }
 
-void fp8_matmul(bf16* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
-                const float* w_scales, const bf16* bias, int N, int K, int M, float beta) {
-    TANDEM_KCHECK_PTR(out);
-    TANDEM_KCHECK_PTR(x_codes);
-    TANDEM_KCHECK_PTR(x_scales);
-    TANDEM_KCHECK_PTR(w_codes);
-    TANDEM_KCHECK_PTR(w_scales);
-    TANDEM_KCHECK(N > 0 && K > 0 && M > 0);
-    TANDEM_KCHECK(beta == 0.0f || beta == 1.0f);
-    TANDEM_KCHECK(!bias || beta == 0.0f);
+namespace {
+
+// One block-scaled FP8 GEMM of N rows (a multiple of 16) through the cached plan.
+void fp8_gemm(bf16* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes, const float* w_scales,
+              const bf16* bias, int N, int Kp, int M, float beta) {
     Context& ctx = context();
-    const int Kp = int(fp8_padded(K));
     const PlanKey key{ctx.device, true, false, false, bias != nullptr, true, M, N, Kp, Kp, Kp, M,
                       alignment_of(w_codes), alignment_of(x_codes), alignment_of(out), alignment_of(bias)};
     std::lock_guard<std::mutex> lock(g_plans_mutex);
@@ -408,6 +402,32 @@ void fp8_matmul(bf16* out, const uint8_t* x_codes, const float* x_scales, const 
     const float alpha = 1.0f;
     TANDEM_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.op, &alpha, w_codes, plan.a, x_codes, plan.b, &beta, out, plan.c,
                                        out, plan.c, &plan.algo, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
+}
+
+}  // namespace
+
+void fp8_matmul(bf16* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
+                const float* w_scales, const bf16* bias, int N, int K, int M, float beta, bf16* tail) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(x_codes);
+    TANDEM_KCHECK_PTR(x_scales);
+    TANDEM_KCHECK_PTR(w_codes);
+    TANDEM_KCHECK_PTR(w_scales);
+    TANDEM_KCHECK(N > 0 && K > 0 && M > 0);
+    TANDEM_KCHECK(beta == 0.0f || beta == 1.0f);
+    TANDEM_KCHECK(!bias || beta == 0.0f);
+    const int Kp = int(fp8_padded(K)), cols = Kp / kFp8Block;
+    const int head = int(fp8_head_rows(N)), rest = N - head;
+    if (head > 0) fp8_gemm(out, x_codes, x_scales, w_codes, w_scales, bias, head, Kp, M, beta);
+    if (rest == 0) return;
+    TANDEM_KCHECK_PTR(tail);
+    const cudaStream_t s = context().stream;
+    bf16* o = out + int64_t(head) * M;
+    const size_t bytes = size_t(rest) * size_t(M) * sizeof(bf16);
+    if (beta != 0.0f) TANDEM_CUDA_CHECK(cudaMemcpyAsync(tail, o, bytes, cudaMemcpyDeviceToDevice, s));
+    fp8_gemm(tail, x_codes + int64_t(head) * Kp, x_scales + int64_t(cols) * head, w_codes, w_scales, bias,
+             kFp8RowAlign, Kp, M, beta);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(o, tail, bytes, cudaMemcpyDeviceToDevice, s));
 }
 
 }  // namespace tandem::cuda
