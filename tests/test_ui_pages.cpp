@@ -23,6 +23,7 @@
 #include <QSignalSpy>
 #include <QSlider>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -60,6 +61,17 @@ using namespace tandem::ui;
 namespace {
 
 constexpr int kWaitMs = 60000;
+
+// Whether a combo's item (by its data) can be picked, and its tooltip (why not, when it cannot).
+bool itemAllowed(const QComboBox* combo, const char* data) {
+    const auto* model = qobject_cast<const QStandardItemModel*>(combo->model());
+    const int index = combo->findData(QString::fromLatin1(data));
+    return model && index >= 0 && model->item(index)->isEnabled();
+}
+
+QString itemTip(const QComboBox* combo, const char* data) {
+    return combo->itemData(combo->findData(QString::fromLatin1(data)), Qt::ToolTipRole).toString();
+}
 
 QString source(const char* rel) {
     return QString::fromUtf8(TANDEM_SOURCE_DIR) + "/" + rel;
@@ -947,6 +959,176 @@ private slots:
         QCOMPARE(page.config().quantization, Quantization::Nf4);
     }
 
+    // Precision on this machine: disabled until system_info answers; then offered only where the GPU trains in
+    // FP8 (CI has no GPU: disabled, the reason in the tooltip). A reopened fp8 config shows bf16 where FP8 is not
+    // available (like device cuda without a GPU), and a chosen FP8 falls back when the answer says no.
+    void trainPagePrecisionWithoutFp8() {
+        TrainPage page;
+        QSignalSpy checked(&page, &TrainPage::gpuChecked);
+        auto* combo = child<QComboBox>(&page, "precisionCombo");
+        QCOMPARE(combo->count(), 2);
+        QCOMPARE(combo->itemText(0), QStringLiteral("16-bit (bf16)"));
+        QCOMPARE(combo->itemText(1), QStringLiteral("8-bit floating point (FP8, faster)"));
+        QCOMPARE(combo->currentData().toString(), QStringLiteral("bf16"));
+        QVERIFY(!combo->isEnabled());  // not known yet
+        QTRY_COMPARE_WITH_TIMEOUT(checked.count(), 1, kWaitMs);
+        const QString reason = QString::fromStdString(fp8_unsupported_reason(system_info()));
+        if (reason.isEmpty()) {  // a Hopper GPU
+            QVERIFY(combo->isEnabled());
+        } else {
+            QVERIFY(!combo->isEnabled());
+            QVERIFY2(combo->toolTip().contains(QStringLiteral("FP8 is not available on this machine: ") +
+                                               inScreenWords(reason)),
+                     qPrintable(combo->toolTip()));
+        }
+        QCOMPARE(page.config().precision, Precision::Bf16);
+
+        // The answer "no" (a GPU without FP8), through the page's hook: disabled with the reason in screen words.
+        page.setFp8Support(
+            QStringLiteral("NVIDIA RTX A4000 (compute capability 8.6) has no FP8 tensor cores (they "
+                           "start with Hopper, compute capability 9.0); use precision bf16"));
+        QVERIFY(!combo->isEnabled());
+        QVERIFY2(combo->toolTip().contains("no FP8 tensor cores") &&
+                     combo->toolTip().contains("use Precision: 16-bit (bf16) on the Train page"),
+                 qPrintable(combo->toolTip()));
+        RunConfig c = tinyRun(m_tmp.filePath(QStringLiteral("runs/x")), 3);
+        c.precision = Precision::Fp8;
+        page.setConfig(c);
+        QCOMPARE(combo->currentData().toString(), QStringLiteral("bf16"));
+        QCOMPARE(page.config().precision, Precision::Bf16);
+        QCOMPARE(page.config().training.max_steps, int64_t(3));  // the other settings come through
+
+        // FP8 chosen (e.g. restored from the last settings before the answer), then the answer no: back to bf16.
+        page.setFp8Support({});
+        QVERIFY(combo->isEnabled());
+        QVERIFY(!combo->toolTip().contains("not available"));
+        combo->setCurrentIndex(combo->findData(QStringLiteral("fp8")));
+        QCOMPARE(page.config().precision, Precision::Fp8);
+        page.setFp8Support(QStringLiteral("no usable GPU (no NVIDIA driver); FP8 training needs an NVIDIA Hopper GPU"));
+        QVERIFY(!combo->isEnabled());
+        QCOMPARE(combo->currentData().toString(), QStringLiteral("bf16"));
+        QCOMPARE(page.config().precision, Precision::Bf16);
+        QVERIFY(combo->toolTip().contains("no NVIDIA driver"));
+    }
+
+    // Precision into config() and back (FP8 offered through the page's hook where no GPU can), with its
+    // explanation; the memory estimate and the longest-sample line are computed anew for the choice.
+    void trainPagePrecisionRoundTrip() {
+        TrainPage page;
+        QSignalSpy checked(&page, &TrainPage::gpuChecked);
+        QTRY_COMPARE_WITH_TIMEOUT(checked.count(), 1, kWaitMs);  // the real answer first: the hook below wins
+        page.setFp8Support({});
+        selectReady(page);
+        auto* combo = child<QComboBox>(&page, "precisionCombo");
+        auto* help = child<QLabel>(&page, "precisionHelp");
+        QVERIFY(combo->isEnabled());
+        QCOMPARE(page.config().precision, Precision::Bf16);
+        QVERIFY2(help->text().startsWith("16-bit (bf16)"), qPrintable(help->text()));
+        auto* longest = child<QLabel>(&page, "longestContextLabel");
+        const QRegularExpression fits(R"(^Longest sample that fits with these settings: (\d+) tokens)");
+        QTRY_VERIFY_WITH_TIMEOUT(fits.match(longest->text()).hasMatch(), kWaitMs);
+        auto* train = child<QPushButton>(&page, "trainButton");
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+
+        combo->setCurrentIndex(combo->findData(QStringLiteral("fp8")));
+        QCOMPARE(page.config().precision, Precision::Fp8);
+        QVERIFY2(help->text().startsWith("FP8") && help->text().contains("8 bits") && help->text().contains("1.4x"),
+                 qPrintable(help->text()));
+        // Both workers start again for the new settings: no number or verdict for the old ones meanwhile.
+        QVERIFY2(longest->text().contains("computing"), qPrintable(longest->text()));
+        QVERIFY(!train->isEnabled());
+        QCOMPARE(page.blockedReason(), QStringLiteral("Estimating memory…"));
+        QTRY_VERIFY_WITH_TIMEOUT(fits.match(longest->text()).hasMatch(), kWaitMs);
+        QTRY_VERIFY_WITH_TIMEOUT(train->isEnabled(), kWaitMs);
+        const nlohmann::json j = page.config();
+        QCOMPARE(QString::fromStdString(j.at("precision").get<std::string>()), QStringLiteral("fp8"));
+
+        // Into another page and back; and back to bf16 there.
+        RunConfig c = page.config();
+        TrainPage other;
+        QSignalSpy otherChecked(&other, &TrainPage::gpuChecked);
+        QTRY_COMPARE_WITH_TIMEOUT(otherChecked.count(), 1, kWaitMs);
+        other.setFp8Support({});
+        QCOMPARE(other.config().precision, Precision::Bf16);
+        selectReady(other);
+        other.setConfig(c);
+        auto* otherCombo = child<QComboBox>(&other, "precisionCombo");
+        QCOMPARE(otherCombo->currentData().toString(), QStringLiteral("fp8"));
+        RunConfig back = other.config();
+        back.output_dir.clear();
+        c.output_dir.clear();
+        QVERIFY(back == c);
+        otherCombo->setCurrentIndex(otherCombo->findData(QStringLiteral("bf16")));
+        QCOMPARE(other.config().precision, Precision::Bf16);
+        QVERIFY(!nlohmann::json(other.config()).contains("precision"));  // the default is not written
+    }
+
+    // FP8 and 4-bit exclude each other: choosing one disables the other's item with why; a 4-bit checkpoint
+    // (QLoRA) disables FP8 too, and the user's FP8 returns with the next float model. A config the engine refuses
+    // (a hand-written one) marks both fields.
+    void trainPagePrecisionExcludesFourBit() {
+        TrainPage page;
+        QSignalSpy checked(&page, &TrainPage::gpuChecked);
+        QTRY_COMPARE_WITH_TIMEOUT(checked.count(), 1, kWaitMs);
+        page.setFp8Support({});
+        selectReady(page);
+        auto* precision = child<QComboBox>(&page, "precisionCombo");
+        auto* quantization = child<QComboBox>(&page, "quantizationCombo");
+        QVERIFY(itemAllowed(precision, "fp8") && itemAllowed(quantization, "nf4"));
+
+        precision->setCurrentIndex(precision->findData(QStringLiteral("fp8")));
+        QVERIFY(!itemAllowed(quantization, "nf4"));
+        QVERIFY(itemAllowed(quantization, "none"));
+        QVERIFY2(itemTip(quantization, "nf4").contains("Not with Precision FP8"),
+                 qPrintable(itemTip(quantization, "nf4")));
+        // The keyboard passes over the disabled item: the user cannot build fp8 + nf4.
+        QTest::keyClick(quantization, Qt::Key_Down);
+        QCOMPARE(quantization->currentData().toString(), QStringLiteral("none"));
+        QCOMPARE(page.config().quantization, Quantization::None);
+        QVERIFY(!quantization->property("invalid").toBool());
+
+        precision->setCurrentIndex(precision->findData(QStringLiteral("bf16")));
+        QVERIFY(itemAllowed(quantization, "nf4"));
+        QVERIFY(itemTip(quantization, "nf4").isEmpty());
+        quantization->setCurrentIndex(quantization->findData(QStringLiteral("nf4")));
+        QVERIFY(!itemAllowed(precision, "fp8"));
+        QVERIFY2(itemTip(precision, "fp8").contains("Not with Base weights 4-bit (QLoRA)"),
+                 qPrintable(itemTip(precision, "fp8")));
+        QTest::keyClick(precision, Qt::Key_Down);
+        QCOMPARE(precision->currentData().toString(), QStringLiteral("bf16"));
+        quantization->setCurrentIndex(quantization->findData(QStringLiteral("none")));
+        QVERIFY(itemAllowed(precision, "fp8"));
+
+        // A 4-bit checkpoint trains as QLoRA: bf16, FP8 not offered, config() bf16; FP8 returns with a float model.
+        precision->setCurrentIndex(precision->findData(QStringLiteral("fp8")));
+        page.setModel(fixture("models/llama-nf4"), true);
+        QCOMPARE(precision->currentData().toString(), QStringLiteral("bf16"));
+        QVERIFY(!itemAllowed(precision, "fp8"));
+        QVERIFY2(itemTip(precision, "fp8").contains("checkpoint is 4-bit"), qPrintable(itemTip(precision, "fp8")));
+        QCOMPARE(page.config().precision, Precision::Bf16);
+        QCOMPARE(page.config().quantization, Quantization::None);
+        page.setModel(m_demo, true);
+        QCOMPARE(precision->currentData().toString(), QStringLiteral("fp8"));
+        QVERIFY(itemAllowed(precision, "fp8"));
+        QCOMPARE(page.config().precision, Precision::Fp8);
+
+        // Reopened settings the engine refuses: both fields marked, Train blocked, in the page's words.
+        RunConfig c = page.config();
+        c.quantization = Quantization::Nf4;
+        page.setConfig(c);
+        QVERIFY(precision->property("invalid").toBool());
+        QVERIFY(quantization->property("invalid").toBool());
+        QVERIFY2(page.blockedReason().startsWith("Precision: fp8 cannot be combined with Base weights: 4-bit (QLoRA)"),
+                 qPrintable(page.blockedReason()));
+        QVERIFY(!child<QPushButton>(&page, "trainButton")->isEnabled());
+        precision->setCurrentIndex(precision->findData(QStringLiteral("bf16")));  // either fixes it
+        QVERIFY(!precision->property("invalid").toBool());
+        QVERIFY(!quantization->property("invalid").toBool());
+        QCOMPARE(page.config().quantization, Quantization::Nf4);
+        QVERIFY(!itemAllowed(precision, "fp8"));
+        QTRY_VERIFY_WITH_TIMEOUT(child<QPushButton>(&page, "trainButton")->isEnabled(), kWaitMs);
+    }
+
     // "Longest sample that fits with these settings": computed off the GUI thread, never stale, "cannot tell"
     // with the reason when the engine cannot plan.
     void trainPageLongestSample() {
@@ -1222,8 +1404,23 @@ private slots:
                  QStringLiteral("GPU memory budget: -1 must be 0 (the GPU's own size)"));
         QCOMPARE(inScreenWords("--vram-budget 0: expected a positive number of GiB"),
                  QStringLiteral("GPU memory budget 0: expected a positive number of GiB"));
+        // Precision's flag and key the same way.
+        QCOMPARE(
+            inScreenWords("precision: fp8 cannot be combined with quantization nf4 (FP8 stores the base weights "
+                          "in 8 bits itself); choose precision bf16 for QLoRA, or quantization none for FP8"),
+            QStringLiteral("Precision: fp8 cannot be combined with Base weights: 4-bit (QLoRA) on the Train page "
+                           "(FP8 stores the base weights in 8 bits itself); choose Precision: 16-bit (bf16) on the "
+                           "Train page for QLoRA, or Base weights: 16-bit (as stored) on the Train page for FP8"));
+        QCOMPARE(inScreenWords("precision: 'fp4' is unknown; use bf16 or fp8"),
+                 QStringLiteral("Precision: 'fp4' is unknown; use bf16 or fp8"));
+        QCOMPARE(inScreenWords("try --precision fp8"),
+                 QStringLiteral("try Precision: 8-bit floating point (FP8, faster) on the Train page"));
+        QCOMPARE(inScreenWords("--precision bf16"), QStringLiteral("Precision: 16-bit (bf16) on the Train page"));
+        QCOMPARE(inScreenWords("--precision x: unknown"), QStringLiteral("Precision x: unknown"));
         for (const char* prose : {"quantization_config.bnb_4bit_quant_type 'x' is not supported",
-                                  "double quantization (nested blocks of 256)", "4-bit quantization reads BF16"})
+                                  "double quantization (nested blocks of 256)", "4-bit quantization reads BF16",
+                                  "the adapter trains in full precision",
+                                  "'%' formatting with width or precision on %s", "fp32_precision stays"})
             QCOMPARE(inScreenWords(QString::fromLatin1(prose)), QString::fromLatin1(prose));
         QCOMPARE(countOf(1, "record"), QStringLiteral("1 record"));
         QCOMPARE(countOf(2, "record"), QStringLiteral("2 records"));

@@ -30,6 +30,13 @@
 //    whose checkpoint is already 4-bit (ModelConfig::quantization.prequantized) shows "4-bit (from the
 //    checkpoint)", disabled: the engine trains it as QLoRA whatever the setting, so config() keeps the user's
 //    own choice (m_base.quantization) for the next float model instead of writing one for this model.
+//  - Precision (RunConfig::precision): 16-bit (bf16) or FP8 (the frozen base weights in 8 bits, base GEMMs on FP8
+//    tensor cores). Offered only where fp8_unsupported_reason(system_info()) is empty (asked once, off the GUI
+//    thread, with the cuda check; setFp8Support): until then and elsewhere the combo is disabled, the reason in its
+//    tooltip, like cuda's (a reopened fp8 config shows bf16 there). FP8 and 4-bit exclude each other (the engine
+//    refuses fp8 + nf4): choosing one disables the other's item, its tooltip saying why. A pre-quantized model
+//    trains as QLoRA, so it shows bf16 and config() writes bf16; the user's choice waits in m_base.precision for the
+//    next float model, as the base-weights choice does.
 //  - "Longest sample that fits": longest_context (a binary search over estimate_memory) on a worker, started
 //    with the estimate and dropped when stale like it. The settings it overrides (batch tokens, max seq len,
 //    gradient accumulation) and the run folder do not restart it: m_longestKey is the rest of the config.
@@ -94,6 +101,9 @@ public slots:
     void applyPreset(const QString& resourcePath);
     // Whether the cuda device can be chosen (called with system_info's answer; tests call it directly).
     void setGpuAvailable(bool usable, const QString& reason);
+    // Whether precision FP8 can be chosen: "" when this machine's GPU trains in FP8, else why not (called with
+    // fp8_unsupported_reason(system_info()) before setGpuAvailable; tests call it directly).
+    void setFp8Support(const QString& unsupportedReason);
     // The chosen model's hidden size and context (max_position_embeddings), for the warnings; 0 = unknown.
     void setModelShape(qint64 hiddenSize, qint64 contextLength);
     // The Data page's chat template ("auto" or a built-in name) and "train on prompt tokens too".
@@ -127,6 +137,10 @@ private:
     // The base-weights choice as the model allows it (the checkpoint item for a pre-quantized model).
     void updateQuantizationChoice();
     bool modelPrequantized() const;
+    // Selects `p` where it can be chosen (bf16 where FP8 is known to be unavailable).
+    void selectPrecision(tandem::Precision p);
+    // FP8 and 4-bit exclude each other: disables the conflicting item of each combo, with why as its tooltip.
+    void updatePrecisionExclusion();
     void updateTrainButton();
     void updateExplanations();
     void chooseRunsFolder();
@@ -184,6 +198,9 @@ private:
     QLabel* m_packingHelp = nullptr;
     QComboBox* m_quantization = nullptr;
     QLabel* m_quantizationHelp = nullptr;
+    QComboBox* m_precision = nullptr;
+    QLabel* m_precisionHelp = nullptr;
+    std::optional<QString> m_fp8Unsupported;  // fp8_unsupported_reason's answer ("" = FP8 trains here); none yet
     QComboBox* m_checkpointing = nullptr;
     QLabel* m_checkpointingHelp = nullptr;
     QDoubleSpinBox* m_checkpointMinutes = nullptr;  // training.checkpoint_minutes
