@@ -100,7 +100,7 @@ std::vector<float> normal(size_t n, uint32_t seed, float stddev) {
     return v;
 }
 
-// One weight and its quantization (codes [OUT, INp], scales [ceil(OUT/128), INp/128]).
+// One weight and its quantization (codes [OUT, INp], scales [ceil(OUT/128), fp8_scale_ld(IN)]).
 struct QWeight {
     int OUT = 0, IN = 0;
     std::vector<uint8_t> codes;
@@ -109,14 +109,23 @@ struct QWeight {
 
 QWeight quantize_weight(const std::vector<float>& w, int OUT, int IN) {
     QWeight q{OUT, IN, std::vector<uint8_t>(size_t(OUT * fp8_padded(IN)), 0xAB),
-              std::vector<float>(size_t(fp8_blocks(OUT) * fp8_padded(IN) / kFp8Block), -7.0f)};
+              std::vector<float>(size_t(fp8_blocks(OUT) * fp8_scale_ld(IN)), -7.0f)};
     cpu::quantize_fp8_weight(q.codes.data(), q.scales.data(), w.data(), OUT, IN);
     return q;
 }
 
+// A torch block-scale grid [rows, cols] in the engine's row stride fp8_scale_ld (pad entries 1).
+std::vector<float> with_scale_ld(const std::vector<float>& g, int64_t rows, int64_t cols) {
+    const int64_t ld = (cols + 3) / 4 * 4;
+    std::vector<float> out(size_t(rows * ld), 1.0f);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) out[size_t(r * ld + c)] = g[size_t(r * cols + c)];
+    return out;
+}
+
 QWeight transpose(const QWeight& q) {
     QWeight t{q.IN, q.OUT, std::vector<uint8_t>(size_t(q.IN * fp8_padded(q.OUT)), 0xAB),
-              std::vector<float>(size_t(fp8_blocks(q.IN) * fp8_padded(q.OUT) / kFp8Block), -7.0f)};
+              std::vector<float>(size_t(fp8_blocks(q.IN) * fp8_scale_ld(q.OUT)), -7.0f)};
     cpu::fp8_transpose(t.codes.data(), t.scales.data(), q.codes.data(), q.scales.data(), q.OUT, q.IN);
     return t;
 }
@@ -145,7 +154,7 @@ std::vector<double> reference_matmul(const QRows& x, const QWeight& w, const flo
             for (int64_t k = 0; k < x.K; ++k) {
                 const double xv = double(e4m3_value(x.codes[size_t(n * Kp + k)])) * x.scales[size_t(fp8_row_scale_at(n, k / kFp8Block, x.rows, cols))];
                 const double wv = double(e4m3_value(w.codes[size_t(m * Kp + k)])) *
-                                  w.scales[size_t((m / kFp8Block) * cols + k / kFp8Block)];
+                                  w.scales[size_t((m / kFp8Block) * fp8_scale_ld(w.IN) + k / kFp8Block)];
                 s += xv * wv;
             }
             out[size_t(n) * size_t(w.OUT) + size_t(m)] = s;
@@ -286,7 +295,8 @@ private slots:
         const int OUT = 300, IN = 352;
         const QWeight q = quantize_weight(f32(f, "w", {OUT, IN}), OUT, IN);
         const std::vector<uint8_t> want = u8(f, "w_codes", {OUT, 384});
-        const std::vector<float> want_scales = f32(f, "w_scales", {3, 3});
+        const std::vector<float> want_scales = with_scale_ld(f32(f, "w_scales", {3, 3}), 3, 3);
+        QCOMPARE(q.scales.size(), want_scales.size());
         int64_t bad = 0;
         for (size_t i = 0; i < want.size(); ++i)
             if (q.codes[i] != want[i] && ++bad <= 10)
@@ -295,7 +305,7 @@ private slots:
         for (size_t i = 0; i < want_scales.size(); ++i)
             QVERIFY2(bits(q.scales[i]) == bits(want_scales[i]),
                      qPrintable(QString("scale %1: %2, torch %3").arg(i).arg(double(q.scales[i]), 0, 'g', 9).arg(double(want_scales[i]), 0, 'g', 9)));
-        QCOMPARE(bits(q.scales[4]), bits(1.0f));  // the all-zero block
+        QCOMPARE(bits(q.scales[5]), bits(1.0f));  // the all-zero block (1, 1)
     }
 
     void quantize_rows_matches_torch() {
@@ -330,10 +340,11 @@ private slots:
         const fs::path path = fp8_fixture("blocks.safetensors");
         REQUIRE_FP8_FIXTURE(path);
         const SafetensorsFile f(path);
-        const QWeight w{300, 352, u8(f, "w_codes", {300, 384}), f32(f, "w_scales", {3, 3})};
+        const QWeight w{300, 352, u8(f, "w_codes", {300, 384}), with_scale_ld(f32(f, "w_scales", {3, 3}), 3, 3)};
         const QWeight t = transpose(w);
         QVERIFY(t.codes == u8(f, "wt_codes", {352, 384}));
-        const std::vector<float> want_scales = f32(f, "wt_scales", {3, 3});
+        const std::vector<float> want_scales = with_scale_ld(f32(f, "wt_scales", {3, 3}), 3, 3);
+        QCOMPARE(t.scales.size(), want_scales.size());
         QVERIFY(std::memcmp(t.scales.data(), want_scales.data(), want_scales.size() * sizeof(float)) == 0);
     }
 
@@ -349,7 +360,7 @@ private slots:
         std::vector<float> xs(size_t(3 * fp8_code_rows(N)), 1.0f);
         for (int64_t i = 0; i < 3 * N; ++i) xs[size_t(fp8_row_scale_at(i % N, i / N, N, 3))] = xs_torch[size_t(i)];
         const std::vector<uint8_t> wc = u8(f, "w_codes", {M, 384});
-        const std::vector<float> ws = f32(f, "w_scales", {3, 3});
+        const std::vector<float> ws = with_scale_ld(f32(f, "w_scales", {3, 3}), 3, 3);
         const std::vector<float> bias = f32(f, "bias", {M});
         const std::vector<double> want = f64(f, "out", {N, M});
         // beta 0: whatever the output held is ignored
@@ -474,7 +485,7 @@ private slots:
         const QWeight wq = quantize_weight(wbad, OUT, IN);
         for (int bo = 0; bo < 2; ++bo)
             for (int bi = 0; bi < 3; ++bi) {
-                const size_t i = size_t(bo * 3 + bi);
+                const size_t i = size_t(bo * fp8_scale_ld(IN) + bi);
                 const bool poisoned = (bo == 1 && bi == 0) || (bo == 0 && bi == 2);
                 if (poisoned) {
                     QVERIFY2(std::isnan(wq.scales[i]), qPrintable(QString("weight block (%1, %2)").arg(bo).arg(bi)));
@@ -494,11 +505,11 @@ private slots:
         std::vector<float> w = normal(size_t(OUT * IN), 41, 0.05f);
         w[7] = 3.0f;  // an outlier: its block's small values get subnormal codes
         const QWeight q = quantize_weight(w, OUT, IN);
-        const int64_t INp = fp8_padded(IN), cols = INp / kFp8Block;
+        const int64_t INp = fp8_padded(IN);
         double worst = 0;
         for (int o = 0; o < OUT; ++o)
             for (int i = 0; i < IN; ++i) {
-                const double scale = q.scales[size_t((o / 128) * cols + i / 128)];
+                const double scale = q.scales[size_t((o / 128) * fp8_scale_ld(IN) + i / 128)];
                 const double deq = double(e4m3_value(q.codes[size_t(o * INp + i)])) * scale;
                 const double v = w[size_t(o * IN + i)];
                 const double bound = (std::ldexp(std::fabs(v), -4) + std::ldexp(scale, -10)) * (1 + 1e-6);
@@ -626,7 +637,7 @@ private slots:
         for (const auto& t : expected_tensors(cfg)) {
             if (t.name.find("_proj.weight") == std::string::npos) continue;
             const int64_t out = t.shape.at(0), in = t.shape.at(1);
-            want += 4 * out * in - out * fp8_padded(in) - 4 * fp8_blocks(out) * (fp8_padded(in) / kFp8Block);
+            want += 4 * out * in - out * fp8_padded(in) - 4 * fp8_blocks(out) * fp8_scale_ld(in);
             pieces += 2;
         }
         const int64_t saved = int64_t(f32.weights) - int64_t(f8.weights);

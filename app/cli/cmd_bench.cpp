@@ -105,6 +105,8 @@
 
 #ifdef TANDEM_WITH_CUDA
 #include "core/cuda/context.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/fp8.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/moe.h"
 #include "core/cuda/memory.h"
@@ -301,6 +303,92 @@ json grouped_gemm_bench() {
     return rows;
 }
 
+// --fp8-gemm: each base GEMM of Llama-3.1-8B (4096 rows) and Qwen3-0.6B (16384 rows) in bf16 and in FP8, forward
+// (out = x W^T) and input gradient (dx += dy W), with the FP8 path's parts timed alone: the activation / output
+// gradient quantization, the weight transpose, the block-scaled GEMM. One JSON row per shape and direction.
+json fp8_gemm_bench() {
+    constexpr int warmup = 3, reps = 20;
+    cudaStream_t stream = cuda::context().stream;
+    std::vector<cuda::bf16> block(size_t(1) << 22);
+    SplitMix64 rng(20261125);
+    for (auto& x : block) x = __float2bfloat16(float(rng.next_double() * 2.0 - 1.0));
+    auto random_bf16 = [&](size_t elems, const char* what) {
+        cuda::DeviceBuffer b(elems * sizeof(cuda::bf16), what);
+        for (size_t at = 0; at < elems; at += block.size()) {
+            const size_t n = std::min(block.size(), elems - at);
+            TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.as<cuda::bf16>() + at, block.data(), n * sizeof(cuda::bf16),
+                                              cudaMemcpyHostToDevice, stream));
+        }
+        return b;
+    };
+    auto time_ms = [&](const auto& f) {
+        for (int i = 0; i < warmup; ++i) f();
+        Event start, stop;
+        TANDEM_CUDA_CHECK(cudaEventRecord(start.e, stream));
+        for (int i = 0; i < reps; ++i) f();
+        TANDEM_CUDA_CHECK(cudaEventRecord(stop.e, stream));
+        cuda::wait_event(stop.e);
+        float ms = 0;
+        TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
+        return double(ms) / reps;
+    };
+    struct Shape {
+        const char* model;
+        const char* name;
+        int rows, in, out;
+    };
+    const Shape shapes[] = {{"llama-3.1-8b", "q/o", 4096, 4096, 4096},   {"llama-3.1-8b", "k/v", 4096, 4096, 1024},
+                            {"llama-3.1-8b", "gate/up", 4096, 4096, 14336}, {"llama-3.1-8b", "down", 4096, 14336, 4096},
+                            {"qwen3-0.6b", "q", 16384, 1024, 2048},      {"qwen3-0.6b", "k/v", 16384, 1024, 1024},
+                            {"qwen3-0.6b", "o", 16384, 2048, 1024},      {"qwen3-0.6b", "gate/up", 16384, 1024, 3072},
+                            {"qwen3-0.6b", "down", 16384, 3072, 1024}};
+    json rows = json::array();
+    for (const Shape& sh : shapes) {
+        const int N = sh.rows, IN = sh.in, OUT = sh.out;
+        const int64_t inp = fp8_padded(IN), outp = fp8_padded(OUT), kmax = std::max(inp, outp);
+        const cuda::DeviceBuffer x = random_bf16(size_t(N) * IN, "x"), w = random_bf16(size_t(OUT) * IN, "w");
+        const cuda::DeviceBuffer y = random_bf16(size_t(N) * OUT, "y"), dx = random_bf16(size_t(N) * IN, "dx");
+        cuda::DeviceBuffer wf(size_t(OUT) * IN * 4, "w fp32");
+        cuda::to_f32(wf.as<float>(), w.as<cuda::bf16>(), int64_t(OUT) * IN);
+        cuda::DeviceBuffer wq(size_t(OUT * inp), "w codes"), ws(size_t(fp8_blocks(OUT) * fp8_scale_ld(IN)) * 4, "w scales");
+        cuda::DeviceBuffer wt(size_t(IN * outp), "wt codes"), wts(size_t(fp8_blocks(IN) * fp8_scale_ld(OUT)) * 4, "wt scales");
+        cuda::DeviceBuffer xq(size_t(fp8_code_rows(N) * kmax), "x codes"), xs(size_t(fp8_code_rows(N) * (kmax / 128)) * 4, "x scales");
+        cuda::quantize_fp8_weight(wq.as<uint8_t>(), ws.as<float>(), wf.as<float>(), OUT, IN);
+        const double flops = 2.0 * double(N) * double(IN) * double(OUT);
+        // forward
+        const double b_fwd = time_ms([&] {
+            cuda::gemm(false, true, N, OUT, IN, 1.0f, x.as<cuda::bf16>(), IN, w.as<cuda::bf16>(), IN, 0.0f, y.data(), OUT, false);
+        });
+        const double q_fwd = time_ms([&] { cuda::quantize_fp8_rows(xq.as<uint8_t>(), xs.as<float>(), x.as<cuda::bf16>(), N, IN); });
+        const double g_fwd = time_ms([&] {
+            cuda::fp8_matmul(y.as<cuda::bf16>(), xq.as<uint8_t>(), xs.as<float>(), wq.as<uint8_t>(), ws.as<float>(), nullptr,
+                             N, IN, OUT, 0.0f, nullptr);
+        });
+        // input gradient
+        const double b_bwd = time_ms([&] {
+            cuda::gemm(false, false, N, IN, OUT, 1.0f, y.as<cuda::bf16>(), OUT, w.as<cuda::bf16>(), IN, 1.0f, dx.data(), IN, false);
+        });
+        const double q_bwd = time_ms([&] { cuda::quantize_fp8_rows(xq.as<uint8_t>(), xs.as<float>(), y.as<cuda::bf16>(), N, OUT); });
+        const double t_bwd = time_ms([&] {
+            cuda::fp8_transpose(wt.as<uint8_t>(), wts.as<float>(), wq.as<uint8_t>(), ws.as<float>(), OUT, IN);
+        });
+        const double g_bwd = time_ms([&] {
+            cuda::fp8_matmul(dx.as<cuda::bf16>(), xq.as<uint8_t>(), xs.as<float>(), wt.as<uint8_t>(), wts.as<float>(), nullptr,
+                             N, OUT, IN, 1.0f, nullptr);
+        });
+        for (const auto& [dir, b, q, t, g] : {std::tuple{"forward", b_fwd, q_fwd, 0.0, g_fwd},
+                                                std::tuple{"input gradient", b_bwd, q_bwd, t_bwd, g_bwd}}) {
+            const double total = q + t + g;
+            rows.push_back({{"model", sh.model}, {"shape", sh.name}, {"direction", dir}, {"rows", N}, {"in", IN},
+                            {"out", OUT}, {"flops", flops}, {"bf16_ms", b}, {"quantize_ms", q}, {"transpose_ms", t},
+                            {"fp8_gemm_ms", g}, {"fp8_total_ms", total}, {"bf16_tflops", flops / (b * 1e-3) / 1e12},
+                            {"fp8_gemm_tflops", flops / (g * 1e-3) / 1e12}, {"speedup", b / total},
+                            {"gemm_speedup", b / g}});
+        }
+    }
+    return rows;
+}
+
 uint64_t peak_allocated() { return cuda::peak_allocated_bytes(); }
 uint64_t host_sync_total() { return cuda::host_sync_count(); }
 void reset_peak_allocated() { cuda::reset_peak(); }
@@ -312,6 +400,7 @@ DeviceMemory device_memory() { no_cuda(); }
 std::string device_name() { no_cuda(); }
 double measure_peak_bf16_flops() { no_cuda(); }
 json grouped_gemm_bench() { no_cuda(); }
+json fp8_gemm_bench() { no_cuda(); }
 uint64_t peak_allocated() { no_cuda(); }
 uint64_t host_sync_total() { no_cuda(); }
 void reset_peak_allocated() { no_cuda(); }
@@ -423,7 +512,7 @@ Run add_bench_command(CLI::App& app) {
         std::string cuda_graphs = CudaModelOptions{}.cuda_graphs ? "on" : "off";
         std::string moe_routing = "sort";
         int batch_tokens = 16384, seq_len = 2048, min_seq_len = 0, steps = 20, warmup = 3, rank = 16, layers = 0;
-        bool rebuild_metadata = false, grouped_gemm = false;
+        bool rebuild_metadata = false, grouped_gemm = false, fp8_gemm = false;
         double alpha = 32;
     };
     auto o = std::make_shared<Opts>();
@@ -475,6 +564,9 @@ Run add_bench_command(CLI::App& app) {
     sub->add_flag("--grouped-gemm", o->grouped_gemm,
                   "only time the MoE grouped GEMMs (Qwen3-30B-A3B's expert shapes, 131072 rows over 128 experts) "
                   "against one dense GEMM of the same FLOPs (--config is ignored; --json writes the rows)");
+    sub->add_flag("--fp8-gemm", o->fp8_gemm,
+                  "only time the base GEMMs of Llama-3.1-8B and Qwen3-0.6B in bf16 and in FP8 (quantization, weight "
+                  "transpose and block-scaled GEMM apart; --config is ignored; --json writes the rows)");
     sub->add_option("--timeline", o->timeline_path, "write per-layer CUDA events of one micro-batch as JSON");
     return [o]() {
         if (!o->plans_path.empty()) {
@@ -506,6 +598,29 @@ Run add_bench_command(CLI::App& app) {
                             r["in"].get<int>(), r["out"].get<int>(), r["grouped_tflops"].get<double>(),
                             r["dense_tflops"].get<double>(), 100.0 * r["ratio"].get<double>());
             std::printf("  target: grouped at least 60 %% of the dense rate (TF = TFLOP/s)\n");
+            if (!o->json_path.empty()) write_json_file(o->json_path, g);
+            return 0;
+        }
+        if (o->fp8_gemm) {
+            std::string reason;
+            if (!cuda_backend_available(&reason))
+                throw_unsupported("tandem-cli bench --fp8-gemm needs the CUDA backend (" + reason + ")");
+            json g;
+            g["system"] = "tandem";
+            g["benchmark"] = "fp8_gemm";
+            g["device"] = device_name();
+            g["rows"] = fp8_gemm_bench();
+            std::printf("base GEMMs, bf16 vs FP8 (block-scaled E4M3, fp32 accumulation) on %s; ms per call\n",
+                        g["device"].get<std::string>().c_str());
+            std::printf("  %-13s %-8s %-14s %6s %6s %6s  %7s %7s %7s %7s %7s  %6s %6s\n", "model", "shape", "direction",
+                        "rows", "in", "out", "bf16", "quant", "transp", "fp8mm", "fp8", "x", "x mm");
+            for (const auto& r : g["rows"])
+                std::printf("  %-13s %-8s %-14s %6d %6d %6d  %7.3f %7.3f %7.3f %7.3f %7.3f  %6.2f %6.2f\n",
+                            r["model"].get<std::string>().c_str(), r["shape"].get<std::string>().c_str(),
+                            r["direction"].get<std::string>().c_str(), r["rows"].get<int>(), r["in"].get<int>(),
+                            r["out"].get<int>(), r["bf16_ms"].get<double>(), r["quantize_ms"].get<double>(),
+                            r["transpose_ms"].get<double>(), r["fp8_gemm_ms"].get<double>(),
+                            r["fp8_total_ms"].get<double>(), r["speedup"].get<double>(), r["gemm_speedup"].get<double>());
             if (!o->json_path.empty()) write_json_file(o->json_path, g);
             return 0;
         }

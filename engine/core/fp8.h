@@ -8,8 +8,9 @@
 // way inside the range, which is all a scaled block ever reaches).
 // The layouts (cuBLASLt's block-scaled FP8 GEMM on Hopper reads them as they are):
 //  - A weight [OUT, IN] is stored as codes [OUT, INp] (INp = IN rounded up to 128, the pad columns code 0) and
-//    one fp32 scale per 128x128 block, scales [ceil(OUT/128), INp/128] row-major: the value of code c in block
-//    (i, j) is e4m3(c) * scale[i, j] (BLK128x128_32F).
+//    one fp32 scale per 128x128 block, scales [ceil(OUT/128), fp8_scale_ld(IN)] row-major (the row stride
+//    INp/128 rounded up to 4, the pad entries 1: cuBLASLt reads the grid with that stride, measured on an H100):
+//    the value of code c in block (i, j) is e4m3(c) * scale[i, j] (BLK128x128_32F).
 //  - Activations x [rows, K] (K the GEMM's inner dimension) are quantized per row and 128 columns: codes
 //    [fp8_code_rows(rows), Kp] (rows rounded up to 16, the pad rows code 0) and one scale per row and block
 //    column, in cuBLASLt's VEC128_32F layout (each block column's scales contiguous over the rows) for two
@@ -34,6 +35,9 @@ inline constexpr float kE4M3Max = 448.0f;
 
 TANDEM_HD inline int64_t fp8_padded(int64_t k) { return (k + kFp8Block - 1) / kFp8Block * kFp8Block; }
 TANDEM_HD inline int64_t fp8_blocks(int64_t n) { return (n + kFp8Block - 1) / kFp8Block; }
+
+// The row stride of a weight's block-scale grid whose inner dimension is k (see the header comment).
+TANDEM_HD inline int64_t fp8_scale_ld(int64_t k) { return (fp8_padded(k) / kFp8Block + 3) / 4 * 4; }
 
 inline constexpr int kFp8RowAlign = 16;
 TANDEM_HD inline int64_t fp8_head_rows(int64_t rows) { return rows / kFp8RowAlign * kFp8RowAlign; }
@@ -126,7 +130,7 @@ TANDEM_HD inline Fp8Scale fp8_scale_of(float amax) {
 }
 
 // A weight in FP8 (model/plan.h Fp8Pieces): codes [out, fp8_padded(in)], scales [fp8_blocks(out),
-// fp8_padded(in) / 128]. A slot of a fused projection is the same matrix from row `row0` (a multiple of 128).
+// fp8_scale_ld(in)]. A slot of a fused projection is the same matrix from row `row0` (a multiple of 128).
 struct Fp8Ref {
     const uint8_t* codes = nullptr;
     const float* scales = nullptr;

@@ -43,7 +43,7 @@ void upload_fp8(const ArenaLayout& W, void* base, const WeightEntry& e, const Sa
     const cudaStream_t s = cuda::context().stream;
     uint8_t* codes = W.ptr<uint8_t>(base, p.codes);
     float* scales = W.ptr<float>(base, p.scales);
-    const int64_t inp = fp8_padded(p.in), cols = inp / kFp8Block;
+    const int64_t inp = fp8_padded(p.in), ld = fp8_scale_ld(p.in);
     const size_t es = dtype_size(t.dtype);
     std::vector<float> host;
     for (int64_t r0 = 0; r0 < p.out; r0 += kFp8Block) {
@@ -62,7 +62,7 @@ void upload_fp8(const ArenaLayout& W, void* base, const WeightEntry& e, const Sa
             tensor_to_f32(part, host);
             TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.f32, host.data(), size_t(n) * 4, cudaMemcpyHostToDevice, s));
         }
-        cuda::quantize_fp8_weight(codes + r0 * inp, scales + r0 / kFp8Block * cols, a.f32, int(rows), int(p.in));
+        cuda::quantize_fp8_weight(codes + r0 * inp, scales + r0 / kFp8Block * ld, a.f32, int(rows), int(p.in));
     }
 }
 
@@ -72,12 +72,12 @@ void random_fp8(const ArenaLayout& W, void* base, const WeightEntry& e, uint64_t
     const Band a = band_areas(stage, p.in);
     uint8_t* codes = W.ptr<uint8_t>(base, p.codes);
     float* scales = W.ptr<float>(base, p.scales);
-    const int64_t inp = fp8_padded(p.in), cols = inp / kFp8Block;
+    const int64_t inp = fp8_padded(p.in), ld = fp8_scale_ld(p.in);
     for (int64_t r0 = 0, k = 0; r0 < p.out; r0 += kFp8Block, ++k) {
         const int64_t rows = std::min<int64_t>(kFp8Block, p.out - r0), n = rows * p.in;
         cuda::fill_uniform(a.b16, n, seed + uint64_t(k) * 0x9E3779B97F4A7C15ull, bound);
         cuda::to_f32(a.f32, a.b16, n);
-        cuda::quantize_fp8_weight(codes + r0 * inp, scales + r0 / kFp8Block * cols, a.f32, int(rows), int(p.in));
+        cuda::quantize_fp8_weight(codes + r0 * inp, scales + r0 / kFp8Block * ld, a.f32, int(rows), int(p.in));
     }
 }
 

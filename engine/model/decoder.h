@@ -276,7 +276,7 @@ public:
                     const int64_t kp = fp8_padded(f.in);
                     w.w[m] = nullptr;
                     w.f8[m] = Fp8Ref{W.ptr<uint8_t>(weights_base, f.codes) + f.row0 * kp,
-                                     W.ptr<float>(weights_base, f.scales) + f.row0 / kFp8Block * (kp / kFp8Block),
+                                     W.ptr<float>(weights_base, f.scales) + f.row0 / kFp8Block * fp8_scale_ld(f.in),
                                      d.out_of(m), d.in_of(m)};
                 } else if (h.q[m].codes >= 0) {
                     w.w[m] = nullptr;

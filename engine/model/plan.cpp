@@ -265,7 +265,7 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                 f8.out = pr.out;
                 f8.in = pr.in;
                 f8.codes = y.weights.reserve(size_t(pr.out * inp), p + pr.target + " (FP8 codes)");
-                f8.scales = y.weights.reserve(f32(size_t(fp8_blocks(pr.out) * (inp / kFp8Block))),
+                f8.scales = y.weights.reserve(f32(size_t(fp8_blocks(pr.out) * fp8_scale_ld(pr.in))),
                                               p + pr.target + " (FP8 block scales)");
             } else if (d.quantized(l, pi)) {
                 const int64_t blocks = quant4_blocks(n, d.quant_blocksize);
@@ -489,7 +489,7 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
             n_most = std::max<int64_t>({n_most, d.in_of(m), d.out_of(m)});
             k_most = std::max({k_most, fp8_padded(d.in_of(m)), fp8_padded(d.out_of(m))});
             wt_bytes = std::max(wt_bytes, int64_t(d.in_of(m)) * fp8_padded(d.out_of(m)));
-            wt_scales = std::max(wt_scales, fp8_blocks(d.in_of(m)) * (fp8_padded(d.out_of(m)) / kFp8Block));
+            wt_scales = std::max(wt_scales, fp8_blocks(d.in_of(m)) * fp8_scale_ld(d.out_of(m)));
         }
         const int64_t rows = fp8_code_rows(d.T);
         y.fp8_act = y.work.reserve(size_t(rows * k_most), "FP8 GEMM input (codes)");

@@ -62,7 +62,7 @@ void quantize_rows_case(Check& c, int rows, int K) {
 void weight_case(Check& c, int OUT, int IN) {
     const std::vector<float> w = graded(c, OUT, IN, 0.02f);
     const int64_t INp = fp8_padded(IN), OUTp = fp8_padded(OUT);
-    const int64_t ns = fp8_blocks(OUT) * (INp / kFp8Block), nts = fp8_blocks(IN) * (OUTp / kFp8Block);
+    const int64_t ns = fp8_blocks(OUT) * fp8_scale_ld(IN), nts = fp8_blocks(IN) * fp8_scale_ld(OUT);
     std::vector<uint8_t> codes(size_t(OUT * INp)), wt(size_t(IN * OUTp));
     std::vector<float> scales(static_cast<size_t>(ns)), wts(static_cast<size_t>(nts));
     cpu::quantize_fp8_weight(codes.data(), scales.data(), w.data(), OUT, IN);
@@ -85,7 +85,7 @@ void matmul_case(Check& c, int N, int K, int M, bool bias, bool accumulate) {
     const std::vector<float> x = graded(c, N, K, 0.5f), w = graded(c, M, K, 0.02f);
     const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block, cr = fp8_code_rows(N);
     std::vector<uint8_t> xq(size_t(cr * Kp)), wq(size_t(M * Kp));
-    std::vector<float> xs(size_t(cols * cr)), ws(size_t(fp8_blocks(M) * cols));
+    std::vector<float> xs(size_t(cols * cr)), ws(size_t(fp8_blocks(M) * fp8_scale_ld(K)));
     cpu::quantize_fp8_rows(xq.data(), xs.data(), x.data(), N, K);
     cpu::quantize_fp8_weight(wq.data(), ws.data(), w.data(), M, K);
     const std::vector<float> b = bias ? round_bf16(c.rng.f32_values(M, 0.1f)) : std::vector<float>{};

@@ -28,17 +28,18 @@ void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT,
     TANDEM_KCHECK_PTR(scales);
     TANDEM_KCHECK_PTR(w);
     TANDEM_KCHECK(OUT > 0 && IN > 0);
-    const int64_t INp = fp8_padded(IN), cols = INp / kFp8Block, bands = fp8_blocks(OUT);
+    const int64_t INp = fp8_padded(IN), cols = INp / kFp8Block, ld = fp8_scale_ld(IN), bands = fp8_blocks(OUT);
 #pragma omp parallel for schedule(static)
     for (int64_t band = 0; band < bands; ++band) {
         const int64_t r0 = band * kFp8Block, r1 = std::min<int64_t>(OUT, r0 + kFp8Block);
+        for (int64_t cb = cols; cb < ld; ++cb) scales[band * ld + cb] = 1.0f;
         for (int64_t cb = 0; cb < cols; ++cb) {
             const int64_t c0 = cb * kFp8Block, c1 = std::min<int64_t>(IN, c0 + kFp8Block);
             float amax = 0.0f;
             for (int64_t r = r0; r < r1; ++r)
                 for (int64_t c = c0; c < c1; ++c) amax = block_amax(amax, w[r * IN + c]);
             const Fp8Scale s = fp8_scale_of(amax);
-            scales[band * cols + cb] = s.scale;
+            scales[band * ld + cb] = s.scale;
             for (int64_t r = r0; r < r1; ++r) {
                 uint8_t* q = codes + r * INp;
                 for (int64_t c = c0; c < c1; ++c) q[c] = e4m3_code(w[r * IN + c] * s.inv);
@@ -88,9 +89,11 @@ void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, co
         for (int64_t o = 0; o < OUT; ++o) t[o] = codes[o * INp + i];
         for (int64_t o = OUT; o < OUTp; ++o) t[o] = 0;
     }
-    const int64_t in_cols = INp / kFp8Block, out_cols = OUTp / kFp8Block, in_bands = fp8_blocks(IN);
+    const int64_t in_ld = fp8_scale_ld(IN), out_cols = OUTp / kFp8Block, out_ld = fp8_scale_ld(OUT);
+    const int64_t in_bands = fp8_blocks(IN);
     for (int64_t bi = 0; bi < in_bands; ++bi)
-        for (int64_t bo = 0; bo < out_cols; ++bo) wt_scales[bi * out_cols + bo] = scales[bo * in_cols + bi];
+        for (int64_t bo = 0; bo < out_ld; ++bo)
+            wt_scales[bi * out_ld + bo] = bo < out_cols ? scales[bo * in_ld + bi] : 1.0f;
 }
 
 void fp8_matmul(float* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
@@ -110,7 +113,7 @@ void fp8_matmul(float* out, const uint8_t* x_codes, const float* x_scales, const
         const uint8_t* xq = x_codes + n * Kp;
         for (int64_t m = 0; m < M; ++m) {
             const uint8_t* wq = w_codes + m * Kp;
-            const float* ws = w_scales + (m / kFp8Block) * cols;
+            const float* ws = w_scales + (m / kFp8Block) * fp8_scale_ld(K);
             float acc = 0.0f;
             for (int64_t cb = 0; cb < cols; ++cb) {
                 double part = 0.0;

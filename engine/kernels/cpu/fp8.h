@@ -17,20 +17,21 @@
 
 namespace tandem::cpu {
 
-// codes[OUT, INp], scales[ceil(OUT/128), INp/128] = the 128x128-block quantization of w[OUT, IN] (core/fp8.h).
+// codes[OUT, INp], scales[ceil(OUT/128), fp8_scale_ld(IN)] = the 128x128-block quantization of w[OUT, IN]
+// (core/fp8.h; the grid's pad entries 1).
 void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT, int IN);
 
 // codes[fp8_code_rows(rows), Kp], scales[fp8_code_rows(rows) * Kp/128] (core/fp8.h's layout) = the per-row
 // 128-column quantization of x[rows, K]; the pad columns (K..Kp) and pad rows are code 0, pad rows scale 1.
 void quantize_fp8_rows(uint8_t* codes, float* scales, const float* x, int rows, int K);
 
-// The transposed weight for the input gradient: wt_codes[IN, OUTp], wt_scales[ceil(IN/128), OUTp/128] from
-// codes[OUT, INp], scales[ceil(OUT/128), INp/128] (code (o, i) moves to (i, o); block (bo, bi) to (bi, bo); the
-// pad columns OUT..OUTp are code 0). Exact: no rounding.
+// The transposed weight for the input gradient: wt_codes[IN, OUTp], wt_scales[ceil(IN/128), fp8_scale_ld(OUT)]
+// from codes[OUT, INp], scales[ceil(OUT/128), fp8_scale_ld(IN)] (code (o, i) moves to (i, o); block (bo, bi) to
+// (bi, bo); the pad columns OUT..OUTp are code 0, the grid's pad entries 1). Exact: no rounding.
 void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, const float* scales, int OUT, int IN);
 
 // out[N, M] = beta * out + x[N, K] @ w[M, K]^T (+ bias[M]) with x and w FP8 (x as quantize_fp8_rows writes it;
-// w: codes [M, Kp] and scales [ceil(M/128), Kp/128]). beta is 0 (forward) or 1 (the input gradient
+// w: codes [M, Kp] and scales [ceil(M/128), fp8_scale_ld(K)]). beta is 0 (forward) or 1 (the input gradient
 // accumulates). tail: the CUDA twin's scratch for a row count that is not a multiple of 16 (unused here).
 void fp8_matmul(float* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
                 const float* w_scales, const float* bias, int N, int K, int M, float beta, float* tail = nullptr);

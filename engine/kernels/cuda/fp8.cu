@@ -5,9 +5,10 @@
 //  - The rounding is core/fp8.h's e4m3_code, the same function the CPU twin calls (integer arithmetic on the
 //    fp32 bits), and the scale is fp8_scale_of's two IEEE divisions (no fast math in this build), so a code
 //    and a scale here equal the CPU's for the same input values.
-//  - quantize_fp8_rows: one warp per (row, 128-column block), 4 elements per lane; the block's amax by warp
-//    shuffles. quantize_fp8_weight: one 256-thread block per 128x128 block (load only).
-//  - fp8_transpose: 64x64 byte tiles through shared memory.
+//  - quantize_fp8_rows: one warp per (row, 128-column block), 4 consecutive elements per lane (one 8-byte load,
+//    one 4-byte store of codes); the block's amax by warp shuffles. quantize_fp8_weight: one 256-thread block
+//    per 128x128 block (load only).
+//  - fp8_transpose: 64x64 byte tiles through shared memory, 32-bit loads and stores.
 #include "kernels/cuda/fp8.h"
 
 #include "core/check.h"
@@ -32,8 +33,10 @@ __device__ inline float warp_amax(float v) {
     return v;
 }
 
-// grid (ceil(code_rows*cols / 8)), 256 threads: warp w handles (row, block) = item / cols, item % cols; rows
-// past `rows` are the tail GEMM's pad rows (codes 0, scale 1).
+// grid (ceil(code_rows*cols / 8)), 256 threads: warp w handles (row, block) = item / cols, item % cols; lane l
+// holds the block's elements 4l..4l+3 (one 8-byte load when vec, K % 4 == 0) and stores their 4 codes as one
+// word. Rows past `rows` are the tail GEMM's pad rows (codes 0, scale 1).
+template <bool vec>
 __global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* x, int rows, int K, int cols,
                                      int64_t code_rows) {
     const int64_t item = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;
@@ -42,31 +45,46 @@ __global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* 
     const int64_t r = item / cols;
     const int cb = int(item % cols);
     const bool pad = r >= rows;
-    const bf16* xr = x + r * K;
-    float v[4];
+    const int c0 = cb * kFp8Block + lane * 4;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (!pad) {
+        const bf16* xr = x + r * K;
+        if (vec && c0 + 4 <= K) {
+            const uint2 raw = *reinterpret_cast<const uint2*>(xr + c0);
+            const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
+            const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
+            v[0] = __low2float(lo);
+            v[1] = __high2float(lo);
+            v[2] = __low2float(hi);
+            v[3] = __high2float(hi);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (c0 + j < K) v[j] = __bfloat162float(xr[c0 + j]);
+        }
+    }
     float amax = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const int c = cb * kFp8Block + j * 32 + lane;
-        v[j] = (!pad && c < K) ? __bfloat162float(xr[c]) : 0.0f;
-        amax = amax_of(amax, v[j]);
-    }
+    for (int j = 0; j < 4; ++j) amax = amax_of(amax, v[j]);
     amax = warp_amax(amax);
     const Fp8Scale s = fp8_scale_of(amax);
-    uint8_t* q = codes + r * int64_t(cols) * kFp8Block + cb * kFp8Block;
+    uint32_t word = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const int c = cb * kFp8Block + j * 32 + lane;
-        q[j * 32 + lane] = c < K ? e4m3_code(v[j] * s.inv) : uint8_t(0);
-    }
+    for (int j = 0; j < 4; ++j) word |= uint32_t(c0 + j < K && !pad ? e4m3_code(v[j] * s.inv) : 0) << (8 * j);
+    *reinterpret_cast<uint32_t*>(codes + r * int64_t(cols) * kFp8Block + c0) = word;
     if (lane == 0) scales[fp8_row_scale_at(r, cb, rows, cols)] = s.scale;
 }
 
-// grid (cols, bands), 256 threads.
-__global__ void quantize_weight_kernel(uint8_t* codes, float* scales, const float* w, int OUT, int IN, int cols) {
+// grid (ld, bands), 256 threads: block columns past cols are the grid's pad entries (scale 1).
+__global__ void quantize_weight_kernel(uint8_t* codes, float* scales, const float* w, int OUT, int IN, int cols,
+                                       int ld) {
     const int cb = blockIdx.x, band = blockIdx.y;
     const int r0 = band * kFp8Block, c0 = cb * kFp8Block;
     const int r1 = min(OUT, r0 + kFp8Block), c1 = min(IN, c0 + kFp8Block);
+    if (cb >= cols) {
+        if (threadIdx.x == 0) scales[int64_t(band) * ld + cb] = 1.0f;
+        return;
+    }
     __shared__ float part[8];
     __shared__ Fp8Scale sh;
     float amax = 0.0f;
@@ -81,7 +99,7 @@ __global__ void quantize_weight_kernel(uint8_t* codes, float* scales, const floa
         float a = part[0];
         for (int i = 1; i < 8; ++i) a = isnan(a) || isnan(part[i]) ? __int_as_float(0x7FC00000) : fmaxf(a, part[i]);
         sh = fp8_scale_of(a);
-        scales[int64_t(band) * cols + cb] = sh.scale;
+        scales[int64_t(band) * ld + cb] = sh.scale;
     }
     __syncthreads();
     const Fp8Scale s = sh;
@@ -94,28 +112,36 @@ __global__ void quantize_weight_kernel(uint8_t* codes, float* scales, const floa
 
 constexpr int kTile = 64;
 
-// grid (ceil(OUTp/64), ceil(IN/64)), 256 threads: tile of codes rows o0.., columns i0.. -> wt rows i0.., cols o0..
+// grid (OUTp/64, ceil(IN/64)), 256 threads: a 64x64 byte tile of the codes (rows o0.., columns i0..) read as
+// 32-bit words (INp and OUTp are multiples of 128), written transposed as 32-bit words: wt rows i0..,
+// columns o0... Source rows past OUT are the pad columns of wt (code 0).
 __global__ void transpose_kernel(uint8_t* wt, const uint8_t* w, int OUT, int IN, int64_t INp, int64_t OUTp) {
-    __shared__ uint8_t tile[kTile][kTile + 4];
+    __shared__ uint32_t tile[kTile][kTile / 4 + 1];  // [source row][source word]
     const int o0 = blockIdx.x * kTile, i0 = blockIdx.y * kTile;
-    for (int t = threadIdx.x; t < kTile * kTile; t += blockDim.x) {
-        const int ro = t / kTile, ci = t % kTile;
-        const int o = o0 + ro, i = i0 + ci;
-        tile[ro][ci] = (o < OUT && i < IN) ? w[int64_t(o) * INp + i] : uint8_t(0);
+    for (int t = threadIdx.x; t < kTile * kTile / 4; t += blockDim.x) {
+        const int ro = t / (kTile / 4), cw = t % (kTile / 4);
+        const int o = o0 + ro, i = i0 + cw * 4;
+        tile[ro][cw] = (o < OUT && i < INp) ? *reinterpret_cast<const uint32_t*>(w + int64_t(o) * INp + i) : 0u;
     }
     __syncthreads();
-    for (int t = threadIdx.x; t < kTile * kTile; t += blockDim.x) {
-        const int ri = t / kTile, co = t % kTile;
-        const int i = i0 + ri, o = o0 + co;
-        if (i < IN && o < OUTp) wt[int64_t(i) * OUTp + o] = tile[co][ri];
+    for (int t = threadIdx.x; t < kTile * kTile / 4; t += blockDim.x) {
+        const int ri = t / (kTile / 4), cw = t % (kTile / 4);  // wt row i0 + ri, its word cw (source rows 4cw..)
+        const int i = i0 + ri;
+        if (i >= IN) continue;
+        const int shift = 8 * (ri % 4);
+        uint32_t word = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) word |= ((tile[cw * 4 + j][ri / 4] >> shift) & 0xFFu) << (8 * j);
+        *reinterpret_cast<uint32_t*>(wt + int64_t(i) * OUTp + o0 + cw * 4) = word;
     }
 }
 
-__global__ void transpose_scales_kernel(float* st, const float* s, int in_bands, int out_cols, int in_cols) {
+// st[in_bands, out_ld] from s[out_cols bands, in_ld]; st's pad entries (bo >= out_cols) 1.
+__global__ void transpose_scales_kernel(float* st, const float* s, int in_bands, int out_cols, int out_ld, int in_ld) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= in_bands * out_cols) return;
-    const int bi = t / out_cols, bo = t % out_cols;
-    st[t] = s[int64_t(bo) * in_cols + bi];
+    if (t >= in_bands * out_ld) return;
+    const int bi = t / out_ld, bo = t % out_ld;
+    st[t] = bo < out_cols ? s[int64_t(bo) * in_ld + bi] : 1.0f;
 }
 
 }  // namespace
@@ -127,8 +153,11 @@ void quantize_fp8_rows(uint8_t* codes, float* scales, const bf16* x, int rows, i
     TANDEM_KCHECK(rows > 0 && K > 0);
     const int cols = int(fp8_padded(K) / kFp8Block);
     const int64_t code_rows = fp8_code_rows(rows), items = code_rows * cols;
-    quantize_rows_kernel<<<unsigned((items + 7) / 8), 256, 0, context().stream>>>(codes, scales, x, rows, K, cols,
-                                                                                  code_rows);
+    const unsigned grid = unsigned((items + 7) / 8);
+    if (K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 8 == 0)
+        quantize_rows_kernel<true><<<grid, 256, 0, context().stream>>>(codes, scales, x, rows, K, cols, code_rows);
+    else
+        quantize_rows_kernel<false><<<grid, 256, 0, context().stream>>>(codes, scales, x, rows, K, cols, code_rows);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
@@ -137,9 +166,9 @@ void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT,
     TANDEM_KCHECK_PTR(scales);
     TANDEM_KCHECK_PTR(w);
     TANDEM_KCHECK(OUT > 0 && IN > 0);
-    const int cols = int(fp8_padded(IN) / kFp8Block), bands = int(fp8_blocks(OUT));
-    quantize_weight_kernel<<<dim3(unsigned(cols), unsigned(bands)), 256, 0, context().stream>>>(codes, scales, w, OUT,
-                                                                                                   IN, cols);
+    const int cols = int(fp8_padded(IN) / kFp8Block), ld = int(fp8_scale_ld(IN)), bands = int(fp8_blocks(OUT));
+    quantize_weight_kernel<<<dim3(unsigned(ld), unsigned(bands)), 256, 0, context().stream>>>(codes, scales, w, OUT,
+                                                                                                 IN, cols, ld);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
@@ -154,9 +183,10 @@ void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, co
     transpose_kernel<<<dim3(unsigned(OUTp / kTile), unsigned((IN + kTile - 1) / kTile)), 256, 0, s>>>(
         wt_codes, codes, OUT, IN, INp, OUTp);
     TANDEM_CUDA_LAUNCH_CHECK();
-    const int in_bands = int(fp8_blocks(IN)), out_cols = int(OUTp / kFp8Block), in_cols = int(INp / kFp8Block);
-    transpose_scales_kernel<<<grid_for(int64_t(in_bands) * out_cols, 256), 256, 0, s>>>(wt_scales, scales, in_bands,
-                                                                                       out_cols, in_cols);
+    const int in_bands = int(fp8_blocks(IN)), out_cols = int(OUTp / kFp8Block);
+    const int out_ld = int(fp8_scale_ld(OUT)), in_ld = int(fp8_scale_ld(IN));
+    transpose_scales_kernel<<<grid_for(int64_t(in_bands) * out_ld, 256), 256, 0, s>>>(wt_scales, scales, in_bands,
+                                                                                     out_cols, out_ld, in_ld);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
