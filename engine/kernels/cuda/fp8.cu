@@ -2,14 +2,18 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // FP8 quantization and the weight transpose on the CUDA backend (see fp8.h; fp8_matmul is in matmul.cu).
 // Decisions a reader must know:
-//  - The rounding is core/fp8.h's e4m3_code, the same function the CPU twin calls (integer arithmetic on the
-//    fp32 bits), and the scale is fp8_scale_of's two IEEE divisions (no fast math in this build), so a code
-//    and a scale here equal the CPU's for the same input values.
-//  - quantize_fp8_rows: one warp per (row, 128-column block), 4 consecutive elements per lane (one 8-byte load,
-//    one 4-byte store of codes); the block's amax by warp shuffles. quantize_fp8_weight: one 256-thread block
+//  - The rounding is core/fp8.h's e4m3_code, the function the CPU twin calls (integer arithmetic on the fp32
+//    bits), or in quantize_fp8_rows the GPU's own round-to-nearest-even conversion, which gives the same codes
+//    for finite inputs; the scale is fp8_scale_of's two IEEE divisions (no fast math in this build). So a code
+//    and a scale here equal the CPU's for the same input values (the self-test checks it).
+//  - quantize_fp8_rows: one half-warp per (row, 128-column block), 8 consecutive elements per lane (one 16-byte
+//    load, one 8-byte store of codes); the block's amax by shuffles; the rounding by the GPU's cvt.rn.satfinite
+//    (sm_89+), which equals e4m3_code for every finite input. quantize_fp8_weight: one 256-thread block
 //    per 128x128 block (load only).
 //  - fp8_transpose: 64x64 byte tiles through shared memory, 32-bit loads and stores.
 #include "kernels/cuda/fp8.h"
+
+#include <cuda_fp8.h>
 
 #include "core/check.h"
 
@@ -33,46 +37,75 @@ __device__ inline float warp_amax(float v) {
     return v;
 }
 
-// grid (ceil(code_rows*cols / 8)), 256 threads: warp w handles (row, block) = item / cols, item % cols; lane l
-// holds the block's elements 4l..4l+3 (one 8-byte load when vec, K % 4 == 0) and stores their 4 codes as one
-// word. Rows past `rows` are the tail GEMM's pad rows (codes 0, scale 1).
+// Two E4M3 codes (a in the low byte): the GPU's cvt.rn.satfinite where it has one (sm_89+), the shared
+// software rounding elsewhere; the same codes for every finite input (round to nearest even, saturating).
+__device__ inline uint16_t e4m3x2(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    return uint16_t(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
+#else
+    return uint16_t(e4m3_code(a) | uint32_t(e4m3_code(b)) << 8);
+#endif
+}
+
+// grid (ceil(code_rows*cols / 16)), 256 threads: each half-warp handles one (row, block) = item / cols, item % cols
+// (two per warp), lane l of the half holding the block's elements 8l..8l+7 (one 16-byte load when vec, K % 8
+// == 0) and storing their 8 codes as one 8-byte word; the block's amax by shuffles within the half. Rows past
+// `rows` are the tail GEMM's pad rows (codes 0, scale 1).
 template <bool vec>
 __global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* x, int rows, int K, int cols,
                                      int64_t code_rows) {
-    const int64_t item = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;
-    if (item >= code_rows * cols) return;
-    const int lane = threadIdx.x % 32;
-    const int64_t r = item / cols;
-    const int cb = int(item % cols);
-    const bool pad = r >= rows;
-    const int c0 = cb * kFp8Block + lane * 4;
-    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int64_t item = int64_t(blockIdx.x) * 16 + threadIdx.x / 16;
+    const bool live = item < code_rows * cols;  // every lane takes part in the shuffles
+    const int hl = threadIdx.x % 16;
+    const int64_t r = live ? item / cols : 0;
+    const int cb = live ? int(item % cols) : 0;
+    const bool pad = !live || r >= rows;
+    const int c0 = cb * kFp8Block + hl * 8;
+    float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (!pad) {
         const bf16* xr = x + r * K;
-        if (vec && c0 + 4 <= K) {
-            const uint2 raw = *reinterpret_cast<const uint2*>(xr + c0);
-            const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
-            const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-            v[0] = __low2float(lo);
-            v[1] = __high2float(lo);
-            v[2] = __low2float(hi);
-            v[3] = __high2float(hi);
+        if (vec && c0 + 8 <= K) {
+            const uint4 raw = *reinterpret_cast<const uint4*>(xr + c0);
+            const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const __nv_bfloat162 p = *reinterpret_cast<const __nv_bfloat162*>(&w[j]);
+                v[2 * j] = __low2float(p);
+                v[2 * j + 1] = __high2float(p);
+            }
         } else {
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
+            for (int j = 0; j < 8; ++j)
                 if (c0 + j < K) v[j] = __bfloat162float(xr[c0 + j]);
         }
     }
     float amax = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) amax = amax_of(amax, v[j]);
-    amax = warp_amax(amax);
+    for (int j = 0; j < 8; ++j) amax = amax_of(amax, v[j]);
+    for (int o = 8; o > 0; o >>= 1) {
+        const float w = __shfl_xor_sync(kFull, amax, o);
+        amax = isnan(amax) || isnan(w) ? __int_as_float(0x7FC00000) : fmaxf(amax, w);
+    }
+    if (!live) return;
     const Fp8Scale s = fp8_scale_of(amax);
-    uint32_t word = 0;
+    uint32_t lo = 0, hi = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) word |= uint32_t(c0 + j < K && !pad ? e4m3_code(v[j] * s.inv) : 0) << (8 * j);
-    *reinterpret_cast<uint32_t*>(codes + r * int64_t(cols) * kFp8Block + c0) = word;
-    if (lane == 0) scales[fp8_row_scale_at(r, cb, rows, cols)] = s.scale;
+    for (int j = 0; j < 4; j += 2) {
+        lo |= uint32_t(e4m3x2(v[j] * s.inv, v[j + 1] * s.inv)) << (8 * j);
+        hi |= uint32_t(e4m3x2(v[4 + j] * s.inv, v[5 + j] * s.inv)) << (8 * j);
+    }
+    // Pad columns (c >= K, the last block of a K that is not a multiple of 128) and pad rows: code 0.
+    if (pad || c0 + 8 > K) {
+        uint32_t keep_lo = 0, keep_hi = 0;
+        for (int j = 0; j < 4; ++j) {
+            if (!pad && c0 + j < K) keep_lo |= 0xFFu << (8 * j);
+            if (!pad && c0 + 4 + j < K) keep_hi |= 0xFFu << (8 * j);
+        }
+        lo &= keep_lo;
+        hi &= keep_hi;
+    }
+    *reinterpret_cast<uint2*>(codes + r * int64_t(cols) * kFp8Block + c0) = make_uint2(lo, hi);
+    if (hl == 0) scales[fp8_row_scale_at(r, cb, rows, cols)] = s.scale;
 }
 
 // grid (ld, bands), 256 threads: block columns past cols are the grid's pad entries (scale 1).
@@ -153,8 +186,8 @@ void quantize_fp8_rows(uint8_t* codes, float* scales, const bf16* x, int rows, i
     TANDEM_KCHECK(rows > 0 && K > 0);
     const int cols = int(fp8_padded(K) / kFp8Block);
     const int64_t code_rows = fp8_code_rows(rows), items = code_rows * cols;
-    const unsigned grid = unsigned((items + 7) / 8);
-    if (K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 8 == 0)
+    const unsigned grid = unsigned((items + 15) / 16);
+    if (K % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0)
         quantize_rows_kernel<true><<<grid, 256, 0, context().stream>>>(codes, scales, x, rows, K, cols, code_rows);
     else
         quantize_rows_kernel<false><<<grid, 256, 0, context().stream>>>(codes, scales, x, rows, K, cols, code_rows);
