@@ -473,6 +473,25 @@ private slots:
                        2, "vicuna");
     }
 
+    // --precision fp8 trains (the CPU emulates FP8; the demo's 64-wide projections are padded to 128), is
+    // written to config.json and refused with 4-bit weights or an unknown name.
+    void train_precision_fp8() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        QCOMPARE(run_cli({"demo", "--out", qs(root / "demo")}).exit_code, 0);
+        const QStringList base = {"train", "--model", qs(root / "demo"), "--dataset",
+                                  qs(source_dir() / "datasets/demo_alpaca.jsonl"), "--max-steps", "2",
+                                  "--batch-tokens", "256", "--max-seq-len", "128", "--device", "cpu", "--lora-r", "4"};
+        const CliResult r = run_cli(base + QStringList{"--out", qs(root / "run"), "--precision", "fp8"});
+        QVERIFY2(r.exit_code == 0, r.err.right(800).constData());
+        const auto j = nlohmann::json::parse(tandem::read_file(root / "run/config.json"));
+        QCOMPARE(j["precision"].get<std::string>(), std::string("fp8"));
+        QVERIFY(fs::exists(root / "run/adapter/adapter_model.safetensors"));
+        expect_failure(base + QStringList{"--out", qs(root / "run2"), "--precision", "fp4"}, 2, "bf16 or fp8");
+        expect_failure(base + QStringList{"--out", qs(root / "run3"), "--precision", "fp8", "--quantization", "nf4"}, 2,
+                       "precision");
+    }
+
     // lr 1e5 turns the demo's loss non-finite within a few steps: the run stops itself after 3 such steps in a
     // row, exits 2 saying what to change (once), keeps only checkpoints from before, writes no adapter.
     void train_divergence_exits_2_saying_what_to_change() {
