@@ -7,6 +7,8 @@
 # cache sized for the prompt and the new tokens, bf16, sdpa) on the same checkpoint and prompts.
 #   bench/decode_more.sh TANDEM_CLI ASSETS_DIR OUTDIR [NEW_TOKENS]
 # ASSETS_DIR holds tokenizer-llama3/ and tokenizer-qwen3/ (../shared/assets). Prints one line per measurement.
+# TTFT_ONLY=1: only the 2k-token prompt's first token (cold, then warm with prefill chunks of 256 and 2048).
+# HF=0: no transformers runs.
 set -euo pipefail
 CLI=$1; ASSETS=$2; OUT=$3; NEW=${4:-256}
 mkdir -p "$OUT"
@@ -42,15 +44,22 @@ SHORT="Once upon a time, in a small village by the sea, there lived an old fishe
 LONG=$(python3 -c "print(' '.join(['The quick brown fox jumps over the lazy dog near the river bank.'] * 150))")
 for name in llama-3.1-8b qwen3-0.6b; do
   M=$OUT/$name
-  "$CLI" generate --model "$M" --prompt "$SHORT" --max-new-tokens "$NEW" --device cuda --batch 16 --stats \
-    > /dev/null 2> "$OUT/$name-batch16.err"
-  echo "$name tandem $(tail -1 "$OUT/$name-batch16.err")"
-  "$CLI" generate --model "$M" --prompt "$SHORT" --max-new-tokens "$NEW" --device cuda --stats \
-    > /dev/null 2> "$OUT/$name-batch1.err"
-  echo "$name tandem batch 1: $(tail -1 "$OUT/$name-batch1.err")"
+  if [ "${TTFT_ONLY:-0}" != 1 ]; then
+    "$CLI" generate --model "$M" --prompt "$SHORT" --max-new-tokens "$NEW" --device cuda --batch 16 --stats \
+      > /dev/null 2> "$OUT/$name-batch16.err"
+    echo "$name tandem $(tail -1 "$OUT/$name-batch16.err")"
+    "$CLI" generate --model "$M" --prompt "$SHORT" --max-new-tokens "$NEW" --device cuda --stats \
+      > /dev/null 2> "$OUT/$name-batch1.err"
+    echo "$name tandem batch 1: $(tail -1 "$OUT/$name-batch1.err")"
+  fi
   "$CLI" generate --model "$M" --prompt "$LONG" --max-new-tokens 8 --device cuda --stats \
     > /dev/null 2> "$OUT/$name-ttft.err"
   echo "$name tandem long prompt: $(tail -1 "$OUT/$name-ttft.err")"
+  for chunk in 256 2048; do  # warm (one unprinted run first), the former and the current prefill chunk
+    "$CLI" generate --model "$M" --prompt "$LONG" --max-new-tokens 8 --device cuda --stats --warmup 1 \
+      --prefill-chunk $chunk > /dev/null 2> "$OUT/$name-ttft-warm-$chunk.err"
+    echo "$name tandem long prompt, warm, prefill chunk $chunk: $(tail -1 "$OUT/$name-ttft-warm-$chunk.err")"
+  done
   [ "${HF:-1}" = 1 ] || continue
   python3 - "$M" "$SHORT" "$LONG" "$NEW" "$name" <<'PY'
 import sys, time, torch, transformers
@@ -66,10 +75,12 @@ def run(ids, n):
     out = m.generate(ids, **kw)
     torch.cuda.synchronize()
     return out, time.perf_counter() - t
-ids = tok(short, return_tensors="pt").input_ids.cuda()
-out, dt = run(ids.repeat(16, 1), new)
-n = 16 * (out.shape[1] - ids.shape[1])
-print(f"{name} HF generate batch 16 (static cache, bf16, sdpa): {n} new tokens in {dt:.2f} s = {n / dt:.1f} tokens/s")
+import os
+if os.environ.get("TTFT_ONLY", "0") != "1":
+    ids = tok(short, return_tensors="pt").input_ids.cuda()
+    out, dt = run(ids.repeat(16, 1), new)
+    n = 16 * (out.shape[1] - ids.shape[1])
+    print(f"{name} HF generate batch 16 (static cache, bf16, sdpa): {n} new tokens in {dt:.2f} s = {n / dt:.1f} tokens/s")
 ids = tok(long_, return_tensors="pt").input_ids.cuda()
 _, dt = run(ids, 1)
 print(f"{name} HF generate long prompt: {ids.shape[1]} prompt tokens, first token {dt:.3f} s")

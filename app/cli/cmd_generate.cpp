@@ -103,6 +103,8 @@ Run add_generate_command(CLI::App& app) {
         std::optional<int> top_k;
         uint64_t seed = 0;
         int context = 0;
+        int warmup = 0;
+        int prefill_chunk = 0;
     };
     auto o = std::make_shared<Opts>();
     CLI::App* sub = app.add_subcommand(
@@ -131,6 +133,13 @@ Run add_generate_command(CLI::App& app) {
     sub->add_option("--device", o->device, "auto | cpu | cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
     sub->add_flag("--stats", o->stats, "print prompt tokens, stop reason and tokens/s to stderr");
+    sub->add_option("--warmup", o->warmup,
+                    "run the request this many times first, unprinted, from a fresh conversation each time (so "
+                    "--stats measures warm: no first use of a shape)")
+        ->check(CLI::Range(0, 100));
+    sub->add_option("--prefill-chunk", o->prefill_chunk,
+                    "prompt tokens per forward pass (0: the engine's default, 2048)")
+        ->check(CLI::NonNegativeNumber);
     sub->add_option("--batch", o->batch,
                     "answer the prompt this many times at once (one decode batch; --stats: the batch's tokens/s)")
         ->check(CLI::Range(1, 256));
@@ -149,6 +158,9 @@ Run add_generate_command(CLI::App& app) {
             throw_invalid("generate: --batch does not combine with --compare or --interactive");
         so.max_sequences = o->compare ? int(o->adapters.size()) + 1 : o->batch;
         so.max_context = o->context;
+        if (o->prefill_chunk > 0) so.prefill_chunk = o->prefill_chunk;
+        if (o->warmup > 0 && (o->compare || o->interactive))
+            throw_invalid("generate: --warmup does not combine with --compare or --interactive");
         for (size_t i = 0; i < o->adapters.size(); ++i) so.adapters.push_back({o->adapters[i], o->adapters[i]});
         ChatSession session = ChatSession::open(so);
         if (!session.tokenizer()) throw_invalid(o->model + ": the model folder has no tokenizer.json");
@@ -240,6 +252,11 @@ Run add_generate_command(CLI::App& app) {
         }
 
         base.adapter = adapter;
+        for (int w = 0; w < o->warmup; ++w) {  // the same request(s), discarded; each from a fresh conversation
+            const std::vector<GenerationRequest> reqs(size_t(o->batch), base);
+            (void)session.generate(reqs, nullptr, &g_stop);
+            session.reset();
+        }
         if (o->batch > 1) {  // the same request o->batch times, decoded together: the batch's throughput
             const std::vector<GenerationRequest> reqs(size_t(o->batch), base);
             const auto t0 = std::chrono::steady_clock::now();

@@ -73,7 +73,11 @@ struct ChatSessionOptions {
     Device device = Device::Auto;
     int max_sequences = 2;       // sequences held at once (KV-cache slots)
     int max_context = 0;         // tokens per sequence, prompt included; 0: min(max_position_embeddings, 4096)
-    int prefill_chunk = 256;     // prompt tokens per forward pass
+    // Prompt tokens per forward pass. A prompt that fits one chunk prefills with one pass of the training
+    // attention (flash, causal); longer ones continue chunk by chunk against the cache. 2048 rows: a 2.1k-token
+    // prompt's first token on Llama-3.1-8B in a fraction of what 256-row chunks took (docs/benchmarks.md); the
+    // activation arena grows with it (about 0.3 GiB on 8B).
+    int prefill_chunk = 2048;
     bool quantize_4bit = false;  // hold the base as NF4 (a bnb-4bit checkpoint is 4-bit anyway)
 };
 
