@@ -371,6 +371,42 @@ private slots:
         QVERIFY(read_peft_adapter(dir, m).tensors == t);
     }
 
+    // PEFT 0.21's own MoE adapters (the qwen3-moe fixture with transformers 5's fused experts, the mixtral one with
+    // per-expert tensors; tests/reference/make_fixtures.py), read and written back by Tandem: the same tensor
+    // names, shapes and values (lora_B of the experts converted to the expert-major memory layout and back) and
+    // the same adapter_config.json semantics, so PEFT loads what Tandem writes exactly as it loads its own file.
+    void moeAdaptersWrittenAsPeftWrites() {
+        QTemporaryDir tmp;
+        for (const char* v : {"qwen3-moe", "mixtral"}) {
+            const fs::path dir = tandem::test::fixtures() / "models" / v;
+            const ModelConfig m = load_model_config(dir);
+            const PeftAdapter a = read_peft_adapter(dir / "adapter", m);
+            const fs::path out = fs::path(tmp.path().toStdString()) / v;
+            write_peft_adapter(out, a.config, m, "", a.tensors);
+            const SafetensorsFile theirs(dir / "adapter" / kPeftWeightsName), ours(out / kPeftWeightsName);
+            QCOMPARE(ours.tensors().size(), theirs.tensors().size());
+            int experts = 0;
+            for (const TensorInfo& t : theirs.tensors()) {
+                const TensorInfo& o = ours.at(t.name);  // throws (fails) when the name is missing
+                QVERIFY2(o.shape == t.shape, qPrintable(QString("%1 %2").arg(v).arg(t.name.c_str())));
+                QVERIFY2(tensor_to_f32(o) == tensor_to_f32(t), qPrintable(QString("%1 %2").arg(v).arg(t.name.c_str())));
+                experts += t.name.find("experts") != std::string::npos;
+            }
+            QVERIFY(experts > 0);
+            const json want = read_json_file(dir / "adapter" / kPeftConfigName), got = read_json_file(out / kPeftConfigName);
+            for (const char* k : {"r", "lora_alpha", "use_rslora", "lora_dropout", "bias", "peft_type", "task_type",
+                                  "fan_in_fan_out", "use_dora"})
+                QVERIFY2(got.at(k) == want.at(k), qPrintable(QString("%1 %2: %3 vs %4").arg(v).arg(k)
+                                                                 .arg(got.at(k).dump().c_str()).arg(want.at(k).dump().c_str())));
+            for (const char* k : {"target_modules", "target_parameters"}) {
+                const auto g = got.at(k).get<std::vector<std::string>>(), w = want.at(k).get<std::vector<std::string>>();
+                QVERIFY2(std::set<std::string>(g.begin(), g.end()) == std::set<std::string>(w.begin(), w.end()),
+                         qPrintable(QString("%1 %2: %3 vs %4").arg(v).arg(k).arg(got.at(k).dump().c_str())
+                                        .arg(want.at(k).dump().c_str())));
+            }
+        }
+    }
+
     // The merged export against PEFT's own merge_and_unload of each fixture adapter (fp32, tests/reference/
     // make_merged_fixtures.py): every merged projection, the untouched tensors byte for byte, bf16 rounded once,
     // a sharded base kept sharded, and no folder left behind on refusal or cancel.
