@@ -87,13 +87,35 @@ bool device_available(std::string* reason) {
     return true;
 }
 
+namespace {
+thread_local int t_device = 0;
+}
+
+int device_count() {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+void set_thread_device(int device) {
+    const int n = device_count();
+    if (device < 0 || device >= n)
+        throw Error(ErrorCategory::InvalidInput, "CUDA device " + std::to_string(device) + " does not exist (this "
+                                                 "machine has " + std::to_string(n) + ")");
+    if (t_context.ready && t_context.ctx.device != device)
+        throw Error(ErrorCategory::Internal, "set_thread_device(" + std::to_string(device) + "): this thread's context "
+                                             "already lives on device " + std::to_string(t_context.ctx.device));
+    t_device = device;
+}
+
+int thread_device() { return t_device; }
+
 Context& context() {
     ContextOwner& o = t_context;
     if (o.ready) return o.ctx;
     std::string reason;
     if (!device_available(&reason)) throw Error(ErrorCategory::Device, reason);
     Context c;
-    c.device = 0;
+    c.device = t_device;
     TANDEM_CUDA_CHECK(cudaSetDevice(c.device));
     cudaDeviceProp prop{};
     TANDEM_CUDA_CHECK(cudaGetDeviceProperties(&prop, c.device));

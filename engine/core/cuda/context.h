@@ -68,9 +68,17 @@ struct Context {
 
 inline constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 
-// The calling thread's context, created on first use (cudaSetDevice(0), stream, handles, workspace).
-// Throws Error{Device} when there is no usable GPU ("no CUDA device: <driver message>").
+// The calling thread's context, created on first use on the thread's device (set_thread_device; 0 unless set):
+// cudaSetDevice, stream, handles, workspace. Throws Error{Device} when there is no usable GPU ("no CUDA device:
+// <driver message>").
 Context& context();
+// The device the calling thread's context is (or will be) created on: one worker thread per GPU sets its own
+// before its first op. Error{InvalidInput} for a device that does not exist; Error{Internal} when the thread's
+// context already lives on another device (reset_context() first).
+void set_thread_device(int device);
+int thread_device();
+// CUDA devices present (0 without a driver).
+int device_count();
 // Destroys the calling thread's context (handles, stream, workspace). The next context() makes a new one.
 void reset_context();
 

@@ -12,8 +12,12 @@ namespace tandem::cuda {
 
 namespace {
 
-std::atomic<size_t> g_live{0};
-std::atomic<size_t> g_peak{0};
+// Per device (a process may drive several GPUs, one worker thread each).
+constexpr int kMaxDevices = 64;
+std::atomic<size_t> g_live[kMaxDevices];
+std::atomic<size_t> g_peak[kMaxDevices];
+
+int slot_of(int device) { return device < 0 ? thread_device() % kMaxDevices : device % kMaxDevices; }
 std::atomic<size_t> g_pinned{0};
 std::atomic<uint64_t> g_limit{0};
 
@@ -55,22 +59,25 @@ void* device_alloc(size_t bytes, const char* what) {
                         "'recompute', or close other programs using the GPU");
     }
     if (e != cudaSuccess) throw_cuda(e, "cudaMalloc", __FILE__, __LINE__);
-    const size_t now = g_live.fetch_add(bytes) + bytes;
-    size_t peak = g_peak.load();
-    while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+    const int d = slot_of(context().device);
+    const size_t now = g_live[d].fetch_add(bytes) + bytes;
+    size_t peak = g_peak[d].load();
+    while (now > peak && !g_peak[d].compare_exchange_weak(peak, now)) {
     }
     return p;
 }
 
 void device_free(void* p, size_t bytes) noexcept {
     if (!p) return;
+    cudaPointerAttributes a{};
+    const int d = cudaPointerGetAttributes(&a, p) == cudaSuccess ? slot_of(a.device) : slot_of(-1);
     cudaFree(p);
-    g_live.fetch_sub(bytes);
+    g_live[d].fetch_sub(bytes);
 }
 
-size_t allocated_bytes() noexcept { return g_live.load(); }
-size_t peak_allocated_bytes() noexcept { return g_peak.load(); }
-void reset_peak() noexcept { g_peak.store(g_live.load()); }
+size_t allocated_bytes(int device) noexcept { return g_live[slot_of(device)].load(); }
+size_t peak_allocated_bytes(int device) noexcept { return g_peak[slot_of(device)].load(); }
+void reset_peak(int device) noexcept { g_peak[slot_of(device)].store(g_live[slot_of(device)].load()); }
 
 void* pinned_alloc(size_t bytes, const char* what) {
     if (bytes == 0) return nullptr;

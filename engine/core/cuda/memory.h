@@ -21,10 +21,11 @@ void* device_alloc(size_t bytes, const char* what);
 void set_device_memory_limit(uint64_t bytes) noexcept;
 void device_free(void* p, size_t bytes) noexcept;
 
-// Bytes currently allocated through device_alloc, and the most ever at once (reset_peak() restarts it).
-size_t allocated_bytes() noexcept;
-size_t peak_allocated_bytes() noexcept;
-void reset_peak() noexcept;
+// Bytes currently allocated through device_alloc on a device, and the most ever at once (reset_peak() restarts
+// it); device -1: the calling thread's (set_thread_device).
+size_t allocated_bytes(int device = -1) noexcept;
+size_t peak_allocated_bytes(int device = -1) noexcept;
+void reset_peak(int device = -1) noexcept;
 
 // Pinned host memory (cudaHostAlloc), counted separately.
 void* pinned_alloc(size_t bytes, const char* what);

@@ -9,8 +9,8 @@
 //    same transpose flags.
 //  - bf16 A/B, C/D bf16 or fp32, CUBLAS_COMPUTE_32F, fp32 alpha/beta (host pointers).
 //  - One plan (matmul desc, layouts, the heuristic's algorithm) per key = shape, leading dims, transposes,
-//    output type, epilogue, pointer alignments and device; built on first use under a mutex and kept for
-//    the process (a handful of shapes per model). Alignments are in the key because the heuristic only
+//    output type, epilogue, pointer alignments and device; built on a thread's first use and kept by that
+//    thread (a handful of shapes per model; per thread, like the context: no lock around any GEMM). Alignments are in the key because the heuristic only
 //    returns algorithms valid for the alignment it is told (the default assumption is 256 bytes, which
 //    chunk offsets and odd sizes break).
 //  - The bias gradient is a small kernel (fixed summation order, no workspace, no atomics): deterministic.
@@ -23,7 +23,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -144,8 +143,10 @@ struct PrefGuard {
     }
 };
 
-std::mutex g_plans_mutex;
-std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> g_plans;  // guarded by g_plans_mutex
+// Per thread, like the context whose stream the plans run on: GEMMs of different threads (a training run and a
+// chat in the studio; one worker per GPU) never wait on each other's lock, and the bias and scale pointers
+// written into a cached descriptor right before its call cannot race.
+thread_local std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> t_plans;
 
 // Largest power of two (<= 256, cuBLASLt's default assumption) dividing the address; 0 for nullptr.
 uint32_t alignment_of(const void* p) {
@@ -229,10 +230,8 @@ void lt_matmul(bool trans_a, bool trans_b, int M, int N, int K, float alpha, con
     Context& ctx = context();
     const PlanKey key{ctx.device, trans_a, trans_b, c_f32, bias != nullptr, false, M, N, K, lda, ldb, ldc,
                       alignment_of(A), alignment_of(B), alignment_of(C), alignment_of(bias)};
-    // The lock also covers the call: the bias pointer is written into the shared descriptor.
-    std::lock_guard<std::mutex> lock(g_plans_mutex);
-    auto it = g_plans.find(key);
-    if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(key, ctx, bias)).first;
+    auto it = t_plans.find(key);
+    if (it == t_plans.end()) it = t_plans.emplace(key, make_plan(key, ctx, bias)).first;
     Plan& plan = *it->second;
     if (bias) set_desc(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias));
     TANDEM_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.op, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c, C, plan.c,
@@ -392,9 +391,8 @@ void fp8_gemm(bf16* out, const uint8_t* x_codes, const float* x_scales, const ui
     Context& ctx = context();
     const PlanKey key{ctx.device, true, false, false, bias != nullptr, true, M, N, Kp, Kp, Kp, M,
                       alignment_of(w_codes), alignment_of(x_codes), alignment_of(out), alignment_of(bias)};
-    std::lock_guard<std::mutex> lock(g_plans_mutex);
-    auto it = g_plans.find(key);
-    if (it == g_plans.end()) it = g_plans.emplace(key, make_fp8_plan(key, ctx, bias, w_scales, x_scales)).first;
+    auto it = t_plans.find(key);
+    if (it == t_plans.end()) it = t_plans.emplace(key, make_fp8_plan(key, ctx, bias, w_scales, x_scales)).first;
     Plan& plan = *it->second;
     set_desc(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scales));
     set_desc(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
