@@ -1,0 +1,59 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Collectives between the ranks of a data-parallel run (train/data_parallel.h).
+// Decisions a reader must know:
+//  - A Communicator is the one thing data parallelism needs from a transport: an all-reduce (sum) that every
+//    rank calls with its own buffer, in the same order on every rank. The engine's transport for GPUs is meant
+//    to be NCCL (per-layer buckets on a communication stream); HostThreadCommunicator is the transport of ranks
+//    that are threads of one process with their tensors in host memory: the CPU backend, which is how CI
+//    checks data parallelism without GPUs.
+//  - Determinism: the sum is taken in rank order 0..N-1 for every element, so every rank receives the same
+//    bits, and a run's result depends only on the rank count, never on thread timing.
+//  - Failure: abort(reason) wakes every rank waiting in (or later entering) a collective with
+//    Error{Internal} naming the reason, so one failing rank stops the run instead of hanging the others.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+class Communicator {
+public:
+    virtual ~Communicator() = default;
+    virtual int size() const = 0;
+    // Collective: every rank r in [0, size()) calls it with its own n values; on return each holds their sum.
+    virtual void all_reduce_sum(int rank, float* data, size_t n) = 0;
+    virtual void all_reduce_sum(int rank, double* data, size_t n) = 0;
+    // Makes every pending and later collective throw Error{Internal} with this reason (idempotent).
+    virtual void abort(const std::string& reason) = 0;
+};
+
+class HostThreadCommunicator final : public Communicator {
+public:
+    explicit HostThreadCommunicator(int ranks);
+    int size() const override { return ranks_; }
+    void all_reduce_sum(int rank, float* data, size_t n) override;
+    void all_reduce_sum(int rank, double* data, size_t n) override;
+    void abort(const std::string& reason) override;
+
+private:
+    template <class T>
+    void reduce(int rank, T* data, size_t n);
+    void barrier();  // throws when aborted
+
+    const int ranks_;
+    std::mutex m_;
+    std::condition_variable cv_;
+    int arrived_ = 0;
+    uint64_t generation_ = 0;
+    bool aborted_ = false;
+    std::string reason_;
+    std::vector<void*> buffers_;  // each rank's buffer of the collective in progress
+    size_t n_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,197 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Data parallelism over rank replicas (see data_parallel.h).
+#include "train/data_parallel.h"
+
+#include <cstring>
+
+#include "tandem/error.h"
+
+namespace tandem {
+
+std::vector<GradBucket> gradient_buckets(const std::vector<LoraParam>& params) {
+    std::vector<GradBucket> out;
+    for (size_t i = 0; i < params.size(); ++i) {
+        const int layer = params[i].spec.layer;
+        if (out.empty() || out.back().layer != layer) out.push_back({layer, i, 0, 0});
+        out.back().count += 1;
+        out.back().numel += params[i].grad.size();
+    }
+    return out;
+}
+
+DataParallelModel::DataParallelModel(std::vector<std::unique_ptr<TrainableModel>> ranks,
+                                     std::unique_ptr<Communicator> comm)
+    : ranks_(std::move(ranks)), comm_(std::move(comm)) {
+    if (ranks_.empty()) throw_invalid("data parallel: no ranks");
+    if (!comm_ || comm_->size() != int(ranks_.size()))
+        throw_internal("data parallel: a communicator of " + std::to_string(ranks_.size()) + " ranks is needed");
+    const std::vector<LoraParam>& p0 = ranks_[0]->lora_params();
+    for (size_t r = 1; r < ranks_.size(); ++r) {
+        const std::vector<LoraParam>& p = ranks_[r]->lora_params();
+        bool same = p.size() == p0.size();
+        for (size_t i = 0; same && i < p.size(); ++i)
+            same = p[i].spec.name == p0[i].spec.name && p[i].value.size() == p0[i].value.size();
+        if (!same) throw_internal("data parallel: rank " + std::to_string(r) + " holds other LoRA tensors than rank 0");
+    }
+    buckets_ = gradient_buckets(p0);
+    loss_.assign(ranks_.size(), 0.0);
+    norm_.assign(ranks_.size(), 0.0);
+    workers_.resize(ranks_.size());
+    for (size_t r = 0; r < ranks_.size(); ++r) workers_[r].thread = std::thread([this, r] { run(int(r)); });
+}
+
+DataParallelModel::~DataParallelModel() {
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        stop_ = true;
+    }
+    comm_->abort("shutting down");
+    cv_.notify_all();
+    for (Worker& w : workers_)
+        if (w.thread.joinable()) w.thread.join();
+}
+
+void DataParallelModel::run(int r) {
+    Worker& w = workers_[size_t(r)];
+    while (true) {
+        std::function<void()> task;
+        {
+            std::unique_lock<std::mutex> lock(m_);
+            cv_.wait(lock, [&] { return stop_ || !w.tasks.empty(); });
+            if (w.tasks.empty()) return;  // stopping
+            task = std::move(w.tasks.front());
+            w.tasks.pop_front();
+            w.busy = true;
+        }
+        try {
+            task();
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(m_);
+            if (!error_) error_ = std::current_exception();
+            comm_->abort("rank " + std::to_string(r) + " failed");
+        }
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            w.busy = false;
+        }
+        cv_.notify_all();
+    }
+}
+
+void DataParallelModel::post(int r, std::function<void()> task) {
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        workers_[size_t(r)].tasks.push_back(std::move(task));
+    }
+    cv_.notify_all();
+}
+
+void DataParallelModel::wait_idle() {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] {
+        for (const Worker& w : workers_)
+            if (w.busy || !w.tasks.empty()) return false;
+        return true;
+    });
+    if (error_) {
+        std::exception_ptr e = error_;
+        error_ = nullptr;
+        std::rethrow_exception(e);
+    }
+}
+
+void DataParallelModel::zero_grads() {
+    for (size_t r = 0; r < ranks_.size(); ++r) post(int(r), [this, r] { ranks_[r]->zero_grads(); });
+    wait_idle();
+    micro_ = 0;
+    std::fill(loss_.begin(), loss_.end(), 0.0);
+}
+
+void DataParallelModel::queue_forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) {
+    const int r = micro_++ % rank_count();
+    // The batch is copied into the task: the trainer may reuse its own after this call returns.
+    post(r, [this, r, batch, grad_scale, dropout_seed] {
+        loss_[size_t(r)] += ranks_[size_t(r)]->forward_backward(batch, grad_scale, dropout_seed);
+    });
+}
+
+double DataParallelModel::forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) {
+    const int r = micro_++ % rank_count();
+    double loss = 0;
+    post(r, [&, r] { loss = ranks_[size_t(r)]->forward_backward(batch, grad_scale, dropout_seed); });
+    wait_idle();
+    return loss;
+}
+
+double DataParallelModel::forward_loss(const PackedBatch& batch) {
+    double loss = 0;
+    post(0, [&] { loss = ranks_[0]->forward_loss(batch); });
+    wait_idle();
+    return loss;
+}
+
+void DataParallelModel::exchange(int r) {
+    TrainableModel& m = *ranks_[size_t(r)];
+    m.sync_to_host();
+    std::vector<LoraParam>& p = m.lora_params();
+    for (const GradBucket& b : buckets_)
+        for (size_t i = b.first; i < b.first + b.count; ++i)
+            comm_->all_reduce_sum(r, p[i].grad.data(), p[i].grad.size());
+    comm_->all_reduce_sum(r, &loss_[size_t(r)], 1);
+}
+
+void DataParallelModel::queue_optimizer_step(const OptimizerStep& s) {
+    for (int r = 0; r < rank_count(); ++r)
+        post(r, [this, r, s] {
+            exchange(r);
+            norm_[size_t(r)] = ranks_[size_t(r)]->optimizer_step(s);
+        });
+    ++pending_steps_;
+    micro_ = 0;
+}
+
+double DataParallelModel::optimizer_step(const OptimizerStep& s) {
+    queue_optimizer_step(s);
+    const StepResult res = collect_step();
+    return res.grad_norm;
+}
+
+StepResult DataParallelModel::collect_step() {
+    if (pending_steps_ == 0 && steps_.empty()) throw_internal("trainer: collect_step() with no step queued");
+    wait_idle();
+    if (pending_steps_ > 0) {
+        // The workers ran the queued step(s) in order; one step is queued at a time by the trainer's protocol.
+        for (int r = 1; r < rank_count(); ++r)
+            if (std::memcmp(&norm_[size_t(r)], &norm_[0], sizeof(double)) != 0 && norm_[0] == norm_[0])
+                throw_internal("data parallel: rank " + std::to_string(r) + "'s gradient norm differs from rank 0's "
+                               "after the all-reduce (the replicas diverged)");
+        steps_.push_back({loss_[0], norm_[0]});
+        pending_steps_ = 0;
+        std::fill(loss_.begin(), loss_.end(), 0.0);
+    }
+    const StepResult res = steps_.front();
+    steps_.pop_front();
+    return res;
+}
+
+void DataParallelModel::set_lora(const LoraTensors& tensors) {
+    for (size_t r = 0; r < ranks_.size(); ++r) post(int(r), [this, r, &tensors] { ranks_[r]->set_lora(tensors); });
+    wait_idle();
+}
+
+void DataParallelModel::sync_from_host() {
+    std::vector<LoraParam>& p0 = ranks_[0]->lora_params();
+    for (size_t r = 1; r < ranks_.size(); ++r) {
+        std::vector<LoraParam>& p = ranks_[r]->lora_params();
+        for (size_t i = 0; i < p.size(); ++i) {
+            p[i].value = p0[i].value;
+            p[i].exp_avg = p0[i].exp_avg;
+            p[i].exp_avg_sq = p0[i].exp_avg_sq;
+        }
+    }
+    for (size_t r = 0; r < ranks_.size(); ++r) post(int(r), [this, r] { ranks_[r]->sync_from_host(); });
+    wait_idle();
+}
+
+}  // namespace tandem

@@ -1,0 +1,101 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Data parallelism: N full model replicas ("ranks") behind one TrainableModel, so the trainer's step protocol
+// is unchanged. Micro-batch i of an optimizer step runs on rank i mod N (with the trainer's own grad_scale and
+// dropout seed, so an N-rank step computes exactly what one rank computes with the same micro-batches, up to
+// the order in which gradients are summed); queue_optimizer_step then all-reduces the LoRA gradients in
+// per-layer buckets (gradient_buckets) and the step's loss over the ranks, and every rank runs the same
+// optimizer update on the same sums, so the replicas stay identical without a broadcast.
+// Decisions a reader must know:
+//  - One worker thread per rank runs that rank's queued work in order; the trainer's thread only queues and
+//    collects. A rank that throws aborts the communicator (no other rank hangs) and collect_step rethrows the
+//    first error.
+//  - This class exchanges the ranks' host gradients (LoraParam::grad): right for the CPU backend, whose
+//    tensors are host memory (how CI checks "2 ranks x 2 micro-batches == 1 rank x 4"). Device ranks exchange
+//    their device LoRA region with NCCL on a communication stream instead, a bucket as soon as its layer's
+//    backward is done; that transport is not built yet (docs/architecture.md, "Data parallelism").
+//  - lora_params(), lora_tensors(), memory figures and evaluation are rank 0's (the ranks are identical after
+//    every update); set_lora and sync_from_host (resume) write every rank.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "train/communicator.h"
+#include "train/trainable_model.h"
+
+namespace tandem {
+
+// Consecutive LoRA tensors (in lora_params order) of one layer: the unit of one all-reduce.
+struct GradBucket {
+    int layer = 0;
+    size_t first = 0, count = 0;  // tensors
+    size_t numel = 0;             // their elements together
+};
+// The buckets of a parameter list, in order; tensors of one layer that are not consecutive start a new bucket.
+std::vector<GradBucket> gradient_buckets(const std::vector<LoraParam>& params);
+
+class DataParallelModel final : public TrainableModel {
+public:
+    // ranks: the replicas, loaded alike (same model, LoRA config and initial values); comm: of ranks.size().
+    DataParallelModel(std::vector<std::unique_ptr<TrainableModel>> ranks, std::unique_ptr<Communicator> comm);
+    ~DataParallelModel() override;
+
+    int rank_count() const { return int(ranks_.size()); }
+    TrainableModel& rank(int r) { return *ranks_[size_t(r)]; }
+    const std::vector<GradBucket>& buckets() const { return buckets_; }
+
+    const ModelConfig& model_config() const override { return ranks_[0]->model_config(); }
+    std::vector<LoraParam>& lora_params() override { return ranks_[0]->lora_params(); }
+    void zero_grads() override;
+    double forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) override;
+    double forward_loss(const PackedBatch& batch) override;
+    void set_lora(const LoraTensors& tensors) override;
+    LoraTensors lora_tensors() override { return ranks_[0]->lora_tensors(); }
+    size_t weight_bytes() const override { return ranks_[0]->weight_bytes(); }
+    size_t lora_bytes() const override { return ranks_[0]->lora_bytes(); }
+    size_t activation_bytes() const override { return ranks_[0]->activation_bytes(); }
+
+    double optimizer_step(const OptimizerStep& s) override;
+    void queue_forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) override;
+    void queue_optimizer_step(const OptimizerStep& s) override;
+    StepResult collect_step() override;
+    int queued_steps() const override { return int(steps_.size()); }
+
+    void sync_to_host() override { ranks_[0]->sync_to_host(); }
+    void sync_from_host() override;
+    MemoryStats memory_stats() override { return ranks_[0]->memory_stats(); }
+
+private:
+    struct Worker {
+        std::thread thread;
+        std::deque<std::function<void()>> tasks;
+        bool busy = false;
+    };
+    void post(int r, std::function<void()> task);
+    void wait_idle();  // every rank's queue done; rethrows the first failure
+    void run(int r);
+    void exchange(int r);  // rank r's part of the step's collectives (gradients, loss)
+
+    std::vector<std::unique_ptr<TrainableModel>> ranks_;
+    std::unique_ptr<Communicator> comm_;
+    std::vector<GradBucket> buckets_;
+    std::vector<Worker> workers_;
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    std::exception_ptr error_;
+    int micro_ = 0;                 // micro-batches queued in the current step
+    std::vector<double> loss_;      // [rank] loss of the step being queued
+    std::vector<double> norm_;      // [rank] the last update's gradient norm
+    std::deque<StepResult> steps_;  // queued, not collected (filled once the workers finish the step)
+    int pending_steps_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,225 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Data parallelism on the CPU backend (train/data_parallel.h, train/communicator.h): ranks are threads with a
+// host-thread communicator. An N-rank step with the trainer's micro-batches, grad scale and dropout seeds equals
+// a one-rank step over the same micro-batches up to the order of the gradient sums (2 and 3 ranks, LoRA dropout
+// on, two optimizer steps); the replicas stay bit-identical; the gradient buckets cover every tensor by layer;
+// a failing rank stops the step with its error instead of a hang; the communicator's sums are in rank order.
+#include <QTest>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/files.h"
+#include "export/peft_adapter.h"
+#include "tandem/data.h"
+#include "tandem/error.h"
+#include "tandem/model_config.h"
+#include "tandem/run_config.h"
+#include "test_support.h"
+#include "train/backends.h"
+#include "train/communicator.h"
+#include "train/data_parallel.h"
+
+using namespace tandem;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kLlama = tandem::test::fixtures() / "models" / "llama";
+
+RunConfig fixture_config() {
+    RunConfig c;
+    c.model = kLlama.string();
+    c.output_dir = "unused";
+    c.data.dataset = "unused";
+    c.device = DeviceChoice::Cpu;
+    c.training.batch_tokens = 64;
+    c.seed = 5;
+    c.lora = read_peft_adapter(kLlama / "adapter", load_model_config(kLlama)).config;
+    c.lora.dropout = 0.1;  // the seeds must reach the rank that runs each micro-batch
+    return c;
+}
+
+std::unique_ptr<TrainableModel> replica(const RunConfig& c) {
+    return train::load_cpu_model(c, read_peft_adapter(kLlama / "adapter", load_model_config(kLlama)));
+}
+
+std::unique_ptr<DataParallelModel> parallel(const RunConfig& c, int ranks) {
+    std::vector<std::unique_ptr<TrainableModel>> rs;
+    for (int r = 0; r < ranks; ++r) rs.push_back(replica(c));
+    return std::make_unique<DataParallelModel>(std::move(rs), std::make_unique<HostThreadCommunicator>(ranks));
+}
+
+// Four micro-batches: the fixture's sequences one by one.
+std::vector<PackedBatch> micro_batches() {
+    const auto seqs = read_json_file(kLlama / "sequences.json")["sequences"].get<std::vector<std::vector<int32_t>>>();
+    std::vector<PackedBatch> out;
+    for (const auto& s : seqs) out.push_back(batch_from_sequences({s}));
+    return out;
+}
+
+struct StepLog {
+    std::vector<StepResult> steps;
+    LoraTensors values;
+};
+
+// Two optimizer steps over the micro-batches, the trainer's way (queue, queue optimizer, collect).
+StepLog train_two_steps(TrainableModel& m, const std::vector<PackedBatch>& micro) {
+    int64_t labels = 0;
+    for (const auto& b : micro) labels += b.num_label_tokens;
+    StepLog log;
+    for (int64_t step = 1; step <= 2; ++step) {
+        m.zero_grads();
+        for (size_t i = 0; i < micro.size(); ++i)
+            m.queue_forward_backward(micro[i], float(1.0 / double(labels)), uint64_t(1000 * step + int64_t(i)));
+        OptimizerStep s;
+        s.lr = 1e-2;
+        s.max_grad_norm = 1.0;
+        s.step = step;
+        m.queue_optimizer_step(s);
+        log.steps.push_back(m.collect_step());
+    }
+    m.sync_to_host();
+    log.values = m.lora_tensors();
+    return log;
+}
+
+}  // namespace
+
+class TestDataParallel : public QObject {
+    Q_OBJECT
+
+private slots:
+    void buckets_cover_every_tensor_by_layer() {
+        const RunConfig c = fixture_config();
+        auto m = replica(c);
+        const std::vector<LoraParam>& p = m->lora_params();
+        const std::vector<GradBucket> b = gradient_buckets(p);
+        const int layers = int(m->model_config().num_hidden_layers);
+        QCOMPARE(int(b.size()), layers);
+        size_t next = 0, numel = 0;
+        for (int l = 0; l < layers; ++l) {
+            QCOMPARE(b[size_t(l)].layer, l);
+            QCOMPARE(b[size_t(l)].first, next);
+            size_t n = 0;
+            for (size_t i = b[size_t(l)].first; i < b[size_t(l)].first + b[size_t(l)].count; ++i) {
+                QCOMPARE(p[i].spec.layer, l);
+                n += p[i].grad.size();
+            }
+            QCOMPARE(b[size_t(l)].numel, n);
+            next += b[size_t(l)].count;
+            numel += n;
+        }
+        QCOMPARE(next, p.size());
+        size_t all = 0;
+        for (const auto& x : p) all += x.grad.size();
+        QCOMPARE(numel, all);
+        // A layer's tensors that are not consecutive start a new bucket.
+        std::vector<LoraParam> mixed = {p[0], p.back(), p[1]};
+        QCOMPARE(gradient_buckets(mixed).size(), size_t(3));
+    }
+
+    void n_ranks_equal_one_rank_over_the_same_micro_batches() {
+        const RunConfig c = fixture_config();
+        const std::vector<PackedBatch> micro = micro_batches();
+        QCOMPARE(micro.size(), size_t(4));
+        auto one = replica(c);
+        const StepLog want = train_two_steps(*one, micro);
+        for (const int ranks : {2, 3}) {
+            auto dp = parallel(c, ranks);
+            const StepLog got = train_two_steps(*dp, micro);
+            for (size_t s = 0; s < want.steps.size(); ++s) {
+                const double dl = std::fabs(got.steps[s].loss_sum - want.steps[s].loss_sum);
+                const double dn = std::fabs(got.steps[s].grad_norm - want.steps[s].grad_norm);
+                qInfo("%d ranks, step %zu: loss sum %.9g vs %.9g, grad norm %.9g vs %.9g", ranks, s + 1,
+                      got.steps[s].loss_sum, want.steps[s].loss_sum, got.steps[s].grad_norm, want.steps[s].grad_norm);
+                QVERIFY(dl <= 1e-6 * std::fabs(want.steps[s].loss_sum));
+                QVERIFY(dn <= 1e-5 * want.steps[s].grad_norm);
+            }
+            double worst = 0;
+            bool moved = false;
+            for (const auto& [name, w] : want.values) {
+                const auto& g = got.values.at(name);
+                QCOMPARE(g.size(), w.size());
+                for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(double(g[i]) - w[i]));
+            }
+            for (const auto& [name, w] : want.values) {
+                const auto& init = read_peft_adapter(kLlama / "adapter", load_model_config(kLlama)).tensors.at(name);
+                for (size_t i = 0; i < w.size() && !moved; ++i) moved = std::fabs(w[i] - init[i]) > 1e-4;
+            }
+            QVERIFY(moved);  // the steps changed the adapter
+            qInfo("%d ranks: LoRA values after two steps, max |difference| %.3g (lr 1e-2)", ranks, worst);
+            QVERIFY(worst <= 1e-6);
+            // Every replica holds the same bits.
+            for (int r = 1; r < ranks; ++r) {
+                const LoraTensors t = dp->rank(r).lora_tensors();
+                for (const auto& [name, v] : got.values)
+                    QVERIFY2(std::memcmp(t.at(name).data(), v.data(), v.size() * sizeof(float)) == 0,
+                             qPrintable(QString("rank %1 %2").arg(r).arg(name.c_str())));
+            }
+        }
+    }
+
+    // A rank that fails (a token id past the vocabulary) ends the step with its error; no rank hangs.
+    void failing_rank_stops_the_step() {
+        const RunConfig c = fixture_config();
+        auto dp = parallel(c, 2);
+        std::vector<PackedBatch> micro = micro_batches();
+        micro[1].tokens[0] = 1 << 30;
+        dp->zero_grads();
+        for (const auto& b : micro) dp->queue_forward_backward(b, 0.01f, 1);
+        OptimizerStep s;
+        s.lr = 1e-3;
+        dp->queue_optimizer_step(s);
+        bool threw = false;
+        try {
+            (void)dp->collect_step();
+        } catch (const Error& e) {
+            threw = true;
+            qInfo("the step stopped with: %s", e.what());
+        }
+        QVERIFY(threw);
+    }
+
+    void host_thread_sums_in_rank_order() {
+        const int ranks = 3;
+        HostThreadCommunicator comm(ranks);
+        std::vector<std::vector<float>> data(ranks);
+        for (int r = 0; r < ranks; ++r)
+            for (int i = 0; i < 1000; ++i) data[size_t(r)].push_back(std::ldexp(1.0f, -r * 12) * float(i + 1) + 0.1f * r);
+        std::vector<std::thread> t;
+        for (int r = 0; r < ranks; ++r)
+            t.emplace_back([&, r] { comm.all_reduce_sum(r, data[size_t(r)].data(), data[size_t(r)].size()); });
+        for (auto& x : t) x.join();
+        for (int i = 0; i < 1000; ++i) {
+            float want = std::ldexp(1.0f, 0) * float(i + 1) + 0.0f;
+            want += std::ldexp(1.0f, -12) * float(i + 1) + 0.1f;
+            want += std::ldexp(1.0f, -24) * float(i + 1) + 0.2f;
+            for (int r = 0; r < ranks; ++r) QCOMPARE(data[size_t(r)][size_t(i)], want);
+        }
+        // Abort wakes a rank waiting for the others.
+        HostThreadCommunicator c2(2);
+        std::atomic<bool> threw{false};
+        std::thread waiter([&] {
+            float x = 1;
+            try {
+                c2.all_reduce_sum(0, &x, 1);
+            } catch (const Error&) {
+                threw = true;
+            }
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        c2.abort("test");
+        waiter.join();
+        QVERIFY(threw.load());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestDataParallel)
+#include "test_data_parallel.moc"
