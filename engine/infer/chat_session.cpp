@@ -1,8 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
 // ChatSession (tandem/chat.h) over CpuInferModel (infer/cpu_infer.h): prompts (chat template, tokenizer),
-// stop ids, slots and prefix reuse, the generation loop (prefill per adapter group, then decode rounds that
-// give each group one step in turn), sampling, streaming text and timing.
+// stop ids, slots and prefix reuse, the generation loop (prefill per adapter group, then decode rounds of every
+// request at once, the adapters' rows consecutive), sampling, streaming text and timing.
 // Streaming text: the detokenizer of vLLM / transformers' TextStreamer: the new text of a token is
 // decode(ids[prefix:]) minus decode(ids[prefix:read]), held back while it ends in an incomplete character
 // (U+FFFD), so SentencePiece's leading-space rule and byte-fallback pieces come out as the full decode does.
@@ -388,17 +388,20 @@ std::vector<GenerationResult> ChatSession::generate(const std::vector<Generation
         }
         if (sink) sink->on_finished(r.request, r.result);
     };
-    // One step of a group: feed what each active request has pending, sample, stream, stop.
-    auto step = [&](const std::vector<size_t>& group) {
+    // One step of some requests (a group's prefill, or a decode round of every group, each group's requests
+    // consecutive): feed what each active request has pending with its adapter, sample, stream, stop.
+    auto step = [&](const std::vector<size_t>& requests) {
         std::vector<infer::Feed> feeds;
+        std::vector<std::string> adapters;
         std::vector<size_t> who;
-        for (size_t i : group)
+        for (size_t i : requests)
             if (run[i].active) {
                 feeds.push_back({run[i].slot, run[i].pending});
+                adapters.push_back(run[i].adapter);
                 who.push_back(i);
             }
         if (feeds.empty()) return;
-        if (!model.forward(feeds, run[who[0]].adapter, cancel)) return;  // cancelled inside a long prefill
+        if (!model.forward(feeds, adapters, cancel)) return;  // cancelled inside a long prefill
         std::vector<cpu::SamplingParams> params;
         std::vector<int64_t> draw;
         for (size_t i : who) {
@@ -435,11 +438,23 @@ std::vector<GenerationResult> ChatSession::generate(const std::vector<Generation
         if (cancelled()) break;
         step(g);
     }
-    while (any_active() && !cancelled())
+    // Decode rounds: every active request's next token in one forward call, the groups' rows consecutive, so
+    // the base weights are read once per token for all adapters together (each adapter's LoRA over its rows).
+    // Not for mixture-of-experts models: their experts' LoRA runs over rows sorted by expert, not by request, so
+    // their groups take turns, one step each.
+    std::vector<size_t> all;
+    for (const auto& g : groups) all.insert(all.end(), g.begin(), g.end());
+    const bool together = model.config().num_experts == 0;
+    while (any_active() && !cancelled()) {
+        if (together) {
+            step(all);
+            continue;
+        }
         for (const auto& g : groups) {
             if (cancelled()) break;
             step(g);
         }
+    }
     std::vector<GenerationResult> out;
     for (Running& r : run) {
         if (r.active) finish(r, StopReason::Cancelled);

@@ -102,4 +102,26 @@ Chunk next_chunk(const std::vector<Feed>& feeds, std::vector<size_t>& done, size
     return c;
 }
 
+std::vector<AdapterRun> adapter_runs(const std::vector<Feed>& feeds, const std::vector<std::string>& adapters) {
+    if (adapters.size() != 1 && adapters.size() != feeds.size())
+        throw_internal("inference: " + std::to_string(adapters.size()) + " adapter names for " +
+                       std::to_string(feeds.size()) + " feeds (one, or one per feed)");
+    std::vector<AdapterRun> runs;
+    for (size_t i = 0; i < feeds.size(); ++i) {
+        const std::string& a = adapters.size() == 1 ? adapters[0] : adapters[i];
+        if (runs.empty() || runs.back().adapter != a) {
+            for (const AdapterRun& r : runs)
+                if (r.adapter == a) throw_internal("inference: the feeds of adapter '" + a + "' are not consecutive");
+            runs.push_back({a, int(i), 0});
+        }
+        ++runs.back().count;
+    }
+    if (runs.empty()) runs.push_back({adapters.empty() ? std::string() : adapters[0], 0, 0});
+    if (runs.size() > 1)
+        for (const Feed& f : feeds)  // (ChatSession keeps mixture-of-experts models to one adapter per call)
+            if (f.tokens.size() != 1)
+                throw_internal("inference: several adapters in one forward call need one token per feed (a decode step)");
+    return runs;
+}
+
 }  // namespace tandem::infer

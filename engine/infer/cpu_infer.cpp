@@ -85,7 +85,27 @@ struct CpuInferModel::Impl final : InferRuntime<CpuBackend> {
 
     void bind() { dec.bind(y, weights_mem.data(), acts_mem.data(), work_mem.data()); }
 
+    using Table = std::vector<std::array<LoraRef<CpuBackend>, kNumModules>>;
+    std::map<std::string, Table> tables;  // per adapter, built on first use (dropped when adapters change)
+
+    const Table& table_of(const std::string& name) {
+        auto it = tables.find(name);
+        if (it != tables.end()) return it->second;
+        const InferAdapter& a = adapters.at(name);
+        Table t(size_t(d.L));
+        for (int l = 0; l < d.L; ++l)
+            for (int m = 0; m < kNumModules; ++m) {
+                const LoraSlot& s = a.index[size_t(l)][size_t(m)];
+                if (s.a < 0) continue;
+                const float* A = a.values[size_t(s.a)].data();
+                const float* B = a.values[size_t(s.a) + 1].data() + s.b_row * a.config.r;
+                t[size_t(l)][size_t(m)] = {A, B, nullptr, nullptr, s.drop};
+            }
+        return tables.emplace(name, std::move(t)).first->second;
+    }
+
     void bind_adapter(const std::string& name) {
+        dec.lora_rows.clear();
         dec.lora.assign(size_t(d.L), {});
         dec.d.R = planned_rank;
         dec.lora_scaling = 1.0f;
@@ -93,14 +113,27 @@ struct CpuInferModel::Impl final : InferRuntime<CpuBackend> {
         const InferAdapter& a = adapters.at(name);
         dec.d.R = a.config.r;
         dec.lora_scaling = float(a.config.scaling());
-        for (int l = 0; l < d.L; ++l)
-            for (int m = 0; m < kNumModules; ++m) {
-                const LoraSlot& s = a.index[size_t(l)][size_t(m)];
-                if (s.a < 0) continue;
-                const float* A = a.values[size_t(s.a)].data();
-                const float* B = a.values[size_t(s.a) + 1].data() + s.b_row * a.config.r;
-                dec.lora[size_t(l)][size_t(m)] = {A, B, nullptr, nullptr, s.drop};
+        dec.lora = table_of(name);
+    }
+
+    // Several adapters in one decode step: each run of feeds (= rows) with its own table.
+    void bind_rows(const std::vector<AdapterRun>& runs) {
+        dec.lora.assign(size_t(d.L), {});
+        dec.d.R = planned_rank;
+        dec.lora_scaling = 1.0f;
+        dec.lora_rows.clear();
+        for (const AdapterRun& r : runs) {
+            typename Decoder<CpuBackend>::LoraRows g;
+            g.r0 = r.first;
+            g.rows = r.count;
+            if (!r.adapter.empty()) {
+                const InferAdapter& a = adapters.at(r.adapter);
+                g.table = &table_of(r.adapter);
+                g.R = a.config.r;
+                g.scaling = float(a.config.scaling());
             }
+            dec.lora_rows.push_back(g);
+        }
     }
 
     // DecoderRuntime: the cache write, then packed causal attention (fresh chunk) or attention on the cache.
@@ -204,9 +237,13 @@ void CpuInferModel::add_adapter(const std::string& name, const std::filesystem::
         m.bind();
     }
     m.adapters[name] = std::move(a);
+    m.tables.clear();  // a replaced adapter's values moved
 }
 
-void CpuInferModel::remove_adapter(const std::string& name) { impl_->adapters.erase(name); }
+void CpuInferModel::remove_adapter(const std::string& name) {
+    impl_->adapters.erase(name);
+    impl_->tables.clear();
+}
 bool CpuInferModel::has_adapter(const std::string& name) const { return impl_->adapters.count(name) > 0; }
 
 std::vector<std::string> CpuInferModel::adapter_names() const {
@@ -232,14 +269,23 @@ void CpuInferModel::truncate(int slot, int length) {
     m.len[size_t(slot)] = std::clamp(length, 0, m.len[size_t(slot)]);
 }
 
-const float* CpuInferModel::forward(const std::vector<Feed>& feeds, const std::string& adapter,
+const float* CpuInferModel::forward(const std::vector<Feed>& feeds, const std::vector<std::string>& adapters,
                                     const std::atomic<bool>* cancel) {
     Impl& m = *impl_;
     const Dims& d = m.d;
     check_feeds(feeds, m.N, m.M, d.V, m.len);
-    if (!adapter.empty() && !m.adapters.count(adapter))
-        throw_invalid("inference: no adapter named '" + adapter + "' is loaded");
-    m.bind_adapter(adapter);
+    const std::vector<AdapterRun> runs = adapter_runs(feeds, adapters);
+    for (const AdapterRun& r : runs)
+        if (!r.adapter.empty() && !m.adapters.count(r.adapter))
+            throw_invalid("inference: no adapter named '" + r.adapter + "' is loaded");
+    if (runs.size() == 1)
+        m.bind_adapter(runs[0].adapter);
+    else
+        m.bind_rows(runs);
+    struct Unbind {
+        Decoder<CpuBackend>& dec;
+        ~Unbind() { dec.lora_rows.clear(); }
+    } unbind{m.dec};
     std::vector<size_t> done(feeds.size(), 0);  // tokens of each feed already run
     size_t next = 0;                             // the first feed with tokens left
     float* out = m.logits();

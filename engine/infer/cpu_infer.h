@@ -75,11 +75,12 @@ public:
     const int32_t* tokens(int slot) const override;  // [length]
     void truncate(int slot, int length) override;  // keep the first `length` (0: empty the slot)
 
-    // Appends each feed's tokens to its slot (at most one feed per slot) with adapter `adapter` ("" : none)
-    // and returns the logits [feeds, V] of each feed's last token (valid until the next call). Error{InvalidInput}
-    // when a slot would exceed max_len, for an unknown adapter, an id outside the vocabulary. With `cancel`
-    // set between two chunks it returns nullptr; the slots then hold what ran.
-    const float* forward(const std::vector<Feed>& feeds, const std::string& adapter,
+    // Appends each feed's tokens to its slot (at most one feed per slot) with the adapters named (one for all
+    // feeds, or one per feed, "" : none; several only in a decode step, infer_model.h) and returns the logits
+    // [feeds, V] of each feed's last token (valid until the next call). Error{InvalidInput} when a slot would
+    // exceed max_len, for an unknown adapter, an id outside the vocabulary. With `cancel` set between two chunks
+    // it returns nullptr; the slots then hold what ran.
+    const float* forward(const std::vector<Feed>& feeds, const std::vector<std::string>& adapters,
                          const std::atomic<bool>* cancel = nullptr) override;
 
     // The repetition penalty and the choice of the next token of each feed of the last forward call

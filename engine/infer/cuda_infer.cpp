@@ -113,10 +113,12 @@ public:
         if (a.info.config.r > planned_rank_) load_model(a.info.config.r);  // larger LoRA tmp pieces
         adapters_.erase(name);
         adapters_.emplace(name, std::move(a));
+        tables_.clear();
     }
     void remove_adapter(const std::string& name) override {
         drop_graphs();
         adapters_.erase(name);
+        tables_.clear();
     }
     bool has_adapter(const std::string& name) const override { return adapters_.count(name) > 0; }
     std::vector<std::string> adapter_names() const override {
@@ -131,13 +133,25 @@ public:
         len_[size_t(slot)] = std::clamp(length, 0, len_[size_t(slot)]);
     }
 
-    const float* forward(const std::vector<Feed>& feeds, const std::string& adapter,
+    const float* forward(const std::vector<Feed>& feeds, const std::vector<std::string>& adapters,
                          const std::atomic<bool>* cancel) override {
         const Dims& d = dims();
         check_feeds(feeds, N_, M_, int(d.V), len_);
-        if (!adapter.empty() && !adapters_.count(adapter))
-            throw_invalid("inference: no adapter named '" + adapter + "' is loaded");
-        bind_adapter(adapter);
+        const std::vector<AdapterRun> runs = adapter_runs(feeds, adapters);
+        std::string adapter;  // the graph key's adapter part: the name, or each run's name and rows
+        for (const AdapterRun& r : runs) {
+            if (!r.adapter.empty() && !adapters_.count(r.adapter))
+                throw_invalid("inference: no adapter named '" + r.adapter + "' is loaded");
+            adapter += runs.size() == 1 ? r.adapter : r.adapter + ":" + std::to_string(r.count) + ";";
+        }
+        if (runs.size() == 1)
+            bind_adapter(adapter);
+        else
+            bind_rows(runs);
+        struct Unbind {
+            Decoder<CudaBackend>& dec;
+            ~Unbind() { dec.lora_rows.clear(); }
+        } unbind{model_->impl().dec};
         Decoder<CudaBackend>& dec = model_->impl().dec;
         const int Tmax = d.T;
         std::vector<int32_t>& tok = row_tok_;
@@ -312,25 +326,58 @@ private:
         model_->impl().dec.dropout = 0.0;
     }
 
+    using Table = std::vector<std::array<LoraRef<CudaBackend>, kNumModules>>;
+    const Table& table_of(const std::string& name) {
+        auto it = tables_.find(name);
+        if (it != tables_.end()) return it->second;
+        const Dims& d = dims();
+        const DeviceAdapter& a = adapters_.at(name);
+        const int r = a.info.config.r;
+        const bf16* v = static_cast<const bf16*>(a.values.data());
+        Table t(size_t(d.L));
+        for (int l = 0; l < d.L; ++l)
+            for (int m = 0; m < kNumModules; ++m) {
+                const LoraSlot& s = a.info.index[size_t(l)][size_t(m)];
+                if (s.a < 0) continue;
+                t[size_t(l)][size_t(m)] = {v + a.offset[size_t(s.a)], v + a.offset[size_t(s.a) + 1] + s.b_row * r,
+                                           nullptr, nullptr, s.drop};
+            }
+        return tables_.emplace(name, std::move(t)).first->second;
+    }
+
     void bind_adapter(const std::string& name) {
         Decoder<CudaBackend>& dec = model_->impl().dec;
         const Dims& d = dims();
+        dec.lora_rows.clear();
         dec.lora.assign(size_t(d.L), {});
         dec.d.R = planned_rank_;
         dec.lora_scaling = 1.0f;
         if (name.empty()) return;
         const DeviceAdapter& a = adapters_.at(name);
-        const int r = a.info.config.r;
-        dec.d.R = r;
+        dec.d.R = a.info.config.r;
         dec.lora_scaling = float(a.info.config.scaling());
-        const bf16* v = static_cast<const bf16*>(a.values.data());
-        for (int l = 0; l < d.L; ++l)
-            for (int m = 0; m < kNumModules; ++m) {
-                const LoraSlot& s = a.info.index[size_t(l)][size_t(m)];
-                if (s.a < 0) continue;
-                dec.lora[size_t(l)][size_t(m)] = {v + a.offset[size_t(s.a)], v + a.offset[size_t(s.a) + 1] + s.b_row * r,
-                                                  nullptr, nullptr, s.drop};
+        dec.lora = table_of(name);
+    }
+
+    // Several adapters in one decode step (infer_model.h): each run of rows with its own table.
+    void bind_rows(const std::vector<AdapterRun>& runs) {
+        Decoder<CudaBackend>& dec = model_->impl().dec;
+        dec.lora.assign(size_t(dims().L), {});
+        dec.d.R = planned_rank_;
+        dec.lora_scaling = 1.0f;
+        dec.lora_rows.clear();
+        for (const AdapterRun& r : runs) {
+            Decoder<CudaBackend>::LoraRows g;
+            g.r0 = r.first;
+            g.rows = r.count;
+            if (!r.adapter.empty()) {
+                const DeviceAdapter& a = adapters_.at(r.adapter);
+                g.table = &table_of(r.adapter);
+                g.R = a.info.config.r;
+                g.scaling = float(a.info.config.scaling());
             }
+            dec.lora_rows.push_back(g);
+        }
     }
 
     std::filesystem::path dir_;
@@ -343,6 +390,7 @@ private:
     std::vector<int32_t> row_tok_, row_pos_host_, row_slot_host_, cu_host_;  // [T], [T+1]: a chunk's rows (host)
     std::vector<int> len_;
     std::map<std::string, DeviceAdapter> adapters_;
+    std::map<std::string, std::vector<std::array<LoraRef<CudaBackend>, kNumModules>>> tables_;  // per adapter
     bool fresh_ = false;
     std::map<std::string, cuda::GraphExec> graphs_;  // decode steps by "rows/adapter"
     std::set<std::string> seen_;                      // keys run eagerly once

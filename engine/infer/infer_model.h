@@ -47,6 +47,15 @@ struct Feed {
     std::vector<int32_t> tokens;
 };
 
+// The adapters of a forward call as (adapter, first feed, feeds) runs; Error{Internal} unless adapters has one
+// name or one per feed, and a call with several different names is a decode step with each name's feeds
+// consecutive. One run when every feed uses the same adapter.
+struct AdapterRun {
+    std::string adapter;
+    int first = 0, count = 0;
+};
+std::vector<AdapterRun> adapter_runs(const std::vector<Feed>& feeds, const std::vector<std::string>& adapters);
+
 class InferModel {
 public:
     virtual ~InferModel() = default;
@@ -63,8 +72,11 @@ public:
     virtual int length(int slot) const = 0;
     virtual const int32_t* tokens(int slot) const = 0;  // host memory
     virtual void truncate(int slot, int length) = 0;
-    // The logits of each feed's last token (device memory on CUDA), or nullptr when cancelled.
-    virtual const float* forward(const std::vector<Feed>& feeds, const std::string& adapter,
+    // The logits of each feed's last token (device memory on CUDA), or nullptr when cancelled. adapters: one name
+    // for every feed, or one per feed ("" : none); several different ones only for a decode step (one token per
+    // feed) whose feeds of one adapter are consecutive: the base GEMMs then run once over all rows and each
+    // adapter's LoRA over its rows (mixed_adapter_groups).
+    virtual const float* forward(const std::vector<Feed>& feeds, const std::vector<std::string>& adapters,
                                  const std::atomic<bool>* cancel = nullptr) = 0;
     virtual std::vector<int32_t> sample(const std::vector<Feed>& feeds, const std::vector<cpu::SamplingParams>& params,
                                         const std::vector<int64_t>& draw) = 0;

@@ -31,6 +31,7 @@
 
 #include "model/plan.h"
 #include "tandem/data.h"
+#include "tandem/error.h"
 
 namespace tandem {
 
@@ -206,6 +207,16 @@ public:
     const Act* norm_f = nullptr;  // [C]
     std::vector<LayerWeights<B>> layers;
     std::vector<std::array<LoraRef<B>, kNumModules>> lora;  // [L][module]
+    // Inference with several adapters in one decode batch: rows [r0, r0 + rows) of the step use `table` (its rank
+    // and scaling) instead of `lora`; the base GEMMs run once over all rows. Forward only, no dropout; d.R is then
+    // the planned (largest) rank, the stride of each group's LoRA tmp rows.
+    struct LoraRows {
+        int r0 = 0, rows = 0;
+        const std::vector<std::array<LoraRef<B>, kNumModules>>* table = nullptr;  // nullptr: no adapter
+        int R = 0;
+        float scaling = 1.0f;
+    };
+    std::vector<LoraRows> lora_rows;
 
     // Activations and scratch.
     std::vector<LayerActs<B>> acts;
@@ -398,6 +409,17 @@ public:
             B::fp8_matmul(out, f8_codes, f8_scales, w.f8[m].codes, w.f8[m].scales, w.b[m], T, IN, OUT, 0.0f, f8_tail);
         } else {
             B::matmul_forward(out, inp, base_weight(l, m), w.b[m], T, IN, OUT);
+        }
+        if (!lora_rows.empty()) {
+            if (train || r0 != 0 || T != step.T) throw_internal("decoder: per-row adapters are for inference steps only");
+            for (const LoraRows& g : lora_rows) {
+                if (!g.table || g.rows == 0) continue;
+                const LoraRef<B>& r = (*g.table)[size_t(l)][size_t(m)];
+                if (!r.a) continue;
+                B::lora_forward(out + int64_t(g.r0) * OUT, acts[size_t(l)].lora_tmp[m] + int64_t(g.r0) * d.R,
+                                inp + int64_t(g.r0) * IN, r.a, r.b, g.scaling, g.rows, IN, OUT, g.R);
+            }
+            return;
         }
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
@@ -692,6 +714,7 @@ public:
     // From a.ln2: the routing, the permuted input, gate / up (+ LoRA tmps), and the experts' outputs a.ys. stats:
     // the load-balancing loss counts this layer (the forward; a recompute does not count it again).
     void moe_forward(int l, bool stats) {
+        if (!lora_rows.empty()) throw_internal("decoder: per-row adapters do not reach the experts (one adapter per call)");
         LayerActs<B>& a = acts[size_t(l)];
         const int T = step.T, N = T * d.topk;
         B::matmul_forward(a.logits, a.ln2, layers[size_t(l)].router, nullptr, T, d.C, d.E);
