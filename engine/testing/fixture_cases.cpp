@@ -203,6 +203,43 @@ void greedy_case(Check& c, const fs::path& models, const nlohmann::json& ref) {
                                        g3(margins.at(same)) + ")");
 }
 
+// Base and adapter answered in one call (one decode batch, the adapter's LoRA over its row only): each equals
+// transformers' greedy answer of its own, as when asked alone.
+void greedy_together_case(Check& c, const fs::path& models, const nlohmann::json& base, const nlohmann::json& tuned) {
+    constexpr double kNearTie = 0.1;
+    const std::string variant = base.at("variant");
+    ChatSessionOptions o;
+    o.model_dir = models / variant;
+    o.device = ChatSessionOptions::Device::Cuda;
+    o.max_sequences = 2;
+    o.max_context = 256;
+    o.adapters.push_back({"a", models / variant / "adapter"});
+    ChatSession s = ChatSession::open(o);
+    std::vector<GenerationRequest> reqs;
+    for (const nlohmann::json* ref : {&base, &tuned}) {
+        GenerationRequest r;
+        r.prompt_ids = ref->at("prompt_ids").get<std::vector<int32_t>>();
+        r.max_new_tokens = int(ref->at("greedy_new_ids").size());
+        r.adapter = ref == &tuned ? "a" : "";
+        r.sampling.temperature = 0.0;
+        r.stop_at_eos = false;
+        reqs.push_back(r);
+    }
+    const std::vector<GenerationResult> g = s.generate(reqs);
+    for (int k = 0; k < 2; ++k) {
+        const nlohmann::json& ref = k == 0 ? base : tuned;
+        const auto want = ref.at("greedy_new_ids").get<std::vector<int32_t>>();
+        const auto margins = ref.at("margins").get<std::vector<double>>();
+        size_t same = 0;
+        while (same < want.size() && same < g[size_t(k)].ids.size() && g[size_t(k)].ids[same] == want[same]) ++same;
+        const bool ok = same == want.size() || (same < margins.size() && margins[same] < kNearTie);
+        c.result(std::string(k ? "adapter" : "base") + " greedy ids = transformers'", ok ? 0.0 : 1.0, 0.0,
+                 same == want.size() ? std::to_string(same) + " of " + std::to_string(want.size()) + " equal"
+                                     : "first difference at step " + std::to_string(same) + " (transformers' margin " +
+                                           g3(margins.at(same)) + ")");
+    }
+}
+
 }  // namespace
 
 void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
@@ -239,6 +276,18 @@ void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
                         (ref.at("adapter").get<bool>() ? " adapter" : " base") + " prompt " +
                         std::to_string(ref.at("prompt_index").get<int>()),
                     [=](Check& c) { greedy_case(c, models, ref); });
+            // Base and adapter in one decode batch (dense variants: MoE ones keep one adapter per call).
+            for (const auto& b : greedy.at("cases")) {
+                if (b.at("adapter").get<bool>() || b.at("variant").get<std::string>().find("moe") != std::string::npos ||
+                    b.at("variant") == "mixtral")
+                    continue;
+                for (const auto& a : greedy.at("cases"))
+                    if (a.at("adapter").get<bool>() && a.at("variant") == b.at("variant") &&
+                        a.at("prompt_ids") == b.at("prompt_ids"))
+                        add("inference greedy " + b.at("variant").get<std::string>() + " base + adapter in one batch prompt " +
+                                std::to_string(b.at("prompt_index").get<int>()),
+                            [=](Check& c) { greedy_together_case(c, models, b, a); });
+            }
         }
     }
 }
