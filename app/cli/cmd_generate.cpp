@@ -159,8 +159,7 @@ Run add_generate_command(CLI::App& app) {
         so.max_sequences = o->compare ? int(o->adapters.size()) + 1 : o->batch;
         so.max_context = o->context;
         if (o->prefill_chunk > 0) so.prefill_chunk = o->prefill_chunk;
-        if (o->warmup > 0 && (o->compare || o->interactive))
-            throw_invalid("generate: --warmup does not combine with --compare or --interactive");
+        if (o->warmup > 0 && o->interactive) throw_invalid("generate: --warmup does not combine with --interactive");
         for (size_t i = 0; i < o->adapters.size(); ++i) so.adapters.push_back({o->adapters[i], o->adapters[i]});
         ChatSession session = ChatSession::open(so);
         if (!session.tokenizer()) throw_invalid(o->model + ": the model folder has no tokenizer.json");
@@ -233,6 +232,10 @@ Run add_generate_command(CLI::App& app) {
             for (const std::string& a : o->adapters) {
                 reqs.push_back(base);
                 reqs.back().adapter = a;
+            }
+            for (int w = 0; w < o->warmup; ++w) {
+                (void)session.generate(reqs, nullptr, &g_stop);
+                session.reset();
             }
             const std::vector<GenerationResult> res = session.generate(reqs, nullptr, &g_stop);
             const std::vector<int32_t> prompt = session.prompt_ids(base);
