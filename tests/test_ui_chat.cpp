@@ -3,7 +3,9 @@
 // The Chat page driven like a user on the CPU demo model: type, send, tokens arrive while the GUI stays
 // responsive, the answer lands in the conversation; stop mid-answer; compare panes (base vs a run's adapter,
 // answering at once, differently); a bad adapter (another base) names its file and the page keeps working;
-// clear, copy, save to a JSONL dataset; the page inside the main window follows the Model page.
+// clear, copy, save to a JSONL dataset; the page inside the main window follows the Model page. While a
+// training run holds the GPU (pretended: setGpuAvailable, setTrainingRun; CI has no GPU), a chat that would load
+// there is refused with what to do, "Chat on the CPU" answers on the CPU, and a CPU run blocks nothing.
 // The runs folder holds a run whose adapter/ is a random LoRA for the demo model (so it changes the answers)
 // and a run whose adapter belongs to another model.
 #include <QApplication>
@@ -33,6 +35,8 @@
 #include "ui/chat_page.h"
 #include "ui/main_window.h"
 #include "ui/model_page.h"
+#include "ui/train_page.h"
+#include "ui/training_session.h"
 
 using namespace tandem;
 using namespace tandem::ui;
@@ -261,6 +265,154 @@ private slots:
         QCOMPARE(j["messages"][0]["role"].get<std::string>(), std::string("system"));
         QCOMPARE(j["messages"][1]["content"].get<std::string>(), std::string("What is 2+2?"));
         QCOMPARE(j["messages"][2]["role"].get<std::string>(), std::string("assistant"));
+    }
+
+    // A run trains on the GPU and a GPU is usable: a turn on auto (or cuda) is refused before anything loads, the
+    // message saying what holds the GPU and what to do; "Chat on the CPU" answers on the CPU; once the run has
+    // ended, auto sends again.
+    void refusedWhileRunHoldsGpu() {
+        ChatPage page;
+        page.setModel(m_demo);
+        page.setGpuAvailable(true, {});  // pretend: a usable GPU, so auto means the GPU
+        child<QSpinBox>(&page, "chatMaxTokens")->setValue(8);
+        auto* device = child<QComboBox>(&page, "chatDevice");
+        QCOMPARE(device->currentText(), QString("auto"));
+        QVERIFY(device->findText("cuda") >= 0);
+        auto* onCpu = child<QPushButton>(&page, "chatOnCpu");
+        auto* status = child<QLabel>(&page, "chatStatus");
+        QVERIFY(!onCpu->isVisibleTo(&page));
+        page.setTrainingRun(true, DeviceChoice::Cuda);  // pretend: a run trains on the GPU
+        QVERIFY(page.trainingHoldsGpu());
+        QVERIFY(!page.releasingGpu());  // no chat session to close
+        QVERIFY(onCpu->isVisibleTo(&page));
+        QVERIFY2(status->text().contains("A training run is using the GPU"), qPrintable(status->text()));
+
+        QSignalSpy failed(&page, &ChatPage::failed);
+        QSignalSpy tokens(&page, &ChatPage::tokenReceived);
+        QSignalSpy done(&page, &ChatPage::turnFinished);
+        auto* input = child<QPlainTextEdit>(&page, "chatInput");
+        QTest::keyClicks(input, "Hi");
+        QTest::mouseClick(child<QPushButton>(&page, "chatSend"), Qt::LeftButton);
+        QCOMPARE(failed.count(), 1);
+        QVERIFY(!page.isBusy());
+        const QString msg = failed.at(0).at(0).toString();
+        for (const char* words : {"A training run is using the GPU", "Wait for the run to finish or stop it",
+                                  "chat on the CPU"})
+            QVERIFY2(msg.contains(words), qPrintable(msg));
+        QVERIFY(!msg.contains("--") && !msg.contains("device="));  // screen words, no flags or keys
+        QCOMPARE(status->text(), msg);
+        QVERIFY(page.conversation(0).empty());
+        QCOMPARE(input->toPlainText(), QString("Hi"));  // kept for "Chat on the CPU"
+        QCOMPARE(page.sessionDevice(), QString());     // nothing was loaded
+        QVERIFY(!page.holdsGpu());
+        QTest::qWait(200);
+        QCOMPARE(tokens.count(), 0);
+        QCOMPARE(done.count(), 0);
+        // cuda chosen by hand: refused the same way
+        device->setCurrentIndex(device->findText("cuda"));
+        QTest::mouseClick(child<QPushButton>(&page, "chatSend"), Qt::LeftButton);
+        QCOMPARE(failed.count(), 2);
+        QCOMPARE(page.sessionDevice(), QString());
+
+        // One click: the device box to cpu, the message sent, tokens arrive from the CPU.
+        QTest::mouseClick(onCpu, Qt::LeftButton);
+        QCOMPARE(page.device(), ChatSessionOptions::Device::Cpu);
+        QCOMPARE(device->currentText(), QString("cpu"));
+        QVERIFY(page.isBusy());
+        QVERIFY(!onCpu->isVisibleTo(&page));
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, kWaitMs);
+        QCOMPARE(failed.count(), 2);
+        QVERIFY(tokens.count() > 0);
+        QCOMPARE(page.sessionDevice(), QString("CPU"));
+        QVERIFY(!page.holdsGpu());
+        QVERIFY2(status->text().startsWith("CPU"), qPrintable(status->text()));
+        QCOMPARE(page.conversation(0).size(), size_t(2));
+        QCOMPARE(page.conversation(0)[0].content, std::string("Hi"));
+        // a CPU chat goes on during the GPU run
+        QTest::keyClicks(input, "More?");
+        QTest::mouseClick(child<QPushButton>(&page, "chatSend"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 2, kWaitMs);
+        QCOMPARE(failed.count(), 2);
+
+        // The run ends: auto sends again (the engine's auto: the GPU where one is usable, the CPU here).
+        page.setTrainingRun(false);
+        QVERIFY(!page.trainingHoldsGpu());
+        device->setCurrentIndex(device->findText("auto"));
+        QVERIFY(!onCpu->isVisibleTo(&page));
+        QTest::keyClicks(input, "And now?");
+        QTest::mouseClick(child<QPushButton>(&page, "chatSend"), Qt::LeftButton);
+        QVERIFY(page.isBusy());
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 3, kWaitMs);
+        QCOMPARE(failed.count(), 2);
+        QCOMPARE(page.conversation(0).size(), size_t(6));
+    }
+
+    // Refused while the run holds the GPU; the run ends with the page still on auto: the page says the GPU is
+    // free again and the same message sends.
+    void sendsAfterGpuRunEnds() {
+        ChatPage page;
+        page.setModel(m_demo);
+        page.setGpuAvailable(true, {});
+        child<QSpinBox>(&page, "chatMaxTokens")->setValue(6);
+        page.setTrainingRun(true, DeviceChoice::Auto);  // auto with a usable GPU: the GPU while it loads
+        QVERIFY(page.trainingHoldsGpu());
+        QSignalSpy failed(&page, &ChatPage::failed);
+        QSignalSpy done(&page, &ChatPage::turnFinished);
+        QTest::keyClicks(child<QPlainTextEdit>(&page, "chatInput"), "Hi");
+        QTest::mouseClick(child<QPushButton>(&page, "chatSend"), Qt::LeftButton);
+        QCOMPARE(failed.count(), 1);
+        page.setTrainingRun(false);
+        QVERIFY(!child<QPushButton>(&page, "chatOnCpu")->isVisibleTo(&page));
+        QVERIFY(child<QLabel>(&page, "chatStatus")->text().contains("The training run has ended"));
+        QTest::mouseClick(child<QPushButton>(&page, "chatSend"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, kWaitMs);
+        QCOMPARE(failed.count(), 1);
+        QCOMPARE(page.conversation(0).size(), size_t(2));
+    }
+
+    // A run on the CPU holds no GPU: a chat on auto (a GPU usable) is not refused. A run on auto without a usable
+    // GPU is on the CPU too; once it reports the GPU, the page's CPU session is kept (it holds no GPU memory).
+    void cpuRunDoesNotBlock() {
+        ChatPage page;
+        page.setModel(m_demo);
+        page.setGpuAvailable(true, {});
+        child<QSpinBox>(&page, "chatMaxTokens")->setValue(6);
+        page.setTrainingRun(true, DeviceChoice::Cpu);
+        QVERIFY(!page.trainingHoldsGpu());
+        QVERIFY(!child<QPushButton>(&page, "chatOnCpu")->isVisibleTo(&page));
+        QSignalSpy failed(&page, &ChatPage::failed);
+        QSignalSpy done(&page, &ChatPage::turnFinished);
+        QTest::keyClicks(child<QPlainTextEdit>(&page, "chatInput"), "Hi");
+        QTest::mouseClick(child<QPushButton>(&page, "chatSend"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(done.count() == 1, kWaitMs);
+        QCOMPARE(failed.count(), 0);
+        QCOMPARE(page.conversation(0).size(), size_t(2));
+
+        page.setGpuAvailable(false, QStringLiteral("no GPU here"));
+        QCOMPARE(child<QComboBox>(&page, "chatDevice")->findText("cuda"), -1);  // not offered
+        page.setTrainingRun(true, DeviceChoice::Auto);
+        QVERIFY(!page.trainingHoldsGpu());
+        page.setTrainingRun(true, DeviceChoice::Cuda);  // resolved: it holds the GPU after all
+        QVERIFY(page.trainingHoldsGpu());
+        QVERIFY(!page.releasingGpu());                  // the session is on the CPU: nothing to close
+        QCOMPARE(page.sessionDevice(), QString("CPU"));
+    }
+
+    // In the studio: a run started from the window tells the Chat page at once which device it asked for, and
+    // its end frees the page again (a cuda run with no dataset fails at once, here and on a GPU machine).
+    void runInMainWindow() {
+        MainWindow w;
+        RunConfig c;
+        c.model = m_demo.toStdString();
+        c.device = DeviceChoice::Cuda;
+        c.output_dir = m_tmp.filePath("window-runs/cuda-run").toStdString();
+        w.startRun(c);
+        QVERIFY(w.session()->isRunning());
+        QVERIFY(w.chatPage()->trainingHoldsGpu());
+        QTRY_VERIFY_WITH_TIMEOUT(!w.session()->isRunning(), kWaitMs);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.chatPage()->trainingHoldsGpu(), kWaitMs);
+        w.trainPage()->setGpuAvailable(true, {});  // the window passes system_info's answer on
+        QVERIFY(child<QComboBox>(w.chatPage(), "chatDevice")->findText("cuda") >= 0);
     }
 
     // In the studio: the Chat page is a page of the window and follows the Model page's model.

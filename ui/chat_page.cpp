@@ -4,6 +4,8 @@
 // Jobs are lambdas queued to the worker object (it lives on m_thread); results come back as lambdas queued to
 // the page (dropped by Qt when the page is gone). Tokens are appended to the pane's answer and the pane is
 // redrawn from a 50 ms timer when something arrived (a fast CPU model sends thousands of tokens a second).
+// The training run's hold on the GPU (setTrainingRun) is checked on the GUI thread before a turn is posted, so a
+// refused turn loads nothing; a GPU session is closed by a job queued after the current one (releaseGpu).
 #include "ui/chat_page.h"
 
 #include <QAction>
@@ -45,6 +47,9 @@ namespace tandem::ui {
 namespace {
 
 const QString kOther = QStringLiteral("\x01other");
+const QString kCudaName = QStringLiteral("CUDA");  // ChatSession::device_name() of a session on the GPU
+
+using Device = tandem::ChatSessionOptions::Device;
 
 std::string utf8(const QString& s) { return s.toStdString(); }
 QString qstr(const std::string& s) { return QString::fromStdString(s); }
@@ -67,6 +72,7 @@ public:
     std::optional<tandem::ChatSession> session;
     QString model;
     QStringList adapters;  // folders added to the session
+    Device device = Device::Auto;  // what the session was opened with
 };
 
 ChatPage::ChatPage(QWidget* parent) : QWidget(parent) {
@@ -109,8 +115,17 @@ void ChatPage::buildUi() {
     auto* refresh = new QPushButton(tr("Rescan runs"), this);
     refresh->setObjectName(QStringLiteral("chatRescan"));
     connect(refresh, &QPushButton::clicked, this, &ChatPage::refreshAdapters);
+    m_device = new QComboBox(this);
+    m_device->setObjectName(QStringLiteral("chatDevice"));
+    m_device->addItem(QStringLiteral("auto"), int(Device::Auto));
+    m_device->addItem(QStringLiteral("cpu"), int(Device::Cpu));
+    m_device->setToolTip(tr("auto: the GPU when one is usable, else the CPU; cpu: slower, leaves the GPU to "
+                            "training; cuda: require the GPU"));
+    connect(m_device, &QComboBox::currentIndexChanged, this, [this](int) { updateGpuNotice(true); });
     top->addWidget(m_model, 1);
     top->addWidget(otherModel);
+    top->addWidget(new QLabel(tr("Device"), this));
+    top->addWidget(m_device);
     top->addWidget(refresh);
     top->addWidget(m_compare);
 
@@ -216,6 +231,14 @@ void ChatPage::buildUi() {
     m_status->setObjectName(QStringLiteral("chatStatus"));
     m_status->setWordWrap(true);
     m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_onCpu = button("chatOnCpu", tr("Chat on the CPU"),
+                     tr("Load the model on the CPU and send the message there: slower, and the training run keeps "
+                        "the GPU"),
+                     [this] { chatOnCpu(); });
+    m_onCpu->setVisible(false);
+    auto* statusRow = new QHBoxLayout;
+    statusRow->addWidget(m_status, 1);
+    statusRow->addWidget(m_onCpu, 0, Qt::AlignTop);
 
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(top);
@@ -223,7 +246,7 @@ void ChatPage::buildUi() {
     layout->addWidget(settings);
     layout->addWidget(m_input);
     layout->addLayout(buttons);
-    layout->addWidget(m_status);
+    layout->addLayout(statusRow);
 
     auto* redraw = new QTimer(this);
     redraw->setInterval(50);
@@ -383,6 +406,8 @@ void ChatPage::setBusy(bool busy) {
     m_clear->setEnabled(!busy);
     m_save->setEnabled(!busy);
     m_compare->setEnabled(!busy);
+    m_device->setEnabled(!busy);
+    m_onCpu->setEnabled(!busy);
     for (Pane& p : m_panes) p.adapter->setEnabled(!busy);
     emit busyChanged(busy);
 }
@@ -394,12 +419,127 @@ void ChatPage::showStatus(const QString& text, bool error) {
 
 void ChatPage::setStepDelayForTesting(int ms) { m_stepDelay->store(ms); }
 
+Device ChatPage::device() const { return Device(m_device->currentData().toInt()); }
+
+void ChatPage::setDevice(Device device) {
+    const int at = m_device->findData(int(device));
+    if (at >= 0) m_device->setCurrentIndex(at);
+}
+
+void ChatPage::setGpuAvailable(bool usable, const QString& reason) {
+    m_gpuUsable = usable;
+    const int cuda = m_device->findData(int(Device::Cuda));
+    const QString tip = tr("auto: the GPU when one is usable, else the CPU; cpu: slower, leaves the GPU to training; "
+                           "cuda: require the GPU");
+    if (usable) {
+        if (cuda < 0) m_device->addItem(QStringLiteral("cuda"), int(Device::Cuda));
+        m_device->setToolTip(tip);
+    } else {
+        m_device->setToolTip(tip + tr(". cuda is not offered: %1").arg(reason.isEmpty() ? tr("no usable GPU") : reason));
+        if (cuda >= 0) {
+            if (m_device->currentIndex() == cuda) m_device->setCurrentIndex(0);  // auto: the CPU here
+            m_device->removeItem(cuda);
+        }
+    }
+    updateGpuNotice(false);
+}
+
+bool ChatPage::trainingHoldsGpu() const {
+    return m_runActive &&
+           (m_runDevice == tandem::DeviceChoice::Cuda || (m_runDevice == tandem::DeviceChoice::Auto && m_gpuUsable));
+}
+
+bool ChatPage::wouldUseGpu(Device device) const {
+    // A run on the GPU means a GPU is usable, whatever system_info has said so far.
+    return device == Device::Cuda ||
+           (device == Device::Auto && (m_gpuUsable || (m_runActive && m_runDevice == tandem::DeviceChoice::Cuda)));
+}
+
+// The status line and "Chat on the CPU" while a training run holds the GPU and the device box points at it.
+// announce: say it now unless it is said already (a run started, the device box changed); otherwise only take
+// back what this said when it no longer applies.
+void ChatPage::updateGpuNotice(bool announce) {
+    const bool blocked = trainingHoldsGpu() && wouldUseGpu(device());
+    m_onCpu->setVisible(blocked);
+    if (blocked && announce && !m_gpuNotice) {
+        showStatus(tr("A training run is using the GPU: chat on the CPU, or wait for the run to finish."));
+        m_gpuNotice = true;
+    } else if (!blocked && m_gpuNotice) {
+        showStatus(m_runActive || !wouldUseGpu(device()) ? QString()
+                                                         : tr("The training run has ended: the chat can use the GPU again."));
+        m_gpuNotice = false;
+    }
+}
+
+void ChatPage::setTrainingRun(bool running, tandem::DeviceChoice device) {
+    const bool held = trainingHoldsGpu();
+    m_runActive = running;
+    m_runDevice = running ? device : tandem::DeviceChoice::Cpu;
+    if (trainingHoldsGpu() && m_gpuSession && !m_releasing) releaseGpu();
+    if (!m_releasing) updateGpuNotice(trainingHoldsGpu() && !held);
+}
+
+// Closes the session if it is on the GPU (see the header comment: closed rather than kept, so the run cannot fail
+// with out of memory because of the chat). A turn answering now stops at its next token and keeps what it said;
+// the close is queued after it on the worker, and the memory is given back before gpuReleased.
+void ChatPage::releaseGpu() {
+    m_releasing = true;
+    m_cancel->store(true);
+    QPointer<ChatPage> self(this);
+    ChatWorker* w = m_worker;
+    QMetaObject::invokeMethod(w, [self, w] {
+        bool closed = false;
+        if (w->session && qstr(w->session->device_name()) != QStringLiteral("CPU")) {
+            w->session.reset();
+            w->adapters.clear();
+            w->model.clear();
+            closed = true;
+        }
+        QMetaObject::invokeMethod(self.data(), [self, closed] {
+            if (!self) return;
+            ChatPage& page = *self;
+            page.m_releasing = false;
+            if (page.m_sessionDevice != QLatin1String("CPU")) page.m_sessionDevice.clear();
+            page.m_gpuSession = false;
+            if (closed) {
+                page.showStatus(tr("A training run is using the GPU: the chat's model was closed to leave the run its "
+                                   "memory. The conversation is kept: chat on the CPU, or wait for the run to finish."));
+                page.m_gpuNotice = true;
+            }
+            page.updateGpuNotice(!closed && page.trainingHoldsGpu());
+            emit page.gpuReleased();
+        }, Qt::QueuedConnection);
+    }, Qt::QueuedConnection);
+}
+
+void ChatPage::chatOnCpu() {
+    if (m_busy) return;
+    setDevice(Device::Cpu);
+    if (m_input->toPlainText().trimmed().isEmpty()) {
+        showStatus(tr("The chat runs on the CPU now: type a message and send it."));
+        return;
+    }
+    send();
+}
+
 void ChatPage::send() {
     if (m_busy) return;
     const QString text = m_input->toPlainText().trimmed();
     if (text.isEmpty()) return;
     if (m_modelPath.isEmpty()) {
         showStatus(tr("Choose a model on the Model page first."), true);
+        return;
+    }
+    const Device device = this->device();
+    if (trainingHoldsGpu() && wouldUseGpu(device)) {
+        // Refused before anything is loaded: the message stays in the input box for "Chat on the CPU".
+        const QString msg = tr("A training run is using the GPU, and this chat would load the model there too. Wait "
+                               "for the run to finish or stop it (Monitor page), or chat on the CPU (slower; the run "
+                               "keeps the GPU).");
+        showStatus(msg, true);
+        m_gpuNotice = true;
+        m_onCpu->setVisible(true);
+        emit failed(msg);
         return;
     }
     const int panes = m_compare->isChecked() ? 2 : 1;
@@ -423,14 +563,17 @@ void ChatPage::send() {
     m_input->clear();
     m_cancel->store(false);
     setBusy(true);
+    m_gpuNotice = false;
+    m_onCpu->setVisible(false);
     showStatus(tr("Answering…"));
+    m_gpuSession = wouldUseGpu(device);  // until the worker says where the session is
 
     QPointer<ChatPage> self(this);
     ChatWorker* w = m_worker;
     const QString model = m_modelPath;
     auto cancel = m_cancel;
     auto delay = m_stepDelay;
-    QMetaObject::invokeMethod(w, [self, w, model, adapters, reqs, cancel, delay] {
+    QMetaObject::invokeMethod(w, [self, w, model, device, adapters, reqs, cancel, delay] {
         // On the worker thread: open (or keep) the session, add missing adapters, generate.
         auto post = [self](auto fn) {
             QMetaObject::invokeMethod(self.data(), [self, fn] { if (self) fn(*self); }, Qt::QueuedConnection);
@@ -451,15 +594,16 @@ void ChatPage::send() {
             });
         };
         try {
-            if (!w->session || w->model != model) {
-                w->session.reset();
+            if (!w->session || w->model != model || w->device != device) {
+                w->session.reset();  // before the next one loads: never two models in memory
                 w->adapters.clear();
                 tandem::ChatSessionOptions o;
                 o.model_dir = utf8(model);
                 o.max_sequences = 2;
-                o.device = tandem::ChatSessionOptions::Device::Cpu;
+                o.device = device;
                 w->session.emplace(tandem::ChatSession::open(o));
                 w->model = model;
+                w->device = device;
             }
             for (const QString& a : adapters)
                 if (!a.isEmpty() && !w->adapters.contains(a)) {
@@ -472,8 +616,9 @@ void ChatPage::send() {
                 out.push_back({qstr(r.text), QLatin1String(tandem::stop_reason_name(r.stop)), int(r.ids.size()),
                                r.tokens_per_second(), r.first_token_seconds});
             const tandem::ChatMemory mem = w->session->memory();
-            const QString device = qstr(w->session->device_name());
-            post([out, mem, device](ChatPage& page) {
+            post([out, mem, where = qstr(w->session->device_name())](ChatPage& page) {
+                page.m_sessionDevice = where;
+                if (!page.m_releasing) page.m_gpuSession = where == kCudaName;
                 for (size_t p = 0; p < out.size(); ++p) {
                     Pane& pane = page.m_panes[p];
                     pane.answering = false;
@@ -487,13 +632,16 @@ void ChatPage::send() {
                     page.render(int(p));
                 }
                 page.showStatus(tr("%1 · weights %2, KV cache %3, adapters %4")
-                                    .arg(device, mib(mem.weights), mib(mem.kv_cache), mib(mem.adapters)));
+                                    .arg(where, mib(mem.weights), mib(mem.kv_cache), mib(mem.adapters)));
                 page.setBusy(false);
                 emit page.turnFinished();
             });
         } catch (const std::exception& e) {
             const QString msg = QString::fromUtf8(e.what());
-            post([msg](ChatPage& page) {
+            const QString where = w->session ? qstr(w->session->device_name()) : QString();
+            post([msg, where](ChatPage& page) {
+                page.m_sessionDevice = where;
+                if (!page.m_releasing) page.m_gpuSession = where == kCudaName;
                 for (Pane& pane : page.m_panes)
                     if (pane.answering) {  // the turn did not happen: take the user message back
                         pane.answering = false;

@@ -17,6 +17,22 @@
 //  - Sampling settings start from the model's generation_config.json (greedy when it has none).
 //  - "Save to dataset" appends the conversation of pane A as one JSONL line {"messages": [...]} (the chat
 //    format the Data page reads), so a corrected answer becomes training data.
+//  - Device (the box beside the model): auto (the GPU when one is usable, else the CPU), cpu, or cuda (offered
+//    once system_info says a GPU is usable: setGpuAvailable). Changing it reopens the session at the next turn;
+//    the conversation is kept (the new session prefills it).
+//  - The GPU belongs to a training run while one trains there (setTrainingRun, from the main window: the run's
+//    device as asked until it has loaded, then as resolved). A turn that would load on the GPU (auto with a
+//    usable GPU, or cuda) is refused before anything is loaded, in the status line, with "Chat on the CPU"
+//    beside it (the device box to cpu, then the turn). A CPU chat during a GPU run, and any chat during a CPU
+//    run, go on as usual.
+//  - A GPU session already open when a GPU run starts is closed (the conversation is kept), not kept working
+//    beside the run: the run plans its memory from what is free when it loads, and a kept session can still
+//    allocate while it answers (an adapter added, its CUDA graphs, the engine's per-thread workspace on the
+//    worker's first turn), which could make the run fail with out of memory mid-run. Closing it gives the run
+//    everything it planned for. The main window starts a GPU run only after gpuReleased, so the run's plan
+//    sees that memory free (releasingGpu says it waits).
+//  - Not done: sharing the frozen base weights with a run of the same model. The run's model and the chat's
+//    are separate engine objects with their own copies; a chat during a GPU run runs on the CPU.
 #pragma once
 
 #include <QPointer>
@@ -29,6 +45,7 @@
 #include <vector>
 
 #include "tandem/chat.h"
+#include "tandem/run_config.h"
 
 class QCheckBox;
 class QComboBox;
@@ -58,6 +75,16 @@ public:
     QString adapterOf(int pane) const;
     // The conversation of a pane (system prompt first when set), as the engine gets it.
     std::vector<tandem::ChatMessage> conversation(int pane) const;
+    // The device box: where the next session loads.
+    tandem::ChatSessionOptions::Device device() const;
+    // The open session's device as the engine names it ("CPU", "CUDA"), "" when none is open.
+    QString sessionDevice() const { return m_sessionDevice; }
+    // Whether the chat's session holds GPU memory, or may be loading into it.
+    bool holdsGpu() const { return m_gpuSession; }
+    // Whether a training run trains (or is loading) on the GPU now.
+    bool trainingHoldsGpu() const;
+    // A GPU session is being closed for a training run: gpuReleased follows.
+    bool releasingGpu() const { return m_releasing; }
 
 public slots:
     void setModel(const QString& folder);     // the Model page's current model
@@ -71,12 +98,22 @@ public slots:
     void copyConversation();
     bool saveConversation(const QString& file);  // appends pane A's conversation as one JSONL line
     void setStepDelayForTesting(int ms);      // slows each token (widget tests of Stop)
+    void setDevice(tandem::ChatSessionOptions::Device device);
+    // Whether a GPU is usable (system_info's answer, TrainPage::gpuChecked; tests call it directly): cuda is
+    // offered, and auto means the GPU.
+    void setGpuAvailable(bool usable, const QString& reason);
+    // A training run started (running, on `device`: as asked until it has loaded, then as resolved) or ended.
+    // A run on the GPU refuses GPU turns and closes a GPU session (see the header comment); tests call it
+    // directly to pretend a run holds the GPU.
+    void setTrainingRun(bool running, tandem::DeviceChoice device = tandem::DeviceChoice::Cpu);
+    void chatOnCpu();                         // the device box to cpu, then the message in the input box
 
 signals:
     void busyChanged(bool busy);
     void tokenReceived(int pane, const QString& text);
     void turnFinished();                      // every pane's answer is complete (or stopped, or failed)
-    void failed(const QString& message);
+    void failed(const QString& message);      // a turn failed, or was refused (then no turnFinished)
+    void gpuReleased();                       // the GPU session closed for a training run (releasingGpu)
 
 private:
     void buildUi();
@@ -89,6 +126,9 @@ private:
     void applyDefaults(const tandem::GenerationDefaults& g);
     tandem::SamplingOptions sampling() const;
     void showStatus(const QString& text, bool error = false);
+    bool wouldUseGpu(tandem::ChatSessionOptions::Device device) const;
+    void updateGpuNotice(bool announce);
+    void releaseGpu();
 
     struct Pane {
         QComboBox* adapter = nullptr;
@@ -104,6 +144,7 @@ private:
     Pane m_panes[2];
     QLabel* m_model = nullptr;
     QCheckBox* m_compare = nullptr;
+    QComboBox* m_device = nullptr;
     QPlainTextEdit* m_system = nullptr;
     QPlainTextEdit* m_input = nullptr;
     QDoubleSpinBox* m_temperature = nullptr;
@@ -119,6 +160,7 @@ private:
     QPushButton* m_copy = nullptr;
     QPushButton* m_save = nullptr;
     QLabel* m_status = nullptr;
+    QPushButton* m_onCpu = nullptr;  // "Chat on the CPU", shown while a training run holds the GPU
     QThread* m_thread = nullptr;
     ChatWorker* m_worker = nullptr;
     std::shared_ptr<std::atomic<bool>> m_cancel;
@@ -126,6 +168,17 @@ private:
     QString m_defaultsFor;  // the model whose generation defaults the settings show
     bool m_busy = false;
     bool m_filling = false;
+    QString m_sessionDevice;
+    bool m_gpuSession = false;  // the worker's session is on the GPU, or a turn posted may load it there
+    bool m_releasing = false;
+#ifdef TANDEM_WITH_CUDA
+    bool m_gpuUsable = true;    // until system_info answers: auto may mean the GPU
+#else
+    bool m_gpuUsable = false;
+#endif
+    bool m_runActive = false;
+    tandem::DeviceChoice m_runDevice = tandem::DeviceChoice::Cpu;
+    bool m_gpuNotice = false;   // the status line shows the training run's hold on the GPU
 };
 
 }  // namespace tandem::ui

@@ -110,6 +110,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     connect(m_model, &ModelPage::modelChanged, m_chat, [this](const QString& folder, bool) { m_chat->setModel(folder); });
     connect(m_train, &TrainPage::runsFolderChanged, m_chat, &ChatPage::setRunsFolder);
     connect(m_session, &TrainingSession::finished, m_chat, [this](bool) { m_chat->refreshAdapters(); });  // a new adapter
+    // The run's hold on the GPU: the device as asked while it loads, as resolved once started.
+    connect(m_session, &TrainingSession::runningChanged, m_chat, [this](bool running) {
+        m_chat->setTrainingRun(running, m_session->config().device);
+    });
+    connect(m_session, &TrainingSession::started, m_chat,
+            [this](const RunInfo& info) { m_chat->setTrainingRun(true, info.plan.config.device); });
+    connect(m_train, &TrainPage::gpuChecked, m_chat, &ChatPage::setGpuAvailable);
+    connect(m_chat, &ChatPage::gpuReleased, this, [this] {
+        if (!m_pendingStart) return;
+        const auto [config, resume] = *m_pendingStart;
+        m_pendingStart.reset();
+        m_session->start(config, resume);
+    });
     connect(m_runs, &RunsPage::reopenConfig, this, &MainWindow::reopenSettings);
     connect(m_runs, &RunsPage::resumeRequested, this, &MainWindow::resumeRunDir);
     connect(m_runs, &RunsPage::exportRequested, this, [this](const QString& dir) { exportRun(dir); });
@@ -294,13 +307,25 @@ void MainWindow::train() {
 }
 
 void MainWindow::startRun(const tandem::RunConfig& config) {
-    if (m_session->isRunning()) {
+    if (m_session->isRunning() || m_pendingStart) {
         statusBar()->showMessage(tr("A run is in progress: stop it first."), 8000);
         showPage(MonitorPageIndex);
         return;
     }
-    m_session->start(config, /*resume=*/false);
+    startSession(config, /*resume=*/false);
     showPage(MonitorPageIndex);
+}
+
+// The Chat page first: from now on it refuses GPU chats; when its model is on the GPU it closes it and the run
+// starts on gpuReleased (a run that loaded beside it would plan with less memory, or not fit at all).
+void MainWindow::startSession(const tandem::RunConfig& config, bool resume) {
+    m_chat->setTrainingRun(true, config.device);
+    if (m_chat->releasingGpu()) {
+        m_pendingStart.emplace(config, resume);
+        setStateText(tr("Closing the chat's model on the GPU…"));
+        return;
+    }
+    m_session->start(config, resume);
 }
 
 void MainWindow::stopRun() {
@@ -321,7 +346,7 @@ void MainWindow::resumeRun() {
 }
 
 void MainWindow::resumeRunDir(const QString& runDir) {
-    if (m_session->isRunning()) {
+    if (m_session->isRunning() || m_pendingStart) {
         statusBar()->showMessage(tr("A run is in progress: stop it first."), 8000);
         return;
     }
@@ -334,7 +359,7 @@ void MainWindow::resumeRunDir(const QString& runDir) {
         return;
     }
     config.output_dir = QDir(runDir).absolutePath().toStdString();
-    m_session->start(config, /*resume=*/true);
+    startSession(config, /*resume=*/true);
     showPage(MonitorPageIndex);
 }
 

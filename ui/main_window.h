@@ -13,11 +13,18 @@
 //  - Closing during a run asks; on yes it requests a stop and closes when the session reports the end, so
 //    the checkpoint is written and the run folder stays resumable. The window never blocks waiting.
 //  - Geometry and dock/toolbar state are saved to QSettings "window/geometry" and "window/state".
+//  - The Chat page is told when a run starts and ends and on which device (ChatPage::setTrainingRun: as asked
+//    at start, as resolved once it has loaded), so it refuses GPU chats while the run holds the GPU. A run
+//    that may use the GPU while the chat's model is on it waits for the chat to close it (ChatPage::gpuReleased)
+//    before it starts, so the run plans its memory with the chat's given back.
 #pragma once
 
 #include <QMainWindow>
 #include <QPointer>
 #include <QString>
+
+#include <optional>
+#include <utility>
 
 #include "tandem/run_config.h"
 #include "ui/run_types.h"
@@ -81,6 +88,7 @@ protected:
 private:
     void buildMenus();
     void onRunEnded();
+    void startSession(const tandem::RunConfig& config, bool resume);
     void setStateText(const QString& text);
     void showError(const QString& title, const QString& message);
 
@@ -97,6 +105,7 @@ private:
     QLabel* m_deviceLabel = nullptr;
     QLabel* m_stateLabel = nullptr;
     bool m_closeWhenStopped = false;
+    std::optional<std::pair<tandem::RunConfig, bool>> m_pendingStart;  // waits for the chat to free the GPU
 };
 
 }  // namespace tandem::ui
