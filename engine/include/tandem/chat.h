@@ -19,8 +19,8 @@
 //    prefill runs its GEMMs on fewer rows, which may round differently): a near-tie may flip under greedy.
 //  - Threads: one thread uses a session at a time; cancel may be set from any thread (checked between
 //    prefill chunks and decode steps); the sink runs on the generating thread.
-//  - Device: the CPU today. Device::Cuda is refused with Error{Unsupported} until the CUDA twins of the
-//    inference ops exist; Auto means the CPU.
+//  - Device: Cuda (bf16, infer/cuda_infer.h), Cpu (fp32, the reference) or Auto: CUDA when the backend can run
+//    here (cuda_backend_available), else the CPU.
 #pragma once
 
 #include <atomic>
