@@ -8,7 +8,8 @@
 #   bench/decode_more.sh TANDEM_CLI ASSETS_DIR OUTDIR [NEW_TOKENS]
 # ASSETS_DIR holds tokenizer-llama3/ and tokenizer-qwen3/ (../shared/assets). Prints one line per measurement.
 # TTFT_ONLY=1: only the 2k-token prompt's first token (cold, then warm with prefill chunks of 256 and 2048).
-# HF=0: no transformers runs.
+# HF=0: no transformers runs. HF_CACHE=dynamic: transformers' default cache, eager (the static cache compiles the
+# decode step with torch.compile, whose recompilations spoiled a batch-16 measurement).
 set -euo pipefail
 CLI=$1; ASSETS=$2; OUT=$3; NEW=${4:-256}
 mkdir -p "$OUT"
@@ -62,15 +63,19 @@ for name in llama-3.1-8b qwen3-0.6b; do
   done
   [ "${HF:-1}" = 1 ] || continue
   python3 - "$M" "$SHORT" "$LONG" "$NEW" "$name" <<'PY'
-import sys, time, torch, transformers
+import os, sys, time, torch, transformers
 path, short, long_, new, name = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 tok = transformers.AutoTokenizer.from_pretrained(path)
 m = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16, device_map={"": 0},
                                                       attn_implementation="sdpa")
+CACHE = os.environ.get("HF_CACHE", "static")  # static (torch.compile'd decode step) or dynamic (eager)
 def run(ids, n):
-    kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, cache_implementation="static",
-              cache_config={"max_cache_len": ids.shape[1] + n + 16})
+    kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False)
+    if CACHE == "static":
+        kw.update(cache_implementation="static", cache_config={"max_cache_len": ids.shape[1] + n + 16})
     m.generate(ids, **dict(kw, max_new_tokens=min(n, 8), min_new_tokens=min(n, 8)))  # warm up
+    if CACHE == "dynamic":  # the same shapes once in full: nothing left to warm
+        m.generate(ids, **kw)
     torch.cuda.synchronize(); t = time.perf_counter()
     out = m.generate(ids, **kw)
     torch.cuda.synchronize()
@@ -80,7 +85,7 @@ if os.environ.get("TTFT_ONLY", "0") != "1":
     ids = tok(short, return_tensors="pt").input_ids.cuda()
     out, dt = run(ids.repeat(16, 1), new)
     n = 16 * (out.shape[1] - ids.shape[1])
-    print(f"{name} HF generate batch 16 (static cache, bf16, sdpa): {n} new tokens in {dt:.2f} s = {n / dt:.1f} tokens/s")
+    print(f"{name} HF generate batch 16 ({CACHE} cache, bf16, sdpa): {n} new tokens in {dt:.2f} s = {n / dt:.1f} tokens/s")
 ids = tok(long_, return_tensors="pt").input_ids.cuda()
 _, dt = run(ids, 1)
 print(f"{name} HF generate long prompt: {ids.shape[1]} prompt tokens, first token {dt:.3f} s")
