@@ -598,7 +598,9 @@ void add_op_cases(std::vector<Case>& cs) {
         [](Check& c) { matmul_backward_case(c, 37, 96, 200, false, true, true); });
 
     for (auto [N, IN, OUT, R, s] :
-         {std::tuple{37, 96, 200, 8, 2.0f}, {130, 64, 96, 16, 0.5f}, {17, 37, 53, 4, 4.0f}, {5, 64, 37, 1, 2.0f}})
+         {std::tuple{37, 96, 200, 8, 2.0f}, {130, 64, 96, 16, 0.5f}, {17, 37, 53, 4, 4.0f}, {5, 64, 37, 1, 2.0f},
+          // a decode step's rows (the GEMV paths of both products), and R not a multiple of 8 (the GEMM again)
+          {1, 4096, 1024, 16, 2.0f}, {2, 1024, 3000, 8, 0.5f}, {3, 256, 96, 64, 1.0f}, {4, 512, 300, 12, 2.0f}})
         add("lora " + shape({{"N", N}, {"IN", IN}, {"OUT", OUT}, {"R", R}}),
             [=](Check& c) { lora_case(c, N, IN, OUT, R, s); });
 

@@ -92,6 +92,42 @@ static void gemv(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, in
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
+// LoRA's second product for a decode step's few rows: out[n, o] += scaling * dot(tmp[n, :R], b[o, :R]), one thread
+// per output feature reading its row of b (R bf16, 16-byte loads) once for all NR rows; tmp in shared memory; the
+// sum in fp32 in a fixed order, added to out and rounded once (what the GEMM with beta 1 computes).
+constexpr int kLoraBThreads = 256, kLoraBMaxRank = 256;
+template <int NR>
+static __global__ void __launch_bounds__(kLoraBThreads)
+    lora_b_gemv_kernel(bf16* __restrict__ out, const bf16* __restrict__ tmp, const bf16* __restrict__ b,
+                       float scaling, int OUT, int R) {
+    __shared__ float t[NR][kLoraBMaxRank];
+    for (int i = threadIdx.x; i < NR * R; i += blockDim.x) t[i / R][i % R] = __bfloat162float(tmp[i]);
+    __syncthreads();
+    const int o = static_cast<int>(blockIdx.x) * kLoraBThreads + static_cast<int>(threadIdx.x);
+    if (o >= OUT) return;
+    const bf16* br = b + static_cast<int64_t>(o) * R;
+    float acc[NR] = {};
+    for (int j = 0; j < R; j += 8) {
+        const Pack<bf16, 8> bv = load_pack<8>(br + j);
+#pragma unroll
+        for (int n = 0; n < NR; n++)
+#pragma unroll
+            for (int q = 0; q < 8; q++) acc[n] += t[n][j + q] * __bfloat162float(bv.v[q]);
+    }
+#pragma unroll
+    for (int n = 0; n < NR; n++) {
+        bf16& y = out[static_cast<int64_t>(n) * OUT + o];
+        y = __float2bfloat16_rn(__bfloat162float(y) + scaling * acc[n]);
+    }
+}
+
+template <int NR>
+static void lora_b_gemv(bf16* out, const bf16* tmp, const bf16* b, float scaling, int OUT, int R) {
+    lora_b_gemv_kernel<NR><<<static_cast<unsigned>((OUT + kLoraBThreads - 1) / kLoraBThreads), kLoraBThreads, 0,
+                             context().stream>>>(out, tmp, b, scaling, OUT, R);
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
 // ----------------------------------------------------------------------------------------------------------
 // cuBLASLt plans
 
@@ -344,6 +380,15 @@ void lora_forward(bf16* out, bf16* tmp, const bf16* inp, const bf16* lora_a, con
     TANDEM_KCHECK(N > 0 && IN > 0 && OUT > 0 && R > 0);
     lora_tmp_forward(tmp, inp, lora_a, N, IN, R);
     // out[N,OUT] += scaling * tmp[N,R] @ lora_b[OUT,R]^T
+    const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    if (N <= kGemvMaxRows && R % 8 == 0 && R <= kLoraBMaxRank && a16(lora_b)) {  // a decode step's few rows
+        switch (N) {
+        case 1: lora_b_gemv<1>(out, tmp, lora_b, scaling, OUT, R); return;
+        case 2: lora_b_gemv<2>(out, tmp, lora_b, scaling, OUT, R); return;
+        case 3: lora_b_gemv<3>(out, tmp, lora_b, scaling, OUT, R); return;
+        default: lora_b_gemv<4>(out, tmp, lora_b, scaling, OUT, R); return;
+        }
+    }
     gemm(false, true, N, OUT, R, scaling, tmp, R, lora_b, R, 1.0f, out, OUT, false);
 }
 
@@ -353,6 +398,15 @@ void lora_tmp_forward(bf16* tmp, const bf16* inp, const bf16* lora_a, int N, int
     TANDEM_KCHECK_PTR(lora_a);
     TANDEM_KCHECK(N > 0 && IN > 0 && R > 0);
     // tmp[N,R] = inp[N,IN] @ lora_a[R,IN]^T
+    const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    if (N <= kGemvMaxRows && IN % 8 == 0 && a16(inp) && a16(lora_a)) {  // a decode step's few rows: the GEMV
+        switch (N) {
+        case 1: gemv<1>(tmp, inp, lora_a, nullptr, IN, R); return;
+        case 2: gemv<2>(tmp, inp, lora_a, nullptr, IN, R); return;
+        case 3: gemv<3>(tmp, inp, lora_a, nullptr, IN, R); return;
+        default: gemv<4>(tmp, inp, lora_a, nullptr, IN, R); return;
+        }
+    }
     gemm(false, true, N, R, IN, 1.0f, inp, IN, lora_a, IN, 0.0f, tmp, R, false);
 }
 
