@@ -92,6 +92,48 @@ static void gemv(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, in
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
+// LoRA's first product for a decode step's few rows, tmp[n, r] = dot(inp[n, :], a[r, :]): R (the rank) is too few
+// outputs for gemv_kernel's warp per output, so here a whole block per output r: 256 threads stride over IN
+// with 16-byte loads, then a fixed-order reduction (warp butterfly, then the warps in order), rounded once.
+constexpr int kLoraAThreads = 256;
+template <int NR>
+static __global__ void __launch_bounds__(kLoraAThreads)
+    lora_a_gemv_kernel(bf16* __restrict__ tmp, const bf16* __restrict__ inp, const bf16* __restrict__ a, int IN,
+                       int R) {
+    __shared__ float part[NR][kLoraAThreads / 32];
+    const int r = static_cast<int>(blockIdx.x);
+    const bf16* ar = a + static_cast<int64_t>(r) * IN;
+    float acc[NR] = {};
+    for (int c = static_cast<int>(threadIdx.x) * 8; c < IN; c += kLoraAThreads * 8) {
+        const Pack<bf16, 8> av = load_pack<8>(ar + c);
+#pragma unroll
+        for (int n = 0; n < NR; n++) {
+            const Pack<bf16, 8> xv = load_pack<8>(inp + static_cast<int64_t>(n) * IN + c);
+#pragma unroll
+            for (int q = 0; q < 8; q++) acc[n] += __bfloat162float(av.v[q]) * __bfloat162float(xv.v[q]);
+        }
+    }
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+    for (int n = 0; n < NR; n++) {
+#pragma unroll
+        for (int d = 16; d > 0; d /= 2) acc[n] += __shfl_xor_sync(0xffffffffu, acc[n], d);
+        if (lane == 0) part[n][warp] = acc[n];
+    }
+    __syncthreads();
+    if (threadIdx.x < NR) {
+        float s = 0.0f;
+        for (int w = 0; w < kLoraAThreads / 32; w++) s += part[threadIdx.x][w];
+        tmp[static_cast<int64_t>(threadIdx.x) * R + r] = __float2bfloat16_rn(s);
+    }
+}
+
+template <int NR>
+static void lora_a_gemv(bf16* tmp, const bf16* inp, const bf16* a, int IN, int R) {
+    lora_a_gemv_kernel<NR><<<static_cast<unsigned>(R), kLoraAThreads, 0, context().stream>>>(tmp, inp, a, IN, R);
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
 // LoRA's second product for a decode step's few rows: out[n, o] += scaling * dot(tmp[n, :R], b[o, :R]), one thread
 // per output feature reading its row of b (R bf16, 16-byte loads) once for all NR rows; tmp in shared memory; the
 // sum in fp32 in a fixed order, added to out and rounded once (what the GEMM with beta 1 computes).
@@ -399,12 +441,12 @@ void lora_tmp_forward(bf16* tmp, const bf16* inp, const bf16* lora_a, int N, int
     TANDEM_KCHECK(N > 0 && IN > 0 && R > 0);
     // tmp[N,R] = inp[N,IN] @ lora_a[R,IN]^T
     const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    if (N <= kGemvMaxRows && IN % 8 == 0 && a16(inp) && a16(lora_a)) {  // a decode step's few rows: the GEMV
+    if (N <= kGemvMaxRows && IN % 8 == 0 && a16(inp) && a16(lora_a)) {  // a decode step's few rows: a block per r
         switch (N) {
-        case 1: gemv<1>(tmp, inp, lora_a, nullptr, IN, R); return;
-        case 2: gemv<2>(tmp, inp, lora_a, nullptr, IN, R); return;
-        case 3: gemv<3>(tmp, inp, lora_a, nullptr, IN, R); return;
-        default: gemv<4>(tmp, inp, lora_a, nullptr, IN, R); return;
+        case 1: lora_a_gemv<1>(tmp, inp, lora_a, IN, R); return;
+        case 2: lora_a_gemv<2>(tmp, inp, lora_a, IN, R); return;
+        case 3: lora_a_gemv<3>(tmp, inp, lora_a, IN, R); return;
+        default: lora_a_gemv<4>(tmp, inp, lora_a, IN, R); return;
         }
     }
     gemm(false, true, N, R, IN, 1.0f, inp, IN, lora_a, IN, 0.0f, tmp, R, false);
