@@ -149,8 +149,9 @@ private slots:
                 QCOMPARE(g.size(), w.size());
                 for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(double(g[i]) - w[i]));
             }
+            const PeftAdapter initial = read_peft_adapter(kLlama / "adapter", load_model_config(kLlama));
             for (const auto& [name, w] : want.values) {
-                const auto& init = read_peft_adapter(kLlama / "adapter", load_model_config(kLlama)).tensors.at(name);
+                const auto& init = initial.tensors.at(name);
                 for (size_t i = 0; i < w.size() && !moved; ++i) moved = std::fabs(w[i] - init[i]) > 1e-4;
             }
             QVERIFY(moved);  // the steps changed the adapter
