@@ -465,16 +465,34 @@ private slots:
                      ErrorCategory::InvalidInput, {"config.json", "short_factor has 1 factors", "needs 2"});
         expect_error([&] { longrope([](json& j) { j["rope_scaling"]["long_factor"] = {1.0, -2.0}; }); },
                      ErrorCategory::InvalidInput, {"long_factor", "not positive"});
-        // What the block does not do is refused with the reason.
-        const auto partial = longrope([](json& j) { j["partial_rotary_factor"] = 0.75; });
-        QVERIFY(!partial.supported && partial.unsupported_reason.find("partial_rotary_factor") != std::string::npos);
-        const auto partial5 = longrope([](json& j) {  // transformers 5: inside rope_parameters
+        // Partial rotary (Phi-4-mini): int(head_dim * factor) channels rotate, one LongRoPE factor per rotated
+        // pair; at the top level or (transformers 5) inside rope_parameters.
+        const auto partial = longrope([](json& j) {
+            j["partial_rotary_factor"] = 0.5;
+            j["rope_scaling"]["short_factor"] = {1.5};
+            j["rope_scaling"]["long_factor"] = {8.0};
+        });
+        QVERIFY2(partial.supported, partial.unsupported_reason.c_str());
+        QCOMPARE(partial.rotary_dim(), int64_t(2));
+        QCOMPARE(partial.head_dim, int64_t(4));
+        const auto partial5 = longrope([](json& j) {
             j["rope_parameters"] = j["rope_scaling"];
             j.erase("rope_scaling");
-            j["rope_parameters"]["partial_rotary_factor"] = 0.75;
+            j["rope_parameters"]["partial_rotary_factor"] = 0.5;
+            j["rope_parameters"]["short_factor"] = {1.5};
+            j["rope_parameters"]["long_factor"] = {8.0};
         });
-        QVERIFY(!partial5.supported &&
-                partial5.unsupported_reason.find("partial_rotary_factor") != std::string::npos);
+        QVERIFY2(partial5.supported, partial5.unsupported_reason.c_str());
+        QCOMPARE(partial5.rotary_dim(), int64_t(2));
+        expect_error([&] { longrope([](json& j) { j["partial_rotary_factor"] = 0.5; }); }, ErrorCategory::InvalidInput,
+                     {"short_factor has 2 factors", "partial_rotary_factor", "needs 1"});
+        // An odd rotary count (4 x 0.75 = 3) is refused with the reason.
+        const auto odd = longrope([](json& j) {
+            j["partial_rotary_factor"] = 0.75;
+            j["rope_scaling"]["short_factor"] = {1.5};
+            j["rope_scaling"]["long_factor"] = {8.0};
+        });
+        QVERIFY(!odd.supported && odd.unsupported_reason.find("partial_rotary_factor") != std::string::npos);
         const auto drop = longrope([](json& j) { j["resid_pdrop"] = 0.1; });
         QVERIFY(!drop.supported && drop.unsupported_reason.find("resid_pdrop") != std::string::npos);
     }

@@ -3,9 +3,10 @@
 // Phi3ForCausalLM (modeling_phi3; also Phi-4 and Phi-4-mini): Llama's block with fused projections:
 // self_attn.qkv_proj [Q + 2 KV, H] holds q, k, v in that row order, mlp.gate_up_proj [2 I, H] holds gate then
 // up (`gate, up = gate_up.chunk(2, dim=-1)`); no biases. RoPE may be LongRoPE (rope_scaling type "longrope",
-// formerly "su"), read by the shared RoPE parser. What the block does not implement is refused with a reason:
-// partial rotary embeddings (partial_rotary_factor < 1, Phi-4-mini) and dropout inside the model
-// (resid_pdrop / embd_pdrop / attention_dropout > 0: transformers would apply them while training).
+// formerly "su"), read by the shared RoPE parser, and may rotate only part of each head (partial_rotary_factor,
+// Phi-4-mini: 0.75; ModelConfig::rotary_dim; its LongRoPE factors then have rotary_dim / 2 entries). What the
+// block does not implement is refused with a reason: dropout inside the model (resid_pdrop / embd_pdrop /
+// attention_dropout > 0: transformers would apply them while training).
 #include "arch/arch.h"
 
 namespace tandem {
@@ -18,10 +19,14 @@ void parse(const ConfigFields& r, ModelConfig& c) {
     double partial = r.number("partial_rotary_factor", 1.0);
     if (r.has("rope_parameters") && r.raw()["rope_parameters"].is_object())
         partial = ConfigFields(r.raw()["rope_parameters"], r.src()).number("partial_rotary_factor", partial);
-    if (partial != 1.0) {
+    c.partial_rotary_factor = partial;
+    const int64_t head_dim = r.integer("head_dim", c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0);
+    const int64_t rot = int64_t(double(head_dim) * partial);
+    if (!(partial > 0.0 && partial <= 1.0) || rot < 2 || rot % 2 != 0) {
         c.supported = false;
-        c.unsupported_reason = "partial rotary embeddings (partial_rotary_factor " + std::to_string(partial) +
-                               ") are not supported yet";
+        c.unsupported_reason = "partial_rotary_factor " + std::to_string(partial) + " gives " + std::to_string(rot) +
+                               " rotary channels of head_dim " + std::to_string(head_dim) +
+                               "; it must be in (0, 1] and give an even count";
     }
     for (const char* key : {"resid_pdrop", "embd_pdrop", "attention_dropout"})
         if (r.number(key, 0.0) != 0.0 && c.supported) {

@@ -284,7 +284,7 @@ void add_hparams(GgufHeader& h, const ModelConfig& c, const GgufArch& arch) {
     h.add_u32(a + "attention.value_length", uint32_t(c.head_dim));
     h.add_f32(a + "attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
     h.add_f32(a + "rope.freq_base", float(c.rope_theta));
-    h.add_u32(a + "rope.dimension_count", uint32_t(c.head_dim));
+    h.add_u32(a + "rope.dimension_count", uint32_t(c.rotary_dim()));
     h.add_u32(a + "vocab_size", uint32_t(c.vocab_size));
     const RopeScaling& rs = c.rope_scaling;
     if (rs.type == RopeScalingType::Linear) {

@@ -181,9 +181,9 @@ CpuInferModel CpuInferModel::load(const std::filesystem::path& model_dir, const 
     m.M = resolve_max_len(cfg, options, m.d.longrope_max);
     if (m.M < 2) throw_invalid(where + ": a context of " + std::to_string(m.M) + " positions is too short to generate");
     const Dims& d = m.d;
-    m.rope = cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, int(cfg.max_position_embeddings));
+    m.rope = cpu::rope_table_build(int(cfg.rotary_dim()), cfg.rope_theta, cfg.rope_scaling, int(cfg.max_position_embeddings));
     if (cfg.rope_local_theta > 0)
-        m.rope_local = cpu::rope_table_build(d.D, cfg.rope_local_theta, RopeScaling{}, int(cfg.max_position_embeddings));
+        m.rope_local = cpu::rope_table_build(int(cfg.rotary_dim()), cfg.rope_local_theta, RopeScaling{}, int(cfg.max_position_embeddings));
     m.allocate_decoder(1);
     m.weights_mem.assign(m.y.weights.alloc_size() / sizeof(float), 0.0f);
     m.cp = cache_plan(d, m.N, m.M);

@@ -91,9 +91,16 @@ void parse_rope(const ConfigFields& r, const Family& fam, ModelConfig& c) {
                 out.push_back(s.as_number(x, where + key));
                 if (!(out.back() > 0)) r.bad(where + key + " holds a factor that is not positive");
             }
-            if (int64_t(out.size()) != c.head_dim / 2)
+            // One factor per rotated pair: head_dim / 2, or fewer with partial rotary (Phi-4-mini).
+            double partial = 1.0;
+            for (const json* o : {&j, scaling})
+                if (o && o->is_object() && o->contains("partial_rotary_factor") && (*o)["partial_rotary_factor"].is_number())
+                    partial = (*o)["partial_rotary_factor"].get<double>();
+            const int64_t pairs = int64_t(double(c.head_dim) * partial) / 2;
+            if (int64_t(out.size()) != pairs)
                 r.bad(where + key + " has " + std::to_string(out.size()) + " factors; head_dim " +
-                      std::to_string(c.head_dim) + " needs " + std::to_string(c.head_dim / 2));
+                      std::to_string(c.head_dim) + (partial != 1.0 ? " with partial_rotary_factor " + std::to_string(partial) : "") +
+                      " needs " + std::to_string(pairs));
             return out;
         };
         rs.short_factor = factors("short_factor");

@@ -77,9 +77,9 @@ Dims cuda_dims(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOp
 cpu::RopeTable build_rope(const ModelConfig& cfg, const Dims& d, bool local = false) {
     if (local)
         return cfg.rope_local_theta > 0
-                   ? cpu::rope_table_build(d.D, cfg.rope_local_theta, RopeScaling{}, d.rope_positions)
+                   ? cpu::rope_table_build(int(cfg.rotary_dim()), cfg.rope_local_theta, RopeScaling{}, d.rope_positions)
                    : cpu::RopeTable{};
-    return cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, d.rope_positions);
+    return cpu::rope_table_build(int(cfg.rotary_dim()), cfg.rope_theta, cfg.rope_scaling, d.rope_positions);
 }
 
 ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const cpu::RopeTable& rope_local,

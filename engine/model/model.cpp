@@ -139,9 +139,9 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
     m.lora = lora;
     m.d = cpu_dims(cfg, lora, max_tokens);
     const Dims& d = m.d;
-    m.rope = cpu::rope_table_build(d.D, cfg.rope_theta, cfg.rope_scaling, int(cfg.max_position_embeddings));
+    m.rope = cpu::rope_table_build(int(cfg.rotary_dim()), cfg.rope_theta, cfg.rope_scaling, int(cfg.max_position_embeddings));
     if (cfg.rope_local_theta > 0)
-        m.rope_local = cpu::rope_table_build(d.D, cfg.rope_local_theta, RopeScaling{}, int(cfg.max_position_embeddings));
+        m.rope_local = cpu::rope_table_build(int(cfg.rotary_dim()), cfg.rope_local_theta, RopeScaling{}, int(cfg.max_position_embeddings));
     const auto specs = lora_tensor_specs(cfg, lora);
     m.lora_index = lora_index_of(specs, d.L);
     m.params = init_lora_params(specs, seed);

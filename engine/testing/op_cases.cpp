@@ -174,10 +174,11 @@ std::vector<int32_t> packed_positions(const std::vector<int>& lengths) {
     return pos;
 }
 
+// rotary: the rotated channels (partial rotary: fewer than D; 0: all of D).
 void rope_case(Check& c, int H, int D, double theta, const RopeScaling& scaling, std::vector<int32_t> positions,
-               int max_pos, bool in_place) {
+               int max_pos, bool in_place, int rotary = 0) {
     const int T = int(positions.size());
-    const cpu::RopeTable table = cpu::rope_table_build(D, theta, scaling, max_pos);
+    const cpu::RopeTable table = cpu::rope_table_build(rotary > 0 ? rotary : D, theta, scaling, max_pos);
     const Dev<char> d_table(int64_t(cuda::rope_table_bytes(table)));
     const cuda::RopeTableDevice td = cuda::rope_table_upload(table, d_table.p());
     const auto d_pos = dev_i32(positions);
@@ -564,6 +565,13 @@ void add_op_cases(std::vector<Case>& cs) {
             [=](Check& c) { rope_case(c, 2, 128, 10000.0, none, packed, 256, true); });
         add("rope D=36 H=5 linear lengths=1,17,64,130",
             [=](Check& c) { rope_case(c, 5, 36, 10000.0, linear, packed, 256, false); });
+        // Partial rotary (Phi-4-mini: 96 of 128 channels; the rest pass through, copied when not in place).
+        add("rope D=128 H=4 partial rotary 96 lengths=1,17,64,130",
+            [=](Check& c) { rope_case(c, 4, 128, 10000.0, none, packed, 256, false, 96); });
+        add("rope D=128 H=3 partial rotary 96 in-place lengths=1,17,64,130",
+            [=](Check& c) { rope_case(c, 3, 128, 10000.0, none, packed, 256, true, 96); });
+        add("rope D=16 H=2 partial rotary 12 (scalar path) lengths=1,17,64,130",
+            [=](Check& c) { rope_case(c, 2, 16, 10000.0, none, packed, 256, false, 12); });
         add("rope D=128 H=4 llama3 positions up to 16383", [=](Check& c) {
             std::vector<int32_t> pos = {0, 1, 2, 17, 255, 1000, 2047, 4095, 8191, 8192, 9001, 16383};
             while (pos.size() < 77) pos.push_back(c.rng.below(16384));

@@ -32,7 +32,8 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # check_adapter.py beside this file
 
-VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3", "qwen3-moe", "mixtral")
+VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "phi3-partial", "gemma2", "gemma3",
+            "qwen3-moe", "mixtral")
 OPS_SEED = 1234
 PROBLEMS = []  # checks that failed; reported at the end (exit 2) instead of aborting the run
 
@@ -386,6 +387,12 @@ SPECS = {
     "phi3": ("Phi3Config", "Phi3ForCausalLM", 606, dict(tie_word_embeddings=False, original_max_position_embeddings=128),
              10000.0, {"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0],
                        "long_factor": [1.0, 2.0, 4.0, 8.0, 16.0, 24.0, 32.0, 48.0]}, False),
+    # Phi-4-mini's RoPE: partial rotary (partial_rotary_factor 0.75: 12 of head_dim 16 channels rotate, the rest
+    # pass through) with LongRoPE factors per rotated pair (6).
+    "phi3-partial": ("Phi3Config", "Phi3ForCausalLM", 616,
+                     dict(tie_word_embeddings=False, original_max_position_embeddings=128, partial_rotary_factor=0.75),
+                     10000.0, {"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.25, 1.5, 2.0, 2.5],
+                               "long_factor": [1.0, 2.0, 4.0, 8.0, 16.0, 24.0], "partial_rotary_factor": 0.75}, False),
     # Gemma 2: (1 + w) RMSNorms incl. the sandwich norms around attention and MLP, GeGLU (tanh), the embedding
     # times sqrt(hidden), query_pre_attn_scalar != head_dim, attention and final logit soft-capping (caps small
     # enough that tanh bends), layer 0 sliding (window 8, shorter than two sequences), layer 1 full.
@@ -416,7 +423,8 @@ SPECS = {
 GEMMA = ("gemma2", "gemma3")
 GEMMA3_LOCAL_THETA = 10000.0
 # PEFT target_modules per variant (the checkpoint's module names).
-FUSED_TARGETS = {"phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]}
+FUSED_TARGETS = {"phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
+                 "phi3-partial": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]}
 WEIGHT_STD = 0.02          # every Linear / embedding weight, like HF init ...
 QK_STD = 0.125             # ... except q_proj / k_proj: attention scores O(1) so causal mask and RoPE matter
 BIAS_STD = 0.1             # qwen2 q/k/v biases

@@ -128,6 +128,10 @@ struct ModelConfig {
     // True when layer `layer` has a mixture-of-experts MLP (false for every layer of a dense model).
     bool is_moe_layer(int64_t layer) const;
     // Attention widths: num_attention_heads * head_dim and num_key_value_heads * head_dim.
+    // Channels of each head that RoPE rotates: head_dim, or int(head_dim * partial_rotary_factor) (Phi-4-mini:
+    // the first 3/4; the rest pass through), as transformers computes it.
+    double partial_rotary_factor = 1.0;
+    int64_t rotary_dim() const { return int64_t(double(head_dim) * partial_rotary_factor); }
     int64_t q_dim() const { return num_attention_heads * head_dim; }
     int64_t kv_dim() const { return num_key_value_heads * head_dim; }
     // The attention window of layer `layer` (0 = full causal attention).

@@ -65,9 +65,9 @@ void rope_apply(float* out, const float* inp, const int32_t* positions, const Ro
     TANDEM_KCHECK_PTR(inp);
     TANDEM_KCHECK_PTR(positions);
     TANDEM_KCHECK(T > 0 && H > 0 && D > 0);
-    TANDEM_KCHECK(D == table.head_dim);
+    TANDEM_KCHECK(table.head_dim > 0 && table.head_dim <= D);  // the table's rotary dim: all of D, or its start
     check_positions(positions, T, table.max_pos);
-    const int half = D / 2;
+    const int Dr = table.head_dim, half = Dr / 2;
     const int64_t rows = static_cast<int64_t>(T) * H;
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
@@ -83,6 +83,8 @@ void rope_apply(float* out, const float* inp, const int32_t* positions, const Ro
             y[i] = x1 * c[i] - x2 * si;
             y[i + half] = x2 * c[i] + x1 * si;
         }
+        if (y != x)
+            for (int k = Dr; k < D; k++) y[k] = x[k];  // partial rotary: the rest passes through
     }
 }
 
@@ -113,7 +115,7 @@ RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scalin
             // transformers' _compute_longrope_parameters in float32 with the short factors (the table serves
             // sequences up to original_max_position_embeddings; the models refuse longer samples):
             //   inv_freq = 1.0 / (ext_factors * base ** (arange(0, dim, 2).float() / dim))
-            TANDEM_KCHECK(int(scaling.short_factor.size()) == head_dim / 2);
+            TANDEM_KCHECK(int(scaling.short_factor.size()) == head_dim / 2);  // head_dim: the rotary dim
             const float base = static_cast<float>(theta);
             for (int i = 0; i < head_dim / 2; i++) {
                 const float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);

@@ -2,7 +2,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Rotary position embedding on the CPU backend, in Hugging Face's rotate_half convention: channel i is
 // paired with channel i + D/2 (not with i+1 as in the original GPT-NeoX/Meta interleaved layout).
-// T = tokens, H = heads, D = head_dim (rotary dim = head_dim), P = max positions of the table.
+// T = tokens, H = heads, D = head_dim, P = max positions of the table. The table's head_dim is the rotary dim
+// Dr <= D: partial rotary (Phi-4-mini's partial_rotary_factor) rotates the first Dr channels of each head (pairs
+// i, i + Dr/2, as transformers' rotate_half of q[..., :Dr]) and passes the rest through.
 // Decision: the cos/sin table reproduces transformers' float32 computation step by step (inv_freq and the
 // llama3 wavelength bands in float32 arithmetic, angle = float(pos) * inv_freq rounded to float32, then
 // cos/sin of that float angle), with each transcendental evaluated in double and rounded once. So the table

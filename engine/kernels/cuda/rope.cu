@@ -21,10 +21,11 @@ constexpr int kThreads = 256;
 // CUDA kernels
 
 // sign +1: forward rotation; -1: its transpose (backward).
+// Dr: the rotated channels (partial rotary: the first Dr of D; the rest pass through, copied when out != inp).
 template <int W>
 __global__ void rope_kernel(bf16* out, const bf16* inp, const int32_t* positions, const float* cos_table,
-                            const float* sin_table, int T, int H, int D, float sign) {
-    const int half = D / 2;
+                            const float* sin_table, int T, int H, int D, int Dr, float sign) {
+    const int half = Dr / 2;
     const int per_row = half / W;
     const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (idx >= int64_t(T) * H * per_row) return;
@@ -48,6 +49,8 @@ __global__ void rope_kernel(bf16* out, const bf16* inp, const int32_t* positions
     }
     *reinterpret_cast<Pack<bf16, W>*>(y + i) = ya;
     *reinterpret_cast<Pack<bf16, W>*>(y + i + half) = yb;
+    if (i == 0 && Dr < D && y != x)
+        for (int k = Dr; k < D; k++) y[k] = x[k];
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -61,16 +64,16 @@ void rope_launch(bf16* out, const bf16* inp, const int32_t* positions, const Rop
     TANDEM_KCHECK_PTR(table.cos);
     TANDEM_KCHECK_PTR(table.sin);
     TANDEM_KCHECK(T > 0 && H > 0 && D > 0 && D % 2 == 0);
-    TANDEM_KCHECK(D == table.head_dim);
-    const int half = D / 2;
+    TANDEM_KCHECK(table.head_dim > 0 && table.head_dim <= D);  // the table's rotary dim: all of D, or its start
+    const int Dr = table.head_dim, half = Dr / 2;
     const bool vec = half % 8 == 0 && aligned16(out) && aligned16(inp) && aligned16(table.cos) && aligned16(table.sin);
     const cudaStream_t s = context().stream;
     if (vec)
         rope_kernel<8><<<grid_for(int64_t(T) * H * (half / 8), kThreads), kThreads, 0, s>>>(
-            out, inp, positions, table.cos, table.sin, T, H, D, sign);
+            out, inp, positions, table.cos, table.sin, T, H, D, Dr, sign);
     else
         rope_kernel<1><<<grid_for(int64_t(T) * H * half, kThreads), kThreads, 0, s>>>(out, inp, positions, table.cos,
-                                                                                      table.sin, T, H, D, sign);
+                                                                                      table.sin, T, H, D, Dr, sign);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
