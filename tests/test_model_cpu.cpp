@@ -180,8 +180,8 @@ class TestModelCpu : public QObject {
 private slots:
     void parity_data() {
         QTest::addColumn<QString>("variant");
-        for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3",
-                              "qwen3-moe", "mixtral"})
+        for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "phi3-partial", "gemma2",
+                              "gemma3", "qwen3-moe", "mixtral"})
             QTest::newRow(v) << QString(v);
     }
 

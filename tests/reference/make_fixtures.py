@@ -523,6 +523,7 @@ def build_model(variant, seed=None):
     assert tied == bool(extra.get("tie_word_embeddings")), f"{variant}: lm_head tied={tied}"
     # the model's RoPE frequencies are the ones the README documents (catches a silently ignored rope config)
     head_dim = extra.get("head_dim", COMMON["hidden_size"] // COMMON["num_attention_heads"])
+    head_dim = int(head_dim * extra.get("partial_rotary_factor", 1.0))  # the rotated channels (partial rotary)
     want_scaling = 1.0
     if variant in GEMMA:
         want = None  # per-layer-type tables: checked by the engine's fixture parity instead
