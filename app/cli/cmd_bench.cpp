@@ -222,43 +222,57 @@ double measure_peak_bf16_flops() {
     return 2.0 * double(n) * double(n) * double(n) * reps / (double(ms) * 1e-3);
 }
 
+// Random bf16 data for the kernel benchmarks (not zeros: the tensor cores draw and clock differently on zeros): one
+// 4M-element random block copied over the buffer.
+class RandomBf16 {
+public:
+    explicit RandomBf16(uint64_t seed) : block_(size_t(1) << 22) {
+        SplitMix64 rng(seed);
+        for (auto& x : block_) x = __float2bfloat16(float(rng.next_double() * 2.0 - 1.0));
+    }
+    cuda::DeviceBuffer buffer(size_t elems, const char* what) const {
+        cuda::DeviceBuffer b(elems * sizeof(cuda::bf16), what);
+        for (size_t at = 0; at < elems; at += block_.size()) {
+            const size_t n = std::min(block_.size(), elems - at);
+            TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.as<cuda::bf16>() + at, block_.data(), n * sizeof(cuda::bf16),
+                                              cudaMemcpyHostToDevice, cuda::context().stream));
+        }
+        return b;
+    }
+
+private:
+    std::vector<cuda::bf16> block_;
+};
+
+// Milliseconds per call of f: `warmup` untimed calls, then `reps` between two events on the compute stream.
+template <class F>
+double time_calls_ms(const F& f, int warmup = 3, int reps = 20) {
+    cudaStream_t stream = cuda::context().stream;
+    for (int i = 0; i < warmup; ++i) f();
+    Event start, stop;
+    TANDEM_CUDA_CHECK(cudaEventRecord(start.e, stream));
+    for (int i = 0; i < reps; ++i) f();
+    TANDEM_CUDA_CHECK(cudaEventRecord(stop.e, stream));
+    cuda::wait_event(stop.e);
+    float ms = 0;
+    TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
+    return double(ms) / reps;
+}
+
 // --grouped-gemm (formula and shapes in the file header): the MoE expert GEMMs against one dense GEMM of the
 // same FLOPs. Returns one JSON row per shape and direction.
 json grouped_gemm_bench() {
     constexpr int kExperts = 128, kRows = 16384 * 8;  // Qwen3-30B-A3B: 16384 tokens x 8 experts each
-    constexpr int warmup = 3, reps = 20;
     cudaStream_t stream = cuda::context().stream;
-    // Random bf16 data (not zeros: the tensor cores draw and clock differently on zeros), one 4M-element
-    // random block copied over the buffer.
-    std::vector<cuda::bf16> block(size_t(1) << 22);
-    SplitMix64 rng(20240605);
-    for (auto& x : block) x = __float2bfloat16(float(rng.next_double() * 2.0 - 1.0));
-    auto random_buffer = [&](size_t elems, const char* what) {
-        cuda::DeviceBuffer b(elems * sizeof(cuda::bf16), what);
-        for (size_t at = 0; at < elems; at += block.size()) {
-            const size_t n = std::min(block.size(), elems - at);
-            TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.as<cuda::bf16>() + at, block.data(), n * sizeof(cuda::bf16),
-                                              cudaMemcpyHostToDevice, stream));
-        }
-        return b;
-    };
+    const RandomBf16 random(20240605);
+    auto random_buffer = [&](size_t elems, const char* what) { return random.buffer(elems, what); };
     // Even routing: expert e owns rows [e * rows / E, (e + 1) * rows / E).
     std::vector<int32_t> offsets(kExperts + 1);
     for (int e = 0; e <= kExperts; ++e) offsets[size_t(e)] = int32_t(int64_t(e) * kRows / kExperts);
     const cuda::DeviceBuffer d_offsets(offsets.size() * sizeof(int32_t), "grouped GEMM offsets");
     TANDEM_CUDA_CHECK(
         cudaMemcpyAsync(d_offsets.data(), offsets.data(), d_offsets.bytes(), cudaMemcpyHostToDevice, stream));
-    auto time_ms = [&](const auto& f) {
-        for (int i = 0; i < warmup; ++i) f();
-        Event start, stop;
-        TANDEM_CUDA_CHECK(cudaEventRecord(start.e, stream));
-        for (int i = 0; i < reps; ++i) f();
-        TANDEM_CUDA_CHECK(cudaEventRecord(stop.e, stream));
-        cuda::wait_event(stop.e);
-        float ms = 0;
-        TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
-        return double(ms) / reps;
-    };
+    auto time_ms = [](const auto& f) { return time_calls_ms(f); };
     struct Shape {
         const char* name;
         int in, out;
@@ -307,31 +321,9 @@ json grouped_gemm_bench() {
 // (out = x W^T) and input gradient (dx += dy W), with the FP8 path's parts timed alone: the activation / output
 // gradient quantization, the weight transpose, the block-scaled GEMM. One JSON row per shape and direction.
 json fp8_gemm_bench() {
-    constexpr int warmup = 3, reps = 20;
-    cudaStream_t stream = cuda::context().stream;
-    std::vector<cuda::bf16> block(size_t(1) << 22);
-    SplitMix64 rng(20261125);
-    for (auto& x : block) x = __float2bfloat16(float(rng.next_double() * 2.0 - 1.0));
-    auto random_bf16 = [&](size_t elems, const char* what) {
-        cuda::DeviceBuffer b(elems * sizeof(cuda::bf16), what);
-        for (size_t at = 0; at < elems; at += block.size()) {
-            const size_t n = std::min(block.size(), elems - at);
-            TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.as<cuda::bf16>() + at, block.data(), n * sizeof(cuda::bf16),
-                                              cudaMemcpyHostToDevice, stream));
-        }
-        return b;
-    };
-    auto time_ms = [&](const auto& f) {
-        for (int i = 0; i < warmup; ++i) f();
-        Event start, stop;
-        TANDEM_CUDA_CHECK(cudaEventRecord(start.e, stream));
-        for (int i = 0; i < reps; ++i) f();
-        TANDEM_CUDA_CHECK(cudaEventRecord(stop.e, stream));
-        cuda::wait_event(stop.e);
-        float ms = 0;
-        TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
-        return double(ms) / reps;
-    };
+    const RandomBf16 random(20261125);
+    auto random_bf16 = [&](size_t elems, const char* what) { return random.buffer(elems, what); };
+    auto time_ms = [](const auto& f) { return time_calls_ms(f); };
     struct Shape {
         const char* model;
         const char* name;

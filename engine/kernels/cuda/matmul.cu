@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -252,6 +253,27 @@ std::string describe(const PlanKey& k) {
            std::to_string(k.align_b) + "/" + std::to_string(k.align_c) + " bytes";
 }
 
+// The heuristic's best algorithm for a plan's descriptors (alignments of cuBLASLt's A, B and C/D in bytes) into
+// plan.algo; the status when there is none.
+std::optional<cublasStatus_t> choose_algo(Plan& plan, Context& ctx, uint32_t align_a, uint32_t align_b,
+                                          uint32_t align_c) {
+    PrefGuard pref;
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(ctx.lt_workspace_bytes));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan.op, plan.a, plan.b, plan.c, plan.c, pref.p, 1, &result, &found);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+        return s != CUBLAS_STATUS_SUCCESS ? s : CUBLAS_STATUS_NOT_SUPPORTED;
+    plan.algo = result.algo;
+    return std::nullopt;
+}
+
 std::unique_ptr<Plan> make_plan(const PlanKey& k, Context& ctx, const bf16* bias) {
     auto plan = std::make_unique<Plan>();
     const cudaDataType_t c_type = k.c_f32 ? CUDA_R_32F : CUDA_R_16BF;
@@ -274,23 +296,11 @@ std::unique_ptr<Plan> make_plan(const PlanKey& k, Context& ctx, const bf16* bias
     // Ours C: [M,N] row-major = [N,M] column-major.
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, c_type, k.N, k.M, k.ldc));
 
-    PrefGuard pref;
-    TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(ctx.lt_workspace_bytes));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k.align_b);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.align_a);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.align_c);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.align_c);
-
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan->op, plan->a, plan->b, plan->c, plan->c,
-                                                            pref.p, 1, &result, &found);
-    if (s != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+    // cuBLASLt's A is our B, its B is our A (alignments swapped accordingly).
+    if (const std::optional<cublasStatus_t> bad = choose_algo(*plan, ctx, k.align_b, k.align_a, k.align_c))
         throw Error(ErrorCategory::Device, std::string("cuBLASLt has no algorithm for ") + describe(k) + " on " +
-                                               ctx.name + " (" + cublasLtGetStatusName(s) +
+                                               ctx.name + " (" + cublasLtGetStatusName(*bad) +
                                                "); a shape or alignment this GPU's cuBLASLt does not support");
-    plan->algo = result.algo;
     return plan;
 }
 
@@ -340,26 +350,14 @@ std::unique_ptr<Plan> make_fp8_plan(const PlanKey& k, Context& ctx, const bf16* 
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, k.K, k.M, k.lda));
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, k.K, k.N, k.ldb));
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_16BF, k.M, k.N, k.ldc));
-    PrefGuard pref;
-    TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(ctx.lt_workspace_bytes));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k.align_a);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.align_b);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.align_c);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.align_c);
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan->op, plan->a, plan->b, plan->c, plan->c,
-                                                            pref.p, 1, &result, &found);
-    if (s != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+    if (const std::optional<cublasStatus_t> bad = choose_algo(*plan, ctx, k.align_a, k.align_b, k.align_c))
         throw Error(ErrorCategory::Unsupported,
                     "cuBLASLt has no block-scaled FP8 algorithm for out[" + std::to_string(k.N) + "," +
                         std::to_string(k.M) + "] = x[" + std::to_string(k.N) + "," + std::to_string(k.K) + "] @ w[" +
                         std::to_string(k.M) + "," + std::to_string(k.K) + "]^T on " + ctx.name + " (" +
-                        cublasLtGetStatusName(s) +
+                        cublasLtGetStatusName(*bad) +
                         "); FP8 training needs a Hopper GPU (compute capability 9.0) and cuBLAS 12.9 or newer: use "
                         "precision bf16");
-    plan->algo = result.algo;
     return plan;
 }
 
