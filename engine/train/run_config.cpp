@@ -4,6 +4,7 @@
 #include "tandem/run_config.h"
 
 #include <cmath>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -45,6 +46,17 @@ void read_string(const json& obj, const std::string& where, const char* key, std
     if (v.is_null()) { out.clear(); return; }
     if (!v.is_string()) throw_invalid(path_of(where, key) + ": expected a string, got " + v.dump());
     out = v.get<std::string>();
+}
+// A named choice (an enum): `parse` turns the name into the value; an unknown name is refused naming the field and
+// the choices.
+template <class T, class Parse>
+void read_choice(const json& obj, const std::string& where, const char* key, Parse parse, const char* choices, T& out) {
+    if (!obj.contains(key)) return;
+    std::string s;
+    read_string(obj, where, key, s);
+    const std::optional<T> v = parse(s);
+    if (!v) throw_invalid(path_of(where, key) + ": '" + s + "' is unknown; use " + choices);
+    out = *v;
 }
 void read_number(const json& obj, const std::string& where, const char* key, double& out) {
     if (!obj.contains(key)) return;
@@ -260,13 +272,7 @@ RunConfig parse_run_config(const nlohmann::json& j) {
     read_string(j, "", "init_adapter", c.init_adapter);
     read_string(j, "", "output_dir", c.output_dir);
     read_int(j, "", "seed", c.seed);
-    if (j.contains("device")) {
-        std::string d;
-        read_string(j, "", "device", d);
-        const auto v = parse_device_choice(d);
-        if (!v) throw_invalid("device: '" + d + "' is unknown; use cpu, cuda or auto");
-        c.device = *v;
-    }
+    read_choice(j, "", "device", parse_device_choice, "cpu, cuda or auto", c.device);
     if (j.contains("data")) {
         const json& d = j.at("data");
         check_keys(d, "data", {"dataset", "validation", "validation_fraction", "format", "max_seq_len", "packing", "template",
@@ -296,13 +302,7 @@ RunConfig parse_run_config(const nlohmann::json& j) {
                                    "checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "max_nonfinite_steps"});
         TrainingConfig& x = c.training;
         read_number(t, "training", "lr", x.lr);
-        if (t.contains("schedule")) {
-            std::string s;
-            read_string(t, "training", "schedule", s);
-            const auto v = parse_lr_schedule(s);
-            if (!v) throw_invalid("training.schedule: '" + s + "' is unknown; use constant, linear or cosine");
-            x.schedule = *v;
-        }
+        read_choice(t, "training", "schedule", parse_lr_schedule, "constant, linear or cosine", x.schedule);
         read_int(t, "training", "warmup_steps", x.warmup_steps);
         read_number(t, "training", "warmup_ratio", x.warmup_ratio);
         read_int(t, "training", "epochs", x.epochs);
@@ -325,40 +325,15 @@ RunConfig parse_run_config(const nlohmann::json& j) {
         read_int(t, "training", "keep_checkpoints", x.keep_checkpoints);
         read_int(t, "training", "max_nonfinite_steps", x.max_nonfinite_steps);
     }
-    if (j.contains("quantization")) {
-        std::string s;
-        read_string(j, "", "quantization", s);
-        const auto v = parse_quantization(s);
-        if (!v) throw_invalid("quantization: '" + s + "' is unknown; use none or nf4");
-        c.quantization = *v;
-    }
-    if (j.contains("precision")) {
-        std::string s;
-        read_string(j, "", "precision", s);
-        const auto v = parse_precision(s);
-        if (!v) throw_invalid("precision: '" + s + "' is unknown; use bf16 or fp8");
-        c.precision = *v;
-    }
+    read_choice(j, "", "quantization", parse_quantization, "none or nf4", c.quantization);
+    read_choice(j, "", "precision", parse_precision, "bf16 or fp8", c.precision);
     if (j.contains("memory")) {
         const json& m = j.at("memory");
         check_keys(m, "memory", {"checkpointing", "vram_budget_gib", "attention"});
         read_number(m, "memory", "vram_budget_gib", c.memory.vram_budget_gib);
-        if (m.contains("attention")) {
-            std::string a;
-            read_string(m, "memory", "attention", a);
-            const auto v = parse_attention_kernels(a);
-            if (!v) throw_invalid("memory.attention: '" + a + "' is unknown; use auto or inhouse");
-            c.memory.attention = *v;
-        }
-        if (m.contains("checkpointing")) {
-            std::string s;
-            read_string(m, "memory", "checkpointing", s);
-            const auto v = parse_checkpoint_policy(s);
-            if (!v)
-                throw_invalid("memory.checkpointing: '" + s +
-                              "' is unknown; use off, recompute, selective, smart, smart-single or auto");
-            c.memory.checkpointing = *v;
-        }
+        read_choice(m, "memory", "attention", parse_attention_kernels, "auto or inhouse", c.memory.attention);
+        read_choice(m, "memory", "checkpointing", parse_checkpoint_policy,
+                    "off, recompute, selective, smart, smart-single or auto", c.memory.checkpointing);
     }
     return c;
 }
