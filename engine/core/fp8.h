@@ -51,6 +51,26 @@ TANDEM_HD inline int64_t fp8_row_scale_at(int64_t r, int64_t cb, int64_t rows, i
     return r < head ? cb * head + r : cols * head + cb * kFp8RowAlign + (r - head);
 }
 
+// The bits of a float and the float of bits, on the host and the device.
+TANDEM_HD inline uint32_t fp8_bits_of(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t b;
+    std::memcpy(&b, &f, sizeof b);
+    return b;
+#endif
+}
+TANDEM_HD inline float fp8_float_of(uint32_t b) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(b);
+#else
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+#endif
+}
+
 // The value of an E4M3 code.
 TANDEM_HD inline float e4m3_value(uint8_t c) {
     const uint32_t e = (c >> 3) & 0xF, m = c & 7;
@@ -59,33 +79,16 @@ TANDEM_HD inline float e4m3_value(uint8_t c) {
         bits = 0x7FC00000u;  // NaN
     } else if (e == 0) {
         // m * 2^-9: exact as (m as a normal float) scaled; m < 8
-        const float v = float(m) * 0.001953125f;
-#ifdef __CUDA_ARCH__
-        bits = __float_as_uint(v);
-#else
-        std::memcpy(&bits, &v, sizeof bits);
-#endif
+        bits = fp8_bits_of(float(m) * 0.001953125f);
     } else {
         bits = (e - 7 + 127) << 23 | m << 20;  // (1 + m/8) * 2^(e-7), exact in fp32
     }
-    bits |= uint32_t(c & 0x80) << 24;
-    float f;
-#ifdef __CUDA_ARCH__
-    f = __uint_as_float(bits);
-#else
-    std::memcpy(&f, &bits, sizeof f);
-#endif
-    return f;
+    return fp8_float_of(bits | uint32_t(c & 0x80) << 24);
 }
 
 // fp32 -> E4M3, round to nearest even, saturating to +-448; NaN -> 0x7F (sign kept).
 TANDEM_HD inline uint8_t e4m3_code(float x) {
-    uint32_t bits;
-#ifdef __CUDA_ARCH__
-    bits = __float_as_uint(x);
-#else
-    std::memcpy(&bits, &x, sizeof bits);
-#endif
+    const uint32_t bits = fp8_bits_of(x);
     const uint8_t sign = uint8_t((bits >> 24) & 0x80);
     const uint32_t abs = bits & 0x7FFFFFFFu;
     if (abs > 0x7F800000u) return uint8_t(sign | 0x7F);  // NaN
@@ -93,12 +96,7 @@ TANDEM_HD inline uint8_t e4m3_code(float x) {
     const int exp = int(abs >> 23) - 127;
     if (exp < -6) {
         // Subnormal range of E4M3: value = m * 2^-9, m in [0, 8]; round |x| * 2^9 to nearest even integer.
-        float a;
-#ifdef __CUDA_ARCH__
-        a = __uint_as_float(abs);
-#else
-        std::memcpy(&a, &abs, sizeof a);
-#endif
+        const float a = fp8_float_of(abs);
         const float scaled = a * 512.0f;  // exact (power of two)
         int m = int(scaled);
         const float rest = scaled - float(m);
