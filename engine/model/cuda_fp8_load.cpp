@@ -16,6 +16,7 @@
 #include "core/cuda/context.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/fp8.h"
+#include "model/cuda_quant4_load.h"
 #include "model/fp8_load.h"
 
 namespace tandem {
@@ -40,28 +41,13 @@ void upload_fp8(const ArenaLayout& W, void* base, const WeightEntry& e, const Sa
     const TensorInfo& t = fp8_source_tensor(ws, e);
     const Fp8Pieces& p = e.f8;
     const Band a = band_areas(stage, p.in);
-    const cudaStream_t s = cuda::context().stream;
     uint8_t* codes = W.ptr<uint8_t>(base, p.codes);
     float* scales = W.ptr<float>(base, p.scales);
     const int64_t inp = fp8_padded(p.in), ld = fp8_scale_ld(p.in);
-    const size_t es = dtype_size(t.dtype);
     std::vector<float> host;
     for (int64_t r0 = 0; r0 < p.out; r0 += kFp8Block) {
-        const int64_t rows = std::min<int64_t>(kFp8Block, p.out - r0), n = rows * p.in, off = r0 * p.in;
-        // Pageable sources: each copy returns once the driver staged it, so `host` can be refilled.
-        if (t.dtype == DType::BF16) {
-            TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.b16, t.data.data() + off * 2, size_t(n) * 2, cudaMemcpyHostToDevice, s));
-            cuda::to_f32(a.f32, a.b16, n);
-        } else if (t.dtype == DType::F32) {
-            TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.f32, t.data.data() + off * 4, size_t(n) * 4, cudaMemcpyHostToDevice, s));
-        } else {
-            TensorInfo part = t;  // F16 / F64: converted on the host, one band at a time
-            part.shape = {n};
-            part.data = t.data.subspan(size_t(off) * es, size_t(n) * es);
-            host.resize(size_t(n));
-            tensor_to_f32(part, host);
-            TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.f32, host.data(), size_t(n) * 4, cudaMemcpyHostToDevice, s));
-        }
+        const int64_t rows = std::min<int64_t>(kFp8Block, p.out - r0);
+        upload_as_f32(a.f32, a.b16, t, r0 * p.in, rows * p.in, host);
         cuda::quantize_fp8_weight(codes + r0 * inp, scales + r0 / kFp8Block * ld, a.f32, int(rows), int(p.in));
     }
 }

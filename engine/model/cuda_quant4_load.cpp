@@ -74,6 +74,26 @@ void finish_absmax(const ArenaLayout& W, void* base, const WeightEntry& e, const
 
 }  // namespace
 
+void upload_as_f32(float* dst, void* bf16_scratch, const TensorInfo& t, int64_t first, int64_t count,
+                   std::vector<float>& host) {
+    const cudaStream_t s = cuda::context().stream;
+    const size_t es = dtype_size(t.dtype);
+    const std::byte* src = t.data.data() + size_t(first) * es;
+    if (t.dtype == DType::BF16) {
+        TANDEM_CUDA_CHECK(cudaMemcpyAsync(bf16_scratch, src, size_t(count) * 2, cudaMemcpyHostToDevice, s));
+        cuda::to_f32(dst, static_cast<const cuda::bf16*>(bf16_scratch), count);
+    } else if (t.dtype == DType::F32) {
+        TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(count) * 4, cudaMemcpyHostToDevice, s));
+    } else {
+        TensorInfo part = t;  // F16 / F64: converted on the host, one range at a time
+        part.shape = {count};
+        part.data = t.data.subspan(size_t(first) * es, size_t(count) * es);
+        host.resize(size_t(count));
+        tensor_to_f32(part, host);
+        TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, host.data(), size_t(count) * 4, cudaMemcpyHostToDevice, s));
+    }
+}
+
 void upload_quant4(const ArenaLayout& W, void* base, const WeightEntry& e, const Dims& d, const SafetensorsSet& ws,
                    const Quant4Stage& stage) {
     const Quant4Pieces& p = e.q;
@@ -90,31 +110,12 @@ void upload_quant4(const ArenaLayout& W, void* base, const WeightEntry& e, const
         put_consts(W.ptr<float>(base, p.consts), checkpoint_consts(q));
         return;
     }
-    const TensorInfo& t = ws.at(e.name);
-    if (t.numel() != p.n)
-        throw_invalid(ws.source_name() + ": tensor " + e.name + " has " + std::to_string(t.numel()) +
-                      " elements, the config implies " + std::to_string(p.n));
-    if (!dtype_converts_to_f32(t.dtype))
-        throw_unsupported(ws.source_name() + ": tensor " + e.name + " has dtype " +
-                          std::string(dtype_name(t.dtype)) + " (4-bit quantization reads BF16, F16, F32 and F64)");
+    const TensorInfo& t = float_tensor(ws, e.name, p.n, "4-bit quantization");
     const Areas a = areas(stage, d.quant_blocksize);
     std::vector<float> host;
     for (int64_t off = 0; off < p.n; off += a.chunk) {
         const int64_t n = std::min(a.chunk, p.n - off);
-        if (t.dtype == DType::BF16) {
-            TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.b16, t.data.data() + off * 2, size_t(n) * 2, cudaMemcpyHostToDevice, s));
-            cuda::to_f32(a.f32, a.b16, n);
-        } else if (t.dtype == DType::F32) {
-            TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.f32, t.data.data() + off * 4, size_t(n) * 4, cudaMemcpyHostToDevice, s));
-        } else {
-            TensorInfo part = t;  // F16 / F64: converted on the host, one chunk at a time
-            const size_t es = dtype_size(t.dtype);
-            part.shape = {n};
-            part.data = t.data.subspan(size_t(off) * es, size_t(n) * es);
-            host.resize(size_t(n));
-            tensor_to_f32(part, host);
-            TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.f32, host.data(), size_t(n) * 4, cudaMemcpyHostToDevice, s));
-        }
+        upload_as_f32(a.f32, a.b16, t, off, n, host);
         cuda::quantize_4bit(codes + off / 2, a.absmax + off / d.quant_blocksize, a.f32, n, d.quant_blocksize);
     }
     finish_absmax(W, base, e, d, a);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "model/plan.h"
 #include "tandem/safetensors.h"
@@ -25,6 +26,12 @@ struct Quant4Stage {
 // Entry e's pieces (weights arena W at weights_base, device memory) from the checkpoint.
 void upload_quant4(const ArenaLayout& W, void* weights_base, const WeightEntry& e, const Dims& d,
                    const SafetensorsSet& ws, const Quant4Stage& stage);
+
+// Elements first .. first+count-1 of a float checkpoint tensor (float_tensor checked it) as fp32 at dst (device):
+// BF16 through bf16_scratch (count bf16, device) and a conversion kernel, F32 straight, F16 / F64 converted on the
+// host in `host` (pageable copies: each returns once the driver staged it, so `host` may be refilled).
+void upload_as_f32(float* dst, void* bf16_scratch, const TensorInfo& t, int64_t first, int64_t count,
+                   std::vector<float>& host);
 
 // Entry e's pieces from uniform(-bound, bound) bf16 weights drawn with `seed` and quantized.
 void random_quant4(const ArenaLayout& W, void* weights_base, const WeightEntry& e, const Dims& d, uint64_t seed,

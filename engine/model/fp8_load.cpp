@@ -7,19 +7,13 @@
 #include <vector>
 
 #include "kernels/cpu/fp8.h"
+#include "model/quant4_load.h"
 #include "tandem/error.h"
 
 namespace tandem {
 
 const TensorInfo& fp8_source_tensor(const SafetensorsSet& ws, const WeightEntry& e) {
-    const TensorInfo& t = ws.at(e.name);
-    if (t.numel() != e.f8.out * e.f8.in)
-        throw_invalid(ws.source_name() + ": tensor " + e.name + " has " + std::to_string(t.numel()) +
-                      " elements, the config implies " + std::to_string(e.f8.out * e.f8.in));
-    if (!dtype_converts_to_f32(t.dtype))
-        throw_unsupported(ws.source_name() + ": tensor " + e.name + " has dtype " + std::string(dtype_name(t.dtype)) +
-                          " (FP8 quantization at load reads BF16, F16, F32 and F64)");
-    return t;
+    return float_tensor(ws, e.name, e.f8.out * e.f8.in, "FP8 quantization at load");
 }
 
 void load_fp8_host(const ArenaLayout& W, void* base, const WeightEntry& e, const SafetensorsSet& ws) {

@@ -33,6 +33,18 @@ Quant4Consts checkpoint_consts(const Quant4Tensors& q) {
     return quant4_consts(code.data(), q.nested ? nested.data() : nullptr, q.offset);
 }
 
+const TensorInfo& float_tensor(const SafetensorsSet& ws, const std::string& name, int64_t numel,
+                               const std::string& reader) {
+    const TensorInfo& t = ws.at(name);
+    if (t.numel() != numel)
+        throw_invalid(ws.source_name() + ": tensor " + name + " has " + std::to_string(t.numel()) +
+                      " elements, the config implies " + std::to_string(numel));
+    if (!dtype_converts_to_f32(t.dtype))
+        throw_unsupported(ws.source_name() + ": tensor " + name + " has dtype " + std::string(dtype_name(t.dtype)) +
+                          " (" + reader + " reads BF16, F16, F32 and F64)");
+    return t;
+}
+
 bool checkpoint_is_quant4(const SafetensorsSet& ws, const WeightEntry& e) {
     return is_quant4_tensor(ws, e.name);
 }

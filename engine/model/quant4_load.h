@@ -33,6 +33,11 @@ Quant4Tensors checkpoint_quant4(const SafetensorsSet& ws, const WeightEntry& e, 
 // clear error for the second (the checkpoint contradicts its quantization_config).
 bool checkpoint_is_quant4(const SafetensorsSet& ws, const WeightEntry& e);
 
+// The float tensor a load quantizes (4-bit or FP8 at load), checked: numel elements, a dtype that converts to
+// fp32 (`reader` names the load in the refusal: "4-bit quantization reads BF16, F16, F32 and F64").
+const TensorInfo& float_tensor(const SafetensorsSet& ws, const std::string& name, int64_t numel,
+                               const std::string& reader);
+
 // Error{Unsupported} when the checkpoint stores entry e 4-bit though the plan holds it in float (its config's
 // llm_int8_skip_modules and the tensors disagree).
 void check_not_quant4(const SafetensorsSet& ws, const WeightEntry& e);
