@@ -13,34 +13,7 @@
 set -euo pipefail
 CLI=$1; ASSETS=$2; OUT=$3; NEW=${4:-256}
 mkdir -p "$OUT"
-python3 - "$OUT" "$ASSETS" <<'PY'
-import os, shutil, sys, torch, transformers
-out, assets = sys.argv[1], sys.argv[2]
-models = {
-    "llama-3.1-8b": ("tokenizer-llama3", lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
-        vocab_size=128256, max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0,
-        rope_scaling={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                      "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-        bos_token_id=128000, eos_token_id=128001, tie_word_embeddings=False))),
-    "qwen3-0.6b": ("tokenizer-qwen3", lambda: transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
-        hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
-        head_dim=128, vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0,
-        tie_word_embeddings=True, bos_token_id=151643, eos_token_id=151645))),
-}
-for name, (tok, make) in models.items():
-    d = os.path.join(out, name)
-    if os.path.exists(os.path.join(d, "config.json")):
-        continue
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        m = make().to(torch.bfloat16)
-    m.save_pretrained(d)
-    del m
-    for f in os.listdir(os.path.join(assets, tok)):
-        if f.startswith("tokenizer"):
-            shutil.copy(os.path.join(assets, tok, f), d)
-PY
+for name in llama-3.1-8b qwen3-0.6b; do python3 "$(dirname "$0")/random_checkpoint.py" "$ASSETS" "$OUT/$name" $name; done
 SHORT="Once upon a time, in a small village by the sea, there lived an old fisherman who"
 LONG=$(python3 -c "print(' '.join(['The quick brown fox jumps over the lazy dog near the river bank.'] * 150))")
 for name in llama-3.1-8b qwen3-0.6b; do

@@ -44,19 +44,7 @@ for model in ("llama-3.1-8b", "qwen3-0.6b"):
 PY
     ;;
   curves)
-    python3 - "$OUT/qwen3-0.6b-random" "$ASSETS/tokenizer-qwen3" <<'PY' || status=1
-import shutil, sys, torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
-torch.manual_seed(0)
-cfg = Qwen3Config(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
-                  num_key_value_heads=8, head_dim=128, vocab_size=151936, max_position_embeddings=40960,
-                  rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True, bos_token_id=151643,
-                  eos_token_id=151645)
-m = Qwen3ForCausalLM(cfg).to(torch.bfloat16)
-m.save_pretrained(sys.argv[1], safe_serialization=True)
-for f in ("tokenizer.json", "tokenizer_config.json"):
-    shutil.copy(f"{sys.argv[2]}/{f}", f"{sys.argv[1]}/{f}")
-PY
+    python3 "$(dirname "$0")/random_checkpoint.py" "$ASSETS" "$OUT/qwen3-0.6b-random" qwen3-0.6b --device cpu || status=1
     for spec in "babyllama $ASSETS/babyllama-tok105/hf 256 1e-3" "qwen3-0.6b $OUT/qwen3-0.6b-random 1024 2e-4"; do
       set -- $spec
       for p in bf16 fp8; do

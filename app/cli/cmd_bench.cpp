@@ -191,37 +191,6 @@ struct Event {
     Event& operator=(const Event&) = delete;
 };
 
-// Peak bf16 GEMM throughput (FLOP/s) as cuBLASLt delivers it on this GPU: 20 timed 8192^3 NT GEMMs
-// (C[M,N] = A[M,K] @ B[N,K]^T, the layout of every linear layer) after 3 untimed ones. Random data, not
-// zeros: the tensor cores draw (and clock) differently on zeros.
-double measure_peak_bf16_flops() {
-    constexpr int n = 8192;
-    constexpr int warmup = 3, reps = 20;
-    const size_t elems = size_t(n) * n;
-    std::vector<cuda::bf16> host(elems);
-    SplitMix64 rng(20240604);
-    for (auto& x : host) x = __float2bfloat16(float(rng.next_double() * 2.0 - 1.0));
-    const cuda::DeviceBuffer a(elems * sizeof(cuda::bf16), "peak GEMM A");
-    const cuda::DeviceBuffer b(elems * sizeof(cuda::bf16), "peak GEMM B");
-    const cuda::DeviceBuffer c(elems * sizeof(cuda::bf16), "peak GEMM C");
-    cudaStream_t stream = cuda::context().stream;
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.data(), host.data(), a.bytes(), cudaMemcpyHostToDevice, stream));
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.data(), host.data(), b.bytes(), cudaMemcpyHostToDevice, stream));
-    auto gemm = [&] {
-        cuda::gemm(false, true, n, n, n, 1.0f, a.as<cuda::bf16>(), n, b.as<cuda::bf16>(), n, 0.0f, c.data(), n,
-                   /*c_f32=*/false);
-    };
-    for (int i = 0; i < warmup; ++i) gemm();
-    Event start, stop;
-    TANDEM_CUDA_CHECK(cudaEventRecord(start.e, stream));
-    for (int i = 0; i < reps; ++i) gemm();
-    TANDEM_CUDA_CHECK(cudaEventRecord(stop.e, stream));
-    cuda::wait_event(stop.e);
-    float ms = 0;
-    TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
-    return 2.0 * double(n) * double(n) * double(n) * reps / (double(ms) * 1e-3);
-}
-
 // Random bf16 data for the kernel benchmarks (not zeros: the tensor cores draw and clock differently on zeros): one
 // 4M-element random block copied over the buffer.
 class RandomBf16 {
@@ -257,6 +226,30 @@ double time_calls_ms(const F& f, int warmup = 3, int reps = 20) {
     float ms = 0;
     TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e, stop.e));
     return double(ms) / reps;
+}
+
+// Peak bf16 GEMM throughput (FLOP/s) as cuBLASLt delivers it on this GPU: 20 timed 8192^3 NT GEMMs
+// (C[M,N] = A[M,K] @ B[N,K]^T, the layout of every linear layer) after 3 untimed ones. Random data, not
+// zeros: the tensor cores draw (and clock) differently on zeros.
+double measure_peak_bf16_flops() {
+    constexpr int n = 8192;
+    constexpr int warmup = 3, reps = 20;
+    const size_t elems = size_t(n) * n;
+    std::vector<cuda::bf16> host(elems);
+    SplitMix64 rng(20240604);
+    for (auto& x : host) x = __float2bfloat16(float(rng.next_double() * 2.0 - 1.0));
+    const cuda::DeviceBuffer a(elems * sizeof(cuda::bf16), "peak GEMM A");
+    const cuda::DeviceBuffer b(elems * sizeof(cuda::bf16), "peak GEMM B");
+    const cuda::DeviceBuffer c(elems * sizeof(cuda::bf16), "peak GEMM C");
+    cudaStream_t stream = cuda::context().stream;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.data(), host.data(), a.bytes(), cudaMemcpyHostToDevice, stream));
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.data(), host.data(), b.bytes(), cudaMemcpyHostToDevice, stream));
+    auto gemm = [&] {
+        cuda::gemm(false, true, n, n, n, 1.0f, a.as<cuda::bf16>(), n, b.as<cuda::bf16>(), n, 0.0f, c.data(), n,
+                   /*c_f32=*/false);
+    };
+    const double ms = time_calls_ms(gemm, warmup, reps);
+    return 2.0 * double(n) * double(n) * double(n) / (ms * 1e-3);
 }
 
 // --grouped-gemm (formula and shapes in the file header): the MoE expert GEMMs against one dense GEMM of the

@@ -81,6 +81,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # make_fixtures.py, check_adapter.py
+import make_fixtures  # noqa: E402  (its setup, versions and sequence_loss; it imports torch only when called)
 
 BLOCK = 128
 E4M3_MAX = 448.0
@@ -96,24 +97,14 @@ def problem(msg):
 
 
 def setup_torch():
-    import torch
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    torch.set_default_dtype(torch.float32)
+    """make_fixtures' setup (one thread, deterministic, fp32 default), and a torch that has float8."""
+    torch = make_fixtures.setup_torch()
     if not hasattr(torch, "float8_e4m3fn"):
         sys.exit("this torch has no float8_e4m3fn (needs torch >= 2.1)")
     return torch
 
 
-def versions():
-    import torch
-    out = {"python": sys.version.split()[0], "torch": torch.__version__}
-    for name in ("transformers", "peft", "safetensors"):
-        try:
-            out[name] = __import__(name).__version__
-        except Exception:  # noqa: BLE001
-            out[name] = None
-    return out
+versions = make_fixtures.versions
 
 
 def save(path, tensors, params):
@@ -447,7 +438,6 @@ def make_model(root, variant, log, vers):
     from peft import PeftModel
     from safetensors.torch import load_file
     import check_adapter
-    import make_fixtures
 
     d = os.path.join(root, "models", variant)
     with open(os.path.join(d, "sequences.json")) as f:
