@@ -58,7 +58,8 @@ nlohmann::json read_json(const fs::path& p) {
 fs::path babyllama() { return tandem::test::assets() / "babyllama-tok105" / "hf"; }
 
 const char* const kVariants[] = {"llama",  "mistral", "mistral-window", "qwen2",     "qwen3",
-                                 "phi3",   "gemma2",  "gemma3",         "qwen3-moe", "mixtral"};
+                                 "phi3",   "gemma2",  "gemma3",         "qwen3-moe", "mixtral",
+                                 "gpt-oss"};
 
 // max |a - b| / max |b| over two rows.
 double rel_err(const float* a, const float* b, int n) {

@@ -652,9 +652,27 @@ private slots:
             QVERIFY2(std::fabs(t3.inv_freq[i] - ref) <= 1e-6 * ref,
                      qPrintable(QString("llama3 inv_freq %1: %2 vs %3").arg(i).arg(t3.inv_freq[i]).arg(ref)));
         }
+        // YaRN as gpt-oss-20b sets it (factor 32 over 4096 positions, beta 32 / 1, truncate false): frequencies
+        // ramp from inv_freq (fast dimensions) to inv_freq / 32 (slow ones) between the correction dimensions,
+        // cos / sin times 0.1 ln 32 + 1 (the models' fixture checks it against transformers).
         RopeScaling yarn;
         yarn.type = RopeScalingType::Yarn;
-        expect_error([&] { rope_table_build(16, 10000.0, yarn, 8); }, ErrorCategory::Unsupported, {"yarn"});
+        yarn.factor = 32.0;
+        yarn.original_max_position_embeddings = 4096;
+        yarn.truncate = false;
+        yarn.attention_factor = 0.1 * std::log(32.0) + 1.0;
+        const RopeTable ty = rope_table_build(64, 150000.0, yarn, 4);
+        const auto corr = [](double rot) { return 64 * std::log(4096 / (rot * 2 * M_PI)) / (2 * std::log(150000.0)); };
+        const double lo = std::max(corr(32.0), 0.0), hi = std::min(corr(1.0), 63.0);
+        for (int i = 0; i < 32; i++) {
+            const double f = 1.0 / std::pow(150000.0, 2.0 * i / 64);
+            const double ramp = std::clamp((i - lo) / (hi - lo), 0.0, 1.0);
+            const double ref = f / 32 * ramp + f * (1 - ramp);
+            QVERIFY2(std::fabs(ty.inv_freq[i] - ref) <= 1e-6 * ref,
+                     qPrintable(QString("yarn inv_freq %1: %2 vs %3").arg(i).arg(ty.inv_freq[i]).arg(ref)));
+        }
+        QVERIFY(std::fabs(ty.attention_scaling - (0.1 * std::log(32.0) + 1.0)) < 1e-6);
+        QVERIFY(std::fabs(ty.cos[32] - std::cos(ty.inv_freq[0]) * ty.attention_scaling) < 1e-6);
         expect_error([&] { rope_table_build(15, 10000.0, RopeScaling{}, 8); }, ErrorCategory::Internal, {"head_dim"});
     }
 

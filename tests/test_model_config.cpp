@@ -86,7 +86,12 @@ const char* kGptOss20B = R"({
   "architectures": ["GptOssForCausalLM"], "attention_bias": true, "attention_dropout": 0.0,
   "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880,
   "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
-  "layer_types": ["sliding_attention", "full_attention"], "max_position_embeddings": 131072,
+  "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention",
+                  "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                  "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention",
+                  "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                  "sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+  "max_position_embeddings": 131072,
   "model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24,
   "num_key_value_heads": 8, "num_local_experts": 32, "output_router_logits": false, "pad_token_id": 199999,
   "quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
@@ -288,8 +293,14 @@ private slots:
 
     void gptOss20b() {
         const auto c = parse(kGptOss20B);
-        QVERIFY(!c.supported);
-        QVERIFY(c.unsupported_reason.find("not yet supported") != std::string::npos);
+        QVERIFY2(c.supported, c.unsupported_reason.c_str());
+        QVERIFY(c.experts_mxfp4);  // quant_method mxfp4: dequantized at load
+        QVERIFY(c.moe_renormalize);
+        QCOMPARE(c.swiglu_limit, 7.0);
+        QCOMPARE(c.sliding_layers.size(), size_t(24));
+        QVERIFY(c.window_of(0) == 128 && c.window_of(1) == 0 && c.window_of(22) == 128 && c.window_of(23) == 0);
+        QVERIFY(!c.rope_scaling.truncate);
+        QVERIFY(std::fabs(c.rope_scaling.attention_factor - (0.1 * std::log(32.0) + 1.0)) < 1e-12);
         QCOMPARE(c.num_experts, int64_t(32));
         QCOMPARE(c.num_experts_per_tok, int64_t(4));
         QCOMPARE(c.head_dim, int64_t(64));
@@ -363,11 +374,16 @@ private slots:
                                j["rope_scaling"] = {{"rope_type", "longrope"}};
                            }); },
                      ErrorCategory::InvalidInput, {"config.json", "short_factor", "'longrope'"});
-        // yarn is only parsed for the not-yet-trainable families.
+        // yarn (transformers' rope init functions serve every family): the original length defaults to
+        // max_position_embeddings, the cos / sin factor to 0.1 ln(factor) + 1.
+        const auto yarn = with([](json& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+        QVERIFY(yarn.rope_scaling.type == RopeScalingType::Yarn && yarn.rope_scaling.truncate);
+        QCOMPARE(yarn.rope_scaling.original_max_position_embeddings, yarn.max_position_embeddings);
+        QVERIFY(std::fabs(yarn.rope_scaling.attention_factor - (0.1 * std::log(4.0) + 1.0)) < 1e-12);
         expect_error([&] { with([](json& j) {
-                               j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+                               j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", -1}};
                            }); },
-                     ErrorCategory::Unsupported, {"config.json", "'yarn'"});
+                     ErrorCategory::InvalidInput, {"config.json", "beta_fast"});
         expect_error([&] { with([](json& j) {
                                j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
                            }); },
@@ -413,7 +429,7 @@ private slots:
         const auto def = with(kTinyLlama, [](json& j) { j.erase("num_key_value_heads"); });
         QCOMPARE(def.num_key_value_heads, int64_t(4));
         QCOMPARE(def.head_dim, int64_t(4));
-        QCOMPARE(supported_architectures().size(), size_t(9));
+        QCOMPARE(supported_architectures().size(), size_t(10));
         QCOMPARE(parsed_architectures().size(), size_t(10));
     }
 

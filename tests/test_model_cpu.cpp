@@ -86,7 +86,7 @@ CpuModel load_variant(const fs::path& dir, int max_tokens, double dropout = 0.0)
 // A LoRA tensor in PEFT's layout (the models hold an expert parameter's lora_B expert-major: lora_table.h).
 std::vector<float> peft_layout(const LoraParam& p, const std::vector<float>& v) {
     if (p.spec.experts == 0 || p.spec.is_a) return v;
-    return expert_b_to_peft(v, p.spec.experts, p.spec.shape[0], p.spec.shape[1] / p.spec.experts);
+    return expert_b_to_peft(v, p.spec.experts, p.spec.shape[0], p.spec.shape[1] / p.spec.experts, p.spec.interleaved);
 }
 
 std::vector<std::vector<float>> grads_of(const CpuModel& m) {
@@ -181,7 +181,7 @@ private slots:
     void parity_data() {
         QTest::addColumn<QString>("variant");
         for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "phi3-partial", "gemma2",
-                              "gemma3", "qwen3-moe", "mixtral"})
+                              "gemma3", "qwen3-moe", "mixtral", "gpt-oss"})
             QTest::newRow(v) << QString(v);
     }
 
@@ -228,6 +228,40 @@ private slots:
             QVERIFY2(ge.rel() <= 1e-3, qPrintable(QString::fromStdString(p.spec.name) + QString(" rel %1").arg(ge.rel())));
         }
         qInfo("%s LoRA grads: worst max_abs %.3g worst rel %.3g", qPrintable(variant), worst_abs, worst);
+    }
+
+    // gpt-oss as released: the experts as MXFP4 blocks + scales (models/gpt-oss/mxfp4, the same weights as the fp32
+    // fixture: make_fixtures.py made them MXFP4-exact) give the fp32 checkpoint's logits bit for bit, with the adapter.
+    void gpt_oss_mxfp4_checkpoint() {
+        const fs::path dir = fixtures() / "models" / "gpt-oss";
+        const ModelConfig cfg = load_model_config(dir / "mxfp4");
+        QVERIFY(cfg.experts_mxfp4);
+        const ModelInfo info = inspect_model_dir(dir / "mxfp4");
+        QVERIFY(info.tensors_checked);
+        QVERIFY(std::find(info.dtypes.begin(), info.dtypes.end(), "MXFP4") != info.dtypes.end());
+        QCOMPARE(info.parameter_count, inspect_model_dir(dir).parameter_count);
+        const PackedBatch batch = batch_from_sequences(read_sequences(dir / "sequences.json"));
+        CpuModel ref = load_variant(dir, 64);
+        PeftAdapter a = read_peft_adapter(dir / "adapter", cfg);
+        CpuModel m = CpuModel::load(dir / "mxfp4", a.config, 7, 64);
+        m.set_lora(a.tensors);
+        const auto want = ref.logits(batch), got = m.logits(batch);
+        QCOMPARE(got.size(), want.size());
+        QVERIFY(std::equal(got.begin(), got.end(), want.begin()));
+        // A block whose bytes do not match config.json's shape is refused naming the tensor.
+        QTemporaryDir tmp;
+        const fs::path bad = fs::path(tmp.path().toStdString()) / "bad";
+        fs::create_directories(bad);
+        nlohmann::json c = read_json(dir / "mxfp4" / "config.json");
+        c["intermediate_size"] = 64;
+        std::ofstream(bad / "config.json") << c.dump(1);
+        fs::copy_file(dir / "mxfp4" / "model.safetensors", bad / "model.safetensors");
+        try {
+            (void)inspect_model_dir(bad);
+            QFAIL("a mismatched MXFP4 checkpoint was accepted");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("mlp.experts.") != std::string::npos, e.what());
+        }
     }
 
     void train_curve_data() { parity_data(); }
@@ -297,7 +331,7 @@ private slots:
     void checkpointing_policies_agree_data() {
         QTest::addColumn<QString>("model");
         QTest::newRow("babyllama") << QString::fromStdString((babyllama() / "hf").string());
-        for (const char* f : {"qwen3", "qwen2", "phi3", "gemma2", "gemma3", "qwen3-moe", "mixtral"})
+        for (const char* f : {"qwen3", "qwen2", "phi3", "gemma2", "gemma3", "qwen3-moe", "mixtral", "gpt-oss"})
             QTest::newRow(f) << QString::fromStdString((fixtures() / "models" / f).string());
     }
     void checkpointing_policies_agree() {
@@ -434,17 +468,22 @@ private slots:
     // (mixtral) in the checkpoint.
     void moe_merged_export() {
         QTemporaryDir tmp;
-        for (const char* v : {"qwen3-moe", "mixtral"}) {
+        // gpt-oss: [E, in, out] experts with interleaved gate / up; gpt-oss/mxfp4: the same base as released
+        // (MXFP4 experts: the merged model holds them dequantized, without the quantization_config).
+        for (const char* v : {"qwen3-moe", "mixtral", "gpt-oss", "gpt-oss/mxfp4"}) {
+            const bool mxfp4 = std::string(v) == "gpt-oss/mxfp4";
             const fs::path dir = fixtures() / "models" / v;
+            const fs::path home = mxfp4 ? dir.parent_path() : dir;  // adapter, sequences
             const ModelConfig cfg = load_model_config(dir);
-            const PeftAdapter a = read_peft_adapter(dir / "adapter", cfg);
-            const PackedBatch batch = batch_from_sequences(read_sequences(dir / "sequences.json"));
-            CpuModel with = load_variant(dir, 64);
+            const PeftAdapter a = read_peft_adapter(home / "adapter", cfg);
+            const PackedBatch batch = batch_from_sequences(read_sequences(home / "sequences.json"));
+            CpuModel with = load_variant(home, 64);
             const std::vector<float> want = with.logits(batch);
-            const fs::path out = fs::path(tmp.path().toStdString()) / v;
+            const fs::path out = fs::path(tmp.path().toStdString()) / (mxfp4 ? "gpt-oss-mxfp4" : v);
             MergeOptions o;
             o.dtype = DType::F32;
             write_merged_model(dir, cfg, a.config, a.tensors, out, o);
+            if (mxfp4) QVERIFY(!load_model_config(out).experts_mxfp4);
             CpuModel merged = CpuModel::load(out, a.config, 7, 64);  // LoRA B = 0: no adapter effect
             const Err e = compare(merged.logits(batch), want);
             qInfo("%s merged logits vs base + adapter: rel %.3g", v, e.rel());

@@ -44,6 +44,10 @@ struct ProjectionSpec {
     // target is then PEFT's target_parameters entry ("mlp.experts.gate_up_proj") and path the module
     // ("mlp.experts"); 0: an ordinary linear layer.
     int64_t experts = 0;
+    // gpt-oss's experts: the parameter is stored [experts, in, out] (transposed), and gate_up_proj's outputs
+    // alternate gate, up, gate, up, ... (interleaved: PEFT's lora_B rows too); the decoder holds [E, out, in]
+    // with the gate rows first.
+    bool transposed = false, interleaved = false;
 
     bool operator==(const ProjectionSpec&) const = default;
 };
@@ -60,6 +64,12 @@ struct MoeSpec {
     std::string gate_up, down;    // fused: "mlp.experts.gate_up_proj", "mlp.experts.down_proj"
     std::string per_expert;       // per expert: "mlp.experts" (+ ".N.")
     std::string gate, up, down_name;  // per expert: "gate_proj", "up_proj", "down_proj" (Mixtral: w1, w3, w2)
+    // gpt-oss: the router's bias ("mlp.router.bias"; "" = none), the experts' biases (gate_up + "_bias" [E, 2F]
+    // interleaved like the columns, down + "_bias" [E, H]), the fused tensors stored [E, in, out] with gate / up
+    // columns interleaved, and the clamped SwiGLU's limit (0: plain SwiGLU; ModelConfig::swiglu_limit).
+    std::string router_bias;
+    bool expert_bias = false, transposed = false, interleaved = false;
+    double swiglu_limit = 0.0;
 
     bool operator==(const MoeSpec&) const = default;
 };
@@ -117,6 +127,8 @@ LayerSpec sandwich_layer(const ModelConfig& c);
 // transformers' layer_types ("sliding_attention" / "full_attention" per layer) into c.sliding_layers, or
 // when absent: sliding where (layer + 1) % pattern != 0.
 void parse_layer_types(const ConfigFields& r, ModelConfig& c, int64_t pattern);
+// gpt-oss's layer: biased attention with sinks, a biased router (mlp.router) and the fused experts as
+// transformers stores them (arch/gpt_oss.cpp).
 // Appends the projection and its weight (+ bias) tensors.
 void add_projection(LayerSpec& l, ProjectionSpec p);
 // The mixture-of-experts fields every MoE family shares (top-k and the range checks), after the family read

@@ -51,10 +51,13 @@ namespace tandem {
     X(rope_backward, (x, cx, ci, rope, n, n, n))                                    \
     X(attention_forward, (x, f, cx, cx, cx, ci, n, n, n, n, n, s, n, n, s))         \
     X(attention_backward, (x, x, x, cx, cx, cx, cx, cx, cf, ci, n, n, n, n, n, s, n, ws, n, s)) \
+    X(attention_sinks, (x, f, cx, n, n, n))                                         \
     X(swiglu_forward, (x, cx, cx, n, n))                                            \
     X(swiglu_backward, (x, x, cx, cx, cx, n, n))                                    \
     X(geglu_forward, (x, cx, cx, n, n))                                             \
     X(geglu_backward, (x, x, cx, cx, cx, n, n))                                     \
+    X(clamped_swiglu_forward, (x, cx, cx, n, n, s, s))                              \
+    X(clamped_swiglu_backward, (x, x, cx, cx, cx, n, n, s, s))                      \
     X(lm_head_cross_entropy, (x, f, cx, cx, ci, n, n, n, scale, n, ws, s))          \
     X(lm_head_logits, (f, cx, cx, n, n, n, s))                                      \
     X(add, (x, cx, cx, n64))                                                        \

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "io/mxfp4.h"
 #include "io/quant4_checkpoint.h"
 #include "kernels/cpu/nf4.h"
 #include "tandem/error.h"
@@ -22,14 +23,55 @@ std::vector<T> copy_of(const TensorInfo* t) {  // mapped data need not be aligne
 
 }  // namespace
 
-bool is_base_tensor(const SafetensorsSet& set, const std::string& name) { return !is_quant4_part(set, name); }
+namespace {
+
+// The MXFP4 parameter whose blocks t is ("" if none).
+std::string mxfp4_param_of(const SafetensorsSet& set, const TensorInfo& t) {
+    constexpr std::string_view kBlocks = "_blocks";
+    if (t.dtype != DType::U8 || !t.name.ends_with(kBlocks)) return {};
+    const std::string param = t.name.substr(0, t.name.size() - kBlocks.size());
+    return is_mxfp4_tensor(set, param) ? param : std::string();
+}
+
+// Its dequantized [..., OUT, IN] shape (from the blocks: [..., OUT, IN / 32, 16]).
+std::vector<int64_t> mxfp4_out_in_of(const TensorInfo& blocks) {
+    std::vector<int64_t> s(blocks.shape.begin(), blocks.shape.end() - 1);
+    if (!s.empty()) s.back() *= 32;
+    return s;
+}
+
+}  // namespace
+
+bool is_base_tensor(const SafetensorsSet& set, const std::string& name) {
+    if (name.ends_with("_scales")) {
+        const std::string param = name.substr(0, name.size() - 7);
+        if (is_mxfp4_tensor(set, param)) return false;
+    }
+    return !is_quant4_part(set, name);
+}
+
+std::string base_tensor_name(const SafetensorsSet& set, const TensorInfo& t) {
+    const std::string param = mxfp4_param_of(set, t);
+    return param.empty() ? t.name : param;
+}
 
 std::vector<int64_t> base_tensor_shape(const SafetensorsSet& set, const TensorInfo& t) {
     if (t.dtype == DType::U8 && is_quant4_tensor(set, t.name)) return find_quant4(set, t.name, {}).shape;
+    if (!mxfp4_param_of(set, t).empty()) return mxfp4_out_in(mxfp4_out_in_of(t));  // the parameter: [E, in, out]
     return t.shape;
 }
 
 void read_base_tensor(const SafetensorsSet& set, const TensorInfo& t, std::vector<float>& out, const std::string& what) {
+    if (const std::string param = mxfp4_param_of(set, t); !param.empty()) {  // [E, OUT, IN] -> the parameter [E, IN, OUT]
+        const std::vector<int64_t> oi = mxfp4_out_in_of(t);
+        const std::vector<float> v = dequantize_mxfp4(find_mxfp4(set, param, oi));
+        const int64_t IN = oi.back(), OUT = oi[oi.size() - 2], n = int64_t(v.size()), per = IN * OUT;
+        out.resize(v.size());
+        for (int64_t b = 0; b < n / per; ++b)
+            for (int64_t o = 0; o < OUT; ++o)
+                for (int64_t i = 0; i < IN; ++i) out[size_t(b * per + i * OUT + o)] = v[size_t(b * per + o * IN + i)];
+        return;
+    }
     if (t.dtype == DType::U8 && is_quant4_tensor(set, t.name)) {
         const Quant4Tensors q = find_quant4(set, t.name, {});
         const std::vector<uint8_t> codes = copy_of<uint8_t>(q.codes);

@@ -3,6 +3,7 @@
 // Merged-model export (see merged.h): shard by shard, each adapted weight merged in fp32 and rounded once.
 #include "export/merged.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -13,8 +14,10 @@
 
 #include "core/files.h"
 #include "export/base_weights.h"
+#include "io/mxfp4.h"
 #include "io/atomic_file.h"
 #include "kernels/cpu/gemm.h"
+#include "model/expert_layout.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -75,6 +78,8 @@ LoraMerge::LoraMerge(const ModelConfig& model, const LoraConfig& lora, const Lor
             Pair& p = pairs_[key];
             (s.is_a ? p.a : p.b) = &it->second;
             p.experts = s.experts;
+            p.transposed = s.transposed;
+            p.interleaved = s.interleaved;
             if (s.is_a) {
                 p.in = s.shape.at(1);
                 continue;
@@ -104,7 +109,7 @@ LoraMerge::LoraMerge(const ModelConfig& model, const LoraConfig& lora, const Lor
 std::vector<std::string> LoraMerge::missing_in(const SafetensorsSet& base) const {
     std::vector<std::string> out;
     for (const auto& [name, p] : pairs_) {
-        if (base.find(name)) continue;
+        if (base.find(name) || is_mxfp4_tensor(base, name)) continue;
         bool split = p.experts > 0;  // the Hub's layout: every expert's tensors instead
         for (const auto& [slice, s] : slices_)
             if (s.pair == name && !base.find(slice)) split = false;
@@ -135,6 +140,24 @@ void LoraMerge::apply(const std::string& weight, std::span<const int64_t> shape,
     const auto it = pairs_.find(weight);
     if (it == pairs_.end()) return;
     const Pair& p = it->second;
+    if (p.experts > 0 && p.transposed) {  // gpt-oss: [E, in, out], gate_up's out interleaved
+        if (shape.size() != 3 || shape[0] != p.experts || shape[1] != p.in || shape[2] != p.out ||
+            int64_t(w.size()) != p.experts * p.out * p.in)
+            throw_invalid(source + ": tensor " + weight + " is " + shape_to_string(shape) + "; the adapter's experts' " +
+                          "LoRA is [" + std::to_string(p.experts) + ", " + std::to_string(p.in) + ", " +
+                          std::to_string(p.out) + "] (in, out)");
+        std::vector<float> delta(size_t(p.out * p.in));
+        const ExpertLayout layout{1, p.in, p.out, true, p.interleaved};
+        for (int64_t e = 0; e < p.experts; ++e) {
+            std::fill(delta.begin(), delta.end(), 0.0f);
+            cpu::gemm(false, false, int(p.out), int(p.in), r_, scaling_, p.b->data() + e * p.out * r_, r_,
+                      p.a->data() + e * r_ * p.in, int(p.in), 0.0f, delta.data(), int(p.in));
+            const std::vector<float> d = expert_tensor_to_checkpoint(delta, layout);  // [in, out] as stored
+            float* we = w.data() + e * p.out * p.in;
+            for (size_t i = 0; i < d.size(); ++i) we[i] += d[i];
+        }
+        return;
+    }
     if (p.experts > 0) {  // transformers 5's fused [E, out, in]
         if (shape.size() != 3 || shape[0] != p.experts || shape[1] != p.out || shape[2] != p.in ||
             int64_t(w.size()) != p.experts * p.out * p.in)
@@ -207,17 +230,18 @@ void write_merged_model(const fs::path& model_dir, const ModelConfig& model, con
             if (!is_base_tensor(base, t.name)) continue;         // a 4-bit weight's absmax, quant_state, ...
             if (options.cancel && options.cancel->load()) throw Error(ErrorCategory::Cancelled, "export cancelled");
             bytes.emplace_back();
-            const bool adapted = merge.adapts(t.name);
+            const std::string name = base_tensor_name(base, t);  // an MXFP4 parameter's for its _blocks
+            const bool adapted = merge.adapts(name);
             const std::vector<int64_t> shape = base_tensor_shape(base, t);  // a 4-bit weight: its float shape
             if (!adapted && t.dtype == options.dtype) {
                 bytes.back().assign(t.data.begin(), t.data.end());
             } else {
                 read_base_tensor(base, t, w, "a merged export");  // 4-bit weights dequantized first
-                merge.apply(t.name, shape, w, base.source_name());
+                merge.apply(name, shape, w, base.source_name());
                 store(w, options.dtype, bytes.back());
             }
-            out.push_back({t.name, options.dtype, shape, bytes.back()});
-            weight_map[t.name] = out_name;
+            out.push_back({name, options.dtype, shape, bytes.back()});
+            weight_map[name] = out_name;
             done += bytes.back().size();
             if (options.progress) options.progress(done, total);
         }

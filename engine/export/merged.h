@@ -55,6 +55,8 @@ private:
         const std::vector<float>* b = nullptr;  // an expert parameter's: expert-major [E, out, r] (lora_table.h)
         int64_t out = 0, in = 0;
         int64_t experts = 0;  // > 0: the fused [E, out, in] weight of an MoE layer (transformers 5's layout)
+        // gpt-oss: the parameter is [E, in, out], and gate_up's out alternates gate / up (arch/arch.h).
+        bool transposed = false, interleaved = false;
     };
     // An MoE layer's experts as the Hub stores them: expert e's rows [row, row + rows) of the fused parameter's
     // pair (gate_up: gate rows then up rows) in its own tensor ("...experts.3.gate_proj.weight" [rows, in]).

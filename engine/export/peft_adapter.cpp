@@ -140,7 +140,8 @@ void write_peft_adapter(const fs::path& dir, const LoraConfig& config, const Mod
     for (const auto& s : specs) {
         const std::vector<float>* data = &tensors.at(s.name);
         if (s.experts > 0 && !s.is_a)
-            data = &converted.emplace_back(expert_b_to_peft(*data, s.experts, s.shape[0], s.shape[1] / s.experts));
+            data = &converted.emplace_back(
+                expert_b_to_peft(*data, s.experts, s.shape[0], s.shape[1] / s.experts, s.interleaved));
         // Little-endian host assumed, as everywhere in the engine (x86-64, aarch64).
         out.push_back({s.name, DType::F32, s.shape, std::as_bytes(std::span<const float>(*data))});
     }
@@ -643,7 +644,7 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
                               " with r " + std::to_string(out.config.r) + " and " + std::to_string(spec.experts) +
                               " experts); was this adapter trained for another model?");
             std::vector<float> v = tensor_to_f32(t);
-            if (!spec.is_a) v = expert_b_from_peft(v, spec.experts, spec.shape[0], out.config.r);
+            if (!spec.is_a) v = expert_b_from_peft(v, spec.experts, spec.shape[0], out.config.r, spec.interleaved);
             out.tensors.emplace(plain, std::move(v));
             continue;
         }

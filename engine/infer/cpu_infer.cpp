@@ -139,13 +139,16 @@ struct CpuInferModel::Impl final : InferRuntime<CpuBackend> {
     // DecoderRuntime: the cache write, then packed causal attention (fresh chunk) or attention on the cache.
     void attention_forward(int l, LayerActs<CpuBackend>& a, const Step& s) override {
         cpu::kv_cache_write(kc(), vc(), a.kr, a.v, row_slot.data(), row_pos.data(), s.T, l, N, d.L, M, d.KV);
-        if (fresh)
+        const float* sinks = dec.layers[size_t(l)].sinks;
+        if (fresh) {
             CpuBackend::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, s.cu_seqlens, s.S,
                                           s.T, d.Hq, d.Hkv, d.D, d.attn_scale, s.max_seqlen, d.windows[size_t(l)],
                                           d.attn_softcap);
-        else
+            if (sinks) CpuBackend::attention_sinks(a.att, static_cast<float*>(a.stats), sinks, s.T, d.Hq, d.D);
+        } else {
             cpu::decode_attention(a.att, a.qr, kc(), vc(), row_slot.data(), row_pos.data(), s.T, l, N, d.L, M, d.Hq,
-                                  d.Hkv, d.D, d.attn_scale, d.windows[size_t(l)], d.attn_softcap);
+                                  d.Hkv, d.D, d.attn_scale, d.windows[size_t(l)], d.attn_softcap, sinks);
+        }
     }
 };
 

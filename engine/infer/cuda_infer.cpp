@@ -249,14 +249,17 @@ public:
     void attention_forward(int l, LayerActs<CudaBackend>& a, const Step& s) override {
         const Dims& d = dims();
         cuda::kv_cache_write(kc(), vc(), a.kr, a.v, row_slot_, row_pos_, s.T, l, N_, d.L, M_, d.KV);
-        if (fresh_)
+        const bf16* sinks = model_->impl().dec.layers[size_t(l)].sinks;
+        if (fresh_) {
             CudaBackend::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, s.cu_seqlens, s.S, s.T,
                                            d.Hq, d.Hkv, d.D, d.attn_scale, s.max_seqlen, d.windows[size_t(l)],
                                            d.attn_softcap);
-        else
+            if (sinks) CudaBackend::attention_sinks(a.att, static_cast<float*>(a.stats), sinks, s.T, d.Hq, d.D);
+        } else {
             cuda::decode_attention(a.att, a.qr, kc(), vc(), row_slot_, row_pos_, s.T, l, N_, d.L, M_, d.Hq, d.Hkv, d.D,
                                    d.attn_scale, d.windows[size_t(l)], d.attn_softcap,
-                                   ws_bytes_ ? ws_.data() : nullptr);
+                                   ws_bytes_ ? ws_.data() : nullptr, sinks);
+        }
     }
 
 private:

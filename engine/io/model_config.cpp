@@ -119,19 +119,38 @@ void parse_rope(const ConfigFields& r, const Family& fam, ModelConfig& c) {
                 ? 1.0
                 : std::sqrt(1.0 + std::log(rs.factor) / std::log(double(rs.original_max_position_embeddings)));
         if (!(rs.attention_factor > 0)) r.bad(where + "attention_factor must be positive");
-    } else if (type == "yarn" && !fam.trainable) {
-        // Parsed for gpt-oss; yarn is not implemented for the trainable families (see below).
+    } else if (type == "yarn") {
+        // transformers' _compute_yarn_parameters: factor (or max_position_embeddings / original when null), the
+        // cos / sin factor attention_factor (given, or from mscale / mscale_all_dim, or 0.1 ln(factor) + 1),
+        // beta_fast / beta_slow (null: 32 / 1), truncate (default true).
         rs.type = RopeScalingType::Yarn;
-        rs.factor = need("factor");
-        rs.beta_fast = s.number("beta_fast", 32.0);
-        rs.beta_slow = s.number("beta_slow", 1.0);
-        rs.original_max_position_embeddings =
+        rs.original_max_position_embeddings =  // transformers' standardize_rope_params: max_position_embeddings
             s.has("original_max_position_embeddings")
                 ? s.as_int((*scaling)["original_max_position_embeddings"], where + "original_max_position_embeddings")
                 : c.max_position_embeddings;
+        if (rs.original_max_position_embeddings <= 0) r.bad(where + "original_max_position_embeddings must be positive");
+        const bool has_factor = s.has("factor") && !(*scaling)["factor"].is_null();
+        rs.factor = has_factor ? need("factor")
+                               : double(c.max_position_embeddings) / double(rs.original_max_position_embeddings);
+        auto optional = [&](const char* key, double def) {
+            return s.has(key) && !(*scaling)[key].is_null() ? s.as_number((*scaling)[key], where + key) : def;
+        };
+        rs.beta_fast = optional("beta_fast", 32.0);
+        rs.beta_slow = optional("beta_slow", 1.0);
+        if (rs.beta_fast == 0.0) rs.beta_fast = 32.0;  // transformers: `get("beta_fast") or 32`
+        if (rs.beta_slow == 0.0) rs.beta_slow = 1.0;
+        if (!(rs.beta_fast > 0) || !(rs.beta_slow > 0)) r.bad(where + "beta_fast and beta_slow must be positive");
+        rs.truncate = s.has("truncate") && (*scaling)["truncate"].is_boolean() ? (*scaling)["truncate"].get<bool>() : true;
+        auto mscale = [](double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+        const double ms = optional("mscale", 0.0), ms_all = optional("mscale_all_dim", 0.0);
+        rs.attention_factor = s.has("attention_factor") && !(*scaling)["attention_factor"].is_null()
+                                  ? need("attention_factor")
+                              : ms != 0.0 && ms_all != 0.0 ? mscale(rs.factor, ms) / mscale(rs.factor, ms_all)
+                                                           : mscale(rs.factor, 1.0);
+        if (!(rs.attention_factor > 0)) r.bad(where + "attention_factor must be positive");
     } else {
         throw_unsupported(r.src() + ": " + scaling_key + " type '" + type +
-                          "' is not supported (supported: default, linear, llama3, longrope)");
+                          "' is not supported (supported: default, linear, llama3, longrope, yarn)");
     }
     if (!(rs.factor > 0) || rs.factor > 1e6)
         r.bad(where + "factor (" + std::to_string(rs.factor) + ") must be positive");
@@ -153,6 +172,11 @@ void parse_quantization(const json& q, const std::string& src, ModelConfig& c) {
     };
     auto flag = [&](const char* k) { return q.contains(k) && q[k].is_boolean() && q[k].get<bool>(); };
     const std::string method = str("quant_method", "unknown");
+    if (method == "mxfp4" && c.architecture == "GptOssForCausalLM") {
+        // gpt-oss as released: the experts in MXFP4 (the other tensors bf16), dequantized at load.
+        c.experts_mxfp4 = true;
+        return;
+    }
     if (method != "bitsandbytes") {
         refuse("pre-quantized checkpoint (quant_method '" + method +
                "') is not supported; use the original bf16/fp16 model (Tandem quantizes to 4-bit itself: "

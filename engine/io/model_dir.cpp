@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/files.h"
+#include "io/mxfp4.h"
 #include "io/quant4_checkpoint.h"
 #include "tandem/error.h"
 
@@ -113,6 +114,18 @@ void check_tensors(const ModelConfig& config, const SafetensorsSet& weights, Mod
     const std::string cfg = info.config_path.filename().string();
     for (const auto& e : expected) {
         const auto* t = weights.find(e.name);
+        if (!t && e.shape.size() >= 2 && is_mxfp4_tensor(weights, e.name)) {
+            // gpt-oss's MXFP4 experts (io/mxfp4.h): the blocks hold the parameter with its last two axes swapped,
+            // as transformers' convert_moe_packed_tensors reads them.
+            const Mxfp4Tensor q = find_mxfp4(weights, e.name, mxfp4_out_in(e.shape));
+            used.insert(q.blocks->name);
+            used.insert(q.scales->name);
+            dtypes.insert("MXFP4");
+            int64_t n = 1;
+            for (int64_t d : e.shape) n *= d;
+            params += n;
+            continue;
+        }
         if (!t) {
             std::string hint;
             if (e.name == "lm_head.weight") hint = " (" + cfg + " has tie_word_embeddings=false)";

@@ -31,6 +31,7 @@
 #include "model/cuda_fp8_load.h"
 #include "tandem/system_info.h"
 #include "model/cuda_quant4_load.h"
+#include "model/expert_layout.h"
 #include "model/quant4_load.h"
 #include "tandem/model_dir.h"
 #include "tandem/safetensors.h"
@@ -324,6 +325,13 @@ CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConf
             upload_fp8(m.y.weights, m.weights_mem.data(), e, ws, Fp8Stage{stage, stage_bytes});
         } else if (e.handle < 0) {
             upload_quant4(m.y.weights, m.weights_mem.data(), e, d, ws, q4);
+        } else if (e.expert.experts > 0) {  // gpt-oss's experts: transposed / interleaved / MXFP4, on the host
+            const std::vector<float> v = read_expert_tensor(ws, e);
+            std::vector<uint16_t> h(v.size());
+            for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+            TANDEM_CUDA_CHECK(cudaMemcpyAsync(m.weight(e.handle) + e.offset, h.data(), h.size() * 2,
+                                              cudaMemcpyHostToDevice, stream()));
+            cuda::synchronize(stream());  // h is freed at the end of this block
         } else {
             check_not_quant4(ws, e);
             upload_weight(m.weight(e.handle) + e.offset, ws, e.name, e.numel, stage, stage_bytes);

@@ -151,9 +151,11 @@ void CudaModel::Impl::choose_attention() {
     // kernels (cuDNN's graph here has neither a left bound nor a score modifier).
     const bool windowed = d.window > 0 && step.max_seqlen > d.window;
     if (options.attention != AttentionBackend::Inhouse) {
-        bool ok = cudnn_ok && !windowed && d.attn_softcap == 0.0f;
+        // Attention sinks rescale the output and the log-sum-exp in the in-house [Hq,T] layout (attention_sinks).
+        bool ok = cudnn_ok && !windowed && d.attn_softcap == 0.0f && !d.sinks;
         why = windowed                ? std::string("a sliding window shorter than the batch's longest sample")
               : d.attn_softcap > 0.0f ? std::string("soft-capped attention scores")
+              : d.sinks               ? std::string("attention sinks")
                                       : cudnn_reason;
         if (ok && !cuda::cudnn_attention_supported(attn_shape, &why)) ok = false;
         if (ok && (cuda::cudnn_attention_workspace_bytes(attn_shape) > y.att_ws_bytes ||
@@ -215,12 +217,15 @@ void CudaModel::Impl::read_offsets(const int32_t* offsets, int32_t* host, int E)
 }
 
 void CudaModel::Impl::attention_forward(int l, LayerActs<CudaBackend>& a, const Step& step) {
-    if (attn_cudnn)
+    if (attn_cudnn) {
         cuda::cudnn_attention_forward(a.att, a.stats, a.qr, a.kr, a.v, step.cu_seqlens, attn_shape, att_ws);
-    else
+    } else {
         cuda::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, step.cu_seqlens, step.S, step.T,
                                 d.Hq, d.Hkv, d.D, d.attn_scale, step.max_seqlen, d.windows[size_t(l)],
                                 d.attn_softcap);
+        if (const bf16* sinks = dec.layers[size_t(l)].sinks)
+            cuda::attention_sinks(a.att, static_cast<float*>(a.stats), sinks, step.T, d.Hq, d.D);
+    }
 }
 
 // dq [T,Q], dk [T,KV], dv [T,KV] written.

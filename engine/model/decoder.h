@@ -101,7 +101,10 @@ struct LayerWeights {
     const Act* attn_out_norm = nullptr;  // [C] sandwich norms only
     const Act* mlp_out_norm = nullptr;   // [C]
     const Act* router = nullptr;         // [E,C] MoE layers; w[kGate] / w[kUp] are then expert 0's gate / up rows
-                                         // of gate_up [E,2Fe,C] and w[kDown] expert 0's down [E,C,Fe]
+                                         // of gate_up [E,2Fe,C] and w[kDown] expert 0's down [E,C,Fe] (and
+                                         // b[m] expert 0's bias rows of [E,2Fe] / [E,C])
+    const Act* router_bias = nullptr;    // [E] (Dims::router_bias)
+    const Act* sinks = nullptr;          // [Hq] attention sinks (Dims::sinks): the runtime's attention applies them
 };
 
 // Activations of one layer (pointers into the arena; with a shared set every layer has the same pointers but x).
@@ -281,6 +284,8 @@ public:
             w.attn_out_norm = W.ptr<Act>(weights_base, h.attn_out_norm);
             w.mlp_out_norm = W.ptr<Act>(weights_base, h.mlp_out_norm);
             w.router = W.ptr<Act>(weights_base, h.router);
+            w.router_bias = W.ptr<Act>(weights_base, h.router_bias);
+            w.sinks = W.ptr<Act>(weights_base, h.sinks);
             for (int m = 0; m < kNumModules; ++m) {
                 if (h.f8[m].codes >= 0) {
                     const Fp8Pieces& f = h.f8[m];
@@ -606,6 +611,21 @@ public:
     int expert_in(int m) const { return m == kDown ? d.Fe : d.C; }
     int expert_out(int m) const { return m == kDown ? d.C : d.Fe; }
     int64_t expert_b_stride(int m) const { return int64_t(m == kDown ? d.C : 2 * d.Fe) * d.R; }
+    int64_t expert_bias_stride(int m) const { return m == kDown ? d.C : 2 * int64_t(d.Fe); }  // biased experts
+
+    // The experts' activation on act [N,Fe] from gate / up: SwiGLU, or gpt-oss's clamped SwiGLU.
+    void expert_activation(Act* act, const Act* gate, const Act* up, int N) {
+        if (d.moe_limit > 0.0f)
+            B::clamped_swiglu_forward(act, gate, up, N, d.Fe, d.moe_alpha, d.moe_limit);
+        else
+            B::swiglu_forward(act, gate, up, N, d.Fe);
+    }
+    void expert_activation_backward(Act* dgate, Act* dup, const Act* dact, const Act* gate, const Act* up, int N) {
+        if (d.moe_limit > 0.0f)
+            B::clamped_swiglu_backward(dgate, dup, dact, gate, up, N, d.Fe, d.moe_alpha, d.moe_limit);
+        else
+            B::swiglu_backward(dgate, dup, dact, gate, up, N, d.Fe);
+    }
 
     // The loop ablation: the layer's offsets to the host (the runtime's sync), then f(e, first row, rows) per expert
     // with rows.
@@ -630,15 +650,17 @@ public:
             each_loop_expert([&](int e, int r0, int rows) {
                 Act* o = out + int64_t(r0) * OUT;
                 const Act* x = inp + int64_t(r0) * IN;
-                B::matmul_forward(o, x, layers[size_t(l)].w[m] + e * expert_stride(m), nullptr, rows, IN, OUT);
+                const Act* bias = layers[size_t(l)].b[m];
+                B::matmul_forward(o, x, layers[size_t(l)].w[m] + e * expert_stride(m),
+                                  bias ? bias + e * expert_bias_stride(m) : nullptr, rows, IN, OUT);
                 if (r.a)
                     B::lora_forward(o, a.lora_tmp[m] + int64_t(r0) * d.R, x, r.a + int64_t(e) * d.R * IN,
                                     r.b + e * expert_b_stride(m), lora_scaling, rows, IN, OUT, d.R);
             });
             return;
         }
-        B::grouped_matmul_forward(out, inp, layers[size_t(l)].w[m], expert_stride(m), nullptr, 0, a.offsets, N, IN,
-                                  OUT, d.E, 1.0f, false);
+        B::grouped_matmul_forward(out, inp, layers[size_t(l)].w[m], expert_stride(m), layers[size_t(l)].b[m],
+                                  expert_bias_stride(m), a.offsets, N, IN, OUT, d.E, 1.0f, false);
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
         // gate_up_proj's one lora_A feeds gate and up: up reuses the tmp gate computed (the same values).
@@ -717,7 +739,7 @@ public:
         if (!lora_rows.empty()) throw_internal("decoder: per-row adapters do not reach the experts (one adapter per call)");
         LayerActs<B>& a = acts[size_t(l)];
         const int T = step.T, N = T * d.topk;
-        B::matmul_forward(a.logits, a.ln2, layers[size_t(l)].router, nullptr, T, d.C, d.E);
+        B::matmul_forward(a.logits, a.ln2, layers[size_t(l)].router, layers[size_t(l)].router_bias, T, d.C, d.E);
         const bool given = rt->route_given(l, a.idx, step);
         B::moe_router_forward(a.idx, a.route_w, a.probs, a.logits, T, d.E, d.topk, d.moe_renorm, given);
         if (stats && aux_stats)
@@ -728,7 +750,7 @@ public:
         expert_project(l, kGate, a.gate, a.xs);
         expert_project(l, kUp, a.up, a.xs);
         Act* act = d_big3;  // [N,Fe] scratch
-        B::swiglu_forward(act, a.gate, a.up, N, d.Fe);
+        expert_activation(act, a.gate, a.up, N);
         expert_project(l, kDown, a.ys, act);
     }
 
@@ -740,13 +762,13 @@ public:
         if (moe_loop) read_loop_offsets(a);
         B::moe_unpermute_backward(d_ys, d_route_w, d_res, a.ys, a.route_w, a.inv, T, d.topk, d.C);
         Act* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
-        B::swiglu_forward(act, a.gate, a.up, N, d.Fe);
+        expert_activation(act, a.gate, a.up, N);
         Act* dact = d_big;
         B::zero(dact, int64_t(N) * d.Fe);
         expert_project_backward(l, kDown, dact, d_ys, act);
         Act* dgate = d_big2;
         Act* dup = d_big3;
-        B::swiglu_backward(dgate, dup, dact, a.gate, a.up, N, d.Fe);
+        expert_activation_backward(dgate, dup, dact, a.gate, a.up, N);
         B::zero(d_xs, int64_t(N) * d.C);
         expert_gate_up_backward(l, d_xs, dgate, dup, a.xs);
         B::zero(d_ln, int64_t(T) * d.C);

@@ -175,9 +175,10 @@ std::vector<LoraTensorSpec> lora_tensor_specs(const ModelConfig& model, const Lo
                 const bool inner = m == kExpertsGateUp && config.targets(kExpertsDown);
                 const std::string path = p->path + (inner ? ".base_layer" : "");
                 const int64_t E = p->experts;
-                out.push_back({peft_tensor_name(l, path, true), l, m, p->path, true, {E * r, p->in}, p->feeds, rows, E});
-                out.push_back(
-                    {peft_tensor_name(l, path, false), l, m, p->path, false, {p->out, E * r}, p->feeds, rows, E});
+                out.push_back({peft_tensor_name(l, path, true), l, m, p->path, true, {E * r, p->in}, p->feeds, rows, E,
+                               p->interleaved, p->transposed});
+                out.push_back({peft_tensor_name(l, path, false), l, m, p->path, false, {p->out, E * r}, p->feeds, rows,
+                               E, p->interleaved, p->transposed});
                 continue;
             }
             out.push_back({peft_tensor_name(l, p->path, true), l, m, p->path, true, {r, p->in}, p->feeds, rows});
@@ -201,19 +202,34 @@ LoraIndex lora_index_of(const std::vector<LoraTensorSpec>& specs, int L) {
     return index;
 }
 
-std::vector<float> expert_b_to_peft(const std::vector<float>& b, int64_t E, int64_t out, int64_t r) {
+namespace {
+
+// PEFT's row of the model's lora_B row o.
+int64_t peft_row(int64_t o, int64_t out, bool interleaved) {
+    if (!interleaved) return o;
+    return o < out / 2 ? 2 * o : 2 * (o - out / 2) + 1;
+}
+
+}  // namespace
+
+std::vector<float> expert_b_to_peft(const std::vector<float>& b, int64_t E, int64_t out, int64_t r, bool interleaved) {
     std::vector<float> p(b.size());
     for (int64_t e = 0; e < E; ++e)
-        for (int64_t o = 0; o < out; ++o)
-            for (int64_t j = 0; j < r; ++j) p[size_t(o * r * E + j * E + e)] = b[size_t((e * out + o) * r + j)];
+        for (int64_t o = 0; o < out; ++o) {
+            const int64_t po = peft_row(o, out, interleaved);
+            for (int64_t j = 0; j < r; ++j) p[size_t(po * r * E + j * E + e)] = b[size_t((e * out + o) * r + j)];
+        }
     return p;
 }
 
-std::vector<float> expert_b_from_peft(const std::vector<float>& p, int64_t E, int64_t out, int64_t r) {
+std::vector<float> expert_b_from_peft(const std::vector<float>& p, int64_t E, int64_t out, int64_t r,
+                                      bool interleaved) {
     std::vector<float> b(p.size());
     for (int64_t e = 0; e < E; ++e)
-        for (int64_t o = 0; o < out; ++o)
-            for (int64_t j = 0; j < r; ++j) b[size_t((e * out + o) * r + j)] = p[size_t(o * r * E + j * E + e)];
+        for (int64_t o = 0; o < out; ++o) {
+            const int64_t po = peft_row(o, out, interleaved);
+            for (int64_t j = 0; j < r; ++j) b[size_t((e * out + o) * r + j)] = p[size_t(po * r * E + j * E + e)];
+        }
     return b;
 }
 

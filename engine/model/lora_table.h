@@ -46,12 +46,16 @@ struct LoraTensorSpec {
     std::vector<int> feeds;         // the block slots the projection feeds (LoraModule), row order
     std::vector<int64_t> slot_row;  // the first row of lora_B (and of the weight) of each slot
     int64_t experts = 0;            // an MoE layer's experts (PEFT target_parameters): E; 0 otherwise
+    bool interleaved = false;       // gpt-oss's gate_up: PEFT's lora_B rows alternate gate, up (arch/arch.h)
+    bool transposed = false;        // gpt-oss: the adapted parameter is stored [E, in, out]
 };
 
 // An expert parameter's lora_B between the models' layout [E, out, r] and PEFT's [out, r*E] (B_e[o, j] at
-// column j*E + e).
-std::vector<float> expert_b_to_peft(const std::vector<float>& b, int64_t E, int64_t out, int64_t r);
-std::vector<float> expert_b_from_peft(const std::vector<float>& b, int64_t E, int64_t out, int64_t r);
+// column j*E + e). interleaved: PEFT's row 2j is the model's gate row j, 2j + 1 its up row j (out / 2 + j).
+std::vector<float> expert_b_to_peft(const std::vector<float>& b, int64_t E, int64_t out, int64_t r,
+                                    bool interleaved = false);
+std::vector<float> expert_b_from_peft(const std::vector<float>& b, int64_t E, int64_t out, int64_t r,
+                                      bool interleaved = false);
 
 // Every lora_A/lora_B pair, layer by layer, in the order of config.target_modules within a layer (A then B).
 // Throws Error{InvalidInput} for an invalid config or a layers_to_transform index the model does not have,

@@ -95,6 +95,8 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
         CpuBackend::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, s.cu_seqlens, s.S, s.T,
                                       d.Hq, d.Hkv, d.D, d.attn_scale, s.max_seqlen, d.windows[size_t(l)],
                                       d.attn_softcap);
+        if (const float* sinks = dec.layers[size_t(l)].sinks)
+            CpuBackend::attention_sinks(a.att, static_cast<float*>(a.stats), sinks, s.T, d.Hq, d.D);
     }
     void attention_backward(int l, LayerActs<CpuBackend>& a, float* dq, float* dk, float* dv, const float* dout,
                             const Step& s) override {

@@ -59,6 +59,7 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     d.attn_scale = float(1.0 / std::sqrt(cfg.query_pre_attn_scalar > 0 ? cfg.query_pre_attn_scalar : double(d.D)));
     d.attn_softcap = float(cfg.attn_logit_softcapping);
     d.final_softcap = float(cfg.final_logit_softcapping);
+    d.sinks = cfg.attention_sinks;
     if (cfg.rope_scaling.type == RopeScalingType::LongRope)
         d.longrope_max = int(std::min<int64_t>(cfg.rope_scaling.original_max_position_embeddings, int64_t(1) << 30));
     d.eps = float(cfg.rms_norm_eps);
@@ -90,6 +91,8 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
         d.topk = int(first_moe->moe.top_k);
         d.Fe = int(first_moe->moe.intermediate);
         d.moe_renorm = first_moe->moe.renormalize;
+        d.router_bias = !first_moe->moe.router_bias.empty();
+        d.moe_limit = float(first_moe->moe.swiglu_limit);
         d.moe.resize(size_t(d.L));
         for (int l = 0; l < d.L; ++l) {
             d.moe[size_t(l)] = arch.layers[size_t(l)].moe.experts > 0;
@@ -253,6 +256,8 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
             h.mlp_out_norm = y.weights.reserve(act(d.C), p + d.mlp_out_norm_name);
         }
         if (d.is_moe(l)) h.router = y.weights.reserve(act(size_t(d.E) * d.C), p + "router");
+        if (d.is_moe(l) && d.router_bias) h.router_bias = y.weights.reserve(act(size_t(d.E)), p + "router bias");
+        if (d.sinks) h.sinks = y.weights.reserve(act(size_t(d.Hq)), p + "attention sinks");
         const std::vector<ProjectionSpec>& projs = d.projections_of(l);
         for (size_t pi = 0; pi < projs.size(); ++pi) {
             const ProjectionSpec& pr = projs[pi];
@@ -282,7 +287,8 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
             } else {
                 w = y.weights.reserve(act(size_t(n)), p + pr.target);
             }
-            const int b = pr.bias ? y.weights.reserve(act(size_t(pr.out)), p + pr.target + " bias") : -1;
+            const size_t bias_n = size_t(pr.out) * size_t(std::max<int64_t>(pr.experts, 1));  // experts: [E, out]
+            const int b = pr.bias ? y.weights.reserve(act(bias_n), p + pr.target + " bias") : -1;
             int64_t row = 0;  // the slots' rows follow each other in the fused weight (in each expert's)
             for (int slot : pr.feeds) {
                 h.w[slot] = w;
@@ -553,6 +559,7 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
             out.push_back({h.mlp_out_norm, {}, p + d.mlp_out_norm_name + ".weight", d.C, WeightKind::Norm});
         }
         if (d.is_moe(l)) out.push_back({h.router, {}, p + d.moe_spec.router, int64_t(d.E) * d.C, WeightKind::Matrix});
+        if (h.router_bias >= 0) out.push_back({h.router_bias, {}, p + d.moe_spec.router_bias, d.E, WeightKind::Bias});
         for (const ProjectionSpec& pr : d.projections_of(l)) {
             const int slot = pr.feeds.at(0);
             if (pr.experts == 0) {
@@ -566,8 +573,13 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
             const MoeSpec& m = d.moe_spec;
             const bool gate_up = slot == kGate;
             if (m.fused) {
-                out.push_back({h.w[slot], {}, p + (gate_up ? m.gate_up : m.down), pr.experts * pr.out * pr.in,
-                               WeightKind::Matrix});
+                const std::string name = p + (gate_up ? m.gate_up : m.down);
+                const bool interleaved = gate_up && m.interleaved;
+                out.push_back({h.w[slot], {}, name, pr.experts * pr.out * pr.in, WeightKind::Matrix, 0, {},
+                               {m.transposed || interleaved ? pr.experts : 0, pr.in, pr.out, m.transposed, interleaved}});
+                if (pr.bias)
+                    out.push_back({h.b[slot], {}, name + "_bias", pr.experts * pr.out, WeightKind::Bias, 0, {},
+                                   {interleaved ? pr.experts : 0, 1, pr.out, false, interleaved}});
                 continue;
             }
             const int64_t per = pr.out * pr.in, half = int64_t(d.Fe) * d.C;
@@ -585,6 +597,7 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
             out.push_back({h.q_norm, {}, p + "self_attn.q_norm.weight", d.D, WeightKind::Norm});
             out.push_back({h.k_norm, {}, p + "self_attn.k_norm.weight", d.D, WeightKind::Norm});
         }
+        if (h.sinks >= 0) out.push_back({h.sinks, {}, p + "self_attn.sinks", d.Hq, WeightKind::Bias});
     }
     return out;
 }

@@ -66,6 +66,7 @@ struct Dims {
     float embed_scale = 1.0f;
     float attn_scale = 1.0f;  // 1/sqrt(head_dim), or 1/sqrt(query_pre_attn_scalar)
     float attn_softcap = 0.0f, final_softcap = 0.0f;
+    bool sinks = false;       // attention sinks (gpt-oss): a weight [Hq] per layer, kernels/cpu/attention.h
     std::string ln1_name, ln2_name, attn_out_norm_name, mlp_out_norm_name;  // checkpoint names ("" = none)
     // The projections of a layer as the checkpoint stores them (arch/arch.h; every layer of a dense model has
     // the same): one weight piece each; a fused one feeds several slots at row offsets.
@@ -86,6 +87,9 @@ struct Dims {
     // expert buffers (every token's topk assignments, sorted by expert: kernels/cpu/moe.h).
     int E = 0, topk = 0, Fe = 0;
     bool moe_renorm = false;
+    bool router_bias = false;  // the router's logits + a bias [E] (gpt-oss)
+    // The experts' activation: the clamped SwiGLU with this limit and alpha (gpt-oss), or 0: SwiGLU.
+    float moe_limit = 0.0f, moe_alpha = 1.702f;
     float aux_coef = 0.0f;   // the load-balancing loss's coefficient (0: off); moe_layers MoE layers, the first one
     int moe_layers = 0, first_moe = -1;
     std::vector<uint8_t> moe;                     // [L]
@@ -225,6 +229,7 @@ struct Fp8Pieces {
 struct LayerWeightHandles {
     int ln1 = -1, ln2 = -1, q_norm = -1, k_norm = -1, attn_out_norm = -1, mlp_out_norm = -1;
     int router = -1;  // MoE layers: [E, C]
+    int router_bias = -1, sinks = -1;  // [E] (Dims::router_bias), [Hq] (Dims::sinks)
     int w[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int b[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int64_t w_off[kNumModules] = {};
@@ -291,6 +296,15 @@ struct ModelPlan {
 // Every base weight of a plan in file order: its piece, its checkpoint tensor name, its element count and what
 // kind of tensor it is (random models: matrices uniform, norms 1, biases 0). Both loads walk this list.
 enum class WeightKind : uint8_t { Matrix, Norm, Bias };
+// gpt-oss's expert tensors (arch/arch.h MoeSpec): the checkpoint holds [experts, in, out] (transposed) and/or
+// alternates gate / up along out (interleaved; a bias is [experts, out] with in 1); the piece holds
+// [experts, out, in] with the gate rows first. MXFP4 checkpoints hold the transposed ones as blocks
+// (io/mxfp4.h). model/expert_layout.h reads them.
+struct ExpertLayout {
+    int64_t experts = 0;  // 0: the tensor is stored as the piece holds it
+    int64_t in = 0, out = 0;
+    bool transposed = false, interleaved = false;
+};
 struct WeightEntry {
     int handle = -1;                // -1 for a 4-bit or FP8 projection: its pieces are q or f8
     Quant4Pieces q;
@@ -299,6 +313,7 @@ struct WeightEntry {
     WeightKind kind = WeightKind::Matrix;
     int64_t offset = 0;  // the first element it fills in its piece (one expert's projection in the fused experts)
     Fp8Pieces f8;        // an FP8 projection's pieces (handle -1)
+    ExpertLayout expert;  // how the checkpoint stores it, when not as the piece
 };
 struct ModelPlan;
 std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/nf4.h"
+#include "model/expert_layout.h"
 #include "model/fp8_load.h"
 #include "tandem/error.h"
 
@@ -76,6 +77,11 @@ void load_weights_fp32(const ModelPlan& y, void* base, const Dims& d, const Safe
         }
         if (e.handle < 0) {
             load_quant4_host(y.weights, base, e, d, ws);
+            continue;
+        }
+        if (e.expert.experts > 0) {  // gpt-oss's experts: transposed / interleaved / MXFP4
+            const std::vector<float> v = read_expert_tensor(ws, e);
+            std::memcpy(y.weights.ptr<float>(base, e.handle) + e.offset, v.data(), v.size() * sizeof(float));
             continue;
         }
         check_not_quant4(ws, e);

@@ -120,7 +120,7 @@ void fixture_case(Check& c, const fs::path& dir, AttentionBackend attention, con
         // An expert parameter's lora_B in PEFT's layout (lora_table.h).
         const std::vector<float> got = p.spec.experts > 0 && !p.spec.is_a
                                            ? expert_b_to_peft(p.grad, p.spec.experts, p.spec.shape[0],
-                                                              p.spec.shape[1] / p.spec.experts)
+                                                              p.spec.shape[1] / p.spec.experts, p.spec.interleaved)
                                            : p.grad;
         double max_abs = 0, denom = 0;
         bool ok = want.size() == got.size();
@@ -250,7 +250,7 @@ void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
     if (!fixtures_dir.empty()) {
         const fs::path models = fs::path(fixtures_dir) / "models";
         for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "phi3-partial", "gemma2",
-                              "gemma3", "qwen3-moe", "mixtral"}) {
+                              "gemma3", "qwen3-moe", "mixtral", "gpt-oss"}) {
             const fs::path dir = models / v;
             if (!fs::exists(dir / "expected.safetensors")) continue;  // a variant whose fixture is not made yet
             // MoE fixtures run with transformers' fp32 routing injected, so they are held to their dense family's
@@ -259,6 +259,7 @@ void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
             // Partial-rotary Phi-3 (a variant added after bf16_floor.json was measured) is held to Phi-3's floor.
             const std::string floor = std::string(v) == "qwen3-moe"      ? "qwen3"
                                       : std::string(v) == "mixtral"      ? "mistral"
+                                      : std::string(v) == "gpt-oss"      ? "mistral-window"
                                       : std::string(v) == "phi3-partial" ? "phi3"
                                                                          : "";
             const FixtureSpec spec{dir, dir, dir, false, floor};

@@ -89,6 +89,7 @@ struct DecShape {
     float softcap = 0.0f;
     float scale = 0.0f;  // 0: 1 / sqrt(D)
     bool same_slot = false;  // all rows in slot 0 (a prompt continuing a cached prefix)
+    bool sinks = false;      // attention sinks (gpt-oss): one logit per head
 };
 
 std::string dec_label(const DecShape& s) {
@@ -99,6 +100,7 @@ std::string dec_label(const DecShape& s) {
     if (s.softcap > 0) l += " softcap=" + g3(s.softcap);
     if (s.scale > 0) l += " scale=" + g3(s.scale);
     if (s.same_slot) l += " one slot";
+    if (s.sinks) l += " sinks";
     return l;
 }
 
@@ -116,15 +118,20 @@ void decode_attention_case(Check& c, const DecShape& s) {
         }
     const float scale = s.scale > 0 ? s.scale : 1.0f / std::sqrt(float(s.D));
     const int64_t on = int64_t(s.T) * s.Hq * s.D;
+    // Sinks of the order of the scores' log-sum-exp (-1..3): they take a visible share of each row.
+    std::vector<float> sinks = c.rng.bf16_values(s.Hq, 2.0f);
+    for (float& x : sinks) x = round_bf16(x + 1.0f);
     std::vector<float> want(static_cast<size_t>(on));
     cpu::decode_attention(want.data(), q.data(), kc.data(), vc.data(), slot.data(), pos.data(), s.T, layer, s.N, s.L,
-                          s.M, s.Hq, s.Hkv, s.D, scale, s.window, s.softcap);
+                          s.M, s.Hq, s.Hkv, s.D, scale, s.window, s.softcap, s.sinks ? sinks.data() : nullptr);
     const auto d_kc = dev_bf16(kc), d_vc = dev_bf16(vc), d_q = dev_bf16(q);
     const auto d_slot = dev_i32(slot), d_pos = dev_i32(pos);
+    const auto d_sinks = dev_bf16(sinks);
+    const bf16* sk = s.sinks ? d_sinks.p() : nullptr;
     {
         const auto d_out = poisoned<bf16>(on);
         cuda::decode_attention(d_out.p(), d_q.p(), d_kc.p(), d_vc.p(), d_slot.p(), d_pos.p(), s.T, layer, s.N, s.L,
-                               s.M, s.Hq, s.Hkv, s.D, scale, s.window, s.softcap);
+                               s.M, s.Hq, s.Hkv, s.D, scale, s.window, s.softcap, nullptr, sk);
         c.tensor("out (one pass)", get(d_out), want, kTolBf16);
     }
     const size_t ws_bytes = cuda::decode_attention_workspace(s.T, s.Hq, s.Hkv, s.D, s.M);
@@ -135,7 +142,7 @@ void decode_attention_case(Check& c, const DecShape& s) {
     const auto ws = poisoned<char>(int64_t(ws_bytes));
     const auto d_out = poisoned<bf16>(on);
     cuda::decode_attention(d_out.p(), d_q.p(), d_kc.p(), d_vc.p(), d_slot.p(), d_pos.p(), s.T, layer, s.N, s.L, s.M,
-                           s.Hq, s.Hkv, s.D, scale, s.window, s.softcap, ws.p());
+                           s.Hq, s.Hkv, s.D, scale, s.window, s.softcap, ws.p(), sk);
     c.tensor("out (split, " + std::to_string(ws_bytes) + " B workspace)", get(d_out), want, kTolBf16);
 }
 
@@ -289,6 +296,15 @@ void add_infer_op_cases(std::vector<Case>& cs) {
         dec.push_back(s);
         s = {16, 2, 2, 2500, 8, 2, 128, 2500};  // a prompt chunk continuing a cached prefix in slot 0
         s.same_slot = true;
+        dec.push_back(s);
+        // gpt-oss: sinks, head_dim 64, 64 query heads on 8, a window of 128; one pass and split.
+        s = {1, 2, 1, 4096, 64, 8, 64, 3000};
+        s.sinks = true;
+        dec.push_back(s);
+        s.window = 128;
+        dec.push_back(s);
+        s = {6, 3, 2, 300, 8, 2, 64, 300};
+        s.sinks = true;
         dec.push_back(s);
     }
     for (const auto& s : dec) add("decode_attention " + dec_label(s), [=](Check& c) { decode_attention_case(c, s); });

@@ -207,25 +207,49 @@ void rope_case(Check& c, int H, int D, double theta, const RopeScaling& scaling,
 // SwiGLU
 // ---------------------------------------------------------------------------------------------------------
 
-// gelu: the GeGLU pair (geglu_forward / geglu_backward) instead of SwiGLU.
-void swiglu_case(Check& c, int N, int F, bool in_place, bool gelu = false) {
+// The gated activations: SwiGLU, GeGLU, and gpt-oss's clamped SwiGLU (limit 2 here, so that the uniform(-4, 4)
+// gates and (-2, 2) ups are cut by both clamps; alpha 1.702).
+enum class Gated { Silu, Gelu, Clamped };
+constexpr float kClampAlpha = 1.702f, kClampLimit = 2.0f;
+
+void gated_forward_cpu(Gated k, float* out, const float* gate, const float* up, int N, int F) {
+    if (k == Gated::Clamped) return cpu::clamped_swiglu_forward(out, gate, up, N, F, kClampAlpha, kClampLimit);
+    (k == Gated::Gelu ? cpu::geglu_forward : cpu::swiglu_forward)(out, gate, up, N, F);
+}
+void gated_forward_cuda(Gated k, bf16* out, const bf16* gate, const bf16* up, int N, int F) {
+    if (k == Gated::Clamped) return cuda::clamped_swiglu_forward(out, gate, up, N, F, kClampAlpha, kClampLimit);
+    (k == Gated::Gelu ? cuda::geglu_forward : cuda::swiglu_forward)(out, gate, up, N, F);
+}
+void gated_backward_cpu(Gated k, float* dgate, float* dup, const float* dout, const float* gate, const float* up, int N,
+                        int F) {
+    if (k == Gated::Clamped)
+        return cpu::clamped_swiglu_backward(dgate, dup, dout, gate, up, N, F, kClampAlpha, kClampLimit);
+    (k == Gated::Gelu ? cpu::geglu_backward : cpu::swiglu_backward)(dgate, dup, dout, gate, up, N, F);
+}
+void gated_backward_cuda(Gated k, bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int N,
+                         int F) {
+    if (k == Gated::Clamped)
+        return cuda::clamped_swiglu_backward(dgate, dup, dout, gate, up, N, F, kClampAlpha, kClampLimit);
+    (k == Gated::Gelu ? cuda::geglu_backward : cuda::swiglu_backward)(dgate, dup, dout, gate, up, N, F);
+}
+
+void swiglu_case(Check& c, int N, int F, bool in_place, Gated kind = Gated::Silu) {
     const int64_t n = numel(N, F);
     const auto gate = c.rng.bf16_values(n, 4.0f);
     const auto up = c.rng.bf16_values(n, 2.0f);
     std::vector<float> want(static_cast<size_t>(n));
-    (gelu ? cpu::geglu_forward : cpu::swiglu_forward)(want.data(), gate.data(), up.data(), N, F);
+    gated_forward_cpu(kind, want.data(), gate.data(), up.data(), N, F);
     {
         const auto d_gate = dev_bf16(gate);
         const auto d_up = dev_bf16(up);
         const auto d_out = poisoned<bf16>(in_place ? 0 : n);
         bf16* out = in_place ? d_gate.p() : d_out.p();
-        (gelu ? cuda::geglu_forward : cuda::swiglu_forward)(out, d_gate.p(), d_up.p(), N, F);
+        gated_forward_cuda(kind, out, d_gate.p(), d_up.p(), N, F);
         c.tensor("out", get(out, n), want, kTolBf16);
     }
     const auto dout = c.rng.bf16_values(n, 1.0f);
     std::vector<float> want_dgate(static_cast<size_t>(n)), want_dup(static_cast<size_t>(n));
-    (gelu ? cpu::geglu_backward : cpu::swiglu_backward)(want_dgate.data(), want_dup.data(), dout.data(), gate.data(),
-                                                        up.data(), N, F);
+    gated_backward_cpu(kind, want_dgate.data(), want_dup.data(), dout.data(), gate.data(), up.data(), N, F);
     const auto d_gate = dev_bf16(gate);
     const auto d_up = dev_bf16(up);
     const auto d_dout = dev_bf16(dout);
@@ -233,9 +257,24 @@ void swiglu_case(Check& c, int N, int F, bool in_place, bool gelu = false) {
     const auto d_dup = poisoned<bf16>(in_place ? 0 : n);
     bf16* dgate = in_place ? d_gate.p() : d_dgate.p();
     bf16* dup = in_place ? d_up.p() : d_dup.p();
-    (gelu ? cuda::geglu_backward : cuda::swiglu_backward)(dgate, dup, d_dout.p(), d_gate.p(), d_up.p(), N, F);
+    gated_backward_cuda(kind, dgate, dup, d_dout.p(), d_gate.p(), d_up.p(), N, F);
     c.tensor("dgate", get(dgate, n), want_dgate, kTolBf16);
     c.tensor("dup", get(dup, n), want_dup, kTolBf16);
+}
+
+// attention_sinks on an attention output and its log-sum-exp (lse of the order of the sinks: both matter).
+void attention_sinks_case(Check& c, int T, int Hq, int D) {
+    const int64_t n = int64_t(T) * Hq * D;
+    auto out = c.rng.bf16_values(n, 1.0f);
+    auto lse = c.rng.f32_values(int64_t(Hq) * T, 2.0f);
+    const auto sinks = c.rng.bf16_values(Hq, 2.0f);
+    const auto d_out = dev_bf16(out);
+    const auto d_lse = dev_f32(lse);
+    const auto d_sinks = dev_bf16(sinks);
+    cpu::attention_sinks(out.data(), lse.data(), sinks.data(), T, Hq, D);
+    cuda::attention_sinks(d_out.p(), d_lse.p(), d_sinks.p(), T, Hq, D);
+    c.tensor("out", get(d_out), out, kTolBf16);
+    c.tensor("lse", get(d_lse), lse, kTolF32);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -583,8 +622,12 @@ void add_op_cases(std::vector<Case>& cs) {
         add("swiglu " + shape({{"N", N}, {"F", F}}), [=](Check& c) { swiglu_case(c, N, F, false); });
     add("swiglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true); });
     for (auto [N, F] : {std::pair{37, 200}, {130, 96}, {3, 37}})
-        add("geglu " + shape({{"N", N}, {"F", F}}), [=](Check& c) { swiglu_case(c, N, F, false, true); });
-    add("geglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true, true); });
+        add("geglu " + shape({{"N", N}, {"F", F}}), [=](Check& c) { swiglu_case(c, N, F, false, Gated::Gelu); });
+    add("geglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true, Gated::Gelu); });
+    add("clamped_swiglu N=64 F=2880", [](Check& c) { swiglu_case(c, 64, 2880, false, Gated::Clamped); });
+    add("clamped_swiglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true, Gated::Clamped); });
+    add("attention_sinks T=300 Hq=64 D=64", [](Check& c) { attention_sinks_case(c, 300, 64, 64); });
+    add("attention_sinks T=37 Hq=8 D=128", [](Check& c) { attention_sinks_case(c, 37, 8, 128); });
 
     for (auto [N, IN, OUT, bias] : {std::tuple{37, 96, 200, false},
                                     {37, 96, 200, true},

@@ -33,7 +33,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # check_adapter.py beside this file
 
 VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "phi3-partial", "gemma2", "gemma3",
-            "qwen3-moe", "mixtral")
+            "qwen3-moe", "mixtral", "gpt-oss")
 OPS_SEED = 1234
 PROBLEMS = []  # checks that failed; reported at the end (exit 2) instead of aborting the run
 
@@ -135,6 +135,90 @@ def inv_freq_llama3(theta, dim, factor, low_freq_factor, high_freq_factor, old_c
     smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
     is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
     return torch.where(is_medium, smoothed, inv_freq_llama)
+
+
+def inv_freq_yarn(theta, dim, s):
+    """YaRN (the paper's NTK-by-parts with the 0.1 ln(s) + 1 attention factor), written out here independently:
+    frequencies whose wavelength fits beta_fast times into the original context keep inv_freq, those fitting fewer
+    than beta_slow times take inv_freq / factor, a linear ramp over the dimensions between."""
+    import torch
+    base = torch.arange(0, dim, 2, dtype=torch.float32) / dim
+    pos = float(theta) ** base
+    orig = s["original_max_position_embeddings"]
+
+    def dim_of(rot):
+        return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))
+    lo, hi = dim_of(s["beta_fast"]), dim_of(s["beta_slow"])
+    if s.get("truncate", True):
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, dim - 1)
+    ramp = ((torch.arange(dim // 2, dtype=torch.float32) - lo) / (hi - lo)).clamp(0, 1)
+    keep = 1 - ramp
+    inv = (1.0 / (s["factor"] * pos)) * (1 - keep) + (1.0 / pos) * keep
+    return inv, 0.1 * math.log(s["factor"]) + 1.0
+
+
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def mxfp4_quantize(w):
+    """w [..., OUT, IN] -> (blocks uint8 [..., OUT, IN/32, 16], scales uint8 [..., OUT, IN/32], dequantized w):
+    per 32 values the power of two 2^k (k = ceil(log2(amax / 6))) and each value's nearest E2M1 code of w / 2^k (the
+    OCP MX format, as gpt-oss stores its experts; the low nibble holds the even element)."""
+    import torch
+    *pre, out, inn = w.shape
+    x = w.reshape(*pre, out, inn // 32, 32).double()
+    amax = x.abs().amax(-1, keepdim=True).clamp_min(1e-30)
+    k = torch.ceil(torch.log2(amax / 6.0))
+    y = x / torch.pow(2.0, k)
+    mags = torch.tensor(E2M1, dtype=torch.float64)
+    code = (y.abs().unsqueeze(-1) - mags).abs().argmin(-1)  # nearest magnitude (ties: the smaller)
+    code = code + 8 * (y < 0).long()
+    deq = (torch.where(code >= 8, -mags[code - 8 * (code >= 8).long()], mags[code % 8]) * torch.pow(2.0, k))
+    blocks = (code[..., 0::2] | (code[..., 1::2] << 4)).to(torch.uint8)
+    scales = (k.squeeze(-1) + 127).to(torch.uint8)
+    return blocks, scales, deq.reshape(w.shape).float()
+
+
+def make_gpt_oss_mxfp4(model):
+    """Every expert weight ([E, in, out] parameters) replaced by its MXFP4 round trip (quantized along `in` of each
+    output, as released checkpoints store it): the bf16/fp32 checkpoint and the MXFP4 one then hold the same model."""
+    import torch
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 3:
+                _, _, deq = mxfp4_quantize(p.detach().transpose(1, 2).contiguous())
+                p.copy_(deq.transpose(1, 2))
+
+
+def write_gpt_oss_mxfp4(src_dir, dst_dir):
+    """dst_dir: src_dir's config.json with quantization_config mxfp4 and model.safetensors with the experts as
+    <name>_blocks / <name>_scales; checked with transformers' own convert_moe_packed_tensors."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    os.makedirs(dst_dir, exist_ok=True)
+    with open(os.path.join(src_dir, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn",
+                                  "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    with open(os.path.join(dst_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+        f.write("\n")
+    sd = load_file(os.path.join(src_dir, "model.safetensors"))
+    out, worst = {}, 0.0
+    for k, v in sd.items():
+        if v.dim() == 3 and k.endswith(("gate_up_proj", "down_proj")):
+            blocks, scales, deq = mxfp4_quantize(v.transpose(1, 2).contiguous())
+            out[k + "_blocks"], out[k + "_scales"] = blocks, scales
+            theirs = convert_moe_packed_tensors(blocks, scales, dtype=torch.float32)  # [E, in, out]
+            worst = max(worst, (theirs - v).abs().max().item(), (deq.transpose(1, 2) - v).abs().max().item())
+        else:
+            out[k] = v
+    if worst != 0.0:
+        problem(f"gpt-oss: the MXFP4 checkpoint does not hold the same experts (max abs {worst:.2e})")
+    save_file(out, os.path.join(dst_dir, "model.safetensors"), metadata={"format": "pt"})
+    return worst
 
 
 def cos_sin(inv_freq, positions):
@@ -419,7 +503,23 @@ SPECS = {
                 dict(tie_word_embeddings=False, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
                      intermediate_size=48, sliding_window=None, output_router_logits=False, router_jitter_noise=0.0),
                 1000000.0, None, True),
+    # gpt-oss: biased attention with sinks, layer 0 sliding (window 8, shorter than two sequences), layer 1 full,
+    # YaRN RoPE (factor 4 over 64 original positions, truncate false as the released model), a biased router over
+    # 4 experts of 96 (MXFP4 needs multiples of 32; no square expert matrix), top-2 softmaxed among themselves, experts [E, H, 2I] with
+    # interleaved gate / up columns and biases, the clamped SwiGLU (limit 7: GPT_OSS_CLAMPED pushes some gate / up
+    # values past it). The experts' weights are made MXFP4-exact (make_gpt_oss_mxfp4), so models/gpt-oss/mxfp4/
+    # holds the same model as released checkpoints store it.
+    "gpt-oss": ("GptOssConfig", "GptOssForCausalLM", 1111,
+                dict(tie_word_embeddings=False, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+                     intermediate_size=96, sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+                     output_router_logits=False, attention_bias=True, rms_norm_eps=1e-5),
+                150000.0, {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                           "original_max_position_embeddings": 64, "truncate": False}, False),
 }
+# gpt-oss's expert biases: (expert, column of gate_up_proj_bias, added) so that some gate values pass the clamp's
+# limit 7 (even columns: gate) and some up values pass -7 / +7 (odd columns: up), in every layer.
+GPT_OSS_CLAMPED = [(0, 0, 9.0), (1, 6, 8.0), (2, 3, -9.0), (3, 9, 8.5), (1, 11, -8.0)]
+SINK_STD = 1.0             # gpt-oss's attention sinks: logits of the order of the scores
 GEMMA = ("gemma2", "gemma3")
 GEMMA3_LOCAL_THETA = 10000.0
 # PEFT target_modules per variant (the checkpoint's module names).
@@ -439,9 +539,12 @@ TRAIN = {"optimizer": "AdamW", "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "
 MOE = {
     "qwen3-moe": {"r": 4, "lora_alpha": 8, "expert_layout": "fused"},
     "mixtral": {"r": 8, "lora_alpha": 8, "expert_layout": "per_expert"},
+    # gpt-oss: 4 experts, top-2, biased router: no seed in 200 keeps every top-2 gap above 1e-3 over the 12 passes;
+    # 1e-4 is still 100x the CPU's error on the router's logits (the CUDA self-test injects the fixture's routing).
+    "gpt-oss": {"r": 4, "lora_alpha": 8, "expert_layout": "fused", "min_gap": 1e-4},
 }
 MOE_ATTN_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
-ROUTER_NAME = re.compile(r"\.(mlp|block_sparse_moe)\.gate\.weight$")
+ROUTER_NAME = re.compile(r"\.(mlp|block_sparse_moe)\.(gate|router)\.weight$")
 ROUTER_STD = 0.2           # router logits of order 1-2: routing decided by the weights, not by rounding
 EXPERT_STD = WEIGHT_STD    # fused expert weights, like the dense MLPs
 ROUTER_MIN_GAP = 1e-3      # every token: p(K-th expert) - p((K+1)-th expert) > this, in every MoE layer and pass
@@ -504,6 +607,13 @@ def build_model(variant, seed=None):
         for name, p in model.named_parameters():  # tied lm_head appears once (as embed_tokens)
             if p.dim() == 1 and "norm" in name:  # Gemma stores w of (1 + w): centred on 0
                 p.copy_(rand(g, *p.shape, scale=NORM_STD, shift=0.0 if variant in GEMMA else NORM_SHIFT))
+            elif name.endswith(".sinks"):
+                p.copy_(rand(g, *p.shape, scale=SINK_STD))
+            elif name.endswith(("gate_up_proj_bias", "down_proj_bias")):  # gpt-oss's expert biases [E, out]
+                p.copy_(rand(g, *p.shape, scale=BIAS_STD))
+                if name.endswith("gate_up_proj_bias"):
+                    for e, col, add in GPT_OSS_CLAMPED:
+                        p[e, col] += add
             elif name.endswith(".bias"):
                 p.copy_(rand(g, *p.shape, scale=BIAS_STD))
             elif name.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight")):
@@ -516,6 +626,8 @@ def build_model(variant, seed=None):
                 p.copy_(rand(g, *p.shape, scale=WEIGHT_STD))
             else:
                 raise RuntimeError(f"unexpected parameter {name} {tuple(p.shape)}")
+    if variant == "gpt-oss":
+        make_gpt_oss_mxfp4(model)
     tied = model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
     if extra.get("tie_word_embeddings") and not tied:
         model.tie_weights()
@@ -527,6 +639,8 @@ def build_model(variant, seed=None):
     want_scaling = 1.0
     if variant in GEMMA:
         want = None  # per-layer-type tables: checked by the engine's fixture parity instead
+    elif scaling and scaling["rope_type"] == "yarn":
+        want, want_scaling = inv_freq_yarn(theta, head_dim, scaling)
     elif scaling and scaling["rope_type"] == "longrope":
         # _compute_longrope_parameters: inv_freq / short_factor (sequences within the original length), cos and
         # sin times sqrt(1 + ln(factor) / ln(original)), factor = max positions / original
@@ -765,10 +879,15 @@ def moe_blocks(model):
     for i, layer in enumerate(base.model.layers):
         for attr in ("mlp", "block_sparse_moe"):
             blk = getattr(layer, attr, None)
-            if blk is not None and hasattr(blk, "gate") and hasattr(blk, "experts"):
+            if blk is not None and (hasattr(blk, "gate") or hasattr(blk, "router")) and hasattr(blk, "experts"):
                 out.append((i, blk))
                 break
     return out
+
+
+def router_of(blk):
+    """The MoE block's router module (`gate`; gpt-oss: `router`, with a bias)."""
+    return blk.router if hasattr(blk, "router") else blk.gate
 
 
 def moe_dims(model):
@@ -791,7 +910,7 @@ class RouterRecorder:
         self.calls = {i: [] for i in self.layers}
         self.handles = []
         for i, blk in moe_blocks(model):
-            self.handles.append(blk.gate.register_forward_hook(self._hook(i), with_kwargs=True))
+            self.handles.append(router_of(blk).register_forward_hook(self._hook(i), with_kwargs=True))
         if not self.handles:
             raise RuntimeError("no MoE block (a module with `gate` and `experts`) found")
 
@@ -804,7 +923,9 @@ class RouterRecorder:
             x = args[0] if args else next(iter(kwargs.values()))
             with torch.no_grad():
                 x2 = x.detach().reshape(-1, x.shape[-1]).float()
-                probs = torch.softmax(F.linear(x2, module.weight.detach().float()), dim=-1)
+                bias = getattr(module, "bias", None)
+                bias = None if bias is None else bias.detach().float()
+                probs = torch.softmax(F.linear(x2, module.weight.detach().float(), bias), dim=-1)
                 top = torch.sort(probs, dim=-1, descending=True).values
                 gap = top[:, K - 1] - top[:, K]
                 my_w, my_idx = torch.topk(probs, K, dim=-1)
@@ -878,6 +999,10 @@ def moe_peft(model, variant, seed):
     return pm, names, target_parameters
 
 
+def min_gap_of(variant):
+    return MOE[variant].get("min_gap", ROUTER_MIN_GAP)
+
+
 def routing_check(variant, seed, sequences):
     """Builds the candidate for `seed` exactly as the fixture would (model + LoRA) and runs every pass the fixture
     records -- the adapter forward, the adapter-disabled forward, the training steps -- recording the routers.
@@ -896,13 +1021,13 @@ def routing_check(variant, seed, sequences):
         out["min_gap_adapter"] = min_gap(r)
         out["min_hits"] = min(int(torch.bincount(v["idx"].flatten().long(), minlength=E).min()) for v in r.values())
         out["min_gap"] = out["min_gap_adapter"]
-        if not out["min_gap"] > ROUTER_MIN_GAP or out["min_hits"] == 0:
+        if not out["min_gap"] > min_gap_of(variant) or out["min_hits"] == 0:
             return out
         with pm.disable_adapter(), torch.no_grad():
             sequence_loss(pm, sequences)
         out["min_gap_adapter_disabled"] = min_gap(rec.take())
         out["min_gap"] = min(out["min_gap"], out["min_gap_adapter_disabled"])
-        if not out["min_gap"] > ROUTER_MIN_GAP:
+        if not out["min_gap"] > min_gap_of(variant):
             return out
         params = dict(pm.named_parameters())
         steps = []
@@ -910,7 +1035,7 @@ def routing_check(variant, seed, sequences):
                     after_forward=lambda step: steps.append(min_gap(rec.take())))
         out["min_gap_train"] = min(steps)
         out["min_gap"] = min(out["min_gap"], out["min_gap_train"])
-        out["ok"] = out["min_gap"] > ROUTER_MIN_GAP
+        out["ok"] = out["min_gap"] > min_gap_of(variant)
         return out
     finally:
         rec.remove()
@@ -983,7 +1108,9 @@ def expert_wrappers(pm, names, adapter="default"):
             B3 = B.reshape(B.shape[0], r, E)            # [out, r, E]: column j * E + e of lora_B
             mine = torch.stack([B3[:, :, e] @ A3[e] for e in range(E)]) * s   # [E, out, in]
             orient = "[E, out, in]"
-            if tuple(mine.shape) != tuple(dw.shape) and tuple(mine.transpose(1, 2).shape) == tuple(dw.shape):
+            transposed = getattr(mod.get_base_layer(), "is_transposed", None)  # gpt-oss: parameters [E, in, out]
+            if transposed or (tuple(mine.shape) != tuple(dw.shape) and
+                              tuple(mine.transpose(1, 2).shape) == tuple(dw.shape)):
                 mine, orient = mine.transpose(1, 2), "[E, in, out]"
             err = (mine - dw).abs().max().item() if mine.shape == dw.shape else float("inf")
         layer = re.search(r"\.layers\.(\d+)\.", mname)
@@ -1067,7 +1194,7 @@ def make_moe_model(root, variant, log, vers):
     if seed is None:
         best = max(attempts, key=lambda a: (a.get("min_hits", 0) > 0, a["min_gap"]))
         seed = best["seed"]
-        problem(f"{variant}: no seed in {MOE_MAX_ATTEMPTS} routes every token with a top-k gap > {ROUTER_MIN_GAP}; "
+        problem(f"{variant}: no seed in {MOE_MAX_ATTEMPTS} routes every token with a top-k gap > {min_gap_of(variant)}; "
                 f"using seed {seed} (min gap {best['min_gap']:.2e})")
 
     # 2. the base model
@@ -1249,9 +1376,10 @@ def make_moe_model(root, variant, log, vers):
     save_st(os.path.join(d, "train_final.safetensors"), {key: params[n].detach() for n, key in names.items()},
             {"what": "LoRA weights after the 10 AdamW steps of train_curve.json"})
     gap_all = min([gap_adapter, gap_disabled] + step_gaps)
-    if not gap_all > ROUTER_MIN_GAP:
-        problem(f"{variant}: router top-k gap {gap_all:.2e} <= {ROUTER_MIN_GAP} (near-tie)")
+    if not gap_all > min_gap_of(variant):
+        problem(f"{variant}: router top-k gap {gap_all:.2e} <= {min_gap_of(variant)} (near-tie)")
 
+    mxfp4_err = write_gpt_oss_mxfp4(d, os.path.join(d, "mxfp4")) if variant == "gpt-oss" else None
     probe = peft_dense_mlp_probe(variant, seed) if dense_layers else None
     if probe is not None:
         print("  PEFT with gate_proj/up_proj/down_proj also in target_modules: " + json.dumps(probe))
@@ -1284,7 +1412,7 @@ def make_moe_model(root, variant, log, vers):
                 "selection": "the K largest probabilities, in decreasing order (router_idx.L)",
                 "weights": "their probabilities" + (", divided by their sum" if renorm else ""),
                 "weights_source": next(iter(router.values()))["source"],
-                "min_gap_threshold": ROUTER_MIN_GAP, "min_gap": gap_all, "min_gap_expected_forward": gap_adapter,
+                "min_gap_threshold": min_gap_of(variant), "min_gap": gap_all, "min_gap_expected_forward": gap_adapter,
                 "min_gap_adapter_disabled": gap_disabled, "min_gap_train_steps": step_gaps,
                 "expert_hits": hits, "attempts": attempts,
             },
@@ -1311,6 +1439,9 @@ def make_moe_model(root, variant, log, vers):
                      "PEFT adds it to the parameter in the forward (W + dW): x W_e^T + scaling (x A_e^T) B_e^T",
         },
         "peft_dense_mlp_probe": probe,
+        "mxfp4_checkpoint": None if mxfp4_err is None else {
+            "folder": "mxfp4/", "experts": "<name>_blocks uint8 [E, out, in/32, 16] + <name>_scales uint8 [E, out, in/32]",
+            "transformers_dequantized_max_abs_err_vs_fp32": mxfp4_err},
         "sequence_lengths": SEQ_LENS, "num_predicted": count, "loss": loss.item(),
         "train_losses": losses, "reload_max_abs_err": max_abs, "adapter_effect_max_abs": adapter_effect,
         "adapter_disabled_vs_plain_max_abs": disabled_vs_plain,

@@ -20,7 +20,7 @@ A second pass re-runs every case without the cache (the whole sequence per step)
 the two disagree on a step with a margin above 1e-4.
 
 float32, CPU, one thread, eager attention (as make_fixtures.py); the mixture-of-experts variants (qwen3-moe,
-mixtral) also with transformers' "eager" experts loop (experts_implementation="eager", no grouped_mm kernels),
+mixtral, gpt-oss) also with transformers' "eager" experts loop (experts_implementation="eager", no grouped_mm kernels),
 loaded as check_adapter.py's load_base does, the path their fixtures were made with. Requires torch,
 transformers, peft, safetensors; no network. Writes one small JSON file (sorted keys, no floats but the margins).
 """
@@ -35,7 +35,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # check_adapter.py beside this file
 
 VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "gemma2", "gemma3",
-            "qwen3-moe", "mixtral")
+            "qwen3-moe", "mixtral", "gpt-oss")
 PROMPTS = (0, 2)
 
 

@@ -20,7 +20,7 @@
 
 namespace tandem {
 
-// Yarn is parsed (gpt-oss uses it) but only accepted for architectures that are not trainable yet.
+// Yarn: transformers' _compute_yarn_parameters (gpt-oss).
 enum class RopeScalingType { None, Linear, Llama3, LongRope, Yarn };
 
 struct RopeScaling {
@@ -34,9 +34,10 @@ struct RopeScaling {
     // original_max_position_embeddings, and the factor cos and sin are multiplied by
     std::vector<double> short_factor, long_factor;
     double attention_factor = 1.0;
-    // yarn only
+    // yarn only (attention_factor above: its cos / sin factor, from mscale / mscale_all_dim or 0.1 ln(factor) + 1)
     double beta_fast = 32.0;
     double beta_slow = 1.0;
+    bool truncate = true;  // the correction range rounded out to whole dimensions
 };
 
 // How the base projections (every Linear of the decoder layers) are stored: as float weights, or as 4-bit
@@ -85,7 +86,7 @@ struct ModelConfig {
     std::vector<int64_t> bos_token_ids;
     std::vector<int64_t> eos_token_ids;
     std::string torch_dtype;           // as written ("bfloat16", "float32", ...) or empty
-    // Mixture of experts (Qwen3-MoE, Mixtral; gpt-oss is parsed only).
+    // Mixture of experts (Qwen3-MoE, Mixtral, gpt-oss).
     int64_t num_experts = 0;
     int64_t num_experts_per_tok = 0;
     int64_t moe_intermediate_size = 0;   // per expert (= intermediate_size for Mixtral and gpt-oss)
@@ -102,6 +103,12 @@ struct ModelConfig {
     // projection (the Hub's layout). Not in config.json: open_model_dir sets it from the tensor names.
     bool experts_fused = false;
     bool attention_sinks = false;        // gpt-oss: a learned per-head sink logit
+    // gpt-oss: its experts' clamped SwiGLU (gate clamped above at swiglu_limit, up to +-swiglu_limit,
+    // (up + 1) * gate * sigmoid(1.702 gate)); 7 as transformers fixes it; 0: the plain SwiGLU.
+    double swiglu_limit = 0.0;
+    // gpt-oss as released: quantization_config quant_method "mxfp4", the experts stored as MXFP4 blocks
+    // (*_blocks uint8 + *_scales e8m0); dequantized to 16-bit at load.
+    bool experts_mxfp4 = false;
     // Gemma 2 / 3.
     bool norm_one_plus = false;          // RMSNorm weights are stored as w of (1 + w), applied in fp32
     bool sandwich_norms = false;         // post-attention and post-MLP norms before each residual add

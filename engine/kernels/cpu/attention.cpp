@@ -214,4 +214,25 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
     }
 }
 
+float sink_rescale(float& lse, float sink) {
+    const double s = sink, l = lse;
+    const double m = std::max(l, s);
+    const double total = m + std::log(std::exp(l - m) + std::exp(s - m));
+    lse = float(total);
+    return float(std::exp(l - total));
+}
+
+void attention_sinks(float* out, float* lse, const float* sinks, int T, int Hq, int D) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(lse);
+    TANDEM_KCHECK_PTR(sinks);
+    TANDEM_KCHECK(T > 0 && Hq > 0 && D > 0);
+    for (int h = 0; h < Hq; ++h)
+        for (int t = 0; t < T; ++t) {
+            const float keep = sink_rescale(lse[int64_t(h) * T + t], sinks[h]);
+            float* o = out + (int64_t(t) * Hq + h) * D;
+            for (int k = 0; k < D; ++k) o[k] *= keep;
+        }
+}
+
 }  // namespace tandem::cpu

@@ -29,4 +29,13 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const float* v, const float* out, const float* lse, const int32_t* cu_seqlens, int S, int T,
                         int Hq, int Hkv, int D, float scale, int window = 0, float softcap = 0.0f);
 
+// Attention sinks (gpt-oss): every row's softmax had one more column, logit sinks[h] with no value, which
+// only enlarges the denominator. Applied after attention_forward: lse' = log(exp(lse) + exp(sink)) and
+// out *= exp(lse - lse'). Backward needs nothing else: with lse' (and out) in place of forward's, the
+// probabilities it recomputes and its rowsum(dout * out) are those of the softmax with the sink column.
+// out [T,Hq,D], lse [Hq,T] (both updated), sinks [Hq] (the model's dtype).
+void attention_sinks(float* out, float* lse, const float* sinks, int T, int Hq, int D);
+// One row's part: lse becomes log(exp(lse) + exp(sink)); returns the factor its output is multiplied by.
+float sink_rescale(float& lse, float sink);
+
 }  // namespace tandem::cpu

@@ -4,6 +4,7 @@
 // T = query rows, N = slots, L = layers, M = positions per slot, Hq / Hkv = heads, G = Hq / Hkv, D = head_dim.
 // decode_attention: one task per (row, query head), the loop of cpu::attention_forward for that row.
 #include "kernels/cpu/kv_cache.h"
+#include "kernels/cpu/attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -64,7 +65,7 @@ void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float*
 
 void decode_attention(float* out, const float* q, const float* k_cache, const float* v_cache,
                       const int32_t* row_slot, const int32_t* row_pos, int T, int layer, int N, int L, int M, int Hq,
-                      int Hkv, int D, float scale, int window, float softcap) {
+                      int Hkv, int D, float scale, int window, float softcap, const float* sinks) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(q);
     TANDEM_KCHECK_PTR(k_cache);
@@ -110,6 +111,11 @@ void decode_attention(float* out, const float* q, const float* k_cache, const fl
             const float inv_l = static_cast<float>(1.0 / l);
             float* ot = out + t * qs + static_cast<size_t>(h) * D;
             for (int d = 0; d < D; d++) ot[d] = acc[d] * inv_l;
+            if (sinks) {  // as attention_sinks after attention_forward: the same bits
+                float lse = m + static_cast<float>(std::log(l));
+                const float keep = sink_rescale(lse, sinks[h]);
+                for (int d = 0; d < D; d++) ot[d] *= keep;
+            }
         }
     }
 }

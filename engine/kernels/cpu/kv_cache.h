@@ -27,9 +27,12 @@ void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float*
                     const int32_t* row_pos, int T, int layer, int N, int L, int M, int KV);
 
 // out [T, Hq, D] written from q [T, Hq, D] and layer `layer` of the cache (see above). scale multiplies q.k;
-// softcap > 0: scores become softcap * tanh(score / softcap) before the softmax (Gemma 2).
+// softcap > 0: scores become softcap * tanh(score / softcap) before the softmax (Gemma 2). sinks [Hq]
+// (gpt-oss; nullptr: none): one more softmax column per head with that logit and no value, as
+// attention_forward + attention_sinks compute it.
 void decode_attention(float* out, const float* q, const float* k_cache, const float* v_cache,
                       const int32_t* row_slot, const int32_t* row_pos, int T, int layer, int N, int L, int M, int Hq,
-                      int Hkv, int D, float scale, int window = 0, float softcap = 0.0f);
+                      int Hkv, int D, float scale, int window = 0, float softcap = 0.0f,
+                      const float* sinks = nullptr);
 
 }  // namespace tandem::cpu

@@ -4,6 +4,7 @@
 // P = table positions. Rows (t, h) are independent, so the loops are deterministic for any thread count.
 #include "kernels/cpu/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <numbers>
@@ -48,6 +49,37 @@ void apply_llama3(std::vector<float>& inv, const RopeScaling& s) {
         const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
         if (medium) scaled = smoothed;
         f = scaled;
+    }
+}
+
+// transformers' _compute_yarn_parameters: the frequencies between the correction range's dimensions (low, high:
+// where beta_fast / beta_slow rotations fit in original_max_position_embeddings) ramp linearly from the original
+// (extrapolated) to the interpolated inv_freq / factor; float32 as torch, the range in double as Python.
+void apply_yarn(std::vector<float>& inv, int dim, double theta, const RopeScaling& s) {
+    const double two_pi = 2.0 * std::numbers::pi;
+    const double orig = static_cast<double>(s.original_max_position_embeddings);
+    auto correction_dim = [&](double rotations) {
+        return (dim * std::log(orig / (rotations * two_pi))) / (2.0 * std::log(theta));
+    };
+    double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+    if (s.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, static_cast<double>(dim - 1));
+    if (low == high) high += 0.001;
+    const float factor = static_cast<float>(s.factor);
+    const float flow = static_cast<float>(low), span = static_cast<float>(high - low);
+    const float base = static_cast<float>(theta);
+    for (size_t i = 0; i < inv.size(); ++i) {
+        const float expo = static_cast<float>(2 * i) / static_cast<float>(dim);
+        const float pos_freq = static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(expo)));
+        const float extrapolation = 1.0f / pos_freq;
+        const float interpolation = 1.0f / (factor * pos_freq);
+        const float ramp = std::min(std::max((static_cast<float>(i) - flow) / span, 0.0f), 1.0f);
+        const float keep = 1.0f - ramp;  // the extrapolation's share
+        inv[i] = interpolation * (1.0f - keep) + extrapolation * keep;
     }
 }
 
@@ -126,7 +158,10 @@ RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scalin
             break;
         }
         case RopeScalingType::Yarn:
-            throw_unsupported("rope: yarn scaling is not supported by the CPU backend");
+            TANDEM_KCHECK(scaling.factor > 0.0 && scaling.original_max_position_embeddings > 0);
+            apply_yarn(t.inv_freq, head_dim, theta, scaling);
+            t.attention_scaling = static_cast<float>(scaling.attention_factor);
+            break;
     }
     const int half = head_dim / 2;
     t.cos.resize(static_cast<size_t>(max_pos) * half);

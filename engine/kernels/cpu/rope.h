@@ -29,8 +29,9 @@ struct RopeTable {
 };
 
 // Builds the table for positions 0..max_pos-1 once per run. Supports RopeScalingType None, Linear
-// (inv_freq / factor), Llama3 and LongRope (the short factors; cos and sin times attention_factor); Yarn
-// throws Error{Unsupported}. head_dim must be even.
+// (inv_freq / factor), Llama3, LongRope (the short factors; cos and sin times attention_factor) and Yarn
+// (inv_freq ramped between the original and inv_freq / factor; cos and sin times attention_factor), as
+// transformers' rope init functions compute them. head_dim must be even.
 RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scaling, int max_pos);
 
 // out[T,H,D] = rotate(inp[T,H,D]) at positions[T] (int32, each in [0, P)). out may equal inp (in place).

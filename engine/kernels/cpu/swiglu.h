@@ -1,7 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The gated MLP activations on the CPU backend: SwiGLU of the Llama/Qwen MLP, out = silu(gate) * up,
-// silu(x) = x*sigmoid(x); GeGLU of Gemma, out = gelu_tanh(gate) * up.
+// silu(x) = x*sigmoid(x); GeGLU of Gemma, out = gelu_tanh(gate) * up; gpt-oss's clamped SwiGLU.
 // N = rows (tokens), F = intermediate features. Elementwise, so trivially deterministic.
 // Gradients are WRITTEN (=); dgate may alias gate and dup may alias up (each element is read before written).
 #pragma once
@@ -17,5 +17,12 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
 // out[N,F] = gelu_tanh(gate) * up, gelu_tanh as torch's gelu(approximate="tanh"); gradients as above.
 void geglu_forward(float* out, const float* gate, const float* up, int N, int F);
 void geglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int N, int F);
+
+// gpt-oss's experts: out = (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit)
+// (transformers' GptOssExperts._apply_gate on de-interleaved gate / up); limit > 0. The gradients pass no
+// gradient through a clamp where it cuts (as torch's clamp).
+void clamped_swiglu_forward(float* out, const float* gate, const float* up, int N, int F, float alpha, float limit);
+void clamped_swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int N,
+                             int F, float alpha, float limit);
 
 }  // namespace tandem::cpu

@@ -746,4 +746,38 @@ void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
                                        max_seqlen, window, softcap);
 }
 
+namespace {
+
+// One warp per (token, head) row: lane 0's log-sum-exp with the sink, then the row rescaled.
+__global__ void attention_sinks_kernel(bf16* out, float* lse, const bf16* sinks, int T, int Hq, int D) {
+    const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;  // t * Hq + h
+    if (row >= int64_t(T) * Hq) return;
+    const int lane = threadIdx.x % 32;
+    const int t = int(row / Hq), h = int(row % Hq);
+    float* l = lse + int64_t(h) * T + t;
+    const float old = *l;
+    const float sink = __bfloat162float(sinks[h]);
+    const float m = fmaxf(old, sink);
+    const float total = m + logf(expf(old - m) + expf(sink - m));
+    const float keep = expf(old - total);
+    __syncwarp();
+    if (lane == 0) *l = total;
+    bf16* o = out + row * D;
+    for (int k = lane; k < D; k += 32) o[k] = __float2bfloat16_rn(__bfloat162float(o[k]) * keep);
+}
+
+}  // namespace
+
+void attention_sinks(bf16* out, float* lse, const bf16* sinks, int T, int Hq, int D) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(lse);
+    TANDEM_KCHECK_PTR(sinks);
+    TANDEM_KCHECK(T > 0 && Hq > 0 && D > 0);
+    constexpr int kWarps = 8;
+    const int64_t rows = int64_t(T) * Hq;
+    attention_sinks_kernel<<<unsigned((rows + kWarps - 1) / kWarps), kWarps * 32, 0, context().stream>>>(
+        out, lse, sinks, T, Hq, D);
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
 }  // namespace tandem::cuda

@@ -34,4 +34,8 @@ void attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf
                         const bf16* out, const float* lse, const int32_t* cu_seqlens, int S, int T, int Hq, int Hkv,
                         int D, float scale, int max_seqlen, void* workspace, int window = 0, float softcap = 0.0f);
 
+// Attention sinks (gpt-oss; kernels/cpu/attention.h): lse' = log(exp(lse) + exp(sink)), out *= exp(lse - lse').
+// out [T,Hq,D] bf16, lse [Hq,T] fp32 (both updated), sinks [Hq] bf16. Applied after attention_forward.
+void attention_sinks(bf16* out, float* lse, const bf16* sinks, int T, int Hq, int D);
+
 }  // namespace tandem::cuda

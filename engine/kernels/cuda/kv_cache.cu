@@ -75,6 +75,7 @@ struct DecodeArgs {
     float scale;
     int window;
     float softcap;
+    const bf16* sinks;  // [Hq] attention sinks (gpt-oss), or nullptr
     int groups_per_kv;  // ceil(G / GM)
     int splits, chunk;
     int lpk;            // lanes per key
@@ -260,7 +261,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Decode
         }
         const size_t row = size_t(t) * a.Hq + h_first + h;  // (t, head)
         if (a.splits == 1) {
-            a.out[row * D + d] = __float2bfloat16_rn(o / lsum);
+            const float sink = a.sinks ? expf(__bfloat162float(a.sinks[h_first + h]) - mx) : 0.0f;
+            a.out[row * D + d] = __float2bfloat16_rn(o / (lsum + sink));
         } else {
             const size_t r = row * a.splits + split;
             a.part_o[r * D + d] = o;
@@ -289,6 +291,7 @@ __global__ void decode_combine_kernel(const DecodeArgs a) {
     float lsum = 0.0f;
     for (int s = 0; s < a.splits; s++)
         if (a.part_l[r0 + s] > 0.0f) lsum += a.part_l[r0 + s] * expf(a.part_m[r0 + s] - mx);
+    if (a.sinks) lsum += expf(__bfloat162float(a.sinks[row % a.Hq]) - mx);  // the sink column (gpt-oss)
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float o = 0.0f;
         for (int s = 0; s < a.splits; s++)
@@ -366,7 +369,7 @@ size_t decode_attention_workspace(int T, int Hq, int Hkv, int D, int M) {
 
 void decode_attention(bf16* out, const bf16* q, const bf16* k_cache, const bf16* v_cache, const int32_t* row_slot,
                       const int32_t* row_pos, int T, int layer, int N, int L, int M, int Hq, int Hkv, int D,
-                      float scale, int window, float softcap, void* workspace) {
+                      float scale, int window, float softcap, void* workspace, const bf16* sinks) {
     TANDEM_KCHECK_PTR(out);
     TANDEM_KCHECK_PTR(q);
     TANDEM_KCHECK_PTR(k_cache);
@@ -400,6 +403,7 @@ void decode_attention(bf16* out, const bf16* q, const bf16* k_cache, const bf16*
     a.scale = scale;
     a.window = window;
     a.softcap = softcap;
+    a.sinks = sinks;
     a.groups_per_kv = (G + GM - 1) / GM;
     a.splits = S;
     a.chunk = int((int64_t(M) + S - 1) / S);

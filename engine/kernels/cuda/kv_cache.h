@@ -41,9 +41,11 @@ size_t decode_attention_workspace(int T, int Hq, int Hkv, int D, int M);
 // out [T, Hq, D] written from q [T, Hq, D] and layer `layer` of the cache: row t attends to keys
 // max(0, p - window + 1) .. p of slot row_slot[t] (p = row_pos[t]; window 0: all), scores scale * q.k,
 // soft-capped when softcap > 0. workspace: nullptr, or decode_attention_workspace(T, Hq, Hkv, D, M) bytes
-// of device memory, 256-byte aligned (enables the key splits).
+// of device memory, 256-byte aligned (enables the key splits). sinks [Hq] (gpt-oss; nullptr: none): one more
+// softmax column per head with that logit and no value (kernels/cpu/attention.h attention_sinks).
 void decode_attention(bf16* out, const bf16* q, const bf16* k_cache, const bf16* v_cache, const int32_t* row_slot,
                       const int32_t* row_pos, int T, int layer, int N, int L, int M, int Hq, int Hkv, int D,
-                      float scale, int window = 0, float softcap = 0.0f, void* workspace = nullptr);
+                      float scale, int window = 0, float softcap = 0.0f, void* workspace = nullptr,
+                      const bf16* sinks = nullptr);
 
 }  // namespace tandem::cuda

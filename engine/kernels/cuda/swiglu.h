@@ -17,4 +17,10 @@ void swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate,
 void geglu_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F);
 void geglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int N, int F);
 
+// gpt-oss's clamped SwiGLU (kernels/cpu/swiglu.h): out = (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g),
+// g = min(gate, limit); gradients as there. Same aliasing.
+void clamped_swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F, float alpha, float limit);
+void clamped_swiglu_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up, int N, int F,
+                             float alpha, float limit);
+
 }  // namespace tandem::cuda

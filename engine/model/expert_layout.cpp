@@ -1,0 +1,76 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+#include "model/expert_layout.h"
+
+#include <algorithm>
+
+#include "io/mxfp4.h"
+#include "tandem/error.h"
+
+namespace tandem {
+
+namespace {
+
+// Output row o of an interleaved tensor (gate j at 2j, up j at 2j + 1) for piece row r (gate rows, then up).
+int64_t interleaved_row(int64_t r, int64_t out) {
+    const int64_t half = out / 2;
+    return r < half ? 2 * r : 2 * (r - half) + 1;
+}
+
+}  // namespace
+
+std::vector<float> read_expert_tensor(const SafetensorsSet& ws, const WeightEntry& e) {
+    const ExpertLayout& x = e.expert;
+    const int64_t E = x.experts, IN = x.in, OUT = x.out;
+    if (E * IN * OUT != e.numel || (x.interleaved && OUT % 2 != 0))
+        throw_internal("read_expert_tensor: entry " + e.name + " has an inconsistent layout");
+    std::vector<float> stored;  // [E, OUT, IN] after this block (rows possibly interleaved)
+    if (ws.find(e.name) == nullptr && x.transposed && is_mxfp4_tensor(ws, e.name)) {
+        stored = dequantize_mxfp4(find_mxfp4(ws, e.name, {E, OUT, IN}));
+    } else {
+        const TensorInfo& t = ws.at(e.name);
+        std::vector<float> v = tensor_to_f32(t);
+        if (int64_t(v.size()) != e.numel)
+            throw_invalid(ws.source_name() + ": tensor " + e.name + " has " + std::to_string(v.size()) +
+                          " elements, the config implies " + std::to_string(e.numel));
+        if (x.transposed) {
+            stored.resize(v.size());
+            for (int64_t ex = 0; ex < E; ++ex) {
+                const float* src = v.data() + ex * IN * OUT;  // [IN, OUT]
+                float* dst = stored.data() + ex * IN * OUT;   // [OUT, IN]
+                for (int64_t i = 0; i < IN; ++i)
+                    for (int64_t o = 0; o < OUT; ++o) dst[o * IN + i] = src[i * OUT + o];
+            }
+        } else {
+            stored = std::move(v);
+        }
+    }
+    if (!x.interleaved) return stored;
+    std::vector<float> out(stored.size());
+    for (int64_t ex = 0; ex < E; ++ex)
+        for (int64_t r = 0; r < OUT; ++r) {
+            const float* src = stored.data() + (ex * OUT + interleaved_row(r, OUT)) * IN;
+            std::copy(src, src + IN, out.data() + (ex * OUT + r) * IN);
+        }
+    return out;
+}
+
+std::vector<float> expert_tensor_to_checkpoint(const std::vector<float>& piece, const ExpertLayout& x) {
+    const int64_t E = x.experts, IN = x.in, OUT = x.out;
+    if (int64_t(piece.size()) != E * IN * OUT) throw_internal("expert_tensor_to_checkpoint: wrong size");
+    std::vector<float> rows(piece.size());  // [E, OUT, IN] in the checkpoint's row order
+    for (int64_t ex = 0; ex < E; ++ex)
+        for (int64_t r = 0; r < OUT; ++r) {
+            const int64_t o = x.interleaved ? interleaved_row(r, OUT) : r;
+            const float* src = piece.data() + (ex * OUT + r) * IN;
+            std::copy(src, src + IN, rows.data() + (ex * OUT + o) * IN);
+        }
+    if (!x.transposed) return rows;
+    std::vector<float> out(rows.size());
+    for (int64_t ex = 0; ex < E; ++ex)
+        for (int64_t o = 0; o < OUT; ++o)
+            for (int64_t i = 0; i < IN; ++i) out[(ex * IN + i) * OUT + o] = rows[(ex * OUT + o) * IN + i];
+    return out;
+}
+
+}  // namespace tandem
