@@ -89,7 +89,8 @@ void write_model(const fs::path& dir, const nlohmann::json& config, uint64_t see
         const bool qk = t.name.find("q_proj") != std::string::npos || t.name.find("k_proj") != std::string::npos;
         const bool table =
             t.name.find("embed_tokens") != std::string::npos || t.name.find("lm_head") != std::string::npos;
-        const float bound = bias ? 0.1f : (qk || table) ? fan_in_bound(in) : 0.5f * fan_in_bound(in);
+        const bool sinks = t.name.ends_with(".sinks");  // gpt-oss: logits that take a visible share of each row
+        const float bound = sinks ? 2.0f : bias ? 0.1f : (qk || table) ? fan_in_bound(in) : 0.5f * fan_in_bound(in);
         std::vector<uint16_t> v(static_cast<size_t>(n));
         for (auto& x : v) x = f32_to_bf16(norm ? 1.0f + rng.uniform(-0.3f, 0.3f) : rng.uniform(-bound, bound));
         storage.push_back(std::move(v));
@@ -211,6 +212,40 @@ StepVariant mixtral_variant() {
                 {"max_position_embeddings", 512},
                 {"rms_norm_eps", 1e-5},
                 {"rope_theta", 1000000.0},
+                {"tie_word_embeddings", false},
+                {"hidden_act", "silu"},
+                {"torch_dtype", "bfloat16"}};
+    v.lora.r = 8;
+    v.lora.alpha = 16;
+    v.lengths = {130, 1, 64, 17, 1};
+    v.token_budget = 220;
+    return v;
+}
+
+// gpt-oss: sinks, biased attention / router / experts, [E, in, out] interleaved experts with the clamped
+// SwiGLU, layer 0 sliding over 32 tokens (the 130- and 64-token samples are cut), YaRN RoPE.
+StepVariant gpt_oss_variant() {
+    StepVariant v;
+    v.name = "gpt-oss";
+    v.config = {{"architectures", {"GptOssForCausalLM"}},
+                {"model_type", "gpt_oss"},
+                {"hidden_size", 128},
+                {"intermediate_size", 160},
+                {"num_local_experts", 4},
+                {"num_experts_per_tok", 2},
+                {"num_hidden_layers", 2},
+                {"num_attention_heads", 4},
+                {"num_key_value_heads", 1},
+                {"head_dim", 64},
+                {"vocab_size", 301},
+                {"max_position_embeddings", 512},
+                {"rms_norm_eps", 1e-5},
+                {"rope_theta", 150000.0},
+                {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                                  {"original_max_position_embeddings", 128}, {"truncate", false}}},
+                {"sliding_window", 32},
+                {"layer_types", {"sliding_attention", "full_attention"}},
+                {"attention_bias", true},
                 {"tie_word_embeddings", false},
                 {"hidden_act", "silu"},
                 {"torch_dtype", "bfloat16"}};
@@ -874,7 +909,7 @@ void add_step_cases(std::vector<Case>& cs) {
         add("cuda graphs match eager " + v.name + " checkpointing=recompute attention=inhouse",
             [=](Check& c) { cuda_graphs_case(c, *ref, CheckpointPolicy::Recompute, AttentionBackend::Inhouse); });
     }
-    for (auto variant : {qwen3_moe_variant(), mixtral_variant()}) {
+    for (auto variant : {qwen3_moe_variant(), mixtral_variant(), gpt_oss_variant()}) {
         // Mixture of experts: the CPU's routing injected; every policy; the loop-over-experts ablation gives the
         // same step; graphs capture the MoE layers (no host sync inside them) and replay them bit for bit.
         auto ref = std::make_shared<StepReference>(variant);
