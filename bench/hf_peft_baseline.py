@@ -151,6 +151,34 @@ CONFIGS = {
         "torch_dtype": "bfloat16",
         "vocab_size": 151936,
     },
+    # gpt-oss-20b (the Hub's config.json without its MXFP4 quantization_config: random bf16 weights).
+    "gpt-oss-20b": {
+        "architectures": ["GptOssForCausalLM"],
+        "model_type": "gpt_oss",
+        "attention_bias": True,
+        "eos_token_id": 200002,
+        "head_dim": 64,
+        "hidden_act": "silu",
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(24)],
+        "max_position_embeddings": 131072,
+        "num_attention_heads": 64,
+        "num_experts_per_tok": 4,
+        "num_hidden_layers": 24,
+        "num_key_value_heads": 8,
+        "num_local_experts": 32,
+        "output_router_logits": False,
+        "rms_norm_eps": 1e-5,
+        "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
+                         "rope_type": "yarn", "truncate": False},
+        "rope_theta": 150000.0,
+        "router_aux_loss_coef": 0.9,
+        "sliding_window": 128,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 201088,
+    },
     "tiny-llama": {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
@@ -216,6 +244,8 @@ def config_fields(name, layers):
     fields = dict(CONFIGS[name])
     if layers > 0:
         fields["num_hidden_layers"] = layers
+        if "layer_types" in fields:  # one entry per layer (gpt-oss): the first ones kept
+            fields["layer_types"] = fields["layer_types"][:layers]
     return fields
 
 

@@ -27,7 +27,8 @@
 # tandem-cli bench takes off|selective|recompute|smart|smart-single (auto is the trainer's pick from the plan, not
 # a bench option). Environment: PYTHON (python with torch, transformers 5, peft), WARMUP (2), STEPS (8),
 # RUN_TIMEOUT (seconds per run, 600), CHECKPOINTING (recompute), RUNS (subset of "gemm sort loop hf"),
-# TABLE_ONLY=1 (rebuild table.md from the files in OUTDIR).
+# TABLE_ONLY=1 (rebuild table.md from the files in OUTDIR), CONFIG (the preset, qwen3-30b-a3b; gpt-oss-20b too),
+# HF_ATTN (HF's attn_implementation, sdpa; gpt-oss: eager, the only one of transformers' own that has its sinks).
 set -uo pipefail
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
   echo "usage: $0 TANDEM_CLI OUTDIR [LAYERS]" >&2
@@ -43,7 +44,8 @@ steps=${STEPS:-8}
 run_timeout=${RUN_TIMEOUT:-600}
 ck=${CHECKPOINTING:-recompute}
 runs=${RUNS:-"gemm sort loop hf"}
-cfg=qwen3-30b-a3b
+cfg=${CONFIG:-qwen3-30b-a3b}
+hf_attn=${HF_ATTN:-sdpa}
 rows=8
 seq_len=2048
 tokens=$((rows * seq_len))
@@ -74,17 +76,17 @@ if [ "${TABLE_ONLY:-0}" != 1 ]; then
           --warmup "$warmup" --steps "$steps" --checkpointing "$ck" --moe-routing "$r" --json "$out/tandem-$r.json" ;;
       hf)
         run hf-gcon "$python" "$here/hf_peft_baseline.py" --config "$cfg" --layers "$layers" --batch "$rows" \
-          --seq-len "$seq_len" --warmup "$warmup" --steps "$steps" --gc on --json "$out/hf-gcon.json" ;;
+          --seq-len "$seq_len" --warmup "$warmup" --steps "$steps" --gc on --attn "$hf_attn" --json "$out/hf-gcon.json" ;;
       *) echo "$0: unknown run '$r' (RUNS: gemm sort loop hf)" >&2; exit 2 ;;
     esac
   done
   echo "runs took $((SECONDS - start))s"
 fi
 
-"$python" - "$out" "$layers" <<'PY'
+"$python" - "$out" "$layers" "$cfg" <<'PY'
 import json, os, platform, subprocess, sys, time
 
-out, layers = sys.argv[1], sys.argv[2]
+out, layers, cfg = sys.argv[1], sys.argv[2], sys.argv[3]
 
 def load(name):
     rc_path = os.path.join(out, name + ".rc")
@@ -113,13 +115,13 @@ data = {name: load(name) for _, name, _ in runs}
 ref = next((d for d, _ in (data["tandem-sort"], data["tandem-loop"]) if ok(d)), None)
 
 lines = [
-    "# Mixture of experts: Qwen3-30B-A3B LoRA training, Tandem vs HF PEFT",
+    f"# Mixture of experts: {cfg} LoRA training, Tandem vs HF PEFT",
     "",
     f"Machine: {gpu()}; host {platform.node()}; {time.strftime('%Y-%m-%d %H:%M')}.",
     f"Command: `bench/moe_bench.sh TANDEM_CLI {out} {layers}` (per run: the .json and .log files next to this table).",
 ]
 if ref:
-    lines.append(f"Model: qwen3-30b-a3b with {ref['layers']} of its {ref['layers_preset']} layers: "
+    lines.append(f"Model: {cfg} with {ref['layers']} of its {ref['layers_preset']} layers: "
                  f"{ref['parameters'] / 1e9:.2f}B parameters, {ref['active_parameters'] / 1e9:.2f}B active per token; "
                  f"{ref['experts']} experts, {ref['experts_per_token']} per token. LoRA r={ref['lora_r']} "
                  f"alpha={ref['lora_alpha']:g} on {', '.join(ref['lora_targets'])} "

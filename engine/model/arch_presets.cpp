@@ -182,6 +182,45 @@ json qwen3_30b_a3b() {
     };
 }
 
+// gpt-oss-20b (openai/gpt-oss-20b's config.json on the Hub, without its quantization_config: the benchmarks use
+// random 16-bit weights): 24 layers alternating a 128-token sliding window and full attention, 64 query heads of
+// 64 on 8 kv heads (queries 4096 wide on a 2880 residual), every layer a biased router over 32 experts of 2880,
+// 4 per token, YaRN x32 over 4096 positions. About 20.9B parameters, 3.6B active per token.
+json gpt_oss_20b() {
+    json layer_types = json::array();
+    for (int l = 0; l < 24; ++l) layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+    return {
+        {"architectures", json::array({"GptOssForCausalLM"})},
+        {"model_type", "gpt_oss"},
+        {"attention_bias", true},
+        {"eos_token_id", 200002},
+        {"experts_per_token", 4},
+        {"head_dim", 64},
+        {"hidden_act", "silu"},
+        {"hidden_size", 2880},
+        {"intermediate_size", 2880},
+        {"layer_types", layer_types},
+        {"max_position_embeddings", 131072},
+        {"num_attention_heads", 64},
+        {"num_experts_per_tok", 4},
+        {"num_hidden_layers", 24},
+        {"num_key_value_heads", 8},
+        {"num_local_experts", 32},
+        {"output_router_logits", false},
+        {"pad_token_id", 199999},
+        {"rms_norm_eps", 1e-5},
+        {"rope_scaling", {{"beta_fast", 32.0}, {"beta_slow", 1.0}, {"factor", 32.0},
+                          {"original_max_position_embeddings", 4096}, {"rope_type", "yarn"}, {"truncate", false}}},
+        {"rope_theta", 150000.0},
+        {"router_aux_loss_coef", 0.9},
+        {"sliding_window", 128},
+        {"swiglu_limit", 7.0},
+        {"tie_word_embeddings", false},
+        {"torch_dtype", "bfloat16"},
+        {"vocab_size", 201088},
+    };
+}
+
 constexpr Preset kPresets[] = {
     {"qwen3-0.6b", qwen3_0_6b},
     {"llama-3.2-1b", llama_3_2_1b},
@@ -189,6 +228,7 @@ constexpr Preset kPresets[] = {
     {"tiny-llama", tiny_llama},
     {"qwen3-14b", qwen3_14b},
     {"qwen3-30b-a3b", qwen3_30b_a3b},
+    {"gpt-oss-20b", gpt_oss_20b},
 };
 
 const Preset* find_preset(std::string_view name) {
