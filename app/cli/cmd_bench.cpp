@@ -761,6 +761,7 @@ Run add_bench_command(CLI::App& app) {
             wall_step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / double(o->steps);
             if (step_ms.empty()) step_ms.push_back(wall_step_ms);
             graph_stats = model.graph_stats();
+            attention_backend = model.attention_backend_name();  // the timed batches' pick (a window, sinks: in-house)
             if (options.timeline) {
                 const PackedBatch& batch = batches[0];
                 model.zero_grads();
