@@ -26,7 +26,9 @@
 #include "export/merged.h"
 #include "export/peft_adapter.h"
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/mxfp4.h"
 #include "kernels/cpu/threads.h"
+#include "model/expert_layout.h"
 #include "model/model.h"
 #include "model/plan.h"
 #include "tandem/error.h"
@@ -248,6 +250,24 @@ private slots:
         const auto want = ref.logits(batch), got = m.logits(batch);
         QCOMPARE(got.size(), want.size());
         QVERIFY(std::equal(got.begin(), got.end(), want.begin()));
+        // The device layout's dequantization (kernels/cpu/mxfp4.h, interleaved rows: what the CUDA model runs on
+        // its MXFP4 pieces) gives the fp32 checkpoint's gate_up_proj as the load path lays it out, bit for bit.
+        {
+            const SafetensorsSet mx = SafetensorsSet::open(dir / "mxfp4");
+            const SafetensorsSet fp = SafetensorsSet::open(dir);
+            const std::string name = "model.layers.1.mlp.experts.gate_up_proj";
+            const int64_t E = cfg.num_experts, H = cfg.hidden_size, F = cfg.moe_intermediate_size;
+            WeightEntry e;
+            e.name = name;
+            e.numel = E * 2 * F * H;
+            e.expert = {E, H, 2 * F, true, true};
+            const std::vector<float> want = read_expert_tensor(fp, e);
+            std::vector<float> got(want.size());
+            cpu::dequantize_mxfp4(got.data(), reinterpret_cast<const uint8_t*>(mx.at(name + "_blocks").data.data()),
+                                  reinterpret_cast<const uint8_t*>(mx.at(name + "_scales").data.data()), E, int(2 * F),
+                                  int(H), true);
+            QVERIFY(got == want);
+        }
         // A block whose bytes do not match config.json's shape is refused naming the tensor.
         QTemporaryDir tmp;
         const fs::path bad = fs::path(tmp.path().toStdString()) / "bad";

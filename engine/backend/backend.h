@@ -84,7 +84,8 @@ namespace tandem {
     X(grouped_matmul_weight_grad, (f, n64, cx, cx, ci, n, n, n, n, s))              \
     X(quantize_fp8_rows, (u8, f, cx, n, n))                                         \
     X(fp8_transpose, (u8, f, cu8, cf, n, n))                                        \
-    X(fp8_matmul, (x, cu8, cf, cu8, cf, cx, n, n, n, s, x))
+    X(fp8_matmul, (x, cu8, cf, cu8, cf, cx, n, n, n, s, x))                         \
+    X(dequantize_mxfp4, (x, cu8, cu8, n64, n, n, flag))
 
 #define TANDEM_BACKEND_OP_REQUIRE(op, args) B::op args;
 #define TANDEM_BACKEND_OP_NAME(op, args) std::string_view(#op),

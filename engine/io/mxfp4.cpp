@@ -5,21 +5,17 @@
 #include <cmath>
 #include <utility>
 
+#include "core/mxfp4.h"
+#include "kernels/cpu/mxfp4.h"
 #include "tandem/error.h"
 
 namespace tandem {
 
 namespace {
 
-constexpr int64_t kBlock = 32;  // values per scale
+constexpr int64_t kBlock = kMxfp4Block;
 
 }  // namespace
-
-float e2m1_value(uint8_t code) {
-    static constexpr float kValues[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    const float v = kValues[code & 7];
-    return (code & 8) ? -v : v;
-}
 
 bool is_mxfp4_tensor(const SafetensorsSet& ws, const std::string& name) {
     return ws.find(name) == nullptr && ws.find(name + "_blocks") != nullptr && ws.find(name + "_scales") != nullptr;
@@ -56,19 +52,10 @@ std::vector<int64_t> mxfp4_out_in(const std::vector<int64_t>& param_shape) {
 }
 
 std::vector<float> dequantize_mxfp4(const Mxfp4Tensor& t) {
-    const int64_t nblocks = t.scales->numel();
-    std::vector<float> out(size_t(nblocks * kBlock));
-    const auto* codes = reinterpret_cast<const uint8_t*>(t.blocks->data.data());
-    const auto* exps = reinterpret_cast<const uint8_t*>(t.scales->data.data());
-    for (int64_t b = 0; b < nblocks; ++b) {
-        const float scale = std::ldexp(1.0f, int(exps[b]) - 127);
-        float* o = out.data() + b * kBlock;
-        const uint8_t* c = codes + b * (kBlock / 2);
-        for (int64_t j = 0; j < kBlock / 2; ++j) {
-            o[2 * j] = e2m1_value(uint8_t(c[j] & 15)) * scale;
-            o[2 * j + 1] = e2m1_value(uint8_t(c[j] >> 4)) * scale;
-        }
-    }
+    const int64_t C = t.shape.back(), R = t.shape[t.shape.size() - 2], G = t.scales->numel() * kBlock / (R * C);
+    std::vector<float> out(size_t(G * R * C));
+    cpu::dequantize_mxfp4(out.data(), reinterpret_cast<const uint8_t*>(t.blocks->data.data()),
+                          reinterpret_cast<const uint8_t*>(t.scales->data.data()), G, int(R), int(C), false);
     return out;
 }
 

@@ -5,7 +5,7 @@
 //   P_blocks  uint8 [..., OUT, IN / 32, 16]  two E2M1 codes per byte, the low nibble first (element 2j of the
 //                                            block in the low nibble of byte j, 2j + 1 in the high one)
 //   P_scales  uint8 [..., OUT, IN / 32]      the block's exponent e8m0: value = code * 2^(scale - 127)
-// E2M1 codes 0..15: 0, 0.5, 1, 1.5, 2, 3, 4, 6, then the same negated (bit 3 is the sign). transformers'
+// E2M1 codes 0..15: 0, 0.5, 1, 1.5, 2, 3, 4, 6, then the same negated (bit 3 is the sign; core/mxfp4.h). transformers'
 // convert_moe_packed_tensors decodes them the same way and then transposes the last two axes for gpt-oss's
 // [E, in, out] parameters; Tandem keeps [..., OUT, IN], the orientation the decoder wants.
 #pragma once
@@ -37,8 +37,5 @@ std::vector<int64_t> mxfp4_out_in(const std::vector<int64_t>& param_shape);
 
 // The values, [..., OUT, IN] row-major.
 std::vector<float> dequantize_mxfp4(const Mxfp4Tensor& t);
-
-// One E2M1 code's value (code & 15).
-float e2m1_value(uint8_t code);
 
 }  // namespace tandem

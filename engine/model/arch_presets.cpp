@@ -182,10 +182,10 @@ json qwen3_30b_a3b() {
     };
 }
 
-// gpt-oss-20b (openai/gpt-oss-20b's config.json on the Hub, without its quantization_config: the benchmarks use
-// random 16-bit weights): 24 layers alternating a 128-token sliding window and full attention, 64 query heads of
-// 64 on 8 kv heads (queries 4096 wide on a 2880 residual), every layer a biased router over 32 experts of 2880,
-// 4 per token, YaRN x32 over 4096 positions. About 20.9B parameters, 3.6B active per token.
+// gpt-oss-20b (openai/gpt-oss-20b's config.json on the Hub, without its quantization_config: 16-bit experts, as
+// the -BF16 copies on the Hub hold them): 24 layers alternating a 128-token sliding window and full attention,
+// 64 query heads of 64 on 8 kv heads (queries 4096 wide on a 2880 residual), every layer a biased router over
+// 32 experts of 2880, 4 per token, YaRN x32 over 4096 positions. About 20.9B parameters, 3.6B active per token.
 json gpt_oss_20b() {
     json layer_types = json::array();
     for (int l = 0; l < 24; ++l) layer_types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
@@ -221,6 +221,17 @@ json gpt_oss_20b() {
     };
 }
 
+// gpt-oss-20b as released: the same config with its quantization_config (quant_method mxfp4), so the experts
+// stay 4-bit on the device (random codes in the benchmarks).
+json gpt_oss_20b_mxfp4() {
+    json j = gpt_oss_20b();
+    j["quantization_config"] = {{"quant_method", "mxfp4"},
+                                {"modules_to_not_convert",
+                                 json::array({"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                              "model.embed_tokens", "lm_head"})}};
+    return j;
+}
+
 constexpr Preset kPresets[] = {
     {"qwen3-0.6b", qwen3_0_6b},
     {"llama-3.2-1b", llama_3_2_1b},
@@ -229,6 +240,7 @@ constexpr Preset kPresets[] = {
     {"qwen3-14b", qwen3_14b},
     {"qwen3-30b-a3b", qwen3_30b_a3b},
     {"gpt-oss-20b", gpt_oss_20b},
+    {"gpt-oss-20b-mxfp4", gpt_oss_20b_mxfp4},
 };
 
 const Preset* find_preset(std::string_view name) {

@@ -26,12 +26,15 @@
 #include <string>
 #include <utility>
 
+#include "core/mxfp4.h"
 #include "core/random.h"
 #include "model/cuda_model_impl.h"
 #include "model/cuda_fp8_load.h"
 #include "tandem/system_info.h"
 #include "model/cuda_quant4_load.h"
 #include "model/expert_layout.h"
+#include "io/mxfp4.h"
+#include "kernels/cuda/mxfp4.h"
 #include "model/quant4_load.h"
 #include "tandem/model_dir.h"
 #include "tandem/safetensors.h"
@@ -68,8 +71,13 @@ ModelConfig held_config(const ModelConfig& cfg, const CudaModelOptions& o) {
 
 Dims cuda_dims(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOptions& o) {
     const int64_t k = kCeChunkBytes / (int64_t(cfg.vocab_size) * int64_t(sizeof(float)));
-    return make_dims(held_config(cfg, o), lora, o.max_tokens, o.max_seqlen,
-                     int(std::max<int64_t>(k / 64 * 64, 64)));
+    Dims d = make_dims(held_config(cfg, o), lora, o.max_tokens, o.max_seqlen, int(std::max<int64_t>(k / 64 * 64, 64)));
+    // An MXFP4 checkpoint's experts stay 4-bit on the device (gpt-oss-20b's weights: ~13 GB instead of ~42).
+    d.mxfp4 = cfg.experts_mxfp4 && d.E > 0;
+    if (d.mxfp4 && (d.C % kMxfp4Block != 0 || d.Fe % kMxfp4Block != 0))
+        throw_invalid(cfg.architecture + ": MXFP4 experts need hidden_size and the experts' intermediate size in "
+                      "multiples of 32 (found " + std::to_string(d.C) + " and " + std::to_string(d.Fe) + ")");
+    return d;
 }
 
 // The table is built for the positions a micro-batch can hold (a sample never exceeds max_tokens), not for
@@ -321,7 +329,16 @@ CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConf
     const size_t stage_bytes = m.work_bytes;
     const Quant4Stage q4{stage, stage_bytes, m.y.quant_max_blocks};
     for (const WeightEntry& e : weight_entries(m.y, d)) {
-        if (e.f8.codes >= 0) {
+        if (e.mx_codes >= 0) {  // MXFP4 experts: the checkpoint's blocks and scales, byte for byte
+            const bool gate_up = e.name.ends_with(d.moe_spec.gate_up);
+            const Mxfp4Tensor t = find_mxfp4(ws, e.name, {d.E, gate_up ? 2 * d.Fe : d.C, gate_up ? d.C : d.Fe});
+            TANDEM_CUDA_CHECK(cudaMemcpyAsync(m.y.weights.ptr<uint8_t>(m.weights_mem.data(), e.mx_codes),
+                                              t.blocks->data.data(), t.blocks->data.size(), cudaMemcpyHostToDevice,
+                                              stream()));
+            TANDEM_CUDA_CHECK(cudaMemcpyAsync(m.y.weights.ptr<uint8_t>(m.weights_mem.data(), e.mx_scales),
+                                              t.scales->data.data(), t.scales->data.size(), cudaMemcpyHostToDevice,
+                                              stream()));
+        } else if (e.f8.codes >= 0) {
             upload_fp8(m.y.weights, m.weights_mem.data(), e, ws, Fp8Stage{stage, stage_bytes});
         } else if (e.handle < 0) {
             upload_quant4(m.y.weights, m.weights_mem.data(), e, d, ws, q4);
@@ -351,7 +368,11 @@ CudaModel CudaModel::random(const ModelConfig& config, const LoraConfig& lora, u
     auto uniform = [&](bf16* p, int64_t n) { cuda::fill_uniform(p, n, rng.next_u64(), bound); };
     const Quant4Stage q4{m.work_base, m.work_bytes, m.y.quant_max_blocks};
     for (const WeightEntry& e : weight_entries(m.y, d)) {
-        if (e.f8.codes >= 0)
+        if (e.mx_codes >= 0)  // codes uniform, every scale 2^-7: values of std ~0.023
+            cuda::fill_random_mxfp4(m.y.weights.ptr<uint8_t>(m.weights_mem.data(), e.mx_codes),
+                                    m.y.weights.ptr<uint8_t>(m.weights_mem.data(), e.mx_scales), e.numel / 2,
+                                    rng.next_u64(), uint8_t(127 - 7));
+        else if (e.f8.codes >= 0)
             random_fp8(m.y.weights, m.weights_mem.data(), e, rng.next_u64(), bound, Fp8Stage{m.work_base, m.work_bytes});
         else if (e.handle < 0)
             random_quant4(m.y.weights, m.weights_mem.data(), e, d, rng.next_u64(), bound, q4);

@@ -105,6 +105,9 @@ struct LayerWeights {
                                          // b[m] expert 0's bias rows of [E,2Fe] / [E,C])
     const Act* router_bias = nullptr;    // [E] (Dims::router_bias)
     const Act* sinks = nullptr;          // [Hq] attention sinks (Dims::sinks): the runtime's attention applies them
+    // Dims::mxfp4: the experts' codes and scales (0: gate_up [E, 2Fe, C], 1: down [E, C, Fe]); w[] is then nullptr.
+    const uint8_t* mx_codes[2] = {};
+    const uint8_t* mx_scales[2] = {};
 };
 
 // Activations of one layer (pointers into the arena; with a shared set every layer has the same pointers but x).
@@ -242,6 +245,8 @@ public:
     void* ce_ws = nullptr;     // lm_head chunk workspace
     double* loss_sum = nullptr;  // [2] this batch's, the step's
     Act* wq = nullptr;           // one slot's 4-bit base weight, dequantized (4-bit models only)
+    Act* wx = nullptr;           // Dims::mxfp4: one expert parameter dequantized, [E, out, in]
+    int wx_layer = -1, wx_param = -1;  // what wx holds (-1: nothing known; reset at forward / backward)
     // FP8 models (d.fp8): a GEMM's quantized input or output gradient, and one slot's weight transposed.
     uint8_t* f8_codes = nullptr;
     float* f8_scales = nullptr;
@@ -286,6 +291,10 @@ public:
             w.router = W.ptr<Act>(weights_base, h.router);
             w.router_bias = W.ptr<Act>(weights_base, h.router_bias);
             w.sinks = W.ptr<Act>(weights_base, h.sinks);
+            for (int p = 0; p < 2; ++p) {
+                w.mx_codes[p] = W.ptr<uint8_t>(weights_base, h.mx_codes[p]);
+                w.mx_scales[p] = W.ptr<uint8_t>(weights_base, h.mx_scales[p]);
+            }
             for (int m = 0; m < kNumModules; ++m) {
                 if (h.f8[m].codes >= 0) {
                     const Fp8Pieces& f = h.f8[m];
@@ -363,6 +372,8 @@ public:
         ce_ws = y.work.ptr<char>(work_base, y.ce);
         loss_sum = y.work.ptr<double>(work_base, y.loss_sum);
         wq = y.dequant < 0 ? nullptr : y.work.ptr<Act>(work_base, y.dequant);
+        wx = y.mx_dequant < 0 ? nullptr : y.work.ptr<Act>(work_base, y.mx_dequant);
+        wx_layer = wx_param = -1;
         f8_codes = y.work.ptr<uint8_t>(work_base, y.fp8_act);
         f8_scales = y.work.ptr<float>(work_base, y.fp8_act_scales);
         f8_wt = y.work.ptr<uint8_t>(work_base, y.fp8_wt);
@@ -613,6 +624,21 @@ public:
     int64_t expert_b_stride(int m) const { return int64_t(m == kDown ? d.C : 2 * d.Fe) * d.R; }
     int64_t expert_bias_stride(int m) const { return m == kDown ? d.C : 2 * int64_t(d.Fe); }  // biased experts
 
+    // Expert 0's base weight of slot m of layer l: the stored one, or (Dims::mxfp4) its parameter dequantized
+    // into wx (gate_up once for the gate and the up slots; again only when wx holds another parameter).
+    const Act* expert_weight(int l, int m) {
+        const LayerWeights<B>& w = layers[size_t(l)];
+        if (!d.mxfp4) return w.w[m];
+        const int p = m == kDown ? 1 : 0;
+        if (wx_layer != l || wx_param != p) {
+            const int rows = p == 0 ? 2 * d.Fe : d.C, cols = p == 0 ? d.C : d.Fe;
+            B::dequantize_mxfp4(wx, w.mx_codes[p], w.mx_scales[p], d.E, rows, cols, p == 0 && d.moe_spec.interleaved);
+            wx_layer = l;
+            wx_param = p;
+        }
+        return m == kUp ? wx + int64_t(d.Fe) * d.C : wx;
+    }
+
     // The experts' activation on act [N,Fe] from gate / up: SwiGLU, or gpt-oss's clamped SwiGLU.
     void expert_activation(Act* act, const Act* gate, const Act* up, int N) {
         if (d.moe_limit > 0.0f)
@@ -651,7 +677,7 @@ public:
                 Act* o = out + int64_t(r0) * OUT;
                 const Act* x = inp + int64_t(r0) * IN;
                 const Act* bias = layers[size_t(l)].b[m];
-                B::matmul_forward(o, x, layers[size_t(l)].w[m] + e * expert_stride(m),
+                B::matmul_forward(o, x, expert_weight(l, m) + e * expert_stride(m),
                                   bias ? bias + e * expert_bias_stride(m) : nullptr, rows, IN, OUT);
                 if (r.a)
                     B::lora_forward(o, a.lora_tmp[m] + int64_t(r0) * d.R, x, r.a + int64_t(e) * d.R * IN,
@@ -659,7 +685,7 @@ public:
             });
             return;
         }
-        B::grouped_matmul_forward(out, inp, layers[size_t(l)].w[m], expert_stride(m), layers[size_t(l)].b[m],
+        B::grouped_matmul_forward(out, inp, expert_weight(l, m), expert_stride(m), layers[size_t(l)].b[m],
                                   expert_bias_stride(m), a.offsets, N, IN, OUT, d.E, 1.0f, false);
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
@@ -685,9 +711,9 @@ public:
         }
         const LayerActs<B>& a = acts[size_t(l)];
         const int N = step.T * d.topk, C = d.C, F = d.Fe;
-        const LayerWeights<B>& w = layers[size_t(l)];
-        B::grouped_matmul_backward(dxs, dgate, w.w[kGate], expert_stride(kGate), a.offsets, N, C, F, d.E, 1.0f);
-        B::grouped_matmul_backward(dxs, dup, w.w[kUp], expert_stride(kUp), a.offsets, N, C, F, d.E, 1.0f);
+        B::grouped_matmul_backward(dxs, dgate, expert_weight(l, kGate), expert_stride(kGate), a.offsets, N, C, F, d.E,
+                                   1.0f);
+        B::grouped_matmul_backward(dxs, dup, expert_weight(l, kUp), expert_stride(kUp), a.offsets, N, C, F, d.E, 1.0f);
         const LoraRef<B>& g = lora[size_t(l)][kGate];
         const LoraRef<B>& u = lora[size_t(l)][kUp];
         const Act* tmp = a.lora_tmp[kGate];
@@ -711,7 +737,7 @@ public:
                 Act* dx = dinp + int64_t(r0) * IN;
                 const Act* g = dout + int64_t(r0) * OUT;
                 const Act* x = inp + int64_t(r0) * IN;
-                B::matmul_backward(dx, nullptr, nullptr, g, x, layers[size_t(l)].w[m] + e * expert_stride(m), rows, IN,
+                B::matmul_backward(dx, nullptr, nullptr, g, x, expert_weight(l, m) + e * expert_stride(m), rows, IN,
                                    OUT);
                 if (r.a)
                     B::lora_backward(dx, r.grad_a + int64_t(e) * d.R * IN, r.grad_b + e * expert_b_stride(m), d_tmp, g,
@@ -720,7 +746,7 @@ public:
             });
             return;
         }
-        B::grouped_matmul_backward(dinp, dout, layers[size_t(l)].w[m], expert_stride(m), a.offsets, N, IN, OUT, d.E,
+        B::grouped_matmul_backward(dinp, dout, expert_weight(l, m), expert_stride(m), a.offsets, N, IN, OUT, d.E,
                                    1.0f);
         const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
         if (!r.a) return;
@@ -785,6 +811,7 @@ public:
     // (evaluation never reads them back: no copies).
     void forward(bool train) {
         const int T = step.T;
+        wx_layer = wx_param = -1;
         const bool offload = train && nb > 0;
         LayerActs<B>& a0 = acts[0];
         B::embedding_forward(a0.x, step.tokens, embed, T, d.C, d.V);
@@ -942,6 +969,7 @@ public:
     // From d_lnf (written by the loss, grad_scale inside) through every layer; LoRA grads accumulate.
     void backward() {
         const int T = step.T;
+        wx_layer = wx_param = -1;
         B::zero(d_res, int64_t(T) * d.C);
         norm_backward(d_res, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
         for (int l = d.L - 1; l >= 0; --l) {

@@ -4,6 +4,7 @@
 #include "model/plan.h"
 
 #include "core/fp8.h"
+#include "core/mxfp4.h"
 
 #include <algorithm>
 #include <atomic>
@@ -265,7 +266,11 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
             Quant4Pieces q;
             Fp8Pieces f8;
             int w = -1;
-            if (d.fp8 && pr.experts == 0) {
+            if (d.mxfp4 && pr.experts > 0) {  // the checkpoint's blocks and scales as they are
+                const int pi4 = pr.feeds.at(0) == kDown ? 1 : 0;
+                h.mx_codes[pi4] = y.weights.reserve(size_t(n / 2), p + pr.target + " (MXFP4 codes)");
+                h.mx_scales[pi4] = y.weights.reserve(size_t(n / kMxfp4Block), p + pr.target + " (MXFP4 scales)");
+            } else if (d.fp8 && pr.experts == 0) {
                 const int64_t inp = fp8_padded(pr.in);
                 f8.out = pr.out;
                 f8.in = pr.in;
@@ -510,6 +515,12 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         if (y.work.size() < stage) y.work.reserve(stage - y.work.size(), "FP8 load staging");
     }
     if (d.E > 0 && d.aux_coef > 0) y.moe_aux = y.work.reserve(f32(3 * size_t(d.E)), "load-balancing loss");
+    if (d.mxfp4) {
+        size_t most = 0;
+        for (const ProjectionSpec& pr : d.moe_projections)
+            if (pr.experts > 0) most = std::max(most, size_t(pr.experts * pr.out * pr.in));
+        y.mx_dequant = y.work.reserve(act(most), "MXFP4 expert parameter, dequantized");
+    }
     y.norm = y.work.reserve(sizeof(float), "grad norm");
 
     PlanBytes& b = y.bytes;
@@ -572,6 +583,18 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
             // The experts: one fused [E, out, in] tensor, or each expert's projections at their rows of it.
             const MoeSpec& m = d.moe_spec;
             const bool gate_up = slot == kGate;
+            if (d.mxfp4) {  // kept MXFP4: the checkpoint's blocks and scales into their pieces
+                WeightEntry e;
+                e.name = p + (gate_up ? m.gate_up : m.down);
+                e.numel = pr.experts * pr.out * pr.in;
+                e.mx_codes = h.mx_codes[gate_up ? 0 : 1];
+                e.mx_scales = h.mx_scales[gate_up ? 0 : 1];
+                out.push_back(e);
+                if (pr.bias)
+                    out.push_back({h.b[slot], {}, e.name + "_bias", pr.experts * pr.out, WeightKind::Bias, 0, {},
+                                   {m.interleaved && gate_up ? pr.experts : 0, 1, pr.out, false, m.interleaved && gate_up}});
+                continue;
+            }
             if (m.fused) {
                 const std::string name = p + (gate_up ? m.gate_up : m.down);
                 const bool interleaved = gate_up && m.interleaved;

@@ -88,6 +88,9 @@ struct Dims {
     int E = 0, topk = 0, Fe = 0;
     bool moe_renorm = false;
     bool router_bias = false;  // the router's logits + a bias [E] (gpt-oss)
+    // The experts' two parameters stay MXFP4 on the device (CUDA, an MXFP4 checkpoint: kernels/cpu/mxfp4.h): one
+    // parameter at a time is dequantized into a work piece before its grouped GEMMs (Decoder::expert_weight).
+    bool mxfp4 = false;
     // The experts' activation: the clamped SwiGLU with this limit and alpha (gpt-oss), or 0: SwiGLU.
     float moe_limit = 0.0f, moe_alpha = 1.702f;
     float aux_coef = 0.0f;   // the load-balancing loss's coefficient (0: off); moe_layers MoE layers, the first one
@@ -230,6 +233,8 @@ struct LayerWeightHandles {
     int ln1 = -1, ln2 = -1, q_norm = -1, k_norm = -1, attn_out_norm = -1, mlp_out_norm = -1;
     int router = -1;  // MoE layers: [E, C]
     int router_bias = -1, sinks = -1;  // [E] (Dims::router_bias), [Hq] (Dims::sinks)
+    // Dims::mxfp4: the expert parameters' codes and scales (index 0: gate_up, 1: down); w[] is -1 for them.
+    int mx_codes[2] = {-1, -1}, mx_scales[2] = {-1, -1};
     int w[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int b[kNumModules] = {-1, -1, -1, -1, -1, -1, -1};
     int64_t w_off[kNumModules] = {};
@@ -287,6 +292,7 @@ struct ModelPlan {
     // fp8_tail: the output of the 16-row tail GEMM when a batch's rows are not a multiple of 16 (core/fp8.h).
     int fp8_act = -1, fp8_act_scales = -1, fp8_wt = -1, fp8_wt_scales = -1, fp8_tail = -1;
     int moe_aux = -1;             // the load-balancing loss: stats [2E] + the probabilities' gradient [E], fp32
+    int mx_dequant = -1;          // Dims::mxfp4: one expert parameter dequantized, [E, out, in] act
     int mlp_rows = 0;             // rows of one MLP chunk (= max_tokens when the MLP is not chunked)
     int64_t quant_max_blocks = 0;  // the most absmax blocks of any 4-bit projection (the load's fp32 scratch)
     size_t att_ws_bytes = 0;
@@ -314,6 +320,7 @@ struct WeightEntry {
     int64_t offset = 0;  // the first element it fills in its piece (one expert's projection in the fused experts)
     Fp8Pieces f8;        // an FP8 projection's pieces (handle -1)
     ExpertLayout expert;  // how the checkpoint stores it, when not as the piece
+    int mx_codes = -1, mx_scales = -1;  // Dims::mxfp4: the pieces of <name>_blocks / <name>_scales (handle -1)
 };
 struct ModelPlan;
 std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);

@@ -267,6 +267,14 @@ void add_fixture_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
                 add(std::string("fixture ") + v + " attention=" + attention_name(at),
                     [=](Check& c) { fixture_case(c, dir, at, &spec); });
         }
+        // gpt-oss as released: the MXFP4 experts stay 4-bit on the device (dequantized per parameter before the
+        // grouped GEMMs); the same weights as the fp32 fixture, so the same expected values.
+        if (fs::exists(models / "gpt-oss" / "mxfp4" / "model.safetensors")) {
+            const FixtureSpec spec{models / "gpt-oss", models / "gpt-oss" / "mxfp4", models / "gpt-oss", false,
+                                   "mistral-window"};
+            add("fixture gpt-oss MXFP4 experts on the device",
+                [=](Check& c) { fixture_case(c, models / "gpt-oss", AttentionBackend::Auto, &spec); });
+        }
         // QLoRA against PEFT + bitsandbytes: the *-bnb-4bit checkpoint, and the float model quantized at load.
         for (const bool at_load : {false, true}) {
             const FixtureSpec spec{models / "llama-nf4", at_load ? models / "llama" : models / "llama-nf4",

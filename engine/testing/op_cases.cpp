@@ -26,6 +26,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/mxfp4.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
@@ -37,6 +38,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/mxfp4.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/swiglu.h"
@@ -275,6 +277,22 @@ void attention_sinks_case(Check& c, int T, int Hq, int D) {
     cuda::attention_sinks(d_out.p(), d_lse.p(), d_sinks.p(), T, Hq, D);
     c.tensor("out", get(d_out), out, kTolBf16);
     c.tensor("lse", get(d_lse), lse, kTolF32);
+}
+
+// dequantize_mxfp4: random codes, scales 2^-17 .. 2^8, exact (the values are bf16 numbers).
+void dequantize_mxfp4_case(Check& c, int64_t G, int R, int C, bool interleaved) {
+    const int64_t code_bytes = G * R * C / 2, nscales = G * R * C / 32, n = G * R * C;
+    std::vector<uint8_t> codes(static_cast<size_t>(code_bytes)), scales(static_cast<size_t>(nscales));
+    for (auto& b : codes) b = uint8_t(c.rng.u64());
+    for (auto& s : scales) s = uint8_t(110 + c.rng.below(26));
+    std::vector<float> want(static_cast<size_t>(n));
+    cpu::dequantize_mxfp4(want.data(), codes.data(), scales.data(), G, R, C, interleaved);
+    Dev<uint8_t> d_codes(code_bytes), d_scales(nscales);
+    copy_to_device(d_codes.p(), codes.data(), codes.size());
+    copy_to_device(d_scales.p(), scales.data(), scales.size());
+    const auto out = poisoned<bf16>(n);
+    cuda::dequantize_mxfp4(out.p(), d_codes.p(), d_scales.p(), G, R, C, interleaved);
+    c.tensor("out", get(out), want, kTolExact);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -628,6 +646,8 @@ void add_op_cases(std::vector<Case>& cs) {
     add("clamped_swiglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true, Gated::Clamped); });
     add("attention_sinks T=300 Hq=64 D=64", [](Check& c) { attention_sinks_case(c, 300, 64, 64); });
     add("attention_sinks T=37 Hq=8 D=128", [](Check& c) { attention_sinks_case(c, 37, 8, 128); });
+    add("dequantize_mxfp4 G=4 R=192 C=64 interleaved", [](Check& c) { dequantize_mxfp4_case(c, 4, 192, 64, true); });
+    add("dequantize_mxfp4 G=32 R=2880 C=2880", [](Check& c) { dequantize_mxfp4_case(c, 32, 2880, 2880, false); });
 
     for (auto [N, IN, OUT, bias] : {std::tuple{37, 96, 200, false},
                                     {37, 96, 200, true},

@@ -94,6 +94,7 @@ const std::map<std::string_view, std::vector<std::string_view>>& op_case_prefixe
         {"quantize_fp8_rows", {"fp8 quantize_fp8_rows "}},
         {"fp8_transpose", {"fp8 weight quantize + fp8_transpose "}},
         {"fp8_matmul", {"fp8 fp8_matmul "}},
+        {"dequantize_mxfp4", {"dequantize_mxfp4 "}},
     };
     return m;
 }

@@ -17,6 +17,7 @@
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/moe.h"
+#include "kernels/cpu/mxfp4.h"
 #include "kernels/cpu/nf4.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
@@ -37,6 +38,7 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, matmul_forward)
     TANDEM_FORWARD_OP(cpu, matmul_backward)
     TANDEM_FORWARD_OP(cpu, dequantize_4bit)
+    TANDEM_FORWARD_OP(cpu, dequantize_mxfp4)
     TANDEM_FORWARD_OP(cpu, lora_forward)
     TANDEM_FORWARD_OP(cpu, lora_tmp_forward)
     TANDEM_FORWARD_OP(cpu, lora_backward)

@@ -17,6 +17,7 @@
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/mxfp4.h"
 #include "kernels/cuda/nf4.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
@@ -37,6 +38,7 @@ struct CudaBackend {
     TANDEM_FORWARD_OP(cuda, matmul_forward)
     TANDEM_FORWARD_OP(cuda, matmul_backward)
     TANDEM_FORWARD_OP(cuda, dequantize_4bit)
+    TANDEM_FORWARD_OP(cuda, dequantize_mxfp4)
     TANDEM_FORWARD_OP(cuda, lora_forward)
     TANDEM_FORWARD_OP(cuda, lora_tmp_forward)
     TANDEM_FORWARD_OP(cuda, lora_backward)
