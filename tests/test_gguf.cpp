@@ -469,6 +469,116 @@ private slots:
         }
     }
 
+    // Mixtures of experts: llama.cpp's qwen3moe (Qwen3-MoE, transformers 5's fused experts) and llama with experts
+    // (Mixtral, the Hub's per-expert tensors). The experts as ffn_gate_exps / ffn_up_exps [E, F, H] and
+    // ffn_down_exps [E, H, F], the router as ffn_gate_inp, with the LoRA merged: equal to the merged export's
+    // tensors (gate_up split, per-expert tensors stacked); expert counts in the metadata; a GGUF LoRA adapter of
+    // expert LoRA is refused (llama.cpp's adapters cannot hold it).
+    void mixtureOfExperts() {
+        const fs::path tok_src = assets() / "babyllama-tok105" / "hf";
+        TANDEM_REQUIRE_ASSET(tok_src);
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        for (const char* v : {"qwen3-moe", "mixtral"}) {
+            const fs::path src = fixtures() / "models" / v, model = root / v;
+            fs::create_directories(model);
+            const bool qwen = std::string(v) == "qwen3-moe";
+            if (qwen) {
+                // llama.cpp's qwen3moe routes in every layer: the fixture's dense layer 1 is refused; its layer 0
+                // alone (an MoE layer) is exported.
+                const ModelConfig full = load_model_config(src);
+                expect_error([&] { write_gguf_model(src, full, LoraConfig{}, {}, root / "refused"); },
+                             ErrorCategory::Unsupported, {"layer 1", "dense MLP"});
+                nlohmann::json c = nlohmann::json::parse(read_file(src / "config.json"));
+                c["num_hidden_layers"] = 1;
+                c["mlp_only_layers"] = nlohmann::json::array();
+                write_file(model / "config.json", c.dump(1));
+                const SafetensorsFile f(src / "model.safetensors");
+                std::vector<std::vector<float>> keep;
+                std::vector<TensorToWrite> out;
+                keep.reserve(f.tensors().size());
+                for (const TensorInfo& t : f.tensors())
+                    if (t.name.rfind("model.layers.", 0) != 0 || t.name.rfind("model.layers.0.", 0) == 0) {
+                        keep.push_back(tensor_to_f32(t));
+                        out.push_back({t.name, DType::F32, t.shape, std::as_bytes(std::span<const float>(keep.back()))});
+                    }
+                write_safetensors(model / "model.safetensors", out, {{"format", "pt"}});
+            } else {
+                fs::copy_file(src / "config.json", model / "config.json");
+                fs::copy_file(src / "model.safetensors", model / "model.safetensors");
+            }
+            // babyllama's character-level tokenizer without the ids beyond the fixture's 101 rows.
+            nlohmann::json tj = nlohmann::json::parse(read_file(tok_src / "tokenizer.json"));
+            nlohmann::json kept = nlohmann::json::object();
+            for (const auto& [text, id] : tj["model"]["vocab"].items())
+                if (id.get<int64_t>() < 101) kept[text] = id;
+            tj["model"]["vocab"] = kept;
+            nlohmann::json merges = nlohmann::json::array();
+            for (const auto& m : tj["model"]["merges"]) {
+                const std::string ms = m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>();
+                const size_t sp = ms.find(' ');
+                if (kept.contains(ms.substr(0, sp)) && kept.contains(ms.substr(sp + 1)) &&
+                    kept.contains(ms.substr(0, sp) + ms.substr(sp + 1)))
+                    merges.push_back(m);
+            }
+            tj["model"]["merges"] = merges;
+            write_file(model / "tokenizer.json", tj.dump());
+            fs::copy_file(tok_src / "tokenizer_config.json", model / "tokenizer_config.json");
+            const ModelConfig m = load_model_config(model);
+            PeftAdapter a = read_peft_adapter(src / "adapter", load_model_config(src));
+            if (qwen) {  // the fixture adapter's config, random tensors for the one-layer model
+                a.tensors.clear();
+                uint64_t seed = 11;
+                for (const auto& sp : lora_tensor_specs(m, a.config))
+                    a.tensors[sp.name] = gaussian(size_t(sp.shape[0] * sp.shape[1]), seed++, 0.05f);
+            }
+            GgufOptions go;
+            go.quant = GgufQuant::F32;
+            write_gguf_model(model, m, a.config, a.tensors, root / (std::string(v) + "-gguf"), go);
+            MergeOptions mo;
+            mo.dtype = DType::F32;
+            write_merged_model(model, m, a.config, a.tensors, root / (std::string(v) + "-merged"), mo);
+            const fs::path file = root / (std::string(v) + "-gguf") / gguf_model_file_name(GgufQuant::F32);
+            const GgufFile g = read_gguf(file);
+            check_structure(file, g);
+            const std::string arch = kv(g, "general.architecture").s;
+            QCOMPARE(arch, std::string(std::string(v) == "mixtral" ? "llama" : "qwen3moe"));
+            QCOMPARE(kv(g, arch + ".expert_count").i, m.num_experts);
+            QCOMPARE(kv(g, arch + ".expert_used_count").i, m.num_experts_per_tok);
+            const SafetensorsSet merged = SafetensorsSet::open(root / (std::string(v) + "-merged"));
+            const int64_t E = m.num_experts, F = m.moe_intermediate_size, H = m.hidden_size;
+            for (int64_t l = 0; l < m.num_hidden_layers; ++l) {
+                if (!m.is_moe_layer(l)) continue;
+                const std::string blk = "blk." + std::to_string(l) + ".", pre = "model.layers." + std::to_string(l) + ".";
+                std::vector<float> gate, up, down;
+                if (std::string(v) == "qwen3-moe") {
+                    const std::vector<float> gu = tensor_to_f32(merged.at(pre + "mlp.experts.gate_up_proj"));
+                    for (int64_t e = 0; e < E; ++e) {
+                        gate.insert(gate.end(), gu.begin() + e * 2 * F * H, gu.begin() + e * 2 * F * H + F * H);
+                        up.insert(up.end(), gu.begin() + e * 2 * F * H + F * H, gu.begin() + (e + 1) * 2 * F * H);
+                    }
+                    down = tensor_to_f32(merged.at(pre + "mlp.experts.down_proj"));
+                    QVERIFY(g.tensor(blk + "ffn_gate_inp.weight")->ne == (std::vector<int64_t>{H, E}));
+                } else {
+                    for (int64_t e = 0; e < E; ++e) {
+                        const std::string x = pre + "block_sparse_moe.experts." + std::to_string(e) + ".";
+                        for (auto [dst, n] : {std::pair{&gate, "w1"}, std::pair{&up, "w3"}, std::pair{&down, "w2"}}) {
+                            const std::vector<float> t = tensor_to_f32(merged.at(x + n + ".weight"));
+                            dst->insert(dst->end(), t.begin(), t.end());
+                        }
+                    }
+                }
+                QVERIFY(g.tensor(blk + "ffn_gate_exps.weight")->ne == (std::vector<int64_t>{H, F, E}));
+                QVERIFY(g.tensor(blk + "ffn_down_exps.weight")->ne == (std::vector<int64_t>{F, H, E}));
+                QVERIFY(g.read_f32(file, blk + "ffn_gate_exps.weight") == gate);
+                QVERIFY(g.read_f32(file, blk + "ffn_up_exps.weight") == up);
+                QVERIFY(g.read_f32(file, blk + "ffn_down_exps.weight") == down);
+            }
+            expect_error([&] { write_gguf_lora(model, m, a.config, a.tensors, root / (std::string(v) + "-lora"), {}); },
+                         ErrorCategory::Unsupported, {"experts", "--format gguf"});
+        }
+    }
+
     // Byte-level BPE vocabularies (Qwen3, Llama 3): gpt2 model, llama.cpp's pre-tokenizer name, merges, the
     // embedding rows beyond the tokenizer padded as unused tokens, special ids and the chat template.
     void byteLevelTokenizers() {

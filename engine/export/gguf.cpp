@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arch/arch.h"
 #include "core/files.h"
 #include "export/base_weights.h"
 #include "export/gguf_file.h"
@@ -63,10 +64,23 @@ GgufArch gguf_arch(const ModelConfig& c) {
     else if (a == "Phi3ForCausalLM") g = {"phi3", false, false};
     else if (a == "Gemma2ForCausalLM") g = {"gemma2", false, true};
     else if (a == "Gemma3ForCausalLM") g = {"gemma3", false, true};
+    else if (a == "MixtralForCausalLM") g = {"llama", true, false};  // llama.cpp's llama graph with experts
+    else if (a == "Qwen3MoeForCausalLM") g = {"qwen3moe", false, false};
     else
         throw_unsupported("GGUF export: " + a +
                           " has no GGUF mapping in Tandem (supported: Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, "
-                          "Gemma 3); export --format merged and convert it with llama.cpp's converter");
+                          "Gemma 3, Qwen3-MoE, Mixtral); export --format merged and convert it with llama.cpp's "
+                          "converter");
+    if (g.name == "qwen3moe") {
+        // llama.cpp's qwen3moe graph: every layer routes, and the chosen experts' weights are renormalised.
+        for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+            if (!c.is_moe_layer(l))
+                throw_unsupported("GGUF export: layer " + std::to_string(l) + " of this Qwen3-MoE has a dense MLP "
+                                  "(mlp_only_layers / decoder_sparse_step), which llama.cpp's qwen3moe cannot hold");
+        if (!c.moe_renormalize)
+            throw_unsupported("GGUF export: norm_topk_prob is false; llama.cpp's qwen3moe always renormalises the "
+                              "chosen experts' weights");
+    }
     if (c.rope_scaling.type == RopeScalingType::Yarn)
         throw_unsupported("GGUF export: YaRN RoPE scaling is not written by Tandem's GGUF export");
     if (c.rope_scaling.type == RopeScalingType::Llama3 && g.name != "llama")
@@ -112,7 +126,8 @@ std::string gguf_tensor_name(const std::string& hf, const GgufArch& arch, const 
                 {"self_attn.k_norm", "attn_k_norm"},     {"self_attn.qkv_proj", "attn_qkv"},
                 {"mlp.gate_proj", "ffn_gate"},           {"mlp.up_proj", "ffn_up"},
                 {"mlp.down_proj", "ffn_down"},           {"mlp.gate_up_proj", "ffn_up"},
-                {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"}};
+                {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
+                {"mlp.gate", "ffn_gate_inp"},            {"block_sparse_moe.gate", "ffn_gate_inp"}};
             std::string g;
             if (module == "post_attention_layernorm") g = arch.gemma ? "post_attention_norm" : "ffn_norm";
             else if (const auto it = common.find(module); it != common.end()) g = it->second;
@@ -165,7 +180,9 @@ GgmlType tensor_type(GgufQuant q, const std::string& g, const std::vector<int64_
     const bool mix = q == GgufQuant::Q4_K_M || q == GgufQuant::Q5_K_M || q == GgufQuant::Q6_K;
     if (mix) {
         if (g == "output.weight" || (tied && g == "token_embd.weight")) t = GgmlType::Q6_K;
-        else if (q != GgufQuant::Q6_K && (g.find(".attn_v.") != std::string::npos || g.find(".ffn_down.") != std::string::npos) &&
+        else if (q != GgufQuant::Q6_K &&
+                 (g.find(".attn_v.") != std::string::npos || g.find(".ffn_down.") != std::string::npos ||
+                  g.find(".ffn_down_exps.") != std::string::npos) &&
                  more_bits(layer, n_layers))
             t = GgmlType::Q6_K;
         else if (g.find(".attn_qkv.") != std::string::npos)
@@ -192,8 +209,15 @@ uint32_t file_type(GgufQuant q) {  // llama_ftype
 // ---------------------------------------------------------------------------------------------------------------
 // The plan: every tensor of the file, its source and type, before any data is read.
 
+// A piece of a source tensor (the experts: one GGUF tensor gathers several checkpoint tensors or rows of one).
+struct Source {
+    std::string hf;
+    int64_t first = 0, count = 0;  // elements of the (merged) tensor
+};
+
 struct Planned {
-    std::string hf;    // source tensor ("" for computed ones)
+    std::string hf;    // source tensor ("" for computed ones, and for gathered ones: sources)
+    std::vector<Source> sources;
     std::string name;  // GGUF name
     std::vector<int64_t> shape;
     GgmlType type = GgmlType::F32;
@@ -222,13 +246,63 @@ std::vector<float> llama3_rope_factors(const ModelConfig& c) {
     return f;
 }
 
+// A mixture-of-experts layer's experts as llama.cpp stores them: ffn_gate_exps / ffn_up_exps [E, F, H] and
+// ffn_down_exps [E, H, F], gathered from transformers 5's fused gate_up_proj [E, 2F, H] / down_proj, or from the
+// Hub's one tensor per expert. `expert_tensors` collects the checkpoint names they consume.
+void plan_experts(const ModelConfig& c, const SafetensorsSet& base, std::vector<Planned>& out,
+                  std::set<std::string>& expert_tensors) {
+    const ArchSpec spec = arch_spec(c);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        const MoeSpec& m = spec.layers[size_t(l)].moe;
+        if (m.experts == 0) continue;
+        const int64_t E = m.experts, F = m.intermediate, H = c.hidden_size;
+        const std::string pre = "model.layers." + std::to_string(l) + ".", blk = "blk." + std::to_string(l) + ".";
+        Planned gate, up, down;
+        gate.name = blk + "ffn_gate_exps.weight";
+        up.name = blk + "ffn_up_exps.weight";
+        down.name = blk + "ffn_down_exps.weight";
+        gate.shape = up.shape = {E, F, H};
+        down.shape = {E, H, F};
+        gate.layer = up.layer = down.layer = l;
+        const std::string gu = pre + m.gate_up, dn = pre + m.down;
+        if (base.find(gu) && base.find(dn)) {  // transformers 5: fused
+            for (int64_t e = 0; e < E; ++e) {
+                gate.sources.push_back({gu, e * 2 * F * H, F * H});
+                up.sources.push_back({gu, e * 2 * F * H + F * H, F * H});
+            }
+            down.sources.push_back({dn, 0, E * H * F});
+            expert_tensors.insert(gu);
+            expert_tensors.insert(dn);
+        } else {
+            for (int64_t e = 0; e < E; ++e) {
+                const std::string x = pre + m.per_expert + "." + std::to_string(e) + ".";
+                gate.sources.push_back({x + m.gate + ".weight", 0, F * H});
+                up.sources.push_back({x + m.up + ".weight", 0, F * H});
+                down.sources.push_back({x + m.down_name + ".weight", 0, H * F});
+                for (const Planned* p : {&gate, &up, &down}) expert_tensors.insert(p->sources.back().hf);
+            }
+        }
+        for (Planned* p : {&gate, &up, &down})
+            for (const Source& s : p->sources)
+                if (!base.find(s.hf))
+                    throw_invalid(base.source_name() + ": tensor " + s.hf + " is missing; config.json says layer " +
+                                  std::to_string(l) + " has " + std::to_string(E) + " experts");
+        out.push_back(std::move(gate));
+        out.push_back(std::move(up));
+        out.push_back(std::move(down));
+    }
+}
+
 std::vector<Planned> plan_model(const SafetensorsSet& base, const ModelConfig& c, const GgufArch& arch, GgufQuant q) {
     std::vector<Planned> out;
+    std::set<std::string> expert_tensors;
+    plan_experts(c, base, out, expert_tensors);
     bool has_output = false;
     for (const SafetensorsFile& file : base.files())
         for (const TensorInfo& t : file.tensors()) {
             if (base.file_of(t.name) != file.path()) continue;
             if (!is_base_tensor(base, t.name)) continue;  // a 4-bit weight's absmax, quant_state, ...
+            if (expert_tensors.count(t.name)) continue;   // gathered by plan_experts
             Planned p;
             p.hf = t.name;
             p.name = gguf_tensor_name(t.name, arch, c, p.layer);
@@ -286,6 +360,11 @@ void add_hparams(GgufHeader& h, const ModelConfig& c, const GgufArch& arch) {
     h.add_f32(a + "rope.freq_base", float(c.rope_theta));
     h.add_u32(a + "rope.dimension_count", uint32_t(c.rotary_dim()));
     h.add_u32(a + "vocab_size", uint32_t(c.vocab_size));
+    if (c.num_experts > 0) {
+        h.add_u32(a + "expert_count", uint32_t(c.num_experts));
+        h.add_u32(a + "expert_used_count", uint32_t(c.num_experts_per_tok));
+        if (arch.name == "qwen3moe") h.add_u32(a + "expert_feed_forward_length", uint32_t(c.moe_intermediate_size));
+    }
     const RopeScaling& rs = c.rope_scaling;
     if (rs.type == RopeScalingType::Linear) {
         h.add_string(a + "rope.scaling.type", "linear");
@@ -577,9 +656,8 @@ void write_gguf_model(const fs::path& model_dir, const ModelConfig& model, const
     const GgufArch arch = gguf_arch(model);
     const LoraMerge merge(model, lora, tensors);
     const SafetensorsSet base = SafetensorsSet::open(model_dir);
-    for (const std::string& name : merge.weights())
-        if (!base.find(name))
-            throw_invalid(base.source_name() + ": the adapter adapts " + name + ", which the model does not have");
+    for (const std::string& name : merge.missing_in(base))
+        throw_invalid(base.source_name() + ": the adapter adapts " + name + ", which the model does not have");
     const std::vector<Planned> plan = plan_model(base, model, arch, options.quant);
     const GgufHeader header = model_header(model_dir, model, arch, plan, options.quant);
     const std::string file = gguf_model_file_name(options.quant);
@@ -588,11 +666,25 @@ void write_gguf_model(const fs::path& model_dir, const ModelConfig& model, const
     TempDir dir(out_dir, options.overwrite);
     const uint64_t total = header.file_size();
     gguf::GgufStreamWriter out(dir.tmp / file, header);
-    std::vector<float> w;
+    std::vector<float> w, held_values;
+    std::string held;  // the merged checkpoint tensor held_values holds (the experts' sources)
     std::vector<std::byte> buf;
     for (const Planned& p : plan) {
         check_cancel(options);
-        if (p.hf.empty()) {
+        if (!p.sources.empty()) {  // experts: pieces of merged checkpoint tensors (each read and merged once)
+            w.clear();
+            for (const Source& s : p.sources) {
+                if (s.hf != held) {
+                    const TensorInfo& t = base.at(s.hf);
+                    read_base_tensor(base, t, held_values, "the GGUF export");
+                    merge.apply(t.name, base_tensor_shape(base, t), held_values, base.source_name());
+                    held = s.hf;
+                }
+                if (s.first + s.count > int64_t(held_values.size()))
+                    throw_invalid(base.source_name() + ": tensor " + s.hf + " is smaller than config.json implies");
+                w.insert(w.end(), held_values.begin() + s.first, held_values.begin() + s.first + s.count);
+            }
+        } else if (p.hf.empty()) {
             w = p.computed;
         } else {
             const TensorInfo& t = base.at(p.hf);
@@ -636,6 +728,10 @@ void write_gguf_lora(const fs::path& model_dir, const ModelConfig& model, const 
     std::vector<Item> items;
     const std::vector<LoraTensorSpec> specs = lora_tensor_specs(model, lora);
     for (const LoraTensorSpec& s : specs) {
+        if (s.experts > 0)
+            throw_unsupported("GGUF LoRA adapter: the adapter adapts the experts (" + s.module +
+                              "), which llama.cpp's LoRA adapters cannot hold; export --format gguf (the adapter "
+                              "merged into the model) instead");
         int64_t layer = -1;
         const std::string g = gguf_tensor_name(lora_module_path(s.layer, s.path) + ".weight", arch, model, layer);
         items.push_back({&s, g + (s.is_a ? ".lora_a" : ".lora_b")});

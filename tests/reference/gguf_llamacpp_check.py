@@ -37,7 +37,8 @@ TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play
         "One day, she saw a big red ball in the park.")
 TOKEN_STRINGS = ["Hello world", " leading space and  two spaces", "numbers 12345 and 3.14159",
                  "unicode: héllo wörld 日本語 🚀", "line one\nline two\n\n\ttabbed", "Once upon a time"]
-FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"]
+FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3-moe", "mixtral"]
+MOE = ("qwen3-moe", "mixtral")  # experts as llama.cpp's ffn_*_exps; LoRA on attention and every expert
 
 
 def run(cmd, **kw):
@@ -70,6 +71,11 @@ def make_model(variant, fixtures, tok_dir, dst, vocab=None, small=False):
             old = rp[k]
             rp[k] = [old[i * len(old) // n] for i in range(n)]
         over["rope_parameters"] = rp
+    if variant == "qwen3-moe":  # every layer routes (llama.cpp's qwen3moe has no dense layers)
+        over.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=256, mlp_only_layers=[],
+                    decoder_sparse_step=1, norm_topk_prob=True)
+    if variant == "mixtral":
+        over.update(num_local_experts=4, num_experts_per_tok=2)
     if small:
         over.pop("layer_types", None)
     for k, v in over.items():
@@ -92,9 +98,10 @@ def make_model(variant, fixtures, tok_dir, dst, vocab=None, small=False):
     return cfg
 
 
-def make_run(model_dir, run_dir, targets, zero_b, rslora):
+def make_run(model_dir, run_dir, targets, zero_b, rslora, target_parameters=None):
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
-    pc = LoraConfig(r=8, lora_alpha=16, target_modules=targets, use_rslora=rslora, lora_dropout=0.0)
+    kw = {"target_parameters": target_parameters} if target_parameters else {}
+    pc = LoraConfig(r=8, lora_alpha=16, target_modules=targets, use_rslora=rslora, lora_dropout=0.0, **kw)
     pm = get_peft_model(model, pc)
     if not zero_b:
         torch.manual_seed(1)
@@ -105,7 +112,8 @@ def make_run(model_dir, run_dir, targets, zero_b, rslora):
     pm.save_pretrained(os.path.join(run_dir, "adapter"))
     with open(os.path.join(run_dir, "config.json"), "w") as f:
         json.dump({"model": os.path.abspath(model_dir), "data": {"dataset": "unused.jsonl"},
-                   "lora": {"r": 8, "alpha": 16, "use_rslora": rslora, "target_modules": targets},
+                   "lora": {"r": 8, "alpha": 16, "use_rslora": rslora,
+                            "target_modules": targets + list(target_parameters or [])},
                    "output_dir": os.path.abspath(run_dir)}, f, indent=2)
     return pm.merge_and_unload().eval()
 
@@ -173,8 +181,9 @@ def check_family(variant, a, gguf_mod, work):
     if isinstance(targets, str):
         targets = ["q_proj", "v_proj"]
     rslora = variant == "llama"
-    merged = make_run(model_dir, os.path.join(fam, "run"), targets, False, rslora)
-    make_run(model_dir, os.path.join(fam, "run-base"), targets, True, False)
+    tp = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"] if variant in MOE else None
+    merged = make_run(model_dir, os.path.join(fam, "run"), targets, False, rslora, tp)
+    make_run(model_dir, os.path.join(fam, "run-base"), targets, True, False, tp)
     tok = AutoTokenizer.from_pretrained(model_dir)
     ids = tok(TEXT)["input_ids"]
     with torch.no_grad():
