@@ -40,13 +40,12 @@ nlohmann::json lastRecord(const QString& path) {
     return {};
 }
 
-// N of a checkpoint folder "step-N" (latest_checkpoint only returns such names).
+}  // namespace
+
 int64_t checkpointStepOf(const std::filesystem::path& dir) {
     const QString name = QString::fromStdString(dir.filename().string());
     return name.startsWith(QLatin1String("step-")) ? name.mid(5).toLongLong() : 0;
 }
-
-}  // namespace
 
 bool canResume(const RunEntry& run) {
     if (run.hasAdapter || run.status == RunStatus::Running || run.status == RunStatus::Diverged) return false;

@@ -24,6 +24,7 @@
 #include <QVector>
 
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 
 namespace tandem::ui {
@@ -60,6 +61,9 @@ struct RunEntry {
 
 // "45s", "3m12s", "2h05m"; "—" for a negative duration.
 QString formatDuration(double seconds);
+
+// N of a checkpoint folder "step-N" (as latest_checkpoint returns them), 0 for any other name.
+int64_t checkpointStepOf(const std::filesystem::path& dir);
 
 // Whether the Runs page's Resume (and the main window's offer) may continue this run.
 bool canResume(const RunEntry& run);

@@ -25,6 +25,7 @@
 #include "tandem/error.h"
 #include "tandem/trainer.h"
 #include "ui/run_lock.h"
+#include "ui/run_scan.h"
 
 namespace tandem::ui {
 
@@ -91,13 +92,7 @@ QString createRunFolder(const std::filesystem::path& dir) {
 // The step of the latest complete checkpoint (checkpoints/step-N), 0 when there is none.
 int64_t checkpointStep(const std::filesystem::path& runDir) {
     const auto dir = tandem::latest_checkpoint(runDir);
-    if (!dir) return 0;
-    const std::string name = dir->filename().string();  // "step-N"
-    try {
-        return std::stoll(name.substr(name.find('-') + 1));
-    } catch (const std::exception&) {
-        return 0;
-    }
+    return dir ? checkpointStepOf(*dir) : 0;
 }
 
 }  // namespace
