@@ -43,6 +43,15 @@ namespace {
 
 QString str(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 
+const QString kInterruptionsOfferedKey = QStringLiteral("runs/interruptionsOffered");
+constexpr qsizetype kInterruptionsRemembered = 50;
+
+// One interruption of one run: its folder and the start of the session that died (a run resumed and
+// interrupted again is asked about again).
+QString interruptionKey(const RunEntry& run) {
+    return run.dir + QLatin1Char('@') + run.sessionStarted.toString(Qt::ISODateWithMs);
+}
+
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
@@ -125,6 +134,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     });
     connect(m_runs, &RunsPage::reopenConfig, this, &MainWindow::reopenSettings);
     connect(m_runs, &RunsPage::resumeRequested, this, &MainWindow::resumeRunDir);
+    connect(m_runs, &RunsPage::runsListed, this, &MainWindow::offerInterruptedRun);
     connect(m_runs, &RunsPage::exportRequested, this, [this](const QString& dir) { exportRun(dir); });
     connect(m_monitor, &MonitorPage::stopRequested, this, &MainWindow::stopRun);
     connect(m_monitor, &MonitorPage::resumeRequested, this, &MainWindow::resumeRun);
@@ -396,6 +406,55 @@ void MainWindow::showAbout() {
     auto* about = new AboutDialog(this);
     about->setAttribute(Qt::WA_DeleteOnClose);
     about->open();
+}
+
+void MainWindow::offerInterruptedRun(const QList<RunEntry>& runs) {
+    if (m_interruptedOffered) return;
+    m_interruptedOffered = true;
+    if (m_session->isRunning() || m_pendingStart) return;
+    const QStringList offered = QSettings().value(kInterruptionsOfferedKey).toStringList();
+    QList<RunEntry> interrupted;
+    for (const RunEntry& r : runs)
+        if (r.status == RunStatus::Interrupted && !offered.contains(interruptionKey(r))) interrupted.append(r);
+    if (interrupted.isEmpty()) return;
+    const RunEntry run = interrupted.first();  // the newest
+    QString details = run.hasCheckpoint
+                          ? tr("Resume continues it from its latest complete checkpoint (step %1), with the same "
+                               "result as if it had never stopped.")
+                                .arg(run.checkpointStep)
+                          : tr("No checkpoint was written before it closed: Resume starts it again from the first "
+                               "step with the same settings.");
+    details += QLatin1Char(' ') + tr("Not now keeps it on the Runs page as interrupted, where Resume continues it "
+                                     "later.");
+    if (interrupted.size() > 1)
+        details += QLatin1Char(' ') + tr("%n more interrupted run(s) are listed there.", nullptr,
+                                         static_cast<int>(interrupted.size() - 1));
+    auto* box = new QMessageBox(
+        QMessageBox::Question, tr("Resume the interrupted run?"),
+        run.steps > 0 ? tr("Tandem closed while the run %1 was training, after step %2.").arg(run.name).arg(run.steps)
+                      : tr("Tandem closed while the run %1 was starting.").arg(run.name),
+        QMessageBox::NoButton, this);
+    box->setObjectName(QStringLiteral("interruptedRunPrompt"));
+    box->setTextFormat(Qt::PlainText);  // a run's name is not markup
+    box->setInformativeText(details);
+    QPushButton* resume = box->addButton(tr("Resume"), QMessageBox::AcceptRole);
+    resume->setObjectName(QStringLiteral("resumeInterruptedButton"));
+    box->addButton(tr("Not now"), QMessageBox::RejectRole)->setObjectName(QStringLiteral("notNowButton"));
+    box->setDefaultButton(resume);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    QStringList keys;
+    for (const RunEntry& r : interrupted) keys.append(interruptionKey(r));
+    connect(box, &QMessageBox::finished, this, [this, box, resume, keys, dir = run.dir] {
+        if (box->clickedButton() == resume) {
+            resumeRunDir(dir);
+            return;
+        }
+        QStringList remembered = QSettings().value(kInterruptionsOfferedKey).toStringList() + keys;
+        if (remembered.size() > kInterruptionsRemembered)
+            remembered = remembered.mid(remembered.size() - kInterruptionsRemembered);
+        QSettings().setValue(kInterruptionsOfferedKey, remembered);
+    });
+    box->open();
 }
 
 void MainWindow::onRunEnded() {

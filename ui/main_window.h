@@ -13,6 +13,11 @@
 //  - Closing during a run asks; on yes it requests a stop and closes when the session reports the end, so
 //    the checkpoint is written and the run folder stays resumable. The window never blocks waiting.
 //  - Geometry and dock/toolbar state are saved to QSettings "window/geometry" and "window/state".
+//  - At start, once the Runs page has listed the runs, the window offers to resume the newest run that a
+//    studio left interrupted (killed or crashed mid-run: run_lock.h) with a question box ("interruptedRunPrompt":
+//    Resume / Not now). Resume takes the same way as the Runs page's Resume (resumeRunDir). Each interruption
+//    is asked about once: Not now is remembered in QSettings "runs/interruptionsOffered" (run folder and the
+//    start time of the session that died), and the run stays on the Runs page as interrupted.
 //  - The Chat page is told when a run starts and ends and on which device (ChatPage::setTrainingRun: as asked
 //    at start, as resolved once it has loaded), so it refuses GPU chats while the run holds the GPU. A run
 //    that may use the GPU while the chat's model is on it waits for the chat to close it (ChatPage::gpuReleased)
@@ -27,6 +32,7 @@
 #include <utility>
 
 #include "tandem/run_config.h"
+#include "ui/run_scan.h"
 #include "ui/run_types.h"
 
 class QLabel;
@@ -87,6 +93,7 @@ protected:
 
 private:
     void buildMenus();
+    void offerInterruptedRun(const QList<RunEntry>& runs);
     void onRunEnded();
     void startSession(const tandem::RunConfig& config, bool resume);
     void setStateText(const QString& text);
@@ -105,6 +112,7 @@ private:
     QLabel* m_deviceLabel = nullptr;
     QLabel* m_stateLabel = nullptr;
     bool m_closeWhenStopped = false;
+    bool m_interruptedOffered = false;  // the start-up offer is made once, on the first listing of the runs
     std::optional<std::pair<tandem::RunConfig, bool>> m_pendingStart;  // waits for the chat to free the GPU
 };
 

@@ -260,7 +260,9 @@ void MonitorPage::showStarted(const RunInfo& info) {
     m_lastStep = info.startStep;
     m_progress->setRange(0, static_cast<int>(std::max<int64_t>(p.total_steps, 1)));
     m_progress->setValue(static_cast<int>(info.startStep));
-    setState(State::Running, info.resumed ? tr("Running (resumed at step %1)").arg(info.startStep) : tr("Running"));
+    setState(State::Running, !info.resumed        ? tr("Running")
+                             : info.startStep > 0 ? tr("Running (resumed at step %1)").arg(info.startStep)
+                                                  : tr("Running (started again: no checkpoint was written)"));
     appendLog(tr("plan: %1, checkpointing %2, %3 steps (%4 per epoch), %5 training samples, %6 trainable "
                  "parameters, memory %7 MiB")
                   .arg(str(device_choice_name(p.config.device)), str(checkpoint_policy_name(p.config.memory.checkpointing)))

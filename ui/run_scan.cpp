@@ -17,25 +17,40 @@
 #include "tandem/run_config.h"
 #include "tandem/trainer.h"
 #include "ui/hf_cache.h"
+#include "ui/run_lock.h"
 
 namespace tandem::ui {
 namespace {
 
-// The last non-empty line of a text file, read from its end (a few KiB at most).
-QByteArray lastLine(const QString& path) {
+// The last line of metrics.jsonl that is a JSON object, read from the file's end (16 KiB at most: a line is
+// well under 1 KiB). A studio killed while writing a line leaves half of it: the line before counts then.
+nlohmann::json lastRecord(const QString& path) {
     QFile f(path);
     if (!f.open(QIODevice::ReadOnly)) return {};
     const qint64 size = f.size();
-    for (qint64 window = 4096;; window *= 4) {
-        const qint64 start = std::max<qint64>(0, size - window);
-        f.seek(start);
-        const QByteArray tail = f.read(size - start).trimmed();
-        const qsizetype nl = tail.lastIndexOf('\n');
-        if (nl >= 0 || start == 0) return nl >= 0 ? tail.mid(nl + 1) : tail;
+    const qint64 start = std::max<qint64>(0, size - 16384);
+    f.seek(start);
+    const QList<QByteArray> lines = f.read(size - start).split('\n');
+    for (auto it = lines.crbegin(); it != lines.crend(); ++it) {
+        const QByteArray line = it->trimmed();
+        if (line.isEmpty()) continue;
+        auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr, false);
+        if (j.is_object()) return j;
     }
+    return {};
 }
 
 }  // namespace
+
+int64_t checkpointStepOf(const std::filesystem::path& dir) {
+    const QString name = QString::fromStdString(dir.filename().string());
+    return name.startsWith(QLatin1String("step-")) ? name.mid(5).toLongLong() : 0;
+}
+
+bool canResume(const RunEntry& run) {
+    if (run.hasAdapter || run.status == RunStatus::Running || run.status == RunStatus::Diverged) return false;
+    return run.hasCheckpoint || run.status == RunStatus::Interrupted;
+}
 
 QString formatDuration(double seconds) {
     if (!(seconds >= 0) || seconds > 1e9) return QStringLiteral("—");
@@ -57,6 +72,10 @@ QString runStatusName(RunStatus status) {
             return QStringLiteral("empty");
         case RunStatus::Diverged:
             return QStringLiteral("diverged");
+        case RunStatus::Running:
+            return QStringLiteral("running");
+        case RunStatus::Interrupted:
+            return QStringLiteral("interrupted");
     }
     return {};
 }
@@ -88,20 +107,26 @@ RunEntry readRunEntry(const QString& runDir) {
     } catch (const std::exception&) {
     }
     e.hasCheckpoint = checkpoint.has_value();
+    if (checkpoint) e.checkpointStep = checkpointStepOf(*checkpoint);
+    const RunLockProbe lock = probeRunLock(e.dir);
+    if (lock.state != RunLockState::None) e.sessionStarted = lock.started;
     const QString metricsPath = dir.filePath(QStringLiteral("metrics.jsonl"));
-    const QByteArray line = lastLine(metricsPath);
-    if (!line.isEmpty() && e.date.isValid())
+    const nlohmann::json j = lastRecord(metricsPath);
+    if (j.is_object() && e.date.isValid())
         e.durationS = static_cast<double>(e.date.msecsTo(QFileInfo(metricsPath).lastModified())) / 1000.0;
     bool diverged = false;
-    if (!line.isEmpty()) {
-        const auto j = nlohmann::json::parse(line.constData(), line.constData() + line.size(), nullptr, false);
-        if (j.is_object()) {
-            if (j.contains("step") && j["step"].is_number()) e.steps = j["step"].get<int64_t>();
-            if (j.contains("loss") && j["loss"].is_number()) e.finalLoss = j["loss"].get<double>();
-            diverged = j.value("status", std::string()) == "diverged";
-        }
+    if (j.is_object()) {
+        if (j.contains("step") && j["step"].is_number()) e.steps = j["step"].get<int64_t>();
+        if (j.contains("loss") && j["loss"].is_number()) e.finalLoss = j["loss"].get<double>();
+        const auto status = j.find("status");
+        diverged = status != j.end() && *status == "diverged";
     }
-    if (e.hasAdapter) {
+    const QString checkpointName =
+        checkpoint ? QDir(e.dir).relativeFilePath(QString::fromStdString(checkpoint->string())) : QString();
+    if (lock.state == RunLockState::Held) {
+        e.status = RunStatus::Running;
+        e.statusDetail = QStringLiteral("being trained now by ") + describeLockHolder(lock);
+    } else if (e.hasAdapter) {
         e.status = RunStatus::Finished;
         e.statusDetail = QStringLiteral("adapter written");
     } else if (diverged) {
@@ -110,14 +135,18 @@ RunEntry readRunEntry(const QString& runDir) {
             QStringLiteral(
                 "the loss was not finite for several steps in a row and the run stopped; "
                 "reopen its settings with a lower Learning rate and train again") +
-            (e.hasCheckpoint
-                 ? QStringLiteral(" (the last good checkpoint is ") +
-                       QDir(e.dir).relativeFilePath(QString::fromStdString(checkpoint->string())) + QStringLiteral(")")
-                 : QString());
+            (e.hasCheckpoint ? QStringLiteral(" (the last good checkpoint is ") + checkpointName + QStringLiteral(")")
+                             : QString());
+    } else if (lock.state == RunLockState::Stale) {
+        e.status = RunStatus::Interrupted;
+        e.statusDetail =
+            QStringLiteral("Tandem closed while it was training this run (a crash, a kill or a power cut); ") +
+            (e.hasCheckpoint ? QStringLiteral("Resume continues it from ") + checkpointName
+                             : QStringLiteral("no checkpoint was written yet, so Resume starts it again from the "
+                                              "first step with the same settings"));
     } else if (e.hasCheckpoint) {
         e.status = RunStatus::Stopped;
-        e.statusDetail = QStringLiteral("stopped or interrupted; resumable from ") +
-                         QDir(e.dir).relativeFilePath(QString::fromStdString(checkpoint->string()));
+        e.statusDetail = QStringLiteral("stopped or interrupted; resumable from ") + checkpointName;
     } else if (e.steps > 0) {
         e.status = RunStatus::Failed;
         e.statusDetail = QStringLiteral("ended without an adapter or a checkpoint to resume from");

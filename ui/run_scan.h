@@ -4,12 +4,16 @@
 // curve of a run from its metrics.jsonl. Both touch many files (a run of 100k steps has a 15 MB metrics
 // file), so the page calls them on a worker thread.
 // Decisions a reader must know:
-//  - Status follows the run directory layout the trainer writes (trainer.h): finished = adapter/ exists;
-//    diverged = no adapter and the last metrics line says "status": "diverged" (the trainer stopped it:
-//    the loss was not finite; any checkpoint left is the last good one); stopped = a complete checkpoint but
-//    no adapter (resumable); failed = steps in metrics.jsonl but nothing to resume from; empty = no step
-//    was ever completed.
-//  - For the table only the last line of metrics.jsonl is read (seeking from the end), never the whole file.
+//  - Status follows the run directory layout the trainer writes (trainer.h) and the studio's studio.lock
+//    (run_lock.h), first match wins: running = a live studio session holds studio.lock; finished = adapter/
+//    exists; diverged = no adapter and the last metrics line says "status": "diverged" (the trainer stopped
+//    it: the loss was not finite; any checkpoint left is the last good one); interrupted = studio.lock left
+//    behind by a studio that died mid-run (resumable: from the latest complete checkpoint, or from the start
+//    when none was written); stopped = a complete checkpoint but no adapter (resumable; a tandem-cli run
+//    killed mid-run looks the same, it takes no lock); failed = steps in metrics.jsonl but nothing to resume
+//    from; empty = no step was ever completed.
+//  - For the table only the last complete line of metrics.jsonl is read (seeking from the end), never the
+//    whole file.
 //    So the duration is file times: from config.json (written at the start) to the last metrics line; for a
 //    run stopped and resumed later it includes the pause.
 #pragma once
@@ -20,12 +24,14 @@
 #include <QVector>
 
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 
 namespace tandem::ui {
 
-enum class RunStatus { Finished, Stopped, Failed, Empty, Diverged };
-QString runStatusName(RunStatus status);  // "finished", "stopped", "failed", "empty", "diverged"
+enum class RunStatus { Finished, Stopped, Failed, Empty, Diverged, Running, Interrupted };
+// "finished", "stopped", "failed", "empty", "diverged", "running", "interrupted"
+QString runStatusName(RunStatus status);
 
 struct RunEntry {
     QString dir;    // absolute path of the run folder
@@ -41,6 +47,8 @@ struct RunEntry {
     QDateTime date;  // when config.json was written (the run's start)
     bool hasAdapter = false;
     bool hasCheckpoint = false;
+    int64_t checkpointStep = 0;  // of the latest complete checkpoint (0 when none)
+    QDateTime sessionStarted;    // running or interrupted: when the studio session started (studio.lock)
     QString configError;  // config.json could not be parsed
     // Hyper-parameters from config.json (the resolved copy: device cpu or cuda, never auto).
     double lr = 0;
@@ -53,6 +61,12 @@ struct RunEntry {
 
 // "45s", "3m12s", "2h05m"; "—" for a negative duration.
 QString formatDuration(double seconds);
+
+// N of a checkpoint folder "step-N" (as latest_checkpoint returns them), 0 for any other name.
+int64_t checkpointStepOf(const std::filesystem::path& dir);
+
+// Whether the Runs page's Resume (and the main window's offer) may continue this run.
+bool canResume(const RunEntry& run);
 
 // Every run folder directly under `folder`, newest first.
 QList<RunEntry> scanRunsFolder(const QString& folder);

@@ -31,6 +31,7 @@
 #include "ui/app_paths.h"
 #include "ui/loss_plot.h"
 #include "ui/run_async.h"
+#include "ui/run_lock.h"
 #include "ui/screen_words.h"
 #include "ui/status_text.h"
 
@@ -203,8 +204,8 @@ RunsPage::RunsPage(QWidget* parent) : QWidget(parent) {
     });
     m_reopen = button(tr("Reopen settings"), "reopenButton", tr("Load this run's settings into the Train page"));
     m_resume = button(tr("Resume"), "resumeButton",
-                      tr("Continue a stopped run from its latest checkpoint (same settings, same result as an "
-                         "uninterrupted run)"));
+                      tr("Continue a stopped or interrupted run from its latest checkpoint (same settings, same "
+                         "result as an uninterrupted run); without a checkpoint it starts again from the first step"));
     m_export = button(tr("Export adapter…"), "exportRunButton",
                       tr("Write the run's LoRA adapter (PEFT format) to a folder of your choice"));
     m_delete = button(tr("Delete…"), "deleteRunButton", tr("Remove the selected run folders from disk"));
@@ -325,6 +326,7 @@ void RunsPage::showRuns(const QList<RunEntry>& runs) {
         runs.isEmpty() ? tr("No runs yet: train one on the Train page.") : countOf(runs.size(), tr("run")) + '.',
         Tone::Neutral);
     onSelectionChanged();
+    emit runsListed(runs);
 }
 
 QStringList RunsPage::selectedRunDirs() const {
@@ -344,7 +346,7 @@ void RunsPage::onSelectionChanged() {
     const QStringList dirs = selectedRunDirs();
     const RunEntry* one = dirs.size() == 1 ? entry(dirs.first()) : nullptr;
     m_reopen->setEnabled(one && one->configError.isEmpty());
-    m_resume->setEnabled(one && one->hasCheckpoint && !one->hasAdapter && one->status != RunStatus::Diverged);
+    m_resume->setEnabled(one && canResume(*one));
     m_export->setEnabled(one && (one->hasAdapter || one->hasCheckpoint));
     m_openFolder->setEnabled(one != nullptr);
     m_delete->setEnabled(!dirs.isEmpty());
@@ -448,7 +450,7 @@ void RunsPage::deleteSelected() {
     box.setDefaultButton(QMessageBox::No);
     const int answer = box.exec();
     if (answer != QMessageBox::Yes && answer != QDialog::Accepted) return;
-    QStringList failed;
+    QStringList failed, running;
     for (const QString& d : dirs) {
         // Only folders this page listed (a run: a config.json inside, directly under the runs folder).
         const QString parent = QDir::cleanPath(QFileInfo(d).absolutePath());
@@ -456,9 +458,16 @@ void RunsPage::deleteSelected() {
         for (const QString& f : QStringList{m_folder} + m_otherFolders)
             listed = listed || parent == QDir(f).absolutePath();
         if (!entry(d) || !listed) continue;
+        if (probeRunLock(d).state == RunLockState::Held) {  // its session would fail at its next write
+            running.append(QDir(d).dirName());
+            continue;
+        }
         if (!QDir(d).removeRecursively()) failed.append(QDir(d).dirName());
     }
-    if (!failed.isEmpty())
+    if (!running.isEmpty())
+        setStatusText(m_status, tr("Not deleted, being trained now: %1. Stop the run first.").arg(running.join(", ")),
+                      Tone::Bad);
+    else if (!failed.isEmpty())
         setStatusText(m_status, tr("Could not delete everything in: %1").arg(failed.join(", ")), Tone::Bad);
     m_keepSelected.clear();
     m_table->clearSelection();

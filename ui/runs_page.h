@@ -9,12 +9,16 @@
 // Decisions a reader must know:
 //  - The folder scan and the metrics files are read on worker threads (run_scan.h); a result that lands
 //    after a newer refresh or selection is dropped. A refresh keeps the selected runs selected.
-//  - The page does not know which run the session is training: the main window refreshes it when a run
-//    ends, and the delete confirmation names what will be removed.
+//  - The page does not talk to the session: a run being trained shows as running through its studio.lock
+//    (run_lock.h); the main window refreshes the page when a run starts and ends, and the delete
+//    confirmation names what will be removed.
 //  - Other folders (QSettings "runs/otherFolders") are listed beside the runs folder; delete acts only on
 //    runs directly under a listed folder.
 //  - A diverged run is not offered for Resume (with the same settings it diverges again); Reopen settings
-//    is the way on, and Export warns first (ExportDialog).
+//    is the way on, and Export warns first (ExportDialog). Neither is a running one (its studio.lock is held,
+//    run_lock.h), and delete leaves it alone. An interrupted one is, with or without a checkpoint (canResume).
+//  - Every listing is announced (runsListed), so that the main window can offer to resume an interrupted run
+//    at start without reading the folders again.
 #pragma once
 
 #include <QString>
@@ -54,6 +58,7 @@ signals:
     void reopenConfig(const tandem::RunConfig& config);
     void resumeRequested(const QString& runDir);
     void exportRequested(const QString& runDir);
+    void runsListed(const QList<tandem::ui::RunEntry>& runs);  // after each refresh, as the table shows them
 
 protected:
     void showEvent(QShowEvent* event) override;

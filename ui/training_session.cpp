@@ -3,7 +3,8 @@
 // TrainingSession and its worker. The worker is a QObject moved to the session's thread; its run() slot is
 // the only code that touches the Trainer. It keeps its outcome in members that the session reads after
 // QThread::finished (the thread has ended, so no lock is needed). Filesystem errors (a runs folder that
-// cannot be written) become I/O failures that say what to do, not internal errors.
+// cannot be written) become I/O failures that say what to do, not internal errors. The worker holds the run
+// folder's studio.lock (run_lock.h) from before prepare() to the end of the run.
 #include "ui/training_session.h"
 
 #include <QCoreApplication>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <limits>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -22,6 +24,8 @@
 
 #include "tandem/error.h"
 #include "tandem/trainer.h"
+#include "ui/run_lock.h"
+#include "ui/run_scan.h"
 
 namespace tandem::ui {
 
@@ -88,13 +92,7 @@ QString createRunFolder(const std::filesystem::path& dir) {
 // The step of the latest complete checkpoint (checkpoints/step-N), 0 when there is none.
 int64_t checkpointStep(const std::filesystem::path& runDir) {
     const auto dir = tandem::latest_checkpoint(runDir);
-    if (!dir) return 0;
-    const std::string name = dir->filename().string();  // "step-N"
-    try {
-        return std::stoll(name.substr(name.find('-') + 1));
-    } catch (const std::exception&) {
-        return 0;
-    }
+    return dir ? checkpointStepOf(*dir) : 0;
 }
 
 }  // namespace
@@ -133,6 +131,12 @@ public slots:
             created = !existed;
         }
         try {
+            // Claimed for the whole run, released before the cleanup below (run_lock.h). A resume of a folder
+            // that is gone claims nothing: prepare() says there is no run to resume there.
+            std::optional<RunLock> lock;
+            std::error_code ec;
+            if (!runDir.empty() && std::filesystem::is_directory(runDir, ec))
+                lock.emplace(QString::fromStdString(runDir.string()));
             tandem::Trainer trainer = tandem::Trainer::prepare(m_config, tandem::TrainerOptions{.resume = m_resume});
             RunInfo info;
             info.plan = trainer.plan();

@@ -10,6 +10,9 @@
 //    after the thread has ended and isRunning() is false, so a slot may start() the next run at once.
 //  - A new run's folder is created before anything is loaded: a runs folder that cannot hold it fails at
 //    once with "choose a writable runs folder" (an I/O failure, not an internal error).
+//  - While a run is in progress its folder holds studio.lock (run_lock.h), removed however the run ends; a
+//    studio killed mid-run leaves it behind, which marks the run as interrupted. A start or resume of a run
+//    that a live session holds fails (invalid input, naming the holder) before anything is loaded.
 //  - requestStop() only sets an atomic flag: the engine drops the partial step and checkpoints the last
 //    completed one. A stop during prepare() (loading) takes effect when the first step begins.
 //  - Destroying a running session requests a stop and joins the thread (it waits for the current step):

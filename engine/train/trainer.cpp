@@ -111,6 +111,16 @@ std::vector<float> read_f32(const SafetensorsFile& file, const std::string& name
     return tensor_to_f32(t);
 }
 
+// An integer field of a checkpoint's state.json. A damaged or hand-edited file is refused naming it and the
+// way on (the checkpoint before it), never as an internal error.
+int64_t state_int(const json& state, const fs::path& file, const char* key) {
+    const auto it = state.find(key);
+    if (it == state.end() || !it->is_number_integer())
+        throw_invalid(file.string() + ": \"" + key + "\" is missing or not an integer, so this checkpoint cannot be " +
+                      "resumed from. Remove its folder to resume from the checkpoint before it, or start a new run");
+    return it->get<int64_t>();
+}
+
 // Keys whose values may change between a run and its resume.
 json comparable(json j) {
     j.erase("output_dir");
@@ -302,17 +312,25 @@ struct Trainer::Impl {
 
     // Restores the latest complete checkpoint (called by make_trainer when resuming).
     void load_checkpoint(const fs::path& dir) {
-        const json state = read_json_file(dir / kStateName);
-        const std::string fp = state.value("data_fingerprint", "");
+        const fs::path file = dir / kStateName;
+        json state = read_json_file(file);
+        if (!state.is_object()) state = json::object();  // then every field below is reported missing
+        const int64_t state_step = state_int(state, file, "step");
+        const int64_t state_epoch = state_int(state, file, "epoch");
+        const int64_t state_batch = state_int(state, file, "batch_in_epoch");
+        const json fp_field = state.value("data_fingerprint", json());
+        const std::string fp = fp_field.is_string() ? fp_field.get<std::string>() : "";
         if (fp != data_fingerprint)
             throw_invalid(dir.string() + ": the data changed since this run was started (fingerprint " + fp +
                           ", now " + data_fingerprint + "); resume with the same dataset and settings, or start a new run");
-        if (state.value("seed", uint64_t(0)) != config.seed)
-            throw_invalid(dir.string() + ": the run used seed " + std::to_string(state.value("seed", uint64_t(0))) +
-                          ", now " + std::to_string(config.seed));
-        step = state.at("step").get<int64_t>();
-        epoch = state.at("epoch").get<int64_t>();
-        batch_pos = state.at("batch_in_epoch").get<int64_t>();
+        const json seed_field = state.value("seed", json());
+        const uint64_t seed = seed_field.is_number_unsigned() ? seed_field.get<uint64_t>() : 0;
+        if (seed != config.seed)
+            throw_invalid(dir.string() + ": the run used seed " + std::to_string(seed) + ", now " +
+                          std::to_string(config.seed));
+        step = state_step;
+        epoch = state_epoch;
+        batch_pos = state_batch;
         auto& params = model->lora_params();
         const SafetensorsFile lora(dir / kLoraName);
         const SafetensorsFile opt(dir / kOptimizerName);
@@ -338,7 +356,7 @@ struct Trainer::Impl {
         while (std::getline(in, line)) {
             if (line.empty()) continue;
             json j = json::parse(line, nullptr, false);
-            if (j.is_discarded() || !j.contains("step")) continue;
+            if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
             if (j["step"].get<int64_t>() <= step) kept += line + "\n";
         }
         write_file_atomic(p, kept);
@@ -593,7 +611,16 @@ Plan Trainer::plan() const {
     return p;
 }
 
-void Trainer::run(ProgressSink& sink, const std::atomic<bool>& stop) { impl_->run(sink, stop); }
+// A run folder that cannot be written (not a folder, no permission, a full disk) is the user's to fix: an I/O
+// error naming the path, never an internal one.
+void Trainer::run(ProgressSink& sink, const std::atomic<bool>& stop) {
+    try {
+        impl_->run(sink, stop);
+    } catch (const fs::filesystem_error& e) {
+        throw_io((e.path1().empty() ? impl_->out : e.path1()).string() + ": " + e.code().message() +
+                 ". The run folder must be a writable folder with free space on its disk");
+    }
+}
 bool Trainer::stopped() const { return impl_->stopped; }
 bool Trainer::diverged() const { return impl_->diverged; }
 std::string Trainer::diverged_message() const { return impl_->diverged_message; }
