@@ -479,8 +479,10 @@ private slots:
         TANDEM_REQUIRE_ASSET(tok_src);
         QTemporaryDir tmp;
         const fs::path root = tmp.path().toStdString();
-        for (const char* v : {"qwen3-moe", "mixtral"}) {
+        for (const char* v : {"qwen3-moe", "mixtral", "gpt-oss", "gpt-oss/mxfp4"}) {
+            const bool oss = std::string(v).rfind("gpt-oss", 0) == 0;
             const fs::path src = fixtures() / "models" / v, model = root / v;
+            const fs::path home = std::string(v) == "gpt-oss/mxfp4" ? src.parent_path() : src;  // its adapter
             fs::create_directories(model);
             const bool qwen = std::string(v) == "qwen3-moe";
             if (qwen) {
@@ -525,7 +527,7 @@ private slots:
             write_file(model / "tokenizer.json", tj.dump());
             fs::copy_file(tok_src / "tokenizer_config.json", model / "tokenizer_config.json");
             const ModelConfig m = load_model_config(model);
-            PeftAdapter a = read_peft_adapter(src / "adapter", load_model_config(src));
+            PeftAdapter a = read_peft_adapter(home / "adapter", load_model_config(src));
             if (qwen) {  // the fixture adapter's config, random tensors for the one-layer model
                 a.tensors.clear();
                 uint64_t seed = 11;
@@ -542,8 +544,12 @@ private slots:
             const GgufFile g = read_gguf(file);
             check_structure(file, g);
             const std::string arch = kv(g, "general.architecture").s;
-            QCOMPARE(arch, std::string(std::string(v) == "mixtral" ? "llama" : "qwen3moe"));
+            QCOMPARE(arch, std::string(std::string(v) == "mixtral" ? "llama" : oss ? "gpt-oss" : "qwen3moe"));
             QCOMPARE(kv(g, arch + ".expert_count").i, m.num_experts);
+            if (oss) {
+                QCOMPARE(kv(g, "gpt-oss.rope.scaling.type").s, std::string("yarn"));
+                QCOMPARE(kv(g, "gpt-oss.attention.sliding_window").i, m.sliding_window);
+            }
             QCOMPARE(kv(g, arch + ".expert_used_count").i, m.num_experts_per_tok);
             const SafetensorsSet merged = SafetensorsSet::open(root / (std::string(v) + "-merged"));
             const int64_t E = m.num_experts, F = m.moe_intermediate_size, H = m.hidden_size;
@@ -551,7 +557,31 @@ private slots:
                 if (!m.is_moe_layer(l)) continue;
                 const std::string blk = "blk." + std::to_string(l) + ".", pre = "model.layers." + std::to_string(l) + ".";
                 std::vector<float> gate, up, down;
-                if (std::string(v) == "qwen3-moe") {
+                if (oss) {  // [E, H, 2F] with gate / up columns interleaved; down [E, F, H]
+                    const std::vector<float> gu = tensor_to_f32(merged.at(pre + "mlp.experts.gate_up_proj"));
+                    const std::vector<float> dn = tensor_to_f32(merged.at(pre + "mlp.experts.down_proj"));
+                    for (int64_t e = 0; e < E; ++e)
+                        for (int64_t f = 0; f < F; ++f)
+                            for (int64_t h = 0; h < H; ++h) {
+                                gate.push_back(gu[size_t((e * H + h) * 2 * F + 2 * f)]);
+                                up.push_back(gu[size_t((e * H + h) * 2 * F + 2 * f + 1)]);
+                            }
+                    for (int64_t e = 0; e < E; ++e)
+                        for (int64_t h = 0; h < H; ++h)
+                            for (int64_t f = 0; f < F; ++f) down.push_back(dn[size_t((e * F + f) * H + h)]);
+                    const std::vector<float> gub = tensor_to_f32(merged.at(pre + "mlp.experts.gate_up_proj_bias"));
+                    std::vector<float> gate_b, up_b;
+                    for (int64_t i = 0; i < E * F; ++i) {
+                        gate_b.push_back(gub[size_t(2 * i)]);
+                        up_b.push_back(gub[size_t(2 * i + 1)]);
+                    }
+                    QVERIFY(g.read_f32(file, blk + "ffn_gate_exps.bias") == gate_b);
+                    QVERIFY(g.read_f32(file, blk + "ffn_up_exps.bias") == up_b);
+                    QVERIFY(g.read_f32(file, blk + "ffn_down_exps.bias") ==
+                            tensor_to_f32(merged.at(pre + "mlp.experts.down_proj_bias")));
+                    QVERIFY(g.read_f32(file, blk + "attn_sinks.weight") == tensor_to_f32(merged.at(pre + "self_attn.sinks")));
+                    QVERIFY(g.tensor(blk + "ffn_gate_inp.bias") && g.tensor(blk + "post_attention_norm.weight"));
+                } else if (std::string(v) == "qwen3-moe") {
                     const std::vector<float> gu = tensor_to_f32(merged.at(pre + "mlp.experts.gate_up_proj"));
                     for (int64_t e = 0; e < E; ++e) {
                         gate.insert(gate.end(), gu.begin() + e * 2 * F * H, gu.begin() + e * 2 * F * H + F * H);

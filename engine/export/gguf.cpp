@@ -20,6 +20,8 @@
 #include "export/gguf_file.h"
 #include "export/merged.h"
 #include "io/atomic_file.h"
+#include "io/mxfp4.h"
+#include "model/expert_layout.h"
 #include "tandem/chat_template.h"
 #include "tandem/error.h"
 #include "tandem/safetensors.h"
@@ -66,11 +68,12 @@ GgufArch gguf_arch(const ModelConfig& c) {
     else if (a == "Gemma3ForCausalLM") g = {"gemma3", false, true};
     else if (a == "MixtralForCausalLM") g = {"llama", true, false};  // llama.cpp's llama graph with experts
     else if (a == "Qwen3MoeForCausalLM") g = {"qwen3moe", false, false};
+    else if (a == "GptOssForCausalLM") g = {"gpt-oss", false, false};
     else
         throw_unsupported("GGUF export: " + a +
                           " has no GGUF mapping in Tandem (supported: Llama, Mistral, Qwen2, Qwen3, Phi-3, Gemma 2, "
-                          "Gemma 3, Qwen3-MoE, Mixtral); export --format merged and convert it with llama.cpp's "
-                          "converter");
+                          "Gemma 3, Qwen3-MoE, Mixtral, gpt-oss); export --format merged and convert it with "
+                          "llama.cpp's converter");
     if (g.name == "qwen3moe") {
         // llama.cpp's qwen3moe graph: every layer routes, and the chosen experts' weights are renormalised.
         for (int64_t l = 0; l < c.num_hidden_layers; ++l)
@@ -81,8 +84,11 @@ GgufArch gguf_arch(const ModelConfig& c) {
             throw_unsupported("GGUF export: norm_topk_prob is false; llama.cpp's qwen3moe always renormalises the "
                               "chosen experts' weights");
     }
-    if (c.rope_scaling.type == RopeScalingType::Yarn)
-        throw_unsupported("GGUF export: YaRN RoPE scaling is not written by Tandem's GGUF export");
+    if (c.rope_scaling.type == RopeScalingType::Yarn && g.name != "gpt-oss")
+        throw_unsupported("GGUF export: YaRN RoPE scaling is written for gpt-oss only");
+    if (g.name == "gpt-oss" && swa_period(c) != 2)
+        throw_unsupported("GGUF export: llama.cpp's gpt-oss alternates sliding and full layers (sliding first); this "
+                          "model's layer_types differ");
     if (c.rope_scaling.type == RopeScalingType::Llama3 && g.name != "llama")
         throw_unsupported("GGUF export: llama3 RoPE scaling on " + a + " has no llama.cpp representation");
     if (c.rope_scaling.type == RopeScalingType::LongRope && g.name != "phi3")
@@ -117,6 +123,7 @@ std::string gguf_tensor_name(const std::string& hf, const GgufArch& arch, const 
             layer = std::stoi(hf.substr(pre.size(), dot - pre.size()));
             const std::string rest = hf.substr(dot + 1);
             if (rest.find("rotary_emb.inv_freq") != std::string::npos) return "";
+            if (rest == "self_attn.sinks") return "blk." + std::to_string(layer) + ".attn_sinks.weight";  // gpt-oss
             const size_t last = rest.rfind('.');
             const std::string module = rest.substr(0, last), kind = rest.substr(last + 1);  // weight | bias
             static const std::map<std::string, std::string> common = {
@@ -127,9 +134,11 @@ std::string gguf_tensor_name(const std::string& hf, const GgufArch& arch, const 
                 {"mlp.gate_proj", "ffn_gate"},           {"mlp.up_proj", "ffn_up"},
                 {"mlp.down_proj", "ffn_down"},           {"mlp.gate_up_proj", "ffn_up"},
                 {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
-                {"mlp.gate", "ffn_gate_inp"},            {"block_sparse_moe.gate", "ffn_gate_inp"}};
+                {"mlp.gate", "ffn_gate_inp"},            {"block_sparse_moe.gate", "ffn_gate_inp"},
+                {"mlp.router", "ffn_gate_inp"}};
             std::string g;
-            if (module == "post_attention_layernorm") g = arch.gemma ? "post_attention_norm" : "ffn_norm";
+            if (module == "post_attention_layernorm")
+                g = arch.gemma || arch.name == "gpt-oss" ? "post_attention_norm" : "ffn_norm";
             else if (const auto it = common.find(module); it != common.end()) g = it->second;
             if (!g.empty() && (kind == "weight" || kind == "bias"))
                 return "blk." + std::to_string(layer) + "." + g + "." + kind;
@@ -212,7 +221,8 @@ uint32_t file_type(GgufQuant q) {  // llama_ftype
 // A piece of a source tensor (the experts: one GGUF tensor gathers several checkpoint tensors or rows of one).
 struct Source {
     std::string hf;
-    int64_t first = 0, count = 0;  // elements of the (merged) tensor
+    int64_t first = 0, count = 0;  // elements of the (merged) tensor, in the decoder's layout when `layout` says
+    ExpertLayout layout;           // gpt-oss: [E, in, out] and / or interleaved in the checkpoint (model/plan.h)
 };
 
 struct Planned {
@@ -265,7 +275,34 @@ void plan_experts(const ModelConfig& c, const SafetensorsSet& base, std::vector<
         down.shape = {E, H, F};
         gate.layer = up.layer = down.layer = l;
         const std::string gu = pre + m.gate_up, dn = pre + m.down;
-        if (base.find(gu) && base.find(dn)) {  // transformers 5: fused
+        if (m.transposed) {  // gpt-oss: [E, in, out], gate / up interleaved, biases; maybe MXFP4
+            const ExpertLayout lgu{E, H, 2 * F, true, m.interleaved}, ldn{E, F, H, true, false};
+            for (int64_t e = 0; e < E; ++e) {
+                gate.sources.push_back({gu, e * 2 * F * H, F * H, lgu});
+                up.sources.push_back({gu, e * 2 * F * H + F * H, F * H, lgu});
+            }
+            down.sources.push_back({dn, 0, E * H * F, ldn});
+            for (const std::string& t : {gu, dn})
+                for (const char* suffix : {"", "_blocks", "_scales", "_bias"}) expert_tensors.insert(t + suffix);
+            if (m.expert_bias) {
+                Planned gb, ub, db;
+                gb.name = blk + "ffn_gate_exps.bias";
+                ub.name = blk + "ffn_up_exps.bias";
+                db.name = blk + "ffn_down_exps.bias";
+                gb.shape = ub.shape = {E, F};
+                db.shape = {E, H};
+                gb.layer = ub.layer = db.layer = l;
+                const ExpertLayout lb{E, 1, 2 * F, false, m.interleaved};
+                for (int64_t e = 0; e < E; ++e) {
+                    gb.sources.push_back({gu + "_bias", e * 2 * F, F, lb});
+                    ub.sources.push_back({gu + "_bias", e * 2 * F + F, F, lb});
+                }
+                db.sources.push_back({dn + "_bias", 0, E * H, {}});
+                out.push_back(std::move(gb));
+                out.push_back(std::move(ub));
+                out.push_back(std::move(db));
+            }
+        } else if (base.find(gu) && base.find(dn)) {  // transformers 5: fused
             for (int64_t e = 0; e < E; ++e) {
                 gate.sources.push_back({gu, e * 2 * F * H, F * H});
                 up.sources.push_back({gu, e * 2 * F * H + F * H, F * H});
@@ -284,7 +321,7 @@ void plan_experts(const ModelConfig& c, const SafetensorsSet& base, std::vector<
         }
         for (Planned* p : {&gate, &up, &down})
             for (const Source& s : p->sources)
-                if (!base.find(s.hf))
+                if (!base.find(s.hf) && !is_mxfp4_tensor(base, s.hf))
                     throw_invalid(base.source_name() + ": tensor " + s.hf + " is missing; config.json says layer " +
                                   std::to_string(l) + " has " + std::to_string(E) + " experts");
         out.push_back(std::move(gate));
@@ -363,7 +400,8 @@ void add_hparams(GgufHeader& h, const ModelConfig& c, const GgufArch& arch) {
     if (c.num_experts > 0) {
         h.add_u32(a + "expert_count", uint32_t(c.num_experts));
         h.add_u32(a + "expert_used_count", uint32_t(c.num_experts_per_tok));
-        if (arch.name == "qwen3moe") h.add_u32(a + "expert_feed_forward_length", uint32_t(c.moe_intermediate_size));
+        if (arch.name == "qwen3moe" || arch.name == "gpt-oss")
+            h.add_u32(a + "expert_feed_forward_length", uint32_t(c.moe_intermediate_size));
     }
     const RopeScaling& rs = c.rope_scaling;
     if (rs.type == RopeScalingType::Linear) {
@@ -373,7 +411,15 @@ void add_hparams(GgufHeader& h, const ModelConfig& c, const GgufArch& arch) {
         h.add_f32(a + "rope.scaling.attn_factor", float(rs.attention_factor));
         h.add_u32(a + "rope.scaling.original_context_length", uint32_t(rs.original_max_position_embeddings));
     }
-    if (arch.name == "phi3" && c.sliding_window > 0) h.add_u32(a + "attention.sliding_window", uint32_t(c.sliding_window));
+    if ((arch.name == "phi3" || arch.name == "gpt-oss") && c.sliding_window > 0)
+        h.add_u32(a + "attention.sliding_window", uint32_t(c.sliding_window));
+    if (rs.type == RopeScalingType::Yarn) {  // gpt-oss (llama.cpp rounds the correction range as truncate=true does)
+        h.add_string(a + "rope.scaling.type", "yarn");
+        h.add_f32(a + "rope.scaling.factor", float(rs.factor));
+        h.add_u32(a + "rope.scaling.original_context_length", uint32_t(rs.original_max_position_embeddings));
+        h.add_f32(a + "rope.scaling.yarn_beta_fast", float(rs.beta_fast));
+        h.add_f32(a + "rope.scaling.yarn_beta_slow", float(rs.beta_slow));
+    }
     if (arch.gemma) {
         if (c.sliding_window > 0) {
             h.add_u32(a + "attention.sliding_window", uint32_t(c.sliding_window));
@@ -675,9 +721,12 @@ void write_gguf_model(const fs::path& model_dir, const ModelConfig& model, const
             w.clear();
             for (const Source& s : p.sources) {
                 if (s.hf != held) {
-                    const TensorInfo& t = base.at(s.hf);
+                    const TensorInfo* found = base.find(s.hf);
+                    const TensorInfo& t = found ? *found : base.at(s.hf + "_blocks");  // MXFP4: dequantized
                     read_base_tensor(base, t, held_values, "the GGUF export");
-                    merge.apply(t.name, base_tensor_shape(base, t), held_values, base.source_name());
+                    merge.apply(s.hf, base_tensor_shape(base, t), held_values, base.source_name());
+                    if (s.layout.experts > 0)
+                        held_values = expert_tensor_from_checkpoint(std::move(held_values), s.layout);
                     held = s.hf;
                 }
                 if (s.first + s.count > int64_t(held_values.size()))

@@ -19,40 +19,41 @@ int64_t interleaved_row(int64_t r, int64_t out) {
 
 }  // namespace
 
-std::vector<float> read_expert_tensor(const SafetensorsSet& ws, const WeightEntry& e) {
-    const ExpertLayout& x = e.expert;
+std::vector<float> expert_tensor_from_checkpoint(std::vector<float> v, const ExpertLayout& x, bool out_in) {
     const int64_t E = x.experts, IN = x.in, OUT = x.out;
-    if (E * IN * OUT != e.numel || (x.interleaved && OUT % 2 != 0))
-        throw_internal("read_expert_tensor: entry " + e.name + " has an inconsistent layout");
-    std::vector<float> stored;  // [E, OUT, IN] after this block (rows possibly interleaved)
-    if (ws.find(e.name) == nullptr && x.transposed && is_mxfp4_tensor(ws, e.name)) {
-        stored = dequantize_mxfp4(find_mxfp4(ws, e.name, {E, OUT, IN}));
-    } else {
-        const TensorInfo& t = ws.at(e.name);
-        std::vector<float> v = tensor_to_f32(t);
-        if (int64_t(v.size()) != e.numel)
-            throw_invalid(ws.source_name() + ": tensor " + e.name + " has " + std::to_string(v.size()) +
-                          " elements, the config implies " + std::to_string(e.numel));
-        if (x.transposed) {
-            stored.resize(v.size());
-            for (int64_t ex = 0; ex < E; ++ex) {
-                const float* src = v.data() + ex * IN * OUT;  // [IN, OUT]
-                float* dst = stored.data() + ex * IN * OUT;   // [OUT, IN]
-                for (int64_t i = 0; i < IN; ++i)
-                    for (int64_t o = 0; o < OUT; ++o) dst[o * IN + i] = src[i * OUT + o];
-            }
-        } else {
-            stored = std::move(v);
+    if (int64_t(v.size()) != E * IN * OUT || (x.interleaved && OUT % 2 != 0))
+        throw_internal("expert_tensor_from_checkpoint: inconsistent layout");
+    if (x.transposed && !out_in) {  // [E, IN, OUT] -> [E, OUT, IN]
+        std::vector<float> t(v.size());
+        for (int64_t ex = 0; ex < E; ++ex) {
+            const float* src = v.data() + ex * IN * OUT;
+            float* dst = t.data() + ex * IN * OUT;
+            for (int64_t i = 0; i < IN; ++i)
+                for (int64_t o = 0; o < OUT; ++o) dst[o * IN + i] = src[i * OUT + o];
         }
+        v.swap(t);
     }
-    if (!x.interleaved) return stored;
-    std::vector<float> out(stored.size());
+    if (!x.interleaved) return v;
+    std::vector<float> out(v.size());
     for (int64_t ex = 0; ex < E; ++ex)
         for (int64_t r = 0; r < OUT; ++r) {
-            const float* src = stored.data() + (ex * OUT + interleaved_row(r, OUT)) * IN;
+            const float* src = v.data() + (ex * OUT + interleaved_row(r, OUT)) * IN;
             std::copy(src, src + IN, out.data() + (ex * OUT + r) * IN);
         }
     return out;
+}
+
+std::vector<float> read_expert_tensor(const SafetensorsSet& ws, const WeightEntry& e) {
+    const ExpertLayout& x = e.expert;
+    const int64_t E = x.experts, IN = x.in, OUT = x.out;
+    if (E * IN * OUT != e.numel) throw_internal("read_expert_tensor: entry " + e.name + " has an inconsistent layout");
+    if (ws.find(e.name) == nullptr && x.transposed && is_mxfp4_tensor(ws, e.name))  // blocks: [E, OUT, IN] already
+        return expert_tensor_from_checkpoint(dequantize_mxfp4(find_mxfp4(ws, e.name, {E, OUT, IN})), x, true);
+    std::vector<float> v = tensor_to_f32(ws.at(e.name));
+    if (int64_t(v.size()) != e.numel)
+        throw_invalid(ws.source_name() + ": tensor " + e.name + " has " + std::to_string(v.size()) +
+                      " elements, the config implies " + std::to_string(e.numel));
+    return expert_tensor_from_checkpoint(std::move(v), x);
 }
 
 std::vector<float> expert_tensor_to_checkpoint(const std::vector<float>& piece, const ExpertLayout& x) {

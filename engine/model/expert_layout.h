@@ -17,6 +17,10 @@ namespace tandem {
 // tensor when the checkpoint's tensor does not match.
 std::vector<float> read_expert_tensor(const SafetensorsSet& ws, const WeightEntry& e);
 
+// Values stored as the checkpoint holds them (out_in: already [E, out, in], only the rows interleaved: MXFP4
+// blocks) into the piece's layout.
+std::vector<float> expert_tensor_from_checkpoint(std::vector<float> values, const ExpertLayout& x, bool out_in = false);
+
 // The inverse for writers (merged export): values as the piece holds them back to the checkpoint's layout
 // (never MXFP4: merged weights are 16-bit).
 std::vector<float> expert_tensor_to_checkpoint(const std::vector<float>& piece, const ExpertLayout& x);

@@ -40,8 +40,8 @@ TEXT = ("Once upon a time, there was a little girl named Lily. She loved to play
         "One day, she saw a big red ball in the park.")
 TOKEN_STRINGS = ["Hello world", " leading space and  two spaces", "numbers 12345 and 3.14159",
                  "unicode: héllo wörld 日本語 🚀", "line one\nline two\n\n\ttabbed", "Once upon a time"]
-FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3-moe", "mixtral"]
-MOE = ("qwen3-moe", "mixtral")  # experts as llama.cpp's ffn_*_exps; LoRA on attention and every expert
+FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3-moe", "mixtral", "gpt-oss"]
+MOE = ("qwen3-moe", "mixtral", "gpt-oss")  # experts as llama.cpp's ffn_*_exps; LoRA on attention and every expert
 
 
 def run(cmd, **kw):
@@ -79,6 +79,12 @@ def make_model(variant, fixtures, tok_dir, dst, vocab=None, small=False):
                     decoder_sparse_step=1, norm_topk_prob=True)
     if variant == "mixtral":
         over.update(num_local_experts=4, num_experts_per_tok=2)
+    if variant == "gpt-oss":
+        # alternating sliding / full layers as released; YaRN with truncate=true, the only correction range
+        # llama.cpp computes (released gpt-oss says false: llama.cpp's own deviation, not the export's)
+        over.update(num_local_experts=4, num_experts_per_tok=2,
+                    layer_types=["sliding_attention", "full_attention"] * 2)
+        over["rope_parameters"] = dict(cfg.rope_parameters, truncate=True)
     if small:
         over.pop("layer_types", None)
     for k, v in over.items():
