@@ -4,11 +4,13 @@
 // Studio) load, plus an Ollama Modelfile; or the adapter alone as a GGUF LoRA adapter (llama.cpp's --lora).
 // Written by our own code: the container (gguf_file.h), the block formats (gguf_quant.h), llama.cpp's names.
 // Decisions a reader must know:
-//  - Families: llama, mistral and mixtral (llama.cpp arch "llama"), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3.
+//  - Families: llama, mistral and mixtral (llama.cpp arch "llama"), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3,
+//    gpt-oss.
 //    The experts of an MoE layer become llama.cpp's ffn_gate_exps / ffn_up_exps [E, F, H] and ffn_down_exps
 //    [E, H, F] (gathered from transformers 5's fused gate_up_proj / down_proj or the Hub's per-expert tensors,
-//    each merged first), the router ffn_gate_inp. gpt-oss is not mapped (merged export + llama.cpp's converter);
-//    a GGUF LoRA adapter with LoRA on experts is refused (llama.cpp's adapters hold 2-D tensors). Anything llama.cpp
+//    each merged first), the router ffn_gate_inp. gpt-oss (arch "gpt-oss"): sinks, biases, its [E, in, out]
+//    interleaved experts (MXFP4 ones dequantized) split into the same three tensors + their biases, YaRN and the
+//    window. A GGUF LoRA adapter with LoRA on experts is refused (llama.cpp's adapters hold 2-D tensors). Anything llama.cpp
 //    cannot represent is Error{Unsupported} before anything is written: other architectures, YaRN, a Gemma whose
 //    query_pre_attn_scalar is not the one llama.cpp derives, sliding-window layouts that are not periodic, a
 //    tokenizer whose pre-tokenizer llama.cpp has no name for.
