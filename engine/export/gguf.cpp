@@ -197,8 +197,13 @@ GgmlType tensor_type(GgufQuant q, const std::string& g, const std::vector<int64_
         else if (g.find(".attn_qkv.") != std::string::npos)
             t = q == GgufQuant::Q4_K_M ? GgmlType::Q5_K : GgmlType::Q6_K;
     }
+    // A row that does not fill whole blocks: llama_model_quantize's fallbacks (Q4_K -> Q5_0, Q5_K -> Q5_1,
+    // Q6_K -> Q8_0, on blocks of 32), else F16.
     const int64_t row = shape.back();
-    if (!gguf::gguf_type_fits(t, row)) t = gguf::gguf_type_fits(GgmlType::Q8_0, row) && t != GgmlType::Q8_0 ? GgmlType::Q8_0 : GgmlType::F16;
+    if (!gguf::gguf_type_fits(t, row)) {
+        t = t == GgmlType::Q4_K ? GgmlType::Q5_0 : t == GgmlType::Q5_K ? GgmlType::Q5_1 : GgmlType::Q8_0;
+        if (!gguf::gguf_type_fits(t, row)) t = GgmlType::F16;
+    }
     return t;
 }
 

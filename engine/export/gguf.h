@@ -22,8 +22,8 @@
 //    the per-tensor choices of llama.cpp's llama_model_quantize (output / tied embeddings in Q6_K; attn_v and
 //    ffn_down in Q6_K on the first and last eighth of the layers and every third layer between; Phi-3's attn_qkv
 //    one step up). Norms, biases and RoPE factors are F32. A weight whose rows do not fill whole blocks (256
-//    values for k-quants) falls back to Q8_0, or F16 when rows are not a multiple of 32 either (llama.cpp falls
-//    back to Q5_0/Q5_1 there; Q8_0 is larger and more precise).
+//    values for k-quants) falls back as llama.cpp's quantizer does: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0 (blocks
+//    of 32), or F16 when rows are not a multiple of 32 either.
 //  - Only one tensor is in host memory at a time (the shards are mapped); the GGUF is streamed to a temporary
 //    folder next to out_dir and renamed into place at the end, so a failure (full disk, cancel) leaves nothing.
 //  - Known limits: llama.cpp's llama/qwen2/qwen3 graphs have no sliding window, so Mistral v0.1's 4096 window is

@@ -233,6 +233,54 @@ void dequantize_q6_k(const std::byte* in, float* y) {
     }
 }
 
+// Q5_0 / Q5_1 (32 values): [d f16 (, m f16), qh 4 bytes, qs 16 bytes]. Q5_0: symmetric, d = the largest-magnitude
+// value / -16, q = round(x / d) + 16 in [0, 31]; Q5_1: d = (max - min) / 31, m = min, q = round((x - m) / d).
+void quantize_q5(const float* x, std::byte* o, bool with_min) {
+    float d, m = 0.0f;
+    if (with_min) {
+        float lo = x[0], hi = x[0];
+        for (int l = 1; l < 32; ++l) lo = std::min(lo, x[l]), hi = std::max(hi, x[l]);
+        put_f16(o, (hi - lo) / 31.0f);
+        put_f16(o + 2, lo);
+        d = get_f16(o);
+        m = get_f16(o + 2);
+    } else {
+        float amax = 0, vmax = 0;
+        for (int l = 0; l < 32; ++l)
+            if (std::fabs(x[l]) > amax) amax = std::fabs(x[l]), vmax = x[l];
+        put_f16(o, vmax / -16.0f);
+        d = get_f16(o);
+    }
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    std::byte* qh = o + (with_min ? 4 : 2);
+    std::byte* qs = qh + 4;
+    uint32_t high = 0;
+    for (int j = 0; j < 16; ++j) {
+        int q[2];
+        for (int h = 0; h < 2; ++h) {
+            const float v = x[j + 16 * h];
+            q[h] = with_min ? std::clamp(nearest((v - m) * id), 0, 31) : std::clamp(nearest(v * id) + 16, 0, 31);
+            high |= uint32_t(q[h] >> 4) << (j + 16 * h);
+        }
+        qs[j] = std::byte(uint8_t((q[0] & 15) | ((q[1] & 15) << 4)));
+    }
+    std::memcpy(qh, &high, 4);
+}
+
+void dequantize_q5(const std::byte* p, float* y, bool with_min) {
+    const float d = get_f16(p), m = with_min ? get_f16(p + 2) : 0.0f;
+    const std::byte* qh = p + (with_min ? 4 : 2);
+    const std::byte* qs = qh + 4;
+    uint32_t high;
+    std::memcpy(&high, qh, 4);
+    for (int j = 0; j < 16; ++j) {
+        const int q0 = (uint8_t(qs[j]) & 15) | int(((high >> j) & 1) << 4);
+        const int q1 = (uint8_t(qs[j]) >> 4) | int(((high >> (j + 16)) & 1) << 4);
+        y[j] = with_min ? d * float(q0) + m : d * float(q0 - 16);
+        y[j + 16] = with_min ? d * float(q1) + m : d * float(q1 - 16);
+    }
+}
+
 }  // namespace
 
 std::string_view ggml_type_name(GgmlType t) noexcept {
@@ -241,6 +289,8 @@ std::string_view ggml_type_name(GgmlType t) noexcept {
     case GgmlType::F16: return "F16";
     case GgmlType::BF16: return "BF16";
     case GgmlType::Q8_0: return "Q8_0";
+    case GgmlType::Q5_0: return "Q5_0";
+    case GgmlType::Q5_1: return "Q5_1";
     case GgmlType::Q4_K: return "Q4_K";
     case GgmlType::Q5_K: return "Q5_K";
     case GgmlType::Q6_K: return "Q6_K";
@@ -250,7 +300,9 @@ std::string_view ggml_type_name(GgmlType t) noexcept {
 
 int64_t ggml_block_size(GgmlType t) noexcept {
     switch (t) {
-    case GgmlType::Q8_0: return 32;
+    case GgmlType::Q8_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1: return 32;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K: return kSuper;
@@ -264,6 +316,8 @@ int64_t ggml_type_bytes(GgmlType t) noexcept {
     case GgmlType::F16:
     case GgmlType::BF16: return 2;
     case GgmlType::Q8_0: return 34;
+    case GgmlType::Q5_0: return 22;
+    case GgmlType::Q5_1: return 24;
     case GgmlType::Q4_K: return 144;
     case GgmlType::Q5_K: return 176;
     case GgmlType::Q6_K: return 210;
@@ -272,7 +326,7 @@ int64_t ggml_type_bytes(GgmlType t) noexcept {
 }
 
 bool ggml_type_known(uint32_t id) noexcept {
-    return id == 0 || id == 1 || id == 8 || id == 12 || id == 13 || id == 14 || id == 30;
+    return id == 0 || id == 1 || id == 6 || id == 7 || id == 8 || id == 12 || id == 13 || id == 14 || id == 30;
 }
 
 uint64_t ggml_row_bytes(GgmlType t, int64_t n) noexcept {
@@ -308,6 +362,10 @@ void quantize_row(GgmlType t, std::span<const float> x, std::span<std::byte> out
             }
         }
         break;
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+        for (int64_t b = 0; b < blocks; ++b) quantize_q5(x.data() + 32 * b, out.data() + bb * b, t == GgmlType::Q5_1);
+        break;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
         for (int64_t b = 0; b < blocks; ++b)
@@ -341,6 +399,10 @@ void dequantize_row(GgmlType t, std::span<const std::byte> in, std::span<float> 
             const float d = get_f16(p);
             for (int l = 0; l < 32; ++l) y[size_t(32 * b + l)] = d * float(int8_t(uint8_t(p[2 + l])));
         }
+        break;
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+        for (int64_t b = 0; b < blocks; ++b) dequantize_q5(in.data() + bb * b, y.data() + 32 * b, t == GgmlType::Q5_1);
         break;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:

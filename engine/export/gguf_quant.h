@@ -1,7 +1,9 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The ggml tensor types a GGUF export writes, with their block layouts, written here from the published format
-// descriptions (ggml's block structs): F32, F16, BF16, Q8_0 (32 values: fp16 scale + 32 int8), and the k-quants
+// descriptions (ggml's block structs): F32, F16, BF16, Q8_0 (32 values: fp16 scale + 32 int8), Q5_0 / Q5_1 (32
+// values: fp16 d (and m), 4 bytes of fifth bits, 16 bytes of low nibbles: value j in the low nibble of byte j,
+// value j + 16 in its high nibble; Q5_0 = d (q - 16), Q5_1 = d q + m), and the k-quants
 // on super-blocks of 256 values: Q4_K (fp16 d, dmin; 8 sub-blocks of 32 with 6-bit scales and mins; 4-bit
 // values), Q5_K (the same plus a fifth bit per value), Q6_K (16 sub-blocks of 16 with int8 scales; 6-bit values
 // centred on 32; fp16 d last).
@@ -25,7 +27,7 @@
 namespace tandem::gguf {
 
 // ggml's type ids as they appear in a GGUF tensor info.
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30 };
+enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30 };
 
 std::string_view ggml_type_name(GgmlType t) noexcept;  // "Q4_K"
 // Values per block (1 for the float types) and bytes per block.
