@@ -110,13 +110,22 @@ void upload_quant4(const ArenaLayout& W, void* base, const WeightEntry& e, const
         put_consts(W.ptr<float>(base, p.consts), checkpoint_consts(q));
         return;
     }
-    const TensorInfo& t = float_tensor(ws, e.name, p.n, "4-bit quantization");
+    // The tensor, or (4-bit experts of the Hub's layout) its parts one after the other; every part is a whole
+    // number of blocks, so a chunk never needs two of them.
     const Areas a = areas(stage, d.quant_blocksize);
     std::vector<float> host;
-    for (int64_t off = 0; off < p.n; off += a.chunk) {
-        const int64_t n = std::min(a.chunk, p.n - off);
-        upload_as_f32(a.f32, a.b16, t, off, n, host);
-        cuda::quantize_4bit(codes + off / 2, a.absmax + off / d.quant_blocksize, a.f32, n, d.quant_blocksize);
+    const std::vector<std::string> names = e.parts.empty() ? std::vector<std::string>{e.name} : e.parts;
+    const int64_t per = p.n / int64_t(names.size());
+    if (per % d.quant_blocksize != 0) throw_internal("4-bit load: a part of " + e.name + " is not whole blocks");
+    for (size_t k = 0; k < names.size(); ++k) {
+        const TensorInfo& t = float_tensor(ws, names[k], per, "4-bit quantization");
+        const int64_t first = int64_t(k) * per;
+        for (int64_t off = 0; off < per; off += a.chunk) {
+            const int64_t n = std::min(a.chunk, per - off);
+            upload_as_f32(a.f32, a.b16, t, off, n, host);
+            cuda::quantize_4bit(codes + (first + off) / 2, a.absmax + (first + off) / d.quant_blocksize, a.f32, n,
+                                d.quant_blocksize);
+        }
     }
     finish_absmax(W, base, e, d, a);
 }

@@ -307,8 +307,10 @@ public:
                     w.w[m] = nullptr;
                     w.q[m] = quant4_ref(W, weights_base, h.q[m]);
                     w.q_first[m] = h.w_off[m];
-                } else {
+                } else if (h.w[m] >= 0) {
                     w.w[m] = W.ptr<Act>(weights_base, h.w[m]) + h.w_off[m];  // a fused projection's rows
+                } else {
+                    w.w[m] = nullptr;  // MXFP4 experts (Dims::mxfp4), or a slot this layer has not
                 }
                 w.b[m] = h.b[m] < 0 ? nullptr : W.ptr<Act>(weights_base, h.b[m]) + h.b_off[m];
             }
@@ -626,13 +628,18 @@ public:
 
     // Expert 0's base weight of slot m of layer l: the stored one, or (Dims::mxfp4) its parameter dequantized
     // into wx (gate_up once for the gate and the up slots; again only when wx holds another parameter).
+    // NF4 experts (QLoRA) the same way through dequantize_4bit.
     const Act* expert_weight(int l, int m) {
         const LayerWeights<B>& w = layers[size_t(l)];
-        if (!d.mxfp4) return w.w[m];
+        if (w.w[m]) return w.w[m];
         const int p = m == kDown ? 1 : 0;
         if (wx_layer != l || wx_param != p) {
             const int rows = p == 0 ? 2 * d.Fe : d.C, cols = p == 0 ? d.C : d.Fe;
-            B::dequantize_mxfp4(wx, w.mx_codes[p], w.mx_scales[p], d.E, rows, cols, p == 0 && d.moe_spec.interleaved);
+            if (d.mxfp4)
+                B::dequantize_mxfp4(wx, w.mx_codes[p], w.mx_scales[p], d.E, rows, cols,
+                                    p == 0 && d.moe_spec.interleaved);
+            else
+                B::dequantize_4bit(wx, w.q[m], 0, int64_t(d.E) * rows * cols);
             wx_layer = l;
             wx_param = p;
         }

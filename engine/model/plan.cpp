@@ -101,9 +101,13 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
             d.moe_layers += d.moe[size_t(l)];
         }
         if (cfg.moe_aux_loss) d.aux_coef = float(cfg.router_aux_loss_coef);
-        if (cfg.quantization.four_bit)
-            throw_unsupported(cfg.architecture + ": 4-bit base weights of a mixture-of-experts model are not "
-                              "supported yet; train it with 16-bit base weights (quantization none)");
+        if (cfg.quantization.four_bit && cfg.quantization.prequantized)
+            throw_unsupported(cfg.architecture + ": pre-quantized (bnb-4bit) mixture-of-experts checkpoints are not "
+                              "supported; use the 16-bit checkpoint with quantization nf4 (Tandem quantizes the "
+                              "experts itself at load)");
+        if (cfg.quantization.four_bit && (cfg.experts_mxfp4 || first_moe->moe.transposed))
+            throw_unsupported(cfg.architecture + ": quantization nf4 is not offered for this model's experts (gpt-oss: "
+                              "its released experts are MXFP4, 4-bit already); use quantization none");
         if (d.sandwich) throw_unsupported(cfg.architecture + ": sandwich norms with experts are not supported");
     }
     for (const std::vector<ProjectionSpec>* list : {&d.projections, &d.moe_projections}) {
@@ -147,11 +151,18 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     if (wq.four_bit) {
         d.quant_blocksize = wq.blocksize;
         d.quant_nested = wq.double_quant;
-        d.quant4.assign(size_t(d.L) * d.projections.size(), 0);
-        for (int l = 0; l < d.L; ++l)
-            for (size_t pi = 0; pi < d.projections.size(); ++pi)
-                d.quant4[size_t(l) * d.projections.size() + pi] =
-                    wq.quantizes("model.layers." + std::to_string(l) + "." + d.projections[pi].path) ? 1 : 0;
+        d.quant4.assign(size_t(d.L) * d.quant4_stride(), 0);
+        for (int l = 0; l < d.L; ++l) {
+            const std::vector<ProjectionSpec>& projs = d.projections_of(l);
+            for (size_t pi = 0; pi < projs.size(); ++pi) {
+                // An expert parameter by its PEFT path ("model.layers.3.mlp.experts.gate_up_proj").
+                const std::string path = projs[pi].experts > 0 ? projs[pi].path + projs[pi].target.substr(
+                                                                                     projs[pi].target.rfind('.'))
+                                                               : projs[pi].path;
+                d.quant4[size_t(l) * d.quant4_stride() + pi] =
+                    wq.quantizes("model.layers." + std::to_string(l) + "." + path) ? 1 : 0;
+            }
+        }
     }
     return d;
 }
@@ -482,12 +493,14 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     if (any_lora && tr.grad_norm_workspace > 0) y.gn_ws = y.work.reserve(tr.grad_norm_workspace, "grad norm scratch");
     y.loss_sum = y.work.reserve(2 * sizeof(double), "loss sum (batch, step)");
     if (!d.quant4.empty()) {
-        size_t most = 0;  // the largest slot of a 4-bit projection
-        for (int l = 0; l < d.L; ++l)
-            for (size_t pi = 0; pi < d.projections.size(); ++pi)
-                if (d.quantized(l, pi))
-                    for (int slot : d.projections[pi].feeds)
+        size_t most = 0;  // the largest slot of a 4-bit projection (4-bit experts: Decoder::wx, below)
+        for (int l = 0; l < d.L; ++l) {
+            const std::vector<ProjectionSpec>& projs = d.projections_of(l);
+            for (size_t pi = 0; pi < projs.size(); ++pi)
+                if (d.quantized(l, pi) && projs[pi].experts == 0)
+                    for (int slot : projs[pi].feeds)
                         most = std::max(most, size_t(d.out_of(slot)) * size_t(d.in_of(slot)));
+        }
         if (most > 0) y.dequant = y.work.reserve(act(most), "4-bit weight, dequantized");
         // The CUDA load quantizes through this arena: the fp32 absmax of one tensor plus chunks of it.
         const size_t stage = round_up(int64_t(y.quant_max_blocks) * 4, 256) + kQuant4StageBytes;
@@ -515,11 +528,11 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         if (y.work.size() < stage) y.work.reserve(stage - y.work.size(), "FP8 load staging");
     }
     if (d.E > 0 && d.aux_coef > 0) y.moe_aux = y.work.reserve(f32(3 * size_t(d.E)), "load-balancing loss");
-    if (d.mxfp4) {
+    if (d.mxfp4 || (d.E > 0 && !d.quant4.empty())) {  // MXFP4 or NF4 experts: one parameter at a time in bf16
         size_t most = 0;
         for (const ProjectionSpec& pr : d.moe_projections)
             if (pr.experts > 0) most = std::max(most, size_t(pr.experts * pr.out * pr.in));
-        y.mx_dequant = y.work.reserve(act(most), "MXFP4 expert parameter, dequantized");
+        y.mx_dequant = y.work.reserve(act(most), "4-bit expert parameter, dequantized");
     }
     y.norm = y.work.reserve(sizeof(float), "grad norm");
 
@@ -593,6 +606,24 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
                 if (pr.bias)
                     out.push_back({h.b[slot], {}, e.name + "_bias", pr.experts * pr.out, WeightKind::Bias, 0, {},
                                    {m.interleaved && gate_up ? pr.experts : 0, 1, pr.out, false, m.interleaved && gate_up}});
+                continue;
+            }
+            if (h.q[slot].codes >= 0) {  // 4-bit experts: the whole parameter, quantized at load as one tensor
+                WeightEntry e;
+                e.q = h.q[slot];
+                e.numel = pr.experts * pr.out * pr.in;
+                e.name = p + (gate_up ? m.gate_up : m.down);
+                if (!m.fused)
+                    for (int64_t x = 0; x < pr.experts; ++x) {
+                        const std::string ex = p + m.per_expert + "." + std::to_string(x) + ".";
+                        if (gate_up) {
+                            e.parts.push_back(ex + m.gate + ".weight");
+                            e.parts.push_back(ex + m.up + ".weight");
+                        } else {
+                            e.parts.push_back(ex + m.down_name + ".weight");
+                        }
+                    }
+                out.push_back(e);
                 continue;
             }
             if (m.fused) {

@@ -71,9 +71,10 @@ struct Dims {
     // The projections of a layer as the checkpoint stores them (arch/arch.h; every layer of a dense model has
     // the same): one weight piece each; a fused one feeds several slots at row offsets.
     std::vector<ProjectionSpec> projections;
-    // 4-bit projections (QLoRA, core/quant4.h): quant4[l * projections.size() + p] = 1 when projection p of
-    // layer l is stored as 4-bit codes; empty when none is. Every 4-bit projection has this block size and
-    // double quantization or not.
+    // 4-bit projections (QLoRA, core/quant4.h): quant4[l * quant4_stride() + p] = 1 when projection p of
+    // layer l (projections_of(l)) is stored as 4-bit codes; empty when none is. Every 4-bit projection has this
+    // block size and double quantization or not. An MoE layer's expert parameters are 4-bit as a whole
+    // [E, out, in] (Decoder::expert_weight dequantizes one before its grouped GEMMs).
     std::vector<uint8_t> quant4;
     int quant_blocksize = 64;
     bool quant_nested = true;
@@ -104,7 +105,8 @@ struct Dims {
     int N() const { return T * topk; }
     // Rows of the MLP's LoRA tmps: T, or N when an MoE layer's experts can be adapted.
     int mlp_tmp_rows() const { return E > 0 ? std::max(T, N()) : T; }
-    bool quantized(int l, size_t p) const { return !quant4.empty() && quant4[size_t(l) * projections.size() + p]; }
+    size_t quant4_stride() const { return std::max(projections.size(), moe_projections.size()); }
+    bool quantized(int l, size_t p) const { return !quant4.empty() && quant4[size_t(l) * quant4_stride() + p]; }
     int big() const { return std::max(Q, F); }
     int in_max() const { return std::max({C, Q, F}); }
     int in_of(int m) const { return m == kO ? Q : (m == kDown ? F : C); }
@@ -321,6 +323,9 @@ struct WeightEntry {
     Fp8Pieces f8;        // an FP8 projection's pieces (handle -1)
     ExpertLayout expert;  // how the checkpoint stores it, when not as the piece
     int mx_codes = -1, mx_scales = -1;  // Dims::mxfp4: the pieces of <name>_blocks / <name>_scales (handle -1)
+    // A 4-bit expert parameter of the Hub's per-expert layout: the checkpoint tensors that make it up, in the
+    // piece's order (expert 0's gate, up, expert 1's ...), each of numel / parts.size() values; empty otherwise.
+    std::vector<std::string> parts;
 };
 struct ModelPlan;
 std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);

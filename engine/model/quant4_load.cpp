@@ -93,6 +93,21 @@ void load_weights_fp32(const ModelPlan& y, void* base, const Dims& d, const Safe
     }
 }
 
+std::vector<float> entry_floats(const SafetensorsSet& ws, const WeightEntry& e, int64_t n) {
+    if (e.parts.empty()) {
+        std::vector<float> v = tensor_to_f32(float_tensor(ws, e.name, n, "4-bit quantization"));
+        return v;
+    }
+    const int64_t per = n / int64_t(e.parts.size());
+    std::vector<float> v;
+    v.reserve(size_t(n));
+    for (const std::string& part : e.parts) {
+        const std::vector<float> x = tensor_to_f32(float_tensor(ws, part, per, "4-bit quantization"));
+        v.insert(v.end(), x.begin(), x.end());
+    }
+    return v;
+}
+
 void load_quant4_host(const ArenaLayout& W, void* base, const WeightEntry& e, const Dims& d,
                       const SafetensorsSet& ws) {
     const Quant4Pieces& p = e.q;
@@ -109,10 +124,7 @@ void load_quant4_host(const ArenaLayout& W, void* base, const WeightEntry& e, co
                         q.nested_absmax->data.size());
         c = checkpoint_consts(q);
     } else {
-        const std::vector<float> v = tensor_to_f32(ws.at(e.name));
-        if (int64_t(v.size()) != p.n)
-            throw_invalid(ws.source_name() + ": tensor " + e.name + " has " + std::to_string(v.size()) +
-                          " elements, the config implies " + std::to_string(p.n));
+        const std::vector<float> v = entry_floats(ws, e, p.n);
         std::vector<float> absmax(static_cast<size_t>(blocks));
         cpu::quantize_4bit(codes, absmax.data(), v.data(), p.n, d.quant_blocksize);
         float offset = 0.0f;

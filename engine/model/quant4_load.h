@@ -46,6 +46,10 @@ void check_not_quant4(const SafetensorsSet& ws, const WeightEntry& e);
 // converted, 4-bit projections copied or quantized (load_quant4_host). CpuModel and CpuInferModel load so.
 void load_weights_fp32(const ModelPlan& y, void* base, const Dims& d, const SafetensorsSet& ws);
 
+// The n float values of entry e: its tensor, or its parts (the Hub's per-expert tensors of one 4-bit expert
+// parameter) one after the other. Error{InvalidInput} naming a tensor of the wrong size or dtype.
+std::vector<float> entry_floats(const SafetensorsSet& ws, const WeightEntry& e, int64_t n);
+
 // CPU backend: fills entry e's pieces in the weights arena at base (host memory).
 void load_quant4_host(const ArenaLayout& W, void* base, const WeightEntry& e, const Dims& d,
                       const SafetensorsSet& ws);

@@ -57,6 +57,7 @@ struct StepVariant {
     std::vector<int> lengths;  // samples of the packed batch
     int token_budget = 0;      // >= sum of lengths: the rest is padding
     bool fp8 = false;          // precision fp8 on both sides (the CPU emulates it)
+    bool nf4 = false;          // 4-bit base weights quantized at load on both sides (QLoRA)
     // The step tolerances' factor: 1, or more for FP8, where the GPU quantizes bf16 activations and the CPU fp32
     // ones, so about one element in 64 lands one E4M3 step (1/8 relative) apart: ~1-2% on each GEMM output, and
     // on these small models (K = 128 .. 352) 7% on the logits and up to 14% on a LoRA gradient after two layers
@@ -349,8 +350,8 @@ void StepReference::build(uint64_t base_seed) {
         lora[spec.name] = rng.bf16_values(n, bound);
     }
 
-    CpuModel m = CpuModel::load(dir, variant.lora, kLoraInitSeed, variant.token_budget, CheckpointPolicy::Off, false,
-                                variant.fp8);
+    CpuModel m = CpuModel::load(dir, variant.lora, kLoraInitSeed, variant.token_budget, CheckpointPolicy::Off,
+                                variant.nf4, variant.fp8);
     m.set_lora(lora);
     logits = m.logits(batch);
     eval_loss = m.forward_loss(batch);
@@ -380,6 +381,7 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
     const double k = ref.variant.tol;
     CudaModelOptions opt;
     opt.fp8 = ref.variant.fp8;
+    opt.quantize_4bit = ref.variant.nf4;
     opt.moe_routing_loop = moe_loop;
     opt.max_tokens = ref.variant.token_budget;
     opt.max_seqlen = batch.max_seqlen;
@@ -497,6 +499,8 @@ void async_step_case(Check& c, StepReference& ref, CheckpointPolicy policy) {
     auto load = [&](bool rebuild) {
         CudaModelOptions opt;
         opt.fp8 = ref.variant.fp8;
+        opt.quantize_4bit = ref.variant.nf4;
+    opt.quantize_4bit = ref.variant.nf4;
         opt.max_tokens = ref.variant.token_budget;
         opt.max_seqlen = ref.variant.token_budget;
         opt.checkpointing = policy;
@@ -593,6 +597,8 @@ void cuda_graphs_case(Check& c, StepReference& ref, CheckpointPolicy policy, Att
     auto run = [&](bool graphs) {
         CudaModelOptions opt;
         opt.fp8 = ref.variant.fp8;
+        opt.quantize_4bit = ref.variant.nf4;
+    opt.quantize_4bit = ref.variant.nf4;
         opt.max_tokens = ref.variant.token_budget;
         opt.max_seqlen = ref.variant.token_budget;
         opt.checkpointing = policy;
@@ -773,6 +779,8 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
     auto run = [&](CheckpointPolicy policy) {
         CudaModelOptions opt;
         opt.fp8 = ref.variant.fp8;
+        opt.quantize_4bit = ref.variant.nf4;
+    opt.quantize_4bit = ref.variant.nf4;
         opt.max_tokens = ref.variant.token_budget;
         opt.max_seqlen = batch.max_seqlen;
         opt.checkpointing = policy;
@@ -906,6 +914,20 @@ void add_step_cases(std::vector<Case>& cs) {
                 [=](Check& c) { step_case(c, *ref, ckpt, AttentionBackend::Inhouse); });
         add("async step matches blocking step " + v.name + " checkpointing=recompute",
             [=](Check& c) { async_step_case(c, *ref, CheckpointPolicy::Recompute); });
+        add("cuda graphs match eager " + v.name + " checkpointing=recompute attention=inhouse",
+            [=](Check& c) { cuda_graphs_case(c, *ref, CheckpointPolicy::Recompute, AttentionBackend::Inhouse); });
+    }
+    {
+        // QLoRA on experts: every projection and both expert parameters quantized to NF4 at load (CPU and CUDA
+        // quantize alike), the experts dequantized one parameter at a time before their grouped GEMMs.
+        StepVariant v = mixtral_variant();
+        v.name = "mixtral-nf4";
+        v.nf4 = true;
+        auto ref = std::make_shared<StepReference>(v);
+        for (auto ckpt : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart})
+            add("step " + v.name + " checkpointing=" + policy_name(ckpt) + " attention=inhouse",
+                [=](Check& c) { step_case(c, *ref, ckpt, AttentionBackend::Inhouse); });
+        add("checkpointing policies agree " + v.name, [=](Check& c) { checkpointing_agree_case(c, *ref); });
         add("cuda graphs match eager " + v.name + " checkpointing=recompute attention=inhouse",
             [=](Check& c) { cuda_graphs_case(c, *ref, CheckpointPolicy::Recompute, AttentionBackend::Inhouse); });
     }
