@@ -2,8 +2,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The backends behind Trainer::prepare (engine-internal, train/prepare.cpp): each turns a resolved RunConfig
 // into a TrainableModel. cpu_model_adapter.cpp holds the CPU one; cuda_model_adapter.cpp the CUDA one,
-// including the memory plan that decides checkpointing and refuses runs that cannot fit; resources.cpp the
-// device choice and the host's memory.
+// including the memory plan that decides checkpointing and refuses runs that cannot fit (built into the CUDA
+// plugin; the executables reach choose_cuda_plan and load_cuda_model through cuda_plugin/forward.cpp);
+// resources.cpp the device choice, plan_cuda_run and the host's memory.
 #pragma once
 
 #include <memory>

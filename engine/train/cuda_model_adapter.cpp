@@ -114,8 +114,6 @@ private:
 
 }  // namespace
 
-bool cuda_usable(std::string* reason) { return cuda_backend_available(reason); }
-
 CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& notes) {
 #if TANDEM_WITH_CUDA
     const ModelConfig mc = load_model_config(config.model);
@@ -229,12 +227,6 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
     cuda_backend_available(&reason);
     throw_unsupported("device: cuda: " + reason);
 #endif
-}
-
-MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
-    CudaPlanChoice c = choose_cuda_plan(config, notes);
-    if (!c.fits) throw Error(ErrorCategory::OutOfMemory, c.refusal);
-    return c.memory;
 }
 
 std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init) {

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "model/cuda_model.h"  // cuda_backend_available
 #include "model/model.h"
 #include "tandem/error.h"
 #include "tandem/model_config.h"
@@ -22,6 +23,14 @@
 namespace tandem {
 
 namespace train {
+
+bool cuda_usable(std::string* reason) { return cuda_backend_available(reason); }
+
+MemoryPlan plan_cuda_run(RunConfig& config, std::vector<std::string>& notes) {
+    CudaPlanChoice c = choose_cuda_plan(config, notes);
+    if (!c.fits) throw Error(ErrorCategory::OutOfMemory, c.refusal);
+    return c.memory;
+}
 
 ModelConfig resolve_limits_and_device(RunConfig& config, std::vector<std::string>& notes) {
     ModelConfig mc = load_model_config(config.model);
