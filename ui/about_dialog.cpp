@@ -1,7 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// AboutDialog: the Tandem and Qt versions, and what tandem::system_info() reports about the CUDA backend
-// and the GPU (name, memory, CUDA runtime and driver, cuDNN), or why the GPU is not usable; then the licences
+// AboutDialog: the Tandem and Qt versions, and what tandem::system_info() reports about the CUDA backend (the
+// plugin's file) and the GPU (name, memory, CUDA runtime and driver, cuDNN), or why the GPU is not usable (also
+// a CUDA library missing, with its package); then the licences
 // (keep them in step with installer/copyright, which the .deb installs with the full texts).
 #include "ui/about_dialog.h"
 
@@ -27,7 +28,11 @@ QStringList AboutDialog::versionLines() {
     lines << tr("Qt %1 (built with %2), platform %3")
                  .arg(QString::fromLatin1(qVersion()), QStringLiteral(QT_VERSION_STR), QGuiApplication::platformName());
     const SystemInfo info = system_info();
-    lines << (info.cuda_built ? tr("Backends: CPU and CUDA") : tr("Backends: CPU only (this build has no CUDA backend)"));
+    if (info.cuda_loaded)
+        lines << tr("Backends: CPU and CUDA (%1)").arg(QString::fromStdString(info.cuda_plugin).toHtmlEscaped());
+    else
+        lines << (info.cuda_built ? tr("Backends: CPU only (the CUDA backend cannot be loaded here; see below)")
+                                  : tr("Backends: CPU only (this build has no CUDA backend)"));
     if (info.gpu_usable) {
         lines << tr("GPU: %1, %2 GiB, compute capability %3")
                      .arg(QString::fromStdString(info.gpu_name))

@@ -46,6 +46,7 @@
 
 #include "tandem/chat.h"
 #include "tandem/run_config.h"
+#include "tandem/system_info.h"
 
 class QCheckBox;
 class QComboBox;
@@ -171,11 +172,7 @@ private:
     QString m_sessionDevice;
     bool m_gpuSession = false;  // the worker's session is on the GPU, or a turn posted may load it there
     bool m_releasing = false;
-#ifdef TANDEM_WITH_CUDA
-    bool m_gpuUsable = true;    // until system_info answers: auto may mean the GPU
-#else
-    bool m_gpuUsable = false;
-#endif
+    bool m_gpuUsable = tandem::cuda_backend_built();  // until system_info answers: auto may mean the GPU
     bool m_runActive = false;
     tandem::DeviceChoice m_runDevice = tandem::DeviceChoice::Cpu;
     bool m_gpuNotice = false;   // the status line shows the training run's hold on the GPU

@@ -25,6 +25,7 @@
 
 #include "tandem/error.h"
 #include "tandem/run_config.h"
+#include "tandem/system_info.h"
 #include "ui/app_paths.h"
 #include "ui/about_dialog.h"
 #include "ui/data_page.h"
@@ -170,11 +171,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
     m_deviceLabel = new QLabel(this);
     m_deviceLabel->setObjectName(QStringLiteral("deviceLabel"));
-#ifdef TANDEM_WITH_CUDA
-    m_deviceLabel->setText(tr("Device: auto (CUDA when a GPU is usable)"));
-#else
-    m_deviceLabel->setText(tr("Device: CPU (this build has no CUDA backend)"));
-#endif
+    m_deviceLabel->setText(cuda_backend_built() ? tr("Device: auto (CUDA when a GPU is usable)")
+                                                : tr("Device: CPU (this build has no CUDA backend)"));
     m_deviceLabel->setToolTip(tr("The device of the current run"));
     // Once system_info answered (the Train page asks it off the GUI thread): what auto will choose.
     connect(m_train, &TrainPage::gpuChecked, this, [this](bool usable, const QString& reason) {

@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "tandem/error.h"
 #include "tandem/selftest.h"
+#include "tandem/system_info.h"
 
 namespace tandem::cli {
 namespace {
@@ -87,7 +88,9 @@ Run add_selftest_command(CLI::App& app) {
     return [o]() -> int {
         if (o->list) {
             const auto names = selftest_case_names();
-            if (names.empty()) throw_unsupported("selftest: this build has no CUDA backend, so there are no cases");
+            if (names.empty())  // the cases are the CUDA plugin's
+                throw_unsupported("selftest: no CUDA backend here (" + system_info().gpu_unavailable_reason +
+                                  "), so there are no cases");
             for (const auto& n : names)
                 if (n.find(o->run.filter) != std::string::npos) std::printf("%s\n", n.c_str());
             return 0;

@@ -3,8 +3,9 @@
 // tandem — the desktop studio. Creates the QApplication (organisation and application "Tandem", the names
 // QSettings and AppDataLocation use), applies the theme, opens the main window.
 // Options: --demo (the built-in demo model and datasets/demo_alpaca.jsonl), --screenshot-dir DIR (a tour of
-// every page during a short run, one PNG each, then quit), --quit-after-ms N (quit after N ms: the
-// packaging smoke test under QT_QPA_PLATFORM=offscreen), --theme system|light|dark.
+// every page during a short run, one PNG each, then quit), --quit-after-ms N (quit after N ms, and once the
+// backend is known: the packaging smoke test under QT_QPA_PLATFORM=offscreen; it prints "tandem: backend: CUDA"
+// or "tandem: backend: CPU: <why not CUDA>" on stderr), --theme system|light|dark.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -13,9 +14,11 @@
 #include <QTimer>
 
 #include <cstdio>
+#include <memory>
 
 #include "screenshot_tour.h"
 #include "ui/main_window.h"
+#include "ui/train_page.h"
 #include "ui/theme.h"
 #include "ui/training_session.h"
 
@@ -101,10 +104,28 @@ int main(int argc, char** argv) {
         window.selectDemo(dataset);
     }
     if (quitMs >= 0) {
-        QTimer::singleShot(quitMs, &app, [&window] {
+        // Quit when the time is up and the Train page has heard from system_info (off the GUI thread: the CUDA
+        // plugin loads there), whichever comes last; the backend it found goes to stderr.
+        struct QuitState {
+            bool timeUp = false, checked = false;
+        };
+        auto state = std::make_shared<QuitState>();
+        auto quitWhenDone = [&window, state] {
+            if (!state->timeUp || !state->checked) return;
             if (window.session()->isRunning()) window.session()->requestStop();
             else window.close();  // saves the geometry
             QCoreApplication::quit();
+        };
+        QObject::connect(window.trainPage(), &tandem::ui::TrainPage::gpuChecked, &app,
+                         [state, quitWhenDone](bool usable, const QString& reason) {
+                             std::fprintf(stderr, "tandem: backend: %s\n",
+                                          usable ? "CUDA" : qPrintable(QStringLiteral("CPU: ") + reason));
+                             state->checked = true;
+                             quitWhenDone();
+                         });
+        QTimer::singleShot(quitMs, &app, [state, quitWhenDone] {
+            state->timeUp = true;
+            quitWhenDone();
         });
     }
     return app.exec();  // the window (and its session, which joins a running thread) is destroyed after

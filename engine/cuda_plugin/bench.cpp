@@ -534,7 +534,11 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     nlohmann::json model_json = *architecture_preset_json(o.config);
     const int64_t preset_layers = model_json.at("num_hidden_layers").get<int64_t>();
     if (o.layers < 0) throw_invalid("--layers must be 0 (the preset's) or a layer count");
-    if (o.layers > 0) model_json["num_hidden_layers"] = o.layers;
+    if (o.layers > 0) {
+        model_json["num_hidden_layers"] = o.layers;
+        auto& types = model_json["layer_types"];  // one entry per layer (gpt-oss): the first ones kept
+        if (types.is_array() && int64_t(types.size()) > o.layers) types.erase(types.begin() + o.layers, types.end());
+    }
     const ModelConfig config = parse_model_config(
         model_json, "preset " + o.config + (o.layers > 0 ? " with --layers " + std::to_string(o.layers) : ""));
     const bool moe = config.num_experts > 0;
@@ -675,6 +679,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
         wall_step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / double(o.steps);
         if (step_ms.empty()) step_ms.push_back(wall_step_ms);
         graph_stats = model.graph_stats();
+        attention_backend = model.attention_backend_name();  // the timed batches' pick (a window, sinks: in-house)
         if (options.timeline) {
             const PackedBatch& batch = batches[0];
             model.zero_grads();
