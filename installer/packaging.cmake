@@ -9,9 +9,12 @@
 #   link: Qt 6, QCustomPlot Qt6, OpenBLAS, PCRE2, utf8proc, libgomp, libstdc++, and for Parquet and Hub
 #   downloads libsnappy1v5, libzstd1, zlib1g, libcurl4 and libssl3), plus libqt6svg6 listed by
 #   hand: Qt loads the SVG icon engine as a plugin at run time, which dpkg-shlibdeps cannot see.
-# - CUDA builds: the NVIDIA driver and the CUDA runtime libraries are Recommends. Without the driver the
-#   engine's device check fails and the studio trains on the CPU, saying why; the runtime libraries are
-#   linked as shared libraries today, so they must be present (docs/packaging.md, "CUDA").
+# - CUDA builds: the CUDA backend is the plugin libtandem-cuda.so (engine/cuda_plugin/, installed by
+#   engine/CMakeLists.txt into lib/<multiarch>/tandem), which alone links the CUDA runtime, cuBLAS(Lt) and cuDNN;
+#   tandem and tandem-cli load it on first use. So the NVIDIA driver and those libraries are Recommends: without
+#   them the plugin does not load (or finds no device), and both programs start and run on the CPU, saying which
+#   library is missing and which package provides it (docs/packaging.md, "CUDA"). dpkg-shlibdeps sees the plugin
+#   too; NVIDIA's packages carry no shlibs information, so they add no Depends (.ci/run checks that none does).
 include(GNUInstallDirs)
 
 set(CPACK_PACKAGE_CONTACT "Seed bd5d4c7f maintainers <maintainers@users.noreply.a-seed-bd5d4c7f.example>")
@@ -86,11 +89,6 @@ if(TANDEM_WITH_CUDA)
   set(_v ${CUDAToolkit_VERSION_MAJOR}-${CUDAToolkit_VERSION_MINOR})
   set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
       "libcuda1 | libcuda1-any, cuda-cudart-${_v}, libcublas-${_v}, libcudnn9-cuda-${CUDAToolkit_VERSION_MAJOR}")
-  get_target_property(_tandem_engine_links tandem_engine LINK_LIBRARIES)
-  if(_tandem_engine_links MATCHES "CUDA::cudart(;|$)" OR _tandem_engine_links MATCHES "CUDA::cublas(Lt)?(;|$)")
-    message(STATUS "Tandem: this CUDA build links the CUDA runtime, cuBLAS(Lt) and cuDNN as shared libraries: "
-                   "the packages do not start on a machine without them (docs/packaging.md, 'CUDA').")
-  endif()
 endif()
 
 # .tar.gz (cpack -G TGZ): a relocatable tree bin/, share/ for machines that have the runtime libraries.
