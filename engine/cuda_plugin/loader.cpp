@@ -44,7 +44,7 @@ std::pair<fs::path, std::string> locate() {
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     if (!ec && is_inside(exe, TANDEM_BUILD_DIR)) return {fs::path(TANDEM_CUDA_PLUGIN_BUILD_FILE), ""};
-    if (!ec) return {exe.parent_path().parent_path() / TANDEM_CUDA_PLUGIN_DIR / kFileName, ""};
+    if (!ec) return {(exe.parent_path().parent_path() / TANDEM_CUDA_PLUGIN_DIR / kFileName).lexically_normal(), ""};
     return {fs::path("/usr") / TANDEM_CUDA_PLUGIN_DIR / kFileName, ""};
 #else
     return {fs::path(), ""};
