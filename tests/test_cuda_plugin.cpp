@@ -4,7 +4,8 @@
 // CPU still serves them.
 //  1. missing_library_package / explain_dlopen_error: a missing CUDA library named with its package.
 //  2. load(): a missing file, a plugin whose dependency is missing (tests/cuda_plugin_stub: it links
-//     libtandem-test-absent.so.1, which is not on the loader's path), a library without the entry symbol.
+//     libtandem-test-absent.so.1, which is not on the loader's path), a plugin of another build, a library
+//     without the entry symbol.
 //  3. This build's own plugin (a CUDA build): it loads, all of its symbols resolve (RTLD_NOW), the versions match.
 //  4. tandem-cli with TANDEM_CUDA_PLUGIN pointing at the broken stub: --version says "Backend: CPU" and names the
 //     missing library; train --device cpu still trains; --device cuda (train, generate, selftest, bench) is
@@ -87,6 +88,12 @@ private slots:
         QVERIFY2(broken.reason.find(std::string("the CUDA backend (") + TANDEM_TEST_PLUGIN_NEEDS_ABSENT +
                                     ") cannot be loaded: " + kAbsent + " is missing") == 0,
                  broken.reason.c_str());
+
+        const cuda_plugin::Loaded other = cuda_plugin::load(TANDEM_TEST_PLUGIN_OTHER_BUILD, "");
+        QVERIFY(!other.api);
+        QVERIFY2(other.reason.find("comes from another build (Tandem 0.0.0-other) than this program (Tandem ") !=
+                     std::string::npos,
+                 other.reason.c_str());
 
         const cuda_plugin::Loaded foreign = cuda_plugin::load(TANDEM_TEST_ABSENT_LIBRARY, "TANDEM_CUDA_PLUGIN");
         QVERIFY(!foreign.api);

@@ -28,6 +28,7 @@ std::string nvidia_name(const std::string& base, int so_major, int cuda_major, i
            (so_major == cuda_major ? std::to_string(cuda_minor) : std::string("*"));
 }
 
+#if TANDEM_CUDA_PLUGIN_BUILT
 bool is_inside(const fs::path& file, const fs::path& folder) {
     std::error_code ec;
     const fs::path f = fs::weakly_canonical(file, ec);
@@ -36,6 +37,7 @@ bool is_inside(const fs::path& file, const fs::path& folder) {
     const auto rel = f.lexically_relative(d);
     return !rel.empty() && *rel.begin() != "..";
 }
+#endif
 
 // Where the plugin is looked for, and how that place was chosen ("TANDEM_CUDA_PLUGIN" or "").
 std::pair<fs::path, std::string> locate() {
@@ -131,9 +133,9 @@ Loaded load(const fs::path& path, std::string_view origin) {
     const Api* api = entry();
     if (!api || api->abi_version != kAbiVersion || std::strcmp(api->tandem_version, TANDEM_VERSION) != 0 ||
         api->layout != layout_fingerprint()) {
-        out.reason = "the CUDA backend " + where(out.path, origin) + " belongs to another build of Tandem (" +
-                     (api ? std::string(api->tandem_version) : std::string("?")) + ") than this " TANDEM_VERSION
-                     "; reinstall Tandem so that both come from one build";
+        out.reason = "the CUDA backend " + where(out.path, origin) + " comes from another build (Tandem " +
+                     (api ? std::string(api->tandem_version) : std::string("?")) + ") than this program (Tandem " +
+                     TANDEM_VERSION "); install both from one build";
         return out;
     }
     out.api = api;
