@@ -242,6 +242,22 @@ private slots:
     // checkpoint: exit 2 naming the file and "no space left", no partial checkpoint folder, the checkpoints
     // written before it intact, and `--resume` (with space again) continues from the last complete one and
     // finishes. At the start (nothing fits): exit 2 naming the run's config.json, nothing half-written.
+    // A run folder under a regular file (the user's mistake): an I/O error naming the path, exit 2, never
+    // "internal error", whichever step of the run meets it.
+    void unwritable_run_folder_is_an_io_error() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        QCOMPARE(run_cli({"demo", "--out", qs(root / "demo")}).exit_code, 0);
+        std::ofstream(root / "file") << "x";
+        const CliResult r = run_cli({"train", "--model", qs(root / "demo"), "--dataset",
+                                     qs(source_dir() / "datasets/demo_alpaca.jsonl"), "--out", qs(root / "file" / "run"),
+                                     "--max-steps", "1", "--device", "cpu", "--lora-r", "4"},
+                                    {}, 300000);
+        QVERIFY2(r.exit_code == 2, r.err.right(600).constData());
+        QVERIFY2(!r.err.contains("internal error"), r.err.right(600).constData());
+        QVERIFY2(r.err.contains("file"), r.err.right(600).constData());  // names the path
+    }
+
     void disk_full_keeps_the_last_checkpoint() {
         QTemporaryDir tmp;
         const fs::path root = tmp.path().toStdString();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tandem/error.h"
+#include "tandem/run_config.h"
 
 namespace tandem::test {
 
@@ -86,6 +87,23 @@ inline CliResult run_cli(const QStringList& args, const QByteArray& input = {}, 
     r.out = p.readAllStandardOutput();
     r.err = p.readAllStandardError();
     return r;
+}
+
+// A tiny CPU run config (LoRA r 4, 256-token batches of samples up to 128 tokens) of `model` on `dataset`,
+// written to `out` after `max_steps` steps: the studio tests' runs.
+inline RunConfig tiny_cpu_run(const std::string& model, const std::string& dataset, const std::string& out,
+                              int64_t max_steps) {
+    RunConfig c;
+    c.model = model;
+    c.data.dataset = dataset;
+    c.data.max_seq_len = 128;
+    c.training.batch_tokens = 256;
+    c.training.max_steps = max_steps;
+    c.lora.r = 4;
+    c.lora.alpha = 8;
+    c.device = DeviceChoice::Cpu;
+    c.output_dir = out;
+    return c;
 }
 
 }  // namespace tandem::test

@@ -112,17 +112,9 @@ class TestUiResume : public QObject {
 
     // A tiny CPU run of the demo model in runs/<name>.
     tandem::RunConfig demoRun(const fs::path& runs, const std::string& name, int64_t maxSteps) const {
-        tandem::RunConfig c;
-        c.model = m_demo.string();
-        c.data.dataset = (tandem::test::source_dir() / "datasets" / "demo_alpaca.jsonl").string();
-        c.data.max_seq_len = 128;
-        c.training.batch_tokens = 256;
-        c.training.max_steps = maxSteps;
-        c.lora.r = 4;
-        c.lora.alpha = 8;
-        c.device = tandem::DeviceChoice::Cpu;
-        c.output_dir = (runs / name).string();
-        return c;
+        return tandem::test::tiny_cpu_run(m_demo.string(),
+                                          (tandem::test::source_dir() / "datasets" / "demo_alpaca.jsonl").string(),
+                                          (runs / name).string(), maxSteps);
     }
 
     // Trains `config` through a TrainingSession to its end (or to a stop after `stopAt` steps).

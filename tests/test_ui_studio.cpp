@@ -136,17 +136,8 @@ class TestUiStudio : public QObject {
 
     // A tiny CPU run of the demo model, set directly (for tests about the window, not the pages).
     tandem::RunConfig tinyConfig(const QString& name, int64_t maxSteps) const {
-        tandem::RunConfig c;
-        c.model = m_model.string();
-        c.data.dataset = dataset().toStdString();
-        c.data.max_seq_len = 128;
-        c.training.batch_tokens = 256;
-        c.training.max_steps = maxSteps;
-        c.lora.r = 4;
-        c.lora.alpha = 8;
-        c.device = tandem::DeviceChoice::Cpu;
-        c.output_dir = QDir(m_runs).filePath(name).toStdString();
-        return c;
+        return tandem::test::tiny_cpu_run(m_model.string(), dataset().toStdString(),
+                                          QDir(m_runs).filePath(name).toStdString(), maxSteps);
     }
 
     // Demo model + demo dataset selected, tiny settings typed into the Train page; waits for Train.

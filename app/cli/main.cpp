@@ -5,6 +5,7 @@
 // ("tandem-cli: invalid input: PATH: what was wrong; what to do").
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <vector>
@@ -60,6 +61,13 @@ int main(int argc, char** argv) {
     } catch (const std::bad_alloc&) {
         std::cerr << "tandem-cli: out of memory\n";
         return 3;
+    } catch (const std::filesystem::filesystem_error& e) {
+        // A file or folder the user named or owns (missing, a file where a folder should be, no permission, a
+        // full disk) that a path without its own check met: an I/O error naming the path, never an internal one.
+        const std::string path = e.path1().empty() ? std::string() : e.path1().string() + ": ";
+        std::cerr << "tandem-cli: " << tandem::error_category_name(tandem::ErrorCategory::Io) << ": " << path
+                  << e.code().message() << "; check that the path exists, is writable and its disk has space\n";
+        return tandem::exit_code_for(tandem::ErrorCategory::Io);
     } catch (const std::exception& e) {
         std::cerr << "tandem-cli: internal error: " << e.what() << "\n";
         return 1;

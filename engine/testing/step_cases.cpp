@@ -226,34 +226,17 @@ StepVariant mixtral_variant() {
 // gpt-oss: sinks, biased attention / router / experts, [E, in, out] interleaved experts with the clamped
 // SwiGLU, layer 0 sliding over 32 tokens (the 130- and 64-token samples are cut), YaRN RoPE.
 StepVariant gpt_oss_variant() {
-    StepVariant v;
+    StepVariant v = mixtral_variant();  // its shapes, lengths and LoRA; gpt-oss's own fields on top
     v.name = "gpt-oss";
-    v.config = {{"architectures", {"GptOssForCausalLM"}},
-                {"model_type", "gpt_oss"},
-                {"hidden_size", 128},
-                {"intermediate_size", 160},
-                {"num_local_experts", 4},
-                {"num_experts_per_tok", 2},
-                {"num_hidden_layers", 2},
-                {"num_attention_heads", 4},
-                {"num_key_value_heads", 1},
-                {"head_dim", 64},
-                {"vocab_size", 301},
-                {"max_position_embeddings", 512},
-                {"rms_norm_eps", 1e-5},
-                {"rope_theta", 150000.0},
-                {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
-                                  {"original_max_position_embeddings", 128}, {"truncate", false}}},
-                {"sliding_window", 32},
-                {"layer_types", {"sliding_attention", "full_attention"}},
-                {"attention_bias", true},
-                {"tie_word_embeddings", false},
-                {"hidden_act", "silu"},
-                {"torch_dtype", "bfloat16"}};
-    v.lora.r = 8;
-    v.lora.alpha = 16;
-    v.lengths = {130, 1, 64, 17, 1};
-    v.token_budget = 220;
+    v.config["architectures"] = {"GptOssForCausalLM"};
+    v.config["model_type"] = "gpt_oss";
+    v.config["head_dim"] = 64;
+    v.config["rope_theta"] = 150000.0;
+    v.config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
+                                {"original_max_position_embeddings", 128}, {"truncate", false}};
+    v.config["sliding_window"] = 32;
+    v.config["layer_types"] = {"sliding_attention", "full_attention"};
+    v.config["attention_bias"] = true;
     return v;
 }
 
