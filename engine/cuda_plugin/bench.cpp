@@ -471,21 +471,23 @@ std::string join(const std::vector<std::string>& v) {
     return s;
 }
 
+// Error{Unsupported} naming `what` and the reason when the CUDA backend cannot run here.
+void require_cuda(const std::string& what) {
+    std::string reason;
+    if (!cuda_backend_available(&reason)) throw_unsupported(what + " needs the CUDA backend (" + reason + ")");
+}
+
 }  // namespace
 
 int run_cuda_bench(const CudaBenchOptions& o) {
     if (!o.plans_path.empty()) {
-        std::string reason;
-        if (!cuda_backend_available(&reason))
-            throw_unsupported("tandem-cli bench --plans needs the CUDA backend (" + reason + ")");
+        require_cuda("tandem-cli bench --plans");
         write_json_file(o.plans_path, plan_table());
         std::cout << "wrote " << o.plans_path << "\n";
         return 0;
     }
     if (o.grouped_gemm) {
-        std::string reason;
-        if (!cuda_backend_available(&reason))
-            throw_unsupported("tandem-cli bench --grouped-gemm needs the CUDA backend (" + reason + ")");
+        require_cuda("tandem-cli bench --grouped-gemm");
         json g;
         g["system"] = "tandem";
         g["benchmark"] = "grouped_gemm";
@@ -507,9 +509,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
         return 0;
     }
     if (o.fp8_gemm) {
-        std::string reason;
-        if (!cuda_backend_available(&reason))
-            throw_unsupported("tandem-cli bench --fp8-gemm needs the CUDA backend (" + reason + ")");
+        require_cuda("tandem-cli bench --fp8-gemm");
         json g;
         g["system"] = "tandem";
         g["benchmark"] = "fp8_gemm";
@@ -556,9 +556,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     validate_lora_config(lora, "bench");
     const std::vector<std::string> lora_targets = resolve_lora_targets(config, lora).target_modules;
 
-    std::string reason;
-    if (!cuda_backend_available(&reason))
-        throw_unsupported("tandem-cli bench needs the CUDA backend (" + reason + ")");
+    require_cuda("tandem-cli bench");
 
     CudaModelOptions options;
     options.max_tokens = o.batch_tokens;

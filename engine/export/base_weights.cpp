@@ -7,6 +7,7 @@
 
 #include "io/mxfp4.h"
 #include "io/quant4_checkpoint.h"
+#include "model/expert_layout.h"
 #include "kernels/cpu/nf4.h"
 #include "tandem/error.h"
 
@@ -65,11 +66,8 @@ void read_base_tensor(const SafetensorsSet& set, const TensorInfo& t, std::vecto
     if (const std::string param = mxfp4_param_of(set, t); !param.empty()) {  // [E, OUT, IN] -> the parameter [E, IN, OUT]
         const std::vector<int64_t> oi = mxfp4_out_in_of(t);
         const std::vector<float> v = dequantize_mxfp4(find_mxfp4(set, param, oi));
-        const int64_t IN = oi.back(), OUT = oi[oi.size() - 2], n = int64_t(v.size()), per = IN * OUT;
-        out.resize(v.size());
-        for (int64_t b = 0; b < n / per; ++b)
-            for (int64_t o = 0; o < OUT; ++o)
-                for (int64_t i = 0; i < IN; ++i) out[size_t(b * per + i * OUT + o)] = v[size_t(b * per + o * IN + i)];
+        const int64_t IN = oi.back(), OUT = oi[oi.size() - 2];
+        out = expert_tensor_to_checkpoint(v, ExpertLayout{int64_t(v.size()) / (IN * OUT), IN, OUT, true, false});
         return;
     }
     if (t.dtype == DType::U8 && is_quant4_tensor(set, t.name)) {

@@ -114,7 +114,7 @@ void upload_quant4(const ArenaLayout& W, void* base, const WeightEntry& e, const
     // number of blocks, so a chunk never needs two of them.
     const Areas a = areas(stage, d.quant_blocksize);
     std::vector<float> host;
-    const std::vector<std::string> names = e.parts.empty() ? std::vector<std::string>{e.name} : e.parts;
+    const std::vector<std::string> names = entry_tensors(e);
     const int64_t per = p.n / int64_t(names.size());
     if (per % d.quant_blocksize != 0) throw_internal("4-bit load: a part of " + e.name + " is not whole blocks");
     for (size_t k = 0; k < names.size(); ++k) {

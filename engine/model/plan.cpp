@@ -595,57 +595,43 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d) {
             }
             // The experts: one fused [E, out, in] tensor, or each expert's projections at their rows of it.
             const MoeSpec& m = d.moe_spec;
-            const bool gate_up = slot == kGate;
-            if (d.mxfp4) {  // kept MXFP4: the checkpoint's blocks and scales into their pieces
-                WeightEntry e;
-                e.name = p + (gate_up ? m.gate_up : m.down);
-                e.numel = pr.experts * pr.out * pr.in;
-                e.mx_codes = h.mx_codes[gate_up ? 0 : 1];
-                e.mx_scales = h.mx_scales[gate_up ? 0 : 1];
-                out.push_back(e);
-                if (pr.bias)
-                    out.push_back({h.b[slot], {}, e.name + "_bias", pr.experts * pr.out, WeightKind::Bias, 0, {},
-                                   {m.interleaved && gate_up ? pr.experts : 0, 1, pr.out, false, m.interleaved && gate_up}});
-                continue;
-            }
-            if (h.q[slot].codes >= 0) {  // 4-bit experts: the whole parameter, quantized at load as one tensor
-                WeightEntry e;
-                e.q = h.q[slot];
-                e.numel = pr.experts * pr.out * pr.in;
-                e.name = p + (gate_up ? m.gate_up : m.down);
-                if (!m.fused)
-                    for (int64_t x = 0; x < pr.experts; ++x) {
-                        const std::string ex = p + m.per_expert + "." + std::to_string(x) + ".";
-                        if (gate_up) {
-                            e.parts.push_back(ex + m.gate + ".weight");
-                            e.parts.push_back(ex + m.up + ".weight");
-                        } else {
-                            e.parts.push_back(ex + m.down_name + ".weight");
-                        }
+            const bool gate_up = slot == kGate, interleaved = gate_up && m.interleaved;
+            const std::string name = p + (gate_up ? m.gate_up : m.down);
+            const int64_t numel = pr.experts * pr.out * pr.in;
+            std::vector<std::string> per_expert;  // the Hub's tensors of this parameter, in the piece's row order
+            if (!m.fused)
+                for (int64_t e = 0; e < pr.experts; ++e) {
+                    const std::string x = p + m.per_expert + "." + std::to_string(e) + ".";
+                    if (gate_up) {
+                        per_expert.push_back(x + m.gate + ".weight");
+                        per_expert.push_back(x + m.up + ".weight");
+                    } else {
+                        per_expert.push_back(x + m.down_name + ".weight");
                     }
-                out.push_back(e);
-                continue;
-            }
-            if (m.fused) {
-                const std::string name = p + (gate_up ? m.gate_up : m.down);
-                const bool interleaved = gate_up && m.interleaved;
-                out.push_back({h.w[slot], {}, name, pr.experts * pr.out * pr.in, WeightKind::Matrix, 0, {},
-                               {m.transposed || interleaved ? pr.experts : 0, pr.in, pr.out, m.transposed, interleaved}});
-                if (pr.bias)
-                    out.push_back({h.b[slot], {}, name + "_bias", pr.experts * pr.out, WeightKind::Bias, 0, {},
-                                   {interleaved ? pr.experts : 0, 1, pr.out, false, interleaved}});
-                continue;
-            }
-            const int64_t per = pr.out * pr.in, half = int64_t(d.Fe) * d.C;
-            for (int64_t e = 0; e < pr.experts; ++e) {
-                const std::string x = p + m.per_expert + "." + std::to_string(e) + ".";
-                if (gate_up) {
-                    out.push_back({h.w[slot], {}, x + m.gate + ".weight", half, WeightKind::Matrix, e * per});
-                    out.push_back({h.w[slot], {}, x + m.up + ".weight", half, WeightKind::Matrix, e * per + half});
-                } else {
-                    out.push_back({h.w[slot], {}, x + m.down_name + ".weight", per, WeightKind::Matrix, e * per});
                 }
+            if (d.mxfp4 || h.q[slot].codes >= 0) {  // 4-bit: the whole parameter in one entry
+                WeightEntry e;
+                e.name = name;
+                e.numel = numel;
+                if (d.mxfp4) {  // kept MXFP4: the checkpoint's blocks and scales into their pieces
+                    e.mx_codes = h.mx_codes[gate_up ? 0 : 1];
+                    e.mx_scales = h.mx_scales[gate_up ? 0 : 1];
+                } else {  // NF4: quantized at load as one tensor (its per-expert parts assembled first)
+                    e.q = h.q[slot];
+                    e.parts = per_expert;
+                }
+                out.push_back(e);
+            } else if (m.fused) {
+                out.push_back({h.w[slot], {}, name, numel, WeightKind::Matrix, 0, {},
+                               {m.transposed || interleaved ? pr.experts : 0, pr.in, pr.out, m.transposed, interleaved}});
+            } else {
+                const int64_t part = numel / int64_t(per_expert.size());
+                for (size_t k = 0; k < per_expert.size(); ++k)
+                    out.push_back({h.w[slot], {}, per_expert[k], part, WeightKind::Matrix, int64_t(k) * part});
             }
+            if (pr.bias)  // gpt-oss: [E, out], interleaved like the columns for gate_up
+                out.push_back({h.b[slot], {}, name + "_bias", pr.experts * pr.out, WeightKind::Bias, 0, {},
+                               {interleaved ? pr.experts : 0, 1, pr.out, false, interleaved}});
         }
         if (d.qk_norm) {
             out.push_back({h.q_norm, {}, p + "self_attn.q_norm.weight", d.D, WeightKind::Norm});

@@ -93,16 +93,17 @@ void load_weights_fp32(const ModelPlan& y, void* base, const Dims& d, const Safe
     }
 }
 
+std::vector<std::string> entry_tensors(const WeightEntry& e) {
+    return e.parts.empty() ? std::vector<std::string>{e.name} : e.parts;
+}
+
 std::vector<float> entry_floats(const SafetensorsSet& ws, const WeightEntry& e, int64_t n) {
-    if (e.parts.empty()) {
-        std::vector<float> v = tensor_to_f32(float_tensor(ws, e.name, n, "4-bit quantization"));
-        return v;
-    }
-    const int64_t per = n / int64_t(e.parts.size());
+    const std::vector<std::string> names = entry_tensors(e);
+    const int64_t per = n / int64_t(names.size());
     std::vector<float> v;
     v.reserve(size_t(n));
-    for (const std::string& part : e.parts) {
-        const std::vector<float> x = tensor_to_f32(float_tensor(ws, part, per, "4-bit quantization"));
+    for (const std::string& name : names) {
+        const std::vector<float> x = tensor_to_f32(float_tensor(ws, name, per, "4-bit quantization"));
         v.insert(v.end(), x.begin(), x.end());
     }
     return v;

@@ -46,6 +46,9 @@ void check_not_quant4(const SafetensorsSet& ws, const WeightEntry& e);
 // converted, 4-bit projections copied or quantized (load_quant4_host). CpuModel and CpuInferModel load so.
 void load_weights_fp32(const ModelPlan& y, void* base, const Dims& d, const SafetensorsSet& ws);
 
+// The checkpoint tensors of entry e: its own name, or its parts (each numel / parts.size() values).
+std::vector<std::string> entry_tensors(const WeightEntry& e);
+
 // The n float values of entry e: its tensor, or its parts (the Hub's per-expert tensors of one 4-bit expert
 // parameter) one after the other. Error{InvalidInput} naming a tensor of the wrong size or dtype.
 std::vector<float> entry_floats(const SafetensorsSet& ws, const WeightEntry& e, int64_t n);

@@ -900,12 +900,8 @@ void add_step_cases(std::vector<Case>& cs) {
         add("cuda graphs match eager " + v.name + " checkpointing=recompute attention=inhouse",
             [=](Check& c) { cuda_graphs_case(c, *ref, CheckpointPolicy::Recompute, AttentionBackend::Inhouse); });
     }
-    {
-        // QLoRA on experts: every projection and both expert parameters quantized to NF4 at load (CPU and CUDA
-        // quantize alike), the experts dequantized one parameter at a time before their grouped GEMMs.
-        StepVariant v = mixtral_variant();
-        v.name = "mixtral-nf4";
-        v.nf4 = true;
+    // A weight format's variant (FP8, NF4): three policies against the CPU, the policies agree, graphs = eager.
+    auto add_format_cases = [&](const StepVariant& v) {
         auto ref = std::make_shared<StepReference>(v);
         for (auto ckpt : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart})
             add("step " + v.name + " checkpointing=" + policy_name(ckpt) + " attention=inhouse",
@@ -913,6 +909,14 @@ void add_step_cases(std::vector<Case>& cs) {
         add("checkpointing policies agree " + v.name, [=](Check& c) { checkpointing_agree_case(c, *ref); });
         add("cuda graphs match eager " + v.name + " checkpointing=recompute attention=inhouse",
             [=](Check& c) { cuda_graphs_case(c, *ref, CheckpointPolicy::Recompute, AttentionBackend::Inhouse); });
+    };
+    {
+        // QLoRA on experts: every projection and both expert parameters quantized to NF4 at load (CPU and CUDA
+        // quantize alike), the experts dequantized one parameter at a time before their grouped GEMMs.
+        StepVariant v = mixtral_variant();
+        v.name = "mixtral-nf4";
+        v.nf4 = true;
+        add_format_cases(v);
     }
     for (auto variant : {qwen3_moe_variant(), mixtral_variant(), gpt_oss_variant()}) {
         // Mixture of experts: the CPU's routing injected; every policy; the loop-over-experts ablation gives the
@@ -940,13 +944,7 @@ void add_step_cases(std::vector<Case>& cs) {
         v.fp8 = true;
         v.tol = 8.0;
         v.update_min_share = 0.5;
-        auto ref = std::make_shared<StepReference>(v);
-        for (auto ckpt : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart})
-            add("step " + v.name + " checkpointing=" + policy_name(ckpt) + " attention=inhouse",
-                [=](Check& c) { step_case(c, *ref, ckpt, AttentionBackend::Inhouse); });
-        add("checkpointing policies agree " + v.name, [=](Check& c) { checkpointing_agree_case(c, *ref); });
-        add("cuda graphs match eager " + v.name + " checkpointing=recompute attention=inhouse",
-            [=](Check& c) { cuda_graphs_case(c, *ref, CheckpointPolicy::Recompute, AttentionBackend::Inhouse); });
+        add_format_cases(v);
         StepVariant w = llama_variant();
         w.name = "llama-fp8";
         w.fp8 = true;
