@@ -673,6 +673,36 @@ private slots:
         }
         QVERIFY(std::fabs(ty.attention_scaling - (0.1 * std::log(32.0) + 1.0)) < 1e-6);
         QVERIFY(std::fabs(ty.cos[32] - std::cos(ty.inv_freq[0]) * ty.attention_scaling) < 1e-6);
+        // LongRoPE (the fixtures check its values against transformers): within the original length one set of
+        // rows (short factors); past it the long factors' rows follow, and a sequence longer than the original
+        // length is rotated with them from its first position on.
+        RopeScaling lr;
+        lr.type = RopeScalingType::LongRope;
+        lr.short_factor = {1.0, 1.5, 2.0, 4.0};
+        lr.long_factor = {2.0, 8.0, 16.0, 32.0};
+        lr.original_max_position_embeddings = 6;
+        lr.attention_factor = 1.2;
+        const RopeTable within = rope_table_build(8, 10000.0, lr, 6);
+        QCOMPARE(within.long_from, 0);
+        QCOMPARE(within.max_pos, 6);
+        const RopeTable both = rope_table_build(8, 10000.0, lr, 10);
+        QCOMPARE(both.long_from, 6);
+        QCOMPARE(both.max_pos, 16);
+        QCOMPARE(rope_positions(both), 10);
+        RopeScaling as_long = lr;
+        as_long.short_factor = lr.long_factor;
+        const RopeTable longs = rope_table_build(8, 10000.0, as_long, 6);
+        QVERIFY(std::equal(within.cos.begin(), within.cos.end(), both.cos.begin()));
+        QVERIFY(std::equal(longs.cos.begin(), longs.cos.end(), both.cos.begin() + 6 * 4));
+        QVERIFY(std::equal(longs.sin.begin(), longs.sin.end(), both.sin.begin() + 6 * 4));
+        QVERIFY(both.cos[6 * 4 + 5 * 4 + 1] != both.cos[5 * 4 + 1]);  // position 5: long and short rows differ
+        // Samples of 6 (short rows) and 7 positions (long rows), then 3 (short).
+        const std::vector<int32_t> pos = {0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 6, 0, 1, 2}, cu = {0, 6, 13, 16};
+        std::vector<int32_t> rows(pos.size());
+        rope_rows(rows.data(), pos.data(), cu.data(), 3, both.long_from);
+        QCOMPARE(rows, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0, 1, 2}));
+        rope_rows(rows.data(), pos.data(), cu.data(), 3, 0);
+        QCOMPARE(rows, pos);
         expect_error([&] { rope_table_build(15, 10000.0, RopeScaling{}, 8); }, ErrorCategory::Internal, {"head_dim"});
     }
 

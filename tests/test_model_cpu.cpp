@@ -209,7 +209,7 @@ class TestModelCpu : public QObject {
 private slots:
     void parity_data() {
         QTest::addColumn<QString>("variant");
-        for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "phi3-partial", "gemma2",
+        for (const char* v : {"llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "phi3-partial", "phi3-long", "gemma2",
                               "gemma3", "qwen3-moe", "mixtral", "gpt-oss"})
             QTest::newRow(v) << QString(v);
     }
@@ -438,7 +438,7 @@ private slots:
     void checkpointing_policies_agree_data() {
         QTest::addColumn<QString>("model");
         QTest::newRow("babyllama") << QString::fromStdString((babyllama() / "hf").string());
-        for (const char* f : {"qwen3", "qwen2", "phi3", "gemma2", "gemma3", "qwen3-moe", "mixtral", "gpt-oss"})
+        for (const char* f : {"qwen3", "qwen2", "phi3", "phi3-long", "gemma2", "gemma3", "qwen3-moe", "mixtral", "gpt-oss"})
             QTest::newRow(f) << QString::fromStdString((fixtures() / "models" / f).string());
     }
     void checkpointing_policies_agree() {
@@ -668,7 +668,7 @@ private slots:
         const fs::path dir = model.toStdString();
         TANDEM_REQUIRE_ASSET(dir);
         const ModelConfig cfg = load_model_config(dir);
-        const int positions = int(std::min<int64_t>(cfg.max_position_embeddings, 120));  // Phi-3 fixture: LongRoPE short range 128
+        const int positions = int(std::min<int64_t>(cfg.max_position_embeddings, 120));
         LoraConfig lora;
         lora.r = 4;
         std::vector<std::vector<int32_t>> seqs;

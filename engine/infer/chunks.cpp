@@ -7,6 +7,7 @@
 #include <string>
 
 #include "export/peft_adapter.h"
+#include "kernels/cpu/rope.h"
 #include "model/lora_table.h"
 #include "tandem/error.h"
 
@@ -29,11 +30,10 @@ void check_infer_options(const InferOptions& o, const std::string& where) {
     if (o.max_len < 0) throw_invalid(where + ": max_len must not be negative");
 }
 
-int resolve_max_len(const ModelConfig& cfg, const InferOptions& o, int longrope_max) {
+int resolve_max_len(const ModelConfig& cfg, const InferOptions& o) {
     constexpr int64_t kDefaultMaxLen = 4096;
     int64_t m = o.max_len > 0 ? o.max_len : std::min<int64_t>(cfg.max_position_embeddings, kDefaultMaxLen);
     m = std::min<int64_t>(m, cfg.max_position_embeddings);
-    if (longrope_max > 0) m = std::min<int64_t>(m, longrope_max);  // the short factors' range (plan.h)
     return int(m);
 }
 
@@ -90,7 +90,7 @@ Chunk next_chunk(const std::vector<Feed>& feeds, std::vector<size_t>& done, size
             slot[size_t(c.T + r)] = f.slot;
             h[start + r] = t;
         }
-        c.segments.push_back({f.slot, start, n});
+        c.segments.push_back({f.slot, start, n, start - int(done[i]) + int(f.tokens.size())});
         c.T += n;
         cu[size_t(++c.S)] = c.T;
         c.longest = std::max(c.longest, start + n);
@@ -100,6 +100,12 @@ Chunk next_chunk(const std::vector<Feed>& feeds, std::vector<size_t>& done, size
     }
     while (next < feeds.size() && done[next] == feeds[next].tokens.size()) ++next;
     return c;
+}
+
+void chunk_rope_rows(const Chunk& c, const int32_t* pos, int long_from, int32_t* rows) {
+    int r = 0;
+    for (const Chunk::Segment& g : c.segments)
+        for (int k = 0; k < g.n; ++k, ++r) rows[r] = cpu::rope_row(long_from, pos[r], g.end);
 }
 
 std::vector<AdapterRun> adapter_runs(const std::vector<Feed>& feeds, const std::vector<std::string>& adapters) {

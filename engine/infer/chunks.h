@@ -20,8 +20,8 @@ LoraConfig infer_plan_lora(const ModelConfig& cfg, int r);
 // Error{InvalidInput} naming `where` for options no model can hold (slots, chunk, max_len).
 void check_infer_options(const InferOptions& o, const std::string& where);
 // M: positions per slot: options.max_len, else min(max_position_embeddings, 4096); at most
-// max_position_embeddings and a LongRoPE model's short range (Dims::longrope_max).
-int resolve_max_len(const ModelConfig& cfg, const InferOptions& o, int longrope_max);
+// max_position_embeddings.
+int resolve_max_len(const ModelConfig& cfg, const InferOptions& o);
 
 // A PEFT adapter folder read for inference (fp32 values in the LoRA table's order; Error{InvalidInput|Unsupported}
 // naming the folder or the tensor: an adapter of another base fails here).
@@ -36,7 +36,8 @@ struct Chunk {
     int T = 0, S = 0, longest = 0;
     bool fresh = true;                                // every segment starts its sequence (position 0)
     std::vector<std::pair<size_t, int>> ends;         // (feed, row) of the rows that end a feed
-    struct Segment { int slot, start, n; };           // the rows of one feed: slot positions start .. start+n-1
+    // The rows of one feed: slot positions start .. start+n-1, of a feed that ends the sequence at `end` positions.
+    struct Segment { int slot, start, n, end; };
     std::vector<Segment> segments;
 };
 
@@ -45,5 +46,10 @@ struct Chunk {
 // Advances `next` past the finished feeds.
 Chunk next_chunk(const std::vector<Feed>& feeds, std::vector<size_t>& done, size_t& next, int Tmax, int M,
                  int32_t* hist, std::vector<int>& len, int32_t* tok, int32_t* pos, int32_t* slot, int32_t* cu);
+
+// The RoPE table rows of a chunk's rows (cpu::rope_row; rows [T]): a LongRoPE table's long rows for the feeds
+// whose sequence ends past long_from, as transformers chooses for its forward call over the whole feed (a
+// prompt, then one token per decode step; the keys already cached keep the rotation they were stored with).
+void chunk_rope_rows(const Chunk& c, const int32_t* pos, int long_from, int32_t* rows);
 
 }  // namespace tandem::infer

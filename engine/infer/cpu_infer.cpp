@@ -68,6 +68,7 @@ struct CpuInferModel::Impl final : InferRuntime<CpuBackend> {
     // The rows of the current forward chunk: tokens, positions, cu_seqlens (one sample per feed segment) and
     // slots; `fresh`: every segment starts at position 0 (packed causal attention) or not (cache attention).
     std::vector<int32_t> row_tok, row_pos, row_slot, cu;
+    std::vector<int32_t> row_rope;  // [T] the RoPE table's rows of row_pos (a LongRoPE table with both factor sets)
     bool fresh = false;
 
     float* kc() { return cp.arena.ptr<float>(cache_mem.data(), cp.k); }
@@ -158,7 +159,7 @@ InferBytes CpuInferModel::plan(const ModelConfig& cfg, const InferOptions& optio
     validate_model(cfg, l, "inference plan");
     const Dims d = make_dims(cfg, l, options.chunk, 0, kCeChunkRows);
     const ModelPlan y = decoder_plan(d, cfg, lora_rank);
-    const CachePlan c = cache_plan(d, options.num_slots, resolve_max_len(cfg, options, d.longrope_max));
+    const CachePlan c = cache_plan(d, options.num_slots, resolve_max_len(cfg, options));
     InferBytes b;
     b.weights = y.bytes.weights;
     b.activations = y.bytes.activations;
@@ -181,7 +182,7 @@ CpuInferModel CpuInferModel::load(const std::filesystem::path& model_dir, const 
     m.opt = options;
     m.d = make_dims(cfg, infer_plan_lora(cfg, 1), options.chunk, 0, kCeChunkRows);
     m.N = options.num_slots;
-    m.M = resolve_max_len(cfg, options, m.d.longrope_max);
+    m.M = resolve_max_len(cfg, options);
     if (m.M < 2) throw_invalid(where + ": a context of " + std::to_string(m.M) + " positions is too short to generate");
     const Dims& d = m.d;
     m.rope = cpu::rope_table_build(int(cfg.rotary_dim()), cfg.rope_theta, cfg.rope_scaling, int(cfg.max_position_embeddings));
@@ -194,6 +195,7 @@ CpuInferModel CpuInferModel::load(const std::filesystem::path& model_dir, const 
     m.len.assign(size_t(m.N), 0);
     m.row_tok.resize(size_t(d.T));
     m.row_pos.resize(size_t(d.T));
+    m.row_rope.resize(size_t(d.T));
     m.row_slot.resize(size_t(d.T));
     m.cu.resize(size_t(d.T) + 1);
     m.dec.d = d;
@@ -299,7 +301,6 @@ const float* CpuInferModel::forward(const std::vector<Feed>& feeds, const std::v
         const int T = c.T, S = c.S, longest = c.longest;
         const bool fresh = c.fresh;
         const auto& ends = c.ends;
-        check_rope_range(d, longest);
         m.fresh = fresh;
         Step& s = m.dec.step;
         s = Step{};
@@ -308,6 +309,10 @@ const float* CpuInferModel::forward(const std::vector<Feed>& feeds, const std::v
         s.max_seqlen = longest;
         s.tokens = m.row_tok.data();
         s.positions = m.row_pos.data();
+        if (m.rope.long_from > 0) {
+            chunk_rope_rows(c, m.row_pos.data(), m.rope.long_from, m.row_rope.data());
+            s.positions = m.row_rope.data();
+        }
         s.cu_seqlens = m.cu.data();
         m.dec.forward(false);
         if (int(ends.size()) == T) {  // every row ends a feed (decode): one lm_head call, rows in feed order

@@ -52,9 +52,9 @@ class CudaInferModel final : public InferModel, public InferRuntime<CudaBackend>
 public:
     CudaInferModel(const std::filesystem::path& dir, const InferOptions& o) : dir_(dir), opt_(o) {
         check_infer_options(o, dir.string());
+        M_ = resolve_max_len(load_model_config(dir), o);  // before the load: the RoPE table serves M_ positions
         load_model(kDefaultRank);
         const Dims& d = dims();
-        M_ = resolve_max_len(model_->config(), o, d.longrope_max);
         N_ = o.num_slots;
         if (M_ < 2) throw_invalid(dir.string() + ": a context of " + std::to_string(M_) + " positions is too short");
         const size_t cache = size_t(N_) * size_t(d.L) * size_t(M_) * size_t(d.KV);
@@ -63,7 +63,7 @@ public:
         hist_dev_ = cuda::DeviceBuffer(size_t(N_) * size_t(M_) * sizeof(int32_t), "kv cache: token history");
         logits_ = cuda::DeviceBuffer(size_t(N_) * size_t(d.V) * sizeof(float), "next-token logits");
         const int T = d.T;
-        rows_ = cuda::DeviceBuffer((4 * size_t(T) + 1) * sizeof(int32_t), "inference rows");
+        rows_ = cuda::DeviceBuffer((5 * size_t(T) + 1) * sizeof(int32_t), "inference rows");
         ws_bytes_ = cuda::decode_attention_workspace(T, d.Hq, d.Hkv, d.D, M_);
         if (ws_bytes_) ws_ = cuda::DeviceBuffer(ws_bytes_, "decode attention workspace");
         sample_ = cuda::DeviceBuffer(size_t(N_) * (sizeof(SamplingParams) + sizeof(int64_t) + 3 * sizeof(int32_t)) + 256,
@@ -71,6 +71,7 @@ public:
         hist_.assign(size_t(N_) * size_t(M_), 0);
         row_tok_.resize(size_t(T));
         row_pos_host_.resize(size_t(T));
+        row_rope_host_.resize(size_t(T));
         row_slot_host_.resize(size_t(T));
         cu_host_.resize(size_t(T) + 1);
         len_.assign(size_t(N_), 0);
@@ -163,6 +164,8 @@ public:
         int32_t* d_pos = dev + Tmax;
         int32_t* d_slot = dev + 2 * Tmax;
         int32_t* d_cu = dev + 3 * Tmax;
+        int32_t* d_rope = dev + 4 * Tmax + 1;  // the RoPE table's rows of d_pos (a LongRoPE table's long rows)
+        const int long_from = model_->impl().rope.long_from;
         float* out = static_cast<float*>(logits_.data());
         std::vector<size_t> done(feeds.size(), 0);
         size_t next = 0;
@@ -174,7 +177,6 @@ public:
             for (const Chunk::Segment& g : c.segments)  // the device copy of the history (repetition penalty)
                 upload(static_cast<int32_t*>(hist_dev_.data()) + size_t(g.slot) * size_t(M_) + g.start,
                        hist_.data() + size_t(g.slot) * size_t(M_) + g.start, size_t(g.n));
-            check_rope_range(d, longest);
             upload(d_tok, tok.data(), size_t(T));
             upload(d_pos, pos.data(), size_t(T));
             upload(d_slot, slot.data(), size_t(T));
@@ -189,6 +191,11 @@ public:
             s.max_seqlen = longest;
             s.tokens = d_tok;
             s.positions = d_pos;
+            if (long_from > 0) {
+                chunk_rope_rows(c, pos.data(), long_from, row_rope_host_.data());
+                upload(d_rope, row_rope_host_.data(), size_t(T));
+                s.positions = d_rope;
+            }
             s.cu_seqlens = d_cu;
             bool in_order = int(c.ends.size()) == T;  // decode: every row ends its feed, in feed order
             for (size_t e = 0; in_order && e < c.ends.size(); ++e)
@@ -317,6 +324,7 @@ private:
         CudaModelOptions o;
         o.max_tokens = std::max(opt_.chunk, 64);
         o.max_seqlen = o.max_tokens;
+        o.max_positions = M_;  // the cache's positions: decode steps rotate at positions past a prefill chunk
         o.checkpointing = CheckpointPolicy::Recompute;
         o.attention = AttentionBackend::Inhouse;
         o.cuda_graphs = false;
@@ -390,7 +398,7 @@ private:
     cuda::DeviceBuffer kc_, vc_, hist_dev_, logits_, rows_, ws_, sample_;
     size_t ws_bytes_ = 0;
     std::vector<int32_t> hist_;
-    std::vector<int32_t> row_tok_, row_pos_host_, row_slot_host_, cu_host_;  // [T], [T+1]: a chunk's rows (host)
+    std::vector<int32_t> row_tok_, row_pos_host_, row_rope_host_, row_slot_host_, cu_host_;  // [T], [T+1]: a chunk's rows (host)
     std::vector<int> len_;
     std::map<std::string, DeviceAdapter> adapters_;
     std::map<std::string, std::vector<std::array<LoraRef<CudaBackend>, kNumModules>>> tables_;  // per adapter

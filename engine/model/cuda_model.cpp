@@ -74,6 +74,8 @@ Dims cuda_dims(const ModelConfig& cfg, const LoraConfig& lora, const CudaModelOp
     Dims d = make_dims(held_config(cfg, o), lora, o.max_tokens, o.max_seqlen, int(std::max<int64_t>(k / 64 * 64, 64)));
     // An MXFP4 checkpoint's experts stay 4-bit on the device (gpt-oss-20b's weights: ~13 GB instead of ~42).
     d.mxfp4 = cfg.experts_mxfp4 && d.E > 0;
+    if (o.max_positions > d.rope_positions)
+        d.rope_positions = int(std::min<int64_t>(cfg.max_position_embeddings, o.max_positions));
     if (d.mxfp4 && (d.C % kMxfp4Block != 0 || d.Fe % kMxfp4Block != 0))
         throw_invalid(cfg.architecture + ": MXFP4 experts need hidden_size and the experts' intermediate size in "
                       "multiples of 32 (found " + std::to_string(d.C) + " and " + std::to_string(d.Fe) + ")");

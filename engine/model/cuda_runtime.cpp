@@ -80,15 +80,15 @@ void CudaModel::Impl::download_lora(const float* region, std::vector<float> Lora
 // positions inside the RoPE table (sized min(max positions, token budget)). Returns the longest sample.
 int CudaModel::Impl::check_batch(const PackedBatch& b) const {
     const int longest = check_packed_batch(b, d.T, d.V, cfg.max_position_embeddings);
-    check_rope_range(d, longest);
     if (longest > d.max_seqlen)
         throw_invalid("model: a sample of " + std::to_string(longest) + " tokens exceeds the max_seqlen of " +
                       std::to_string(d.max_seqlen) + " the model was loaded for");
-    if (rope.max_pos < cfg.max_position_embeddings)
+    const int positions = rope.max_pos - rope.long_from;
+    if (positions < cfg.max_position_embeddings)
         for (int t = 0; t < b.num_tokens; ++t)
-            if (b.position_ids[size_t(t)] >= rope.max_pos)
+            if (b.position_ids[size_t(t)] >= positions)
                 throw_invalid("model: position " + std::to_string(b.position_ids[size_t(t)]) + " is beyond the " +
-                              std::to_string(rope.max_pos) + " positions of the RoPE table (sized for the token budget)");
+                              std::to_string(positions) + " positions of the RoPE table (sized for the token budget)");
     return longest;
 }
 
@@ -107,7 +107,7 @@ void CudaModel::Impl::begin_batch(const PackedBatch& b, float grad_scale, uint64
     int32_t* h = pinned_meta(host_slot_meta);
     cur_grad_scale = grad_scale;
     cur_seed = dropout_seed;
-    write_metadata(b, cur_seed, cur_grad_scale, h);
+    write_metadata(b, cur_seed, cur_grad_scale, rope.long_from, h);
     int32_t* dev = meta + size_t(dev_slot) * size_t(y.meta_ints);
     ev_meta_free[dev_slot].wait_on(upload.get());  // the batch before last used this device slot
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(dev, h, size_t(n) * sizeof(int32_t), cudaMemcpyHostToDevice, upload.get()));
@@ -134,7 +134,7 @@ void CudaModel::Impl::rebuild_metadata() {
     const PackedBatch& b = *cur_batch;
     check_batch(b);
     int32_t* h = pinned_meta(host_slot_meta);
-    write_metadata(b, cur_seed, cur_grad_scale, h);
+    write_metadata(b, cur_seed, cur_grad_scale, rope.long_from, h);
     const int64_t n = metadata_ints(b.num_tokens, b.num_samples);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(meta + size_t(dev_slot) * size_t(y.meta_ints), h, size_t(n) * sizeof(int32_t),
                                       cudaMemcpyHostToDevice, stream()));

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/rope.h"
 #include "model/plan.h"
 #include "tandem/data.h"
 #include "tandem/error.h"
@@ -51,9 +52,11 @@ struct Step {
 // as a float at [3]), tokens,
 // targets (labels shifted by one: targets[t] = labels[t+1], -100 on the last row), positions (each padded to
 // kMetaAlign rows), cu_seqlens [S+1]. Built once per micro-batch on the host; on CUDA sent up in one copy.
+// The positions are the RoPE table's rows (cpu::rope_rows): a LongRoPE table's long rows for the samples longer
+// than rope_long_from (RopeTable::long_from; 0: the positions themselves).
 inline int64_t metadata_ints(int T, int S) { return kMetaHeader + 3 * round_up(T, kMetaAlign) + S + 1; }
 
-inline void write_metadata(const PackedBatch& b, uint64_t seed, float grad_scale, int32_t* h) {
+inline void write_metadata(const PackedBatch& b, uint64_t seed, float grad_scale, int rope_long_from, int32_t* h) {
     const int T = b.num_tokens;
     const int S = b.num_samples;
     const int64_t Tp = round_up(T, kMetaAlign);
@@ -65,7 +68,7 @@ inline void write_metadata(const PackedBatch& b, uint64_t seed, float grad_scale
     std::memcpy(h, b.tokens.data(), size_t(T) * sizeof(int32_t));
     int32_t* targets = h + Tp;
     for (int t = 0; t < T; ++t) targets[t] = (t + 1 < T) ? b.labels[size_t(t) + 1] : int32_t(-100);
-    std::memcpy(h + 2 * Tp, b.position_ids.data(), size_t(T) * sizeof(int32_t));
+    cpu::rope_rows(h + 2 * Tp, b.position_ids.data(), b.cu_seqlens.data(), S, rope_long_from);
     std::memcpy(h + 3 * Tp, b.cu_seqlens.data(), size_t(S + 1) * sizeof(int32_t));
 }
 

@@ -83,9 +83,8 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
     }
 
     void begin_batch(const PackedBatch& b, float grad_scale, uint64_t seed) {
-        const int longest = check_packed_batch(b, d.T, d.V, rope.max_pos);
-        check_rope_range(d, longest);
-        write_metadata(b, seed, grad_scale, meta);
+        const int longest = check_packed_batch(b, d.T, d.V, cpu::rope_positions(rope));
+        write_metadata(b, seed, grad_scale, rope.long_from, meta);
         dec.step = metadata_step(meta, b.num_tokens, b.num_samples, longest);
         bind_lora();
     }

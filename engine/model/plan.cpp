@@ -61,8 +61,6 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     d.attn_softcap = float(cfg.attn_logit_softcapping);
     d.final_softcap = float(cfg.final_logit_softcapping);
     d.sinks = cfg.attention_sinks;
-    if (cfg.rope_scaling.type == RopeScalingType::LongRope)
-        d.longrope_max = int(std::min<int64_t>(cfg.rope_scaling.original_max_position_embeddings, int64_t(1) << 30));
     d.eps = float(cfg.rms_norm_eps);
     d.qk_norm = cfg.qk_norm;
     d.tied = cfg.tie_word_embeddings;
@@ -173,15 +171,6 @@ std::atomic<int> g_mlp_chunk_rows{kMlpChunkRows};
 
 int mlp_chunk_rows() { return g_mlp_chunk_rows.load(); }
 void set_mlp_chunk_rows(int rows) { g_mlp_chunk_rows.store(rows < 0 ? 0 : rows); }
-
-void check_rope_range(const Dims& d, int longest) {
-    if (d.longrope_max > 0 && longest > d.longrope_max)
-        throw_unsupported("model: a sample of " + std::to_string(longest) +
-                          " tokens is longer than this LongRoPE model's original_max_position_embeddings (" +
-                          std::to_string(d.longrope_max) +
-                          "); Tandem does not switch to the long factors yet: lower the maximum sequence length to " +
-                          std::to_string(d.longrope_max) + " or less");
-}
 
 const std::array<BufferDecl, kBufCount>& buffer_decls() {
     static const std::array<BufferDecl, kBufCount> decls = {{

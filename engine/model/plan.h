@@ -51,11 +51,10 @@ struct Dims {
     int T = 0;               // max_tokens: rows of every activation buffer
     int max_seqlen = 0;      // longest sample the attention buffers are sized for
     int K = 0;               // lm_head chunk rows
-    int rope_positions = 0;  // rows of the RoPE table: min(max_position_embeddings, max_tokens)
+    int rope_positions = 0;  // positions of the RoPE table: min(max_position_embeddings, max_tokens or more)
     int window = 0;          // the smallest sliding window of any layer (0: every layer attends fully)
     std::vector<int> windows;         // [L] each layer's window (0: full causal attention)
     std::vector<uint8_t> local_rope;  // [L] 1: the layer uses the local RoPE table (Gemma 3's sliding layers)
-    int longrope_max = 0;    // LongRoPE: the longest sample the (short-factor) table serves; 0: any
     float eps = 1e-6f;
     bool qk_norm = false, tied = false, dropout = false;
     bool bias[kNumModules] = {};
@@ -336,7 +335,5 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);
 ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
                     CheckpointPolicy policy, const PlanTraits& traits);
 
-// A LongRoPE model's table serves samples up to d.longrope_max tokens (Error{Unsupported} beyond).
-void check_rope_range(const Dims& d, int longest);
 
 }  // namespace tandem

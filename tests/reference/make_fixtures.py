@@ -32,7 +32,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # check_adapter.py beside this file
 
-VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "phi3-partial", "gemma2", "gemma3",
+VARIANTS = ("llama", "qwen2", "qwen3", "mistral", "mistral-window", "phi3", "phi3-partial", "phi3-long", "gemma2", "gemma3",
             "qwen3-moe", "mixtral", "gpt-oss")
 OPS_SEED = 1234
 PROBLEMS = []  # checks that failed; reported at the end (exit 2) instead of aborting the run
@@ -477,6 +477,12 @@ SPECS = {
                      dict(tie_word_embeddings=False, original_max_position_embeddings=128, partial_rotary_factor=0.75),
                      10000.0, {"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.25, 1.5, 2.0, 2.5],
                                "long_factor": [1.0, 2.0, 4.0, 8.0, 16.0, 24.0], "partial_rotary_factor": 0.75}, False),
+    # Phi-3 past its original length: original_max_position_embeddings 12, so transformers rotates the 17-token
+    # sequence with the long factors (its forward's largest position + 1 > 12) and the 9-, 1- and 6-token ones
+    # with the short factors; greedy decoding crosses position 12 (the long factors from there on).
+    "phi3-long": ("Phi3Config", "Phi3ForCausalLM", 626, dict(tie_word_embeddings=False, original_max_position_embeddings=12),
+                  10000.0, {"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0],
+                            "long_factor": [1.0, 2.0, 4.0, 8.0, 16.0, 24.0, 32.0, 48.0]}, False),
     # Gemma 2: (1 + w) RMSNorms incl. the sandwich norms around attention and MLP, GeGLU (tanh), the embedding
     # times sqrt(hidden), query_pre_attn_scalar != head_dim, attention and final logit soft-capping (caps small
     # enough that tanh bends), layer 0 sliding (window 8, shorter than two sequences), layer 1 full.
@@ -524,7 +530,8 @@ GEMMA = ("gemma2", "gemma3")
 GEMMA3_LOCAL_THETA = 10000.0
 # PEFT target_modules per variant (the checkpoint's module names).
 FUSED_TARGETS = {"phi3": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
-                 "phi3-partial": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]}
+                 "phi3-partial": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"],
+                 "phi3-long": ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]}
 WEIGHT_STD = 0.02          # every Linear / embedding weight, like HF init ...
 QK_STD = 0.125             # ... except q_proj / k_proj: attention scores O(1) so causal mask and RoPE matter
 BIAS_STD = 0.1             # qwen2 q/k/v biases

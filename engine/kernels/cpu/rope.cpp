@@ -122,6 +122,38 @@ void rope_apply(float* out, const float* inp, const int32_t* positions, const Ro
 
 }  // namespace
 
+namespace {
+
+// transformers' _compute_longrope_parameters in float32 with one factor set:
+//   inv_freq = 1.0 / (ext_factors * base ** (arange(0, dim, 2).float() / dim))
+std::vector<float> longrope_inv_freq(int head_dim, double theta, const std::vector<double>& factors) {
+    TANDEM_KCHECK(int(factors.size()) == head_dim / 2);  // head_dim: the rotary dim
+    std::vector<float> inv(size_t(head_dim / 2));
+    const float base = static_cast<float>(theta);
+    for (int i = 0; i < head_dim / 2; i++) {
+        const float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+        const float p = static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(expo)));
+        inv[size_t(i)] = 1.0f / (static_cast<float>(factors[size_t(i)]) * p);
+    }
+    return inv;
+}
+
+// Rows [row0, row0 + n) of the table for positions 0..n-1 with frequencies inv.
+void fill_rows(RopeTable& t, const std::vector<float>& inv, int row0, int n) {
+    const int half = t.head_dim / 2;
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < n; p++) {
+        for (int i = 0; i < half; i++) {
+            const float angle = static_cast<float>(p) * inv[size_t(i)];  // float32 product, as HF's matmul
+            const size_t at = static_cast<size_t>(row0 + p) * half + i;
+            t.cos[at] = static_cast<float>(std::cos(static_cast<double>(angle))) * t.attention_scaling;
+            t.sin[at] = static_cast<float>(std::sin(static_cast<double>(angle))) * t.attention_scaling;
+        }
+    }
+}
+
+}  // namespace
+
 RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scaling, int max_pos) {
     TANDEM_KCHECK(head_dim > 0 && head_dim % 2 == 0);
     TANDEM_KCHECK(max_pos > 0);
@@ -130,6 +162,7 @@ RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scalin
     t.head_dim = head_dim;
     t.max_pos = max_pos;
     t.inv_freq = default_inv_freq(head_dim, theta);
+    std::vector<float> long_inv;  // LongRope beyond the original length: the long factors' frequencies
     switch (scaling.type) {
         case RopeScalingType::None:
             break;
@@ -144,17 +177,15 @@ RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scalin
             apply_llama3(t.inv_freq, scaling);
             break;
         case RopeScalingType::LongRope: {
-            // transformers' _compute_longrope_parameters in float32 with the short factors (the table serves
-            // sequences up to original_max_position_embeddings; the models refuse longer samples):
-            //   inv_freq = 1.0 / (ext_factors * base ** (arange(0, dim, 2).float() / dim))
-            TANDEM_KCHECK(int(scaling.short_factor.size()) == head_dim / 2);  // head_dim: the rotary dim
-            const float base = static_cast<float>(theta);
-            for (int i = 0; i < head_dim / 2; i++) {
-                const float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-                const float p = static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(expo)));
-                t.inv_freq[size_t(i)] = 1.0f / (static_cast<float>(scaling.short_factor[size_t(i)]) * p);
-            }
+            t.inv_freq = longrope_inv_freq(head_dim, theta, scaling.short_factor);
             t.attention_scaling = static_cast<float>(scaling.attention_factor);
+            const int64_t orig = scaling.original_max_position_embeddings;
+            if (!scaling.long_factor.empty() && orig > 0 && max_pos > orig) {
+                TANDEM_KCHECK(max_pos + orig < (int64_t(1) << 31));
+                long_inv = longrope_inv_freq(head_dim, theta, scaling.long_factor);
+                t.long_from = int(orig);
+                t.max_pos = max_pos + int(orig);
+            }
             break;
         }
         case RopeScalingType::Yarn:
@@ -164,19 +195,23 @@ RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scalin
             break;
     }
     const int half = head_dim / 2;
-    t.cos.resize(static_cast<size_t>(max_pos) * half);
-    t.sin.resize(static_cast<size_t>(max_pos) * half);
-#pragma omp parallel for schedule(static)
-    for (int p = 0; p < max_pos; p++) {
-        for (int i = 0; i < half; i++) {
-            const float angle = static_cast<float>(p) * t.inv_freq[i];  // float32 product, as HF's matmul
-            t.cos[static_cast<size_t>(p) * half + i] =
-                static_cast<float>(std::cos(static_cast<double>(angle))) * t.attention_scaling;
-            t.sin[static_cast<size_t>(p) * half + i] =
-                static_cast<float>(std::sin(static_cast<double>(angle))) * t.attention_scaling;
-        }
+    t.cos.resize(static_cast<size_t>(t.max_pos) * half);
+    t.sin.resize(static_cast<size_t>(t.max_pos) * half);
+    if (t.long_from > 0) {
+        fill_rows(t, t.inv_freq, 0, t.long_from);
+        fill_rows(t, long_inv, t.long_from, max_pos);
+    } else {
+        fill_rows(t, t.inv_freq, 0, max_pos);
     }
     return t;
+}
+
+void rope_rows(int32_t* rows, const int32_t* positions, const int32_t* cu_seqlens, int S, int long_from) {
+    for (int s = 0; s < S; ++s) {
+        int32_t last = -1;
+        for (int t = cu_seqlens[s]; t < cu_seqlens[s + 1]; ++t) last = std::max(last, positions[t]);
+        for (int t = cu_seqlens[s]; t < cu_seqlens[s + 1]; ++t) rows[t] = rope_row(long_from, positions[t], int64_t(last) + 1);
+    }
 }
 
 void rope_forward(float* out, const float* inp, const int32_t* positions, const RopeTable& table, int T, int H, int D) {

@@ -91,6 +91,7 @@ RopeTableDevice rope_table_upload(const cpu::RopeTable& table, void* dst) {
     RopeTableDevice d;
     d.head_dim = table.head_dim;
     d.max_pos = table.max_pos;
+    d.long_from = table.long_from;
     d.cos = static_cast<float*>(dst);
     d.sin = d.cos + count;
     // Copies from pageable memory may still read it after returning; the sync (load time, once) lets the

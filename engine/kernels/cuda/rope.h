@@ -15,6 +15,7 @@ namespace tandem::cuda {
 struct RopeTableDevice {
     int head_dim = 0;
     int max_pos = 0;
+    int long_from = 0;     // cpu::RopeTable::long_from
     float* cos = nullptr;  // [P, D/2] fp32, device
     float* sin = nullptr;  // [P, D/2] fp32, device
 };
