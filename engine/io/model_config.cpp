@@ -351,8 +351,8 @@ ModelConfig parse_model_config(const json& j, const std::string& src) {
     } else if (r.has("quantization_config")) {
         parse_quantization(j["quantization_config"], src, c);
     }
-    // sliding_window: both attention paths implement it (kernels/*/attention*: key j is visible from query t
-    // when t - window < j <= t, as transformers' sliding-window mask); cuDNN is skipped for such batches.
+    // sliding_window: every attention path implements it (kernels/*/attention*, cuDNN's left bound): key j is
+    // visible from query t when t - window < j <= t, as transformers' sliding-window mask.
 
     // Catch sizes whose product is absurd even though each field is in range (before expected_tensors
     // would build millions of names for a hostile expert count).

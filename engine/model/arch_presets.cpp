@@ -106,6 +106,30 @@ json llama_3_1_8b() {
     };
 }
 
+// Mistral-7B-v0.1 (mistralai/Mistral-7B-v0.1 config.json): a 4096-token sliding window on every layer, so
+// samples longer than 4096 tokens exercise the window in both attention paths.
+json mistral_7b_v0_1() {
+    return {
+        {"architectures", json::array({"MistralForCausalLM"})},
+        {"model_type", "mistral"},
+        {"bos_token_id", 1},
+        {"eos_token_id", 2},
+        {"hidden_act", "silu"},
+        {"hidden_size", 4096},
+        {"intermediate_size", 14336},
+        {"max_position_embeddings", 32768},
+        {"num_attention_heads", 32},
+        {"num_hidden_layers", 32},
+        {"num_key_value_heads", 8},
+        {"rms_norm_eps", 1e-5},
+        {"rope_theta", 10000.0},
+        {"sliding_window", 4096},
+        {"tie_word_embeddings", false},
+        {"torch_dtype", "bfloat16"},
+        {"vocab_size", 32000},
+    };
+}
+
 // Not a released model: the smallest Llama that still has GQA (4 query heads share 2 kv heads) and a
 // realistic vocabulary, so a smoke test exercises every op in a second.
 json tiny_llama() {
@@ -236,6 +260,7 @@ constexpr Preset kPresets[] = {
     {"qwen3-0.6b", qwen3_0_6b},
     {"llama-3.2-1b", llama_3_2_1b},
     {"llama-3.1-8b", llama_3_1_8b},
+    {"mistral-7b-v0.1", mistral_7b_v0_1},
     {"tiny-llama", tiny_llama},
     {"qwen3-14b", qwen3_14b},
     {"qwen3-30b-a3b", qwen3_30b_a3b},

@@ -147,21 +147,27 @@ void CudaModel::Impl::choose_attention() {
     const Step& step = dec.step;
     attn_shape = cuda::CudnnAttentionShape{step.S, step.T, d.Hq, d.Hkv, d.D, step.max_seqlen, d.attn_scale};
     std::string why = "requested";
-    // A sliding window that cuts into this batch's samples (any layer's), or soft-capped scores: the in-house
-    // kernels (cuDNN's graph here has neither a left bound nor a score modifier).
-    const bool windowed = d.window > 0 && step.max_seqlen > d.window;
     if (options.attention != AttentionBackend::Inhouse) {
-        // Attention sinks rescale the output and the log-sum-exp in the in-house [Hq,T] layout (attention_sinks).
-        bool ok = cudnn_ok && !windowed && d.attn_softcap == 0.0f && !d.sinks;
-        why = windowed                ? std::string("a sliding window shorter than the batch's longest sample")
-              : d.attn_softcap > 0.0f ? std::string("soft-capped attention scores")
-              : d.sinks               ? std::string("attention sinks")
-                                      : cudnn_reason;
-        if (ok && !cuda::cudnn_attention_supported(attn_shape, &why)) ok = false;
-        if (ok && (cuda::cudnn_attention_workspace_bytes(attn_shape) > y.att_ws_bytes ||
-                   cuda::cudnn_attention_stats_bytes(attn_shape) > y.stats_bytes)) {
-            ok = false;
-            why = "cuDNN needs more workspace for this shape than was planned";
+        // Soft-capped scores and attention sinks (which rescale the output and the log-sum-exp in the in-house
+        // [Hq,T] layout, attention_sinks) have no cuDNN graph here: the in-house kernels.
+        bool ok = cudnn_ok && d.attn_softcap == 0.0f && !d.sinks;
+        why = d.attn_softcap > 0.0f ? std::string("soft-capped attention scores")
+              : d.sinks             ? std::string("attention sinks")
+                                    : cudnn_reason;
+        // Every layer's graph (sliding windows are a left bound of cuDNN's mask: one graph per window that cuts
+        // into this batch's samples) must build and fit the planned buffers.
+        std::vector<int> windows;
+        for (int w : d.windows)
+            if (std::find(windows.begin(), windows.end(), w) == windows.end()) windows.push_back(w);
+        for (int w : windows) {
+            cuda::CudnnAttentionShape shape = attn_shape;
+            shape.window = w;
+            if (ok && !cuda::cudnn_attention_supported(shape, &why)) ok = false;
+            if (ok && (cuda::cudnn_attention_workspace_bytes(shape) > y.att_ws_bytes ||
+                       cuda::cudnn_attention_stats_bytes(shape) > y.stats_bytes)) {
+                ok = false;
+                why = "cuDNN needs more workspace for this shape than was planned";
+            }
         }
         if (ok) {
             attn_cudnn = true;
@@ -218,7 +224,9 @@ void CudaModel::Impl::read_offsets(const int32_t* offsets, int32_t* host, int E)
 
 void CudaModel::Impl::attention_forward(int l, LayerActs<CudaBackend>& a, const Step& step) {
     if (attn_cudnn) {
-        cuda::cudnn_attention_forward(a.att, a.stats, a.qr, a.kr, a.v, step.cu_seqlens, attn_shape, att_ws);
+        cuda::CudnnAttentionShape shape = attn_shape;
+        shape.window = d.windows[size_t(l)];
+        cuda::cudnn_attention_forward(a.att, a.stats, a.qr, a.kr, a.v, step.cu_seqlens, shape, att_ws);
     } else {
         cuda::attention_forward(a.att, static_cast<float*>(a.stats), a.qr, a.kr, a.v, step.cu_seqlens, step.S, step.T,
                                 d.Hq, d.Hkv, d.D, d.attn_scale, step.max_seqlen, d.windows[size_t(l)],
@@ -231,10 +239,12 @@ void CudaModel::Impl::attention_forward(int l, LayerActs<CudaBackend>& a, const 
 // dq [T,Q], dk [T,KV], dv [T,KV] written.
 void CudaModel::Impl::attention_backward(int l, LayerActs<CudaBackend>& a, bf16* dq, bf16* dk, bf16* dv,
                                          const bf16* dout, const Step& step) {
-    if (attn_cudnn)
-        cuda::cudnn_attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, a.stats, step.cu_seqlens, attn_shape,
+    if (attn_cudnn) {
+        cuda::CudnnAttentionShape shape = attn_shape;
+        shape.window = d.windows[size_t(l)];
+        cuda::cudnn_attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, a.stats, step.cu_seqlens, shape,
                                        att_ws);
-    else
+    } else
         cuda::attention_backward(dq, dk, dv, dout, a.qr, a.kr, a.v, a.att, static_cast<const float*>(a.stats),
                                  step.cu_seqlens, step.S, step.T, d.Hq, d.Hkv, d.D, d.attn_scale, step.max_seqlen,
                                  att_ws, d.windows[size_t(l)], d.attn_softcap);

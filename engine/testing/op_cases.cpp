@@ -546,7 +546,8 @@ void cudnn_attention_case(Check& c, const AttnShape& s) {
     }
     const AttnData a = attention_data(c, s);
     const cuda::CudnnAttentionShape shape{
-        .S = a.S, .T = a.T, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D, .max_seqlen = a.max_seqlen, .scale = a.scale};
+        .S = a.S, .T = a.T, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D, .max_seqlen = a.max_seqlen, .scale = a.scale,
+        .window = s.window};
     if (!cuda::cudnn_attention_supported(shape, &why)) {
         c.skip("all", "cuDNN does not support this shape: " + why);
         return;
@@ -697,13 +698,15 @@ void add_op_cases(std::vector<Case>& cs) {
     };
     for (const auto& s : attn) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
     for (const auto& s : attn) add("cudnn_attention " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s); });
-    // Sliding windows (in-house kernels only): narrower than a key tile, across several tiles, and wider than
-    // some samples (no effect there).
+    // Sliding windows: narrower than a key tile, across several tiles, and wider than some samples (no effect
+    // there); cuDNN takes them as its mask's left bound.
     const std::vector<AttnShape> windowed = {
         {{1, 17, 64, 130}, 8, 2, 64, 16}, {{300, 5, 129}, 4, 2, 128, 50}, {{257, 1, 40}, 4, 4, 128, 100},
         {{200, 70}, 6, 1, 64, 64},
     };
     for (const auto& s : windowed) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
+    for (const auto& s : windowed)
+        add("cudnn_attention " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s); });
     // Soft-capped scores (Gemma 2: 50; a small cap bends every score), with and without a window, and
     // Gemma's head_dim 256.
     const std::vector<AttnShape> capped = {

@@ -429,12 +429,17 @@ enum Uid : int64_t {
     kUidDQAccum,
     kUidDKFull,
     kUidDVFull,
+    kUidWindow,
+    kUidNegInfWindow,
 };
 
 // A graph bucket: the cuDNN shapes. Strides in elements of the packed [T, H, D] streams seen as BSHD.
 struct Key {
     int64_t B, L, Hq, Hkv, D;
-    bool operator<(const Key& o) const { return std::tie(B, L, Hq, Hkv, D) < std::tie(o.B, o.L, o.Hq, o.Hkv, o.D); }
+    int64_t W = 0;  // sliding window (0: none)
+    bool operator<(const Key& o) const {
+        return std::tie(B, L, Hq, Hkv, D, W) < std::tie(o.B, o.L, o.Hq, o.Hkv, o.D, o.W);
+    }
 
     Dims q_dims() const { return {B, Hq, L, D}; }  // Q, O, dQ, dO
     Dims q_strides() const { return {L * Hq * D, D, Hq * D, 1}; }
@@ -504,6 +509,26 @@ Tensor add_causal_mask(GraphBuilder& g, const Key& k, Tensor scores) {
     return out;
 }
 
+// Sliding window W (k.W > 0): keep col + W > row, i.e. key j of query i when i - j < W (the CPU twin's first key
+// t - W + 1; frontend sliding_window_mask, top-left left bound: CMP_GT of col + float(W) against row).
+Tensor add_window_mask(GraphBuilder& g, const Key& k, Tensor scores) {
+    if (k.W == 0) return scores;
+    const Dims dims = k.scores_dims(), strides = k.scores_strides();
+    const Tensor neg_inf = g.tensor("window -inf", kUidNegInfWindow, kF32, kOnes, kOnes, Kind::ByValue);
+    const Tensor window = g.tensor("window", kUidWindow, kF32, kOnes, kOnes, Kind::ByValue);
+    const Tensor row = g.virt("window row index", kI32, dims, strides);
+    g.pointwise("window gen row index", CUDNN_POINTWISE_GEN_INDEX, kF32, scores, nullptr, nullptr, row, 2);
+    const Tensor col = g.virt("window col index", kI32, dims, strides);
+    g.pointwise("window gen col index", CUDNN_POINTWISE_GEN_INDEX, kF32, scores, nullptr, nullptr, col, 3);
+    const Tensor shifted = g.virt("window col + W", kF32, dims, strides);
+    g.pointwise("window col + W", CUDNN_POINTWISE_ADD, kF32, col, window, nullptr, shifted);
+    const Tensor keep = g.virt("window col + W > row", kBool, dims, strides);
+    g.pointwise("window col + W > row", CUDNN_POINTWISE_CMP_GT, kBool, shifted, row, nullptr, keep);
+    const Tensor out = g.virt("window select", kF32, dims, strides);
+    g.pointwise("window select", CUDNN_POINTWISE_BINARY_SELECT, kF32, scores, neg_inf, keep, out);
+    return out;
+}
+
 // O = softmax(mask(scale * Q K^T)) V, Stats = max + log(sum exp) per row.
 Plan build_forward(cudnnHandle_t handle, const Key& k) {
     GraphBuilder g("forward graph");
@@ -520,7 +545,7 @@ Plan build_forward(cudnnHandle_t handle, const Key& k) {
     g.matmul("bmm1 Q*K^T", q, kt, s, c.seq_q, c.seq_kv, nullptr);
     const Tensor scaled = g.virt("attn_scale", kF32, sd, ss);
     g.pointwise("attn_scale", CUDNN_POINTWISE_MUL, kF32, s, c.scale, nullptr, scaled);
-    const Tensor masked = add_causal_mask(g, k, add_padding_mask(g, k, scaled, c));
+    const Tensor masked = add_window_mask(g, k, add_causal_mask(g, k, add_padding_mask(g, k, scaled, c)));
 
     const Tensor row_max = g.virt("softmax max", kF32, rd, rs);
     g.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, masked, row_max);
@@ -576,7 +601,7 @@ Plan build_backward(cudnnHandle_t handle, const Key& k) {
     g.pointwise("attn_scale", CUDNN_POINTWISE_MUL, kF32, s, c.scale, nullptr, scaled);
     const Tensor centered = g.virt("sub stats", kF32, sd, ss);
     g.pointwise("sub stats", CUDNN_POINTWISE_SUB, kF32, scaled, stats, nullptr, centered);
-    const Tensor masked = add_causal_mask(g, k, add_padding_mask(g, k, centered, c));
+    const Tensor masked = add_window_mask(g, k, add_causal_mask(g, k, add_padding_mask(g, k, centered, c)));
     const Tensor p = g.virt("P = exp", kF32, sd, ss);
     g.pointwise("P = exp", CUDNN_POINTWISE_EXP, kF32, masked, nullptr, nullptr, p);
 
@@ -640,15 +665,18 @@ int64_t bucket_seqlen(int64_t max_seqlen) {
     return next_pow2(std::max<int64_t>(max_seqlen, 64));
 }
 
+// A window no sample reaches past needs no mask: the unwindowed graph.
 Key key_for(const CudnnAttentionShape& s) {
-    return {bucket_batch(s.S), bucket_seqlen(s.max_seqlen), s.Hq, s.Hkv, s.D};
+    return {bucket_batch(s.S), bucket_seqlen(s.max_seqlen), s.Hq, s.Hkv, s.D,
+            s.window > 0 && s.window < s.max_seqlen ? s.window : 0};
 }
 
 std::string describe(const CudnnAttentionShape& s) {
     const Key k = key_for(s);
     return "S=" + std::to_string(s.S) + " T=" + std::to_string(s.T) + " max_seqlen=" + std::to_string(s.max_seqlen) +
            " Hq=" + std::to_string(s.Hq) + " Hkv=" + std::to_string(s.Hkv) + " D=" + std::to_string(s.D) +
-           " (cuDNN batch " + std::to_string(k.B) + ", seq " + std::to_string(k.L) + ")";
+           (k.W > 0 ? " window=" + std::to_string(k.W) : std::string()) + " (cuDNN batch " + std::to_string(k.B) +
+           ", seq " + std::to_string(k.L) + ")";
 }
 
 // Empty when the shape is well formed (independent of what cuDNN supports).
@@ -658,6 +686,7 @@ std::string shape_problem(const CudnnAttentionShape& s) {
     if (s.S > s.T) return "more samples than tokens";
     if (s.max_seqlen <= 0 || s.max_seqlen > s.T) return "max_seqlen must be in [1, T]";
     if (!std::isfinite(s.scale)) return "scale is not finite";
+    if (s.window < 0) return "window must not be negative";
     return {};
 }
 
@@ -704,6 +733,7 @@ struct Entry {
     Plan fwd, bwd;
     float neg_inf = -std::numeric_limits<float>::infinity();  // by-value scalars read at execute time
     float one = 1.0f;
+    float window = 0.0f;  // Key::W
     int64_t engine_workspace() const { return std::max(fwd.workspace, bwd.workspace); }
 };
 
@@ -727,6 +757,7 @@ Entry& entry_for(const CudnnAttentionShape& shape) {
     if (it != t_cache.entries.end()) return *it->second;
 
     auto e = std::make_unique<Entry>();
+    e->window = float(key.W);
     const std::string where = "cuDNN " + version_string(cudnnGetVersion()) + " on sm_" + std::to_string(ctx.cc_major) +
                               std::to_string(ctx.cc_minor) + ", " + describe(shape) + ": ";
     try {
@@ -924,6 +955,10 @@ void cudnn_attention_forward(bf16* out, void* stats, const bf16* q, const bf16* 
     b.push_back({kUidStats, stats});
     b.push_back({kUidNegInfPadding, &e.neg_inf});
     b.push_back({kUidNegInfCausal, &e.neg_inf});
+    if (key.W > 0) {
+        b.push_back({kUidWindow, &e.window});
+        b.push_back({kUidNegInfWindow, &e.neg_inf});
+    }
     execute(e.fwd, std::move(b), ws + l.engine, "cudnn_attention_forward " + describe(shape));
 }
 
@@ -962,6 +997,10 @@ void cudnn_attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, co
     b.push_back({kUidNegInfPadding, &e.neg_inf});
     b.push_back({kUidNegInfCausal, &e.neg_inf});
     b.push_back({kUidOne, &e.one});
+    if (key.W > 0) {
+        b.push_back({kUidWindow, &e.window});
+        b.push_back({kUidNegInfWindow, &e.neg_inf});
+    }
     b.push_back({kUidSoftmaxSum, ws + l.softmax_sum});
     b.push_back({kUidDQAccum, ws + l.dq_accum});
     if (shape.Hq != shape.Hkv) {

@@ -8,7 +8,7 @@
 // batch of S sequences of at most max_seqlen tokens with ragged offsets (element offsets computed on the
 // device from cu_seqlens into the workspace) and per-sample lengths read from device memory.
 // Graphs (forward and backward) are built, checked and cached per shape key (S bucket, max_seqlen bucket,
-// Hq, Hkv, D, scale); buckets round up so a run builds only a handful.
+// Hq, Hkv, D, the sliding window when a sample is longer than it); buckets round up so a run builds only a handful.
 // Version gate: cudnn_attention_available() checks cudnnGetVersion() at run time against what the code
 // needs (ragged offsets + padding mask + causal for bf16 fwd/bwd); a case cuDNN rejects (graph check or
 // no engine config) is remembered and reported as unsupported, and the caller uses the in-house kernels.
@@ -33,6 +33,7 @@ struct CudnnAttentionShape {
     int Hq = 0, Hkv = 0, D = 0;
     int max_seqlen = 0;  // longest sample
     float scale = 0;
+    int window = 0;      // sliding window: query i attends to keys j with i - j < window (0: none)
 };
 
 // True when cuDNN builds and supports both graphs for this shape (builds and caches them; may take
