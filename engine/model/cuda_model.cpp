@@ -105,7 +105,9 @@ ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const cpu::RopeTa
     if (cuda::attention_supported(d.D)) tr.attention_workspace = cuda::attention_backward_workspace(d.T, d.Hq, d.D);
     if (o.attention != AttentionBackend::Inhouse)
         tr.attention_workspace = std::max(tr.attention_workspace,
-                                          cuda::cudnn_attention_workspace_bytes_max(d.T, d.max_seqlen, d.Hq, d.Hkv, d.D));
+                                          cuda::cudnn_attention_workspace_bytes_max(
+                                              d.T, d.max_seqlen, d.Hq, d.Hkv, d.D,
+                                              cuda::cudnn_attention_split_backward(d.T, d.Hq, d.Hkv, d.D)));
     tr.ce_workspace = cuda::lm_head_cross_entropy_workspace(d.K, d.V);
     int64_t lora_total = 0;
     for (const auto& s : specs) lora_total += s.shape.at(0) * s.shape.at(1);

@@ -146,6 +146,7 @@ void CudaModel::Impl::rebuild_metadata() {
 void CudaModel::Impl::choose_attention() {
     const Step& step = dec.step;
     attn_shape = cuda::CudnnAttentionShape{step.S, step.T, d.Hq, d.Hkv, d.D, step.max_seqlen, d.attn_scale};
+    attn_shape.split = cuda::cudnn_attention_split_backward(d.T, d.Hq, d.Hkv, d.D);  // as planned (cuda_plan)
     std::string why = "requested";
     if (options.attention != AttentionBackend::Inhouse) {
         // Soft-capped scores and attention sinks (which rescale the output and the log-sum-exp in the in-house

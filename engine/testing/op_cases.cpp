@@ -538,7 +538,7 @@ void attention_case(Check& c, const AttnShape& s) {
     c.tensor("dv", get(d_dv), a.dv, kTolBf16);
 }
 
-void cudnn_attention_case(Check& c, const AttnShape& s) {
+void cudnn_attention_case(Check& c, const AttnShape& s, bool split = false) {
     std::string why;
     if (!cuda::cudnn_attention_available(&why)) {
         c.skip("all", "cuDNN attention unavailable: " + why);
@@ -547,7 +547,7 @@ void cudnn_attention_case(Check& c, const AttnShape& s) {
     const AttnData a = attention_data(c, s);
     const cuda::CudnnAttentionShape shape{
         .S = a.S, .T = a.T, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D, .max_seqlen = a.max_seqlen, .scale = a.scale,
-        .window = s.window};
+        .window = s.window, .split = split};
     if (!cuda::cudnn_attention_supported(shape, &why)) {
         c.skip("all", "cuDNN does not support this shape: " + why);
         return;
@@ -707,6 +707,10 @@ void add_op_cases(std::vector<Case>& cs) {
     for (const auto& s : windowed) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
     for (const auto& s : windowed)
         add("cudnn_attention " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s); });
+    // The GQA backward once per kv head (what long sequences use; cudnn_attention_split_backward), with and
+    // without a window.
+    for (const AttnShape& s : {attn[0], attn[1], windowed[0], windowed[1], windowed[3]})
+        add("cudnn_attention split " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s, true); });
     // Soft-capped scores (Gemma 2: 50; a small cap bends every score), with and without a window, and
     // Gemma's head_dim 256.
     const std::vector<AttnShape> capped = {

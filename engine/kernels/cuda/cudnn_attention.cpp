@@ -48,6 +48,7 @@
 #include "kernels/cuda/cudnn_attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -701,7 +702,10 @@ struct Layout {
     size_t bytes;                                  // total, including the alignment slack of the start
 };
 
-Layout layout_for(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t engine_bytes) {
+// backward: with the backward's pieces (softmax sum, dQ accumulator, per-query-head dK / dV); the forward needs
+// the offsets, lengths and its engine workspace only.
+Layout layout_for(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t engine_bytes,
+                  bool backward = true) {
     Layout l{};
     size_t at = 0;
     auto take = [&](int64_t bytes) {
@@ -710,7 +714,8 @@ Layout layout_for(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int6
         return p;
     };
     const int64_t offsets = (B + 1) * int64_t(sizeof(int64_t)), lengths = B * int64_t(sizeof(int32_t));
-    const int64_t full = Hq != Hkv ? T * Hq * D * int64_t(sizeof(float)) : 0;
+    const int64_t full = backward && Hq != Hkv ? T * Hq * D * int64_t(sizeof(float)) : 0;
+    const int64_t rows = backward ? T : 0;
     l.off_q = take(offsets);
     l.off_k = take(offsets);
     l.off_v = take(offsets);
@@ -718,13 +723,59 @@ Layout layout_for(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int6
     l.off_stats = take(offsets);
     l.seq_q = take(lengths);
     l.seq_kv = take(lengths);
-    l.softmax_sum = take(T * Hq * int64_t(sizeof(float)));
-    l.dq_accum = take(T * Hq * D * int64_t(sizeof(float)));
+    l.softmax_sum = take(rows * Hq * int64_t(sizeof(float)));
+    l.dq_accum = take(rows * Hq * D * int64_t(sizeof(float)));
     l.dk_full = take(full);
     l.dv_full = take(full);
     l.engine = take(engine_bytes);
     l.bytes = at + kAlign;
     return l;
+}
+
+// Backward in kv-head groups (CudnnAttentionShape::split, long GQA sequences). The whole backward's pieces above
+// take 48 bytes per token and query-head dimension (fp32 dQ, dK / dV per query head sized as fp32): 48 KB per
+// token for Llama-3.1-8B, more than the rest of a token's activations. Split, the backward runs once per kv head
+// as an MQA problem of its G = Hq / Hkv query heads: the group's heads are copied into compact buffers
+// (cudaMemcpy2DAsync), the MQA graph runs on them, and dQ / dK / dV are copied back: about 12 bytes per token and
+// query-head dimension in all, for copies that are small next to attention at those lengths.
+constexpr int64_t kSplitBytes = int64_t(1) << 30;  // the whole backward's pieces past which a model splits
+
+// The split backward's workspace: the group's layout (G query heads, 1 kv head), then the compact copies.
+struct SplitLayout {
+    Layout group;
+    size_t q, o, dout, dq, k, v, dk, dv, stats;  // [T,G,D] x4 bf16, [T,D] x4 bf16, [T,G] fp32
+    size_t bytes;
+};
+SplitLayout split_layout_for(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t engine_bytes) {
+    SplitLayout l{};
+    const int64_t G = Hq / Hkv;
+    l.group = layout_for(B, T, G, 1, D, engine_bytes);
+    size_t at = l.group.bytes;
+    auto take = [&](int64_t bytes) {
+        const size_t p = at;
+        at += align_up(static_cast<size_t>(bytes), kAlign);
+        return p;
+    };
+    const int64_t qb = T * G * D * int64_t(sizeof(bf16)), kb = T * D * int64_t(sizeof(bf16));
+    l.q = take(qb);
+    l.o = take(qb);
+    l.dout = take(qb);
+    l.dq = take(qb);
+    l.k = take(kb);
+    l.v = take(kb);
+    l.dk = take(kb);
+    l.dv = take(kb);
+    l.stats = take(T * G * int64_t(sizeof(float)));
+    l.bytes = at;
+    return l;
+}
+
+// The MQA shape of one kv-head group.
+CudnnAttentionShape group_shape(const CudnnAttentionShape& s) {
+    CudnnAttentionShape g = s;
+    g.Hq = s.Hq / s.Hkv;
+    g.Hkv = 1;
+    return g;
 }
 
 struct Entry {
@@ -900,8 +951,17 @@ bool cudnn_attention_supported(const CudnnAttentionShape& shape, std::string* re
         return no("head_dim " + std::to_string(shape.D) + ": above 128 only on Hopper (sm_9x)");
     const Entry& e = entry_for(shape);
     if (!e.ok) return no(e.reason);
+    if (shape.split && shape.Hq != shape.Hkv) {
+        const Entry& g = entry_for(group_shape(shape));
+        if (!g.ok) return no("the backward in kv-head groups: " + g.reason);
+    }
     if (reason) reason->clear();
     return true;
+}
+
+bool cudnn_attention_split_backward(int max_tokens, int Hq, int Hkv, int D) {
+    TANDEM_KCHECK(max_tokens > 0 && Hq > 0 && Hkv > 0 && D > 0);
+    return Hq != Hkv && int64_t(layout_for(bucket_batch(max_tokens), max_tokens, Hq, Hkv, D, 0).bytes) > kSplitBytes;
 }
 
 size_t cudnn_attention_stats_bytes(const CudnnAttentionShape& shape) {
@@ -913,8 +973,13 @@ size_t cudnn_attention_workspace_bytes(const CudnnAttentionShape& shape) {
     if (!problem.empty())
         throw_internal("cudnn_attention_workspace_bytes: invalid shape (" + problem + "): " + describe(shape));
     const Key k = key_for(shape);
-    int64_t engine = 0;
-    if (cudnn_attention_supported(shape)) engine = entry_for(shape).engine_workspace();
+    const bool ok = cudnn_attention_supported(shape);
+    const int64_t engine = ok ? entry_for(shape).engine_workspace() : 0;
+    if (shape.split && shape.Hq != shape.Hkv) {
+        const int64_t group_engine = ok ? entry_for(group_shape(shape)).engine_workspace() : 0;
+        return std::max(layout_for(k.B, shape.T, shape.Hq, shape.Hkv, shape.D, engine, false).bytes,
+                        split_layout_for(k.B, shape.T, shape.Hq, shape.Hkv, shape.D, group_engine).bytes);
+    }
     return layout_for(k.B, shape.T, shape.Hq, shape.Hkv, shape.D, engine).bytes;
 }
 
@@ -923,11 +988,15 @@ size_t cudnn_attention_stats_bytes_max(int max_tokens, int max_seqlen, int Hq) {
     return static_cast<size_t>(std::max(max_tokens, 0)) * static_cast<size_t>(std::max(Hq, 0)) * sizeof(float);
 }
 
-size_t cudnn_attention_workspace_bytes_max(int max_tokens, int max_seqlen, int Hq, int Hkv, int D) {
+size_t cudnn_attention_workspace_bytes_max(int max_tokens, int max_seqlen, int Hq, int Hkv, int D, bool split) {
     (void)max_seqlen;  // our pieces are linear in tokens; the engine part is capped at kEngineWorkspaceCap
     TANDEM_KCHECK(max_tokens > 0 && Hq > 0 && Hkv > 0 && D > 0);
     // S <= T, so the largest cuDNN batch is the bucket of max_tokens.
-    return layout_for(bucket_batch(max_tokens), max_tokens, Hq, Hkv, D, kEngineWorkspaceCap).bytes;
+    const int64_t B = bucket_batch(max_tokens);
+    if (split && Hq != Hkv)
+        return std::max(layout_for(B, max_tokens, Hq, Hkv, D, kEngineWorkspaceCap, false).bytes,
+                        split_layout_for(B, max_tokens, Hq, Hkv, D, kEngineWorkspaceCap).bytes);
+    return layout_for(B, max_tokens, Hq, Hkv, D, kEngineWorkspaceCap).bytes;
 }
 
 void cudnn_attention_forward(bf16* out, void* stats, const bf16* q, const bf16* k, const bf16* v,
@@ -941,7 +1010,7 @@ void cudnn_attention_forward(bf16* out, void* stats, const bf16* q, const bf16* 
     TANDEM_KCHECK_PTR(workspace);
     Entry& e = checked_entry(shape, "cudnn_attention_forward");
     const Key key = key_for(shape);
-    const Layout l = layout_for(key.B, shape.T, shape.Hq, shape.Hkv, shape.D, e.engine_workspace());
+    const Layout l = layout_for(key.B, shape.T, shape.Hq, shape.Hkv, shape.D, e.engine_workspace(), false);
     char* ws = aligned_workspace(workspace);
     fill_offsets(ws, l, cu_seqlens, shape, key);
 
@@ -962,26 +1031,12 @@ void cudnn_attention_forward(bf16* out, void* stats, const bf16* q, const bf16* 
     execute(e.fwd, std::move(b), ws + l.engine, "cudnn_attention_forward " + describe(shape));
 }
 
-void cudnn_attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
-                              const bf16* v, const bf16* out, const void* stats, const int32_t* cu_seqlens,
-                              const CudnnAttentionShape& shape, void* workspace) {
-    TANDEM_KCHECK_PTR(dq);
-    TANDEM_KCHECK_PTR(dk);
-    TANDEM_KCHECK_PTR(dv);
-    TANDEM_KCHECK_PTR(dout);
-    TANDEM_KCHECK_PTR(q);
-    TANDEM_KCHECK_PTR(k);
-    TANDEM_KCHECK_PTR(v);
-    TANDEM_KCHECK_PTR(out);
-    TANDEM_KCHECK_PTR(stats);
-    TANDEM_KCHECK_PTR(cu_seqlens);
-    TANDEM_KCHECK_PTR(workspace);
-    Entry& e = checked_entry(shape, "cudnn_attention_backward");
-    const Key key = key_for(shape);
-    const Layout l = layout_for(key.B, shape.T, shape.Hq, shape.Hkv, shape.D, e.engine_workspace());
-    char* ws = aligned_workspace(workspace);
-    fill_offsets(ws, l, cu_seqlens, shape, key);
+namespace {
 
+// The backward graph of `shape` on tensors laid out as it says (offsets already filled into ws by l).
+void run_backward(Entry& e, const Key& key, const Layout& l, char* ws, bf16* dq, bf16* dk, bf16* dv, const bf16* dout,
+                  const bf16* q, const bf16* k, const bf16* v, const bf16* out, const void* stats,
+                  const CudnnAttentionShape& shape) {
     float scale = shape.scale;
     std::vector<Binding> b;
     bind_common(b, ws, l, &scale);
@@ -1008,6 +1063,72 @@ void cudnn_attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, co
         b.push_back({kUidDVFull, ws + l.dv_full});
     }
     execute(e.bwd, std::move(b), ws + l.engine, "cudnn_attention_backward " + describe(shape));
+}
+
+// rows x width bytes from src (row pitch spitch) to dst (row pitch dpitch), device to device.
+void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows) {
+    TANDEM_CUDA_CHECK(
+        cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, context().stream));
+}
+
+}  // namespace
+
+void cudnn_attention_backward(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16* q, const bf16* k,
+                              const bf16* v, const bf16* out, const void* stats, const int32_t* cu_seqlens,
+                              const CudnnAttentionShape& shape, void* workspace) {
+    TANDEM_KCHECK_PTR(dq);
+    TANDEM_KCHECK_PTR(dk);
+    TANDEM_KCHECK_PTR(dv);
+    TANDEM_KCHECK_PTR(dout);
+    TANDEM_KCHECK_PTR(q);
+    TANDEM_KCHECK_PTR(k);
+    TANDEM_KCHECK_PTR(v);
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(stats);
+    TANDEM_KCHECK_PTR(cu_seqlens);
+    TANDEM_KCHECK_PTR(workspace);
+    char* ws = aligned_workspace(workspace);
+    if (!shape.split || shape.Hq == shape.Hkv) {
+        Entry& e = checked_entry(shape, "cudnn_attention_backward");
+        const Key key = key_for(shape);
+        const Layout l = layout_for(key.B, shape.T, shape.Hq, shape.Hkv, shape.D, e.engine_workspace());
+        fill_offsets(ws, l, cu_seqlens, shape, key);
+        run_backward(e, key, l, ws, dq, dk, dv, dout, q, k, v, out, stats, shape);
+        return;
+    }
+    // Per kv head h: its G query heads and its k / v into the compact buffers, the MQA backward, dq / dk / dv back.
+    (void)checked_entry(shape, "cudnn_attention_backward");
+    const CudnnAttentionShape gs = group_shape(shape);
+    Entry& e = checked_entry(gs, "cudnn_attention_backward (kv-head group)");
+    const Key key = key_for(gs);
+    const SplitLayout l = split_layout_for(key.B, shape.T, shape.Hq, shape.Hkv, shape.D, e.engine_workspace());
+    fill_offsets(ws, l.group, cu_seqlens, gs, key);
+    const size_t T = size_t(shape.T), D = size_t(shape.D), G = size_t(gs.Hq);
+    const size_t q_row = size_t(shape.Hq) * D * sizeof(bf16), kv_row = size_t(shape.Hkv) * D * sizeof(bf16);
+    const size_t gq = G * D * sizeof(bf16), gk = D * sizeof(bf16);
+    bf16* cq = reinterpret_cast<bf16*>(ws + l.q);
+    bf16* co = reinterpret_cast<bf16*>(ws + l.o);
+    bf16* cdo = reinterpret_cast<bf16*>(ws + l.dout);
+    bf16* cdq = reinterpret_cast<bf16*>(ws + l.dq);
+    bf16* ck = reinterpret_cast<bf16*>(ws + l.k);
+    bf16* cv = reinterpret_cast<bf16*>(ws + l.v);
+    bf16* cdk = reinterpret_cast<bf16*>(ws + l.dk);
+    bf16* cdv = reinterpret_cast<bf16*>(ws + l.dv);
+    float* cst = reinterpret_cast<float*>(ws + l.stats);
+    for (int h = 0; h < shape.Hkv; ++h) {
+        const size_t qh = size_t(h) * G * D, kh = size_t(h) * D;
+        copy_rows(cq, gq, q + qh, q_row, gq, T);
+        copy_rows(co, gq, out + qh, q_row, gq, T);
+        copy_rows(cdo, gq, dout + qh, q_row, gq, T);
+        copy_rows(ck, gk, k + kh, kv_row, gk, T);
+        copy_rows(cv, gk, v + kh, kv_row, gk, T);
+        copy_rows(cst, G * sizeof(float), static_cast<const float*>(stats) + size_t(h) * G,
+                  size_t(shape.Hq) * sizeof(float), G * sizeof(float), T);
+        run_backward(e, key, l.group, ws, cdq, cdk, cdv, cdo, cq, ck, cv, co, cst, gs);
+        copy_rows(dq + qh, q_row, cdq, gq, gq, T);
+        copy_rows(dk + kh, kv_row, cdk, gk, gk, T);
+        copy_rows(dv + kh, kv_row, cdv, gk, gk, T);
+    }
 }
 
 void cudnn_attention_clear_cache() {

@@ -34,7 +34,14 @@ struct CudnnAttentionShape {
     int max_seqlen = 0;  // longest sample
     float scale = 0;
     int window = 0;      // sliding window: query i attends to keys j with i - j < window (0: none)
+    // GQA backward once per kv head (its query heads as an MQA problem in compact copies): about a quarter of the
+    // workspace for long sequences (cudnn_attention_split_backward decides it per model).
+    bool split = false;
 };
+
+// Whether a model of max_tokens tokens per batch splits its backward (the whole backward's workspace would pass
+// 1 GiB; GQA only).
+bool cudnn_attention_split_backward(int max_tokens, int Hq, int Hkv, int D);
 
 // True when cuDNN builds and supports both graphs for this shape (builds and caches them; may take
 // tens of ms the first time per bucket). Never throws for "unsupported"; reason says why.
@@ -46,7 +53,8 @@ size_t cudnn_attention_stats_bytes(const CudnnAttentionShape& shape);
 size_t cudnn_attention_workspace_bytes(const CudnnAttentionShape& shape);
 // Upper bounds over every shape with at most max_tokens tokens and max_seqlen per sample (for the plan).
 size_t cudnn_attention_stats_bytes_max(int max_tokens, int max_seqlen, int Hq);
-size_t cudnn_attention_workspace_bytes_max(int max_tokens, int max_seqlen, int Hq, int Hkv, int D);
+size_t cudnn_attention_workspace_bytes_max(int max_tokens, int max_seqlen, int Hq, int Hkv, int D,
+                                          bool split = false);
 
 void cudnn_attention_forward(bf16* out, void* stats, const bf16* q, const bf16* k, const bf16* v,
                              const int32_t* cu_seqlens, const CudnnAttentionShape& shape, void* workspace);
