@@ -462,8 +462,8 @@ private slots:
             double l1, l2, eval;
             std::vector<std::vector<float>> grads;
         };
-        auto run = [&](CheckpointPolicy p) -> Run {
-            CpuModel m = CpuModel::load(dir, lora, 5, 64, p);
+        auto run = [&](CheckpointPolicy p, int mlp_kept_layers = 0) -> Run {
+            CpuModel m = CpuModel::load(dir, lora, 5, 64, p, false, false, mlp_kept_layers);
             if (m.checkpointing() != p) qFatal("the model was loaded with another checkpointing policy");
             // B != 0, so every path of the LoRA backward is exercised
             for (auto& prm : m.lora_params())
@@ -478,20 +478,26 @@ private slots:
             return r;
         };
         const Run off = run(CheckpointPolicy::Off);
-        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle,
-                                   CheckpointPolicy::Selective}) {
-            const Run r = run(p);
+        auto same_as_off = [&](const Run& r, const QString& what) {
             QCOMPARE(r.l1, off.l1);
             QCOMPARE(r.l2, off.l2);
             QCOMPARE(r.eval, off.eval);
             QCOMPARE(r.grads.size(), off.grads.size());
             for (size_t i = 0; i < r.grads.size(); ++i)
                 QVERIFY2(std::memcmp(r.grads[i].data(), off.grads[i].data(), r.grads[i].size() * sizeof(float)) == 0,
-                         qPrintable(QString("policy %1: grad of tensor %2 differs from off")
-                                        .arg(int(p))
-                                        .arg(QString::fromStdString(
-                                            CpuModel::load(dir, lora, 5, 64).lora_params()[i].spec.name))));
-        }
+                         qPrintable(what + QString(": grad of tensor %1 differs from off")
+                                               .arg(QString::fromStdString(
+                                                   CpuModel::load(dir, lora, 5, 64).lora_params()[i].spec.name))));
+        };
+        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle,
+                                   CheckpointPolicy::Selective})
+            same_as_off(run(p), QString("policy %1").arg(int(p)));
+        // Layers 0..K-1 keeping the MLP buffers the policy drops (the memory a GPU has left): the same bits.
+        if (cfg.num_experts == 0)
+            for (const auto& [p, k] : {std::pair{CheckpointPolicy::Selective, 1},
+                                       std::pair{CheckpointPolicy::Selective, int(cfg.num_hidden_layers)},
+                                       std::pair{CheckpointPolicy::Smart, 1}})
+                same_as_off(run(p, k), QString("policy %1 with %2 layers keeping their MLP buffers").arg(int(p)).arg(k));
         // The plan: off keeps a set per layer, recompute one shared set; selective keeps the attention
         // sub-block's outputs per layer and shares the rest: in between.
         const auto plan_off = CpuModel::plan(cfg, lora, 64, CheckpointPolicy::Off);

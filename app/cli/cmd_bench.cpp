@@ -52,6 +52,10 @@ Run add_bench_command(CLI::App& app) {
     sub->add_option("--checkpointing", o->checkpointing, "off|selective|recompute|smart|smart-single")
         ->check(CLI::IsMember({"off", "selective", "recompute", "smart", "smart-single"}))
         ->capture_default_str();
+    sub->add_option("--keep-mlp-layers", o->keep_mlp_layers,
+                    "layers (from the first) that keep the MLP buffers the checkpointing policy drops")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     sub->add_option("--attention", o->attention, "auto|cudnn|inhouse")
         ->check(CLI::IsMember({"auto", "cudnn", "inhouse"}))
         ->capture_default_str();

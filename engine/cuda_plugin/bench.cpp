@@ -568,6 +568,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     options.quantize_4bit = o.quantization == "nf4";
     options.fp8 = o.precision == "fp8";
     options.moe_routing_loop = o.moe_routing == "loop";
+    options.mlp_kept_layers = o.keep_mlp_layers;
     if (o.vram_budget > 0) cuda::set_device_memory_limit(uint64_t(o.vram_budget * double(uint64_t(1) << 30)));
     const CudaMemoryPlan plan = CudaModel::plan(config, lora, options);
     options.rebuild_metadata_per_layer = o.rebuild_metadata;
@@ -600,6 +601,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     j["seq_len"] = o.seq_len;
     j["samples"] = lengths.size();
     j["checkpointing"] = o.checkpointing;
+    j["keep_mlp_layers"] = o.keep_mlp_layers;
     j["quantization"] = o.quantization;
     j["precision"] = o.precision;
     j["vram_budget_gib"] = o.vram_budget;
@@ -758,8 +760,10 @@ int run_cuda_bench(const CudaBenchOptions& o) {
                                              : "sort (grouped GEMMs over device offsets)");
     std::printf("  device          %s; attention %s\n", j["device"].get<std::string>().c_str(),
                 attention_backend.c_str());
-    std::printf("  batch           %d tokens = %zu samples of %d; checkpointing %s; base weights %s\n",
+    std::printf("  batch           %d tokens = %zu samples of %d; checkpointing %s%s; base weights %s\n",
                 o.batch_tokens, lengths.size(), o.seq_len, o.checkpointing.c_str(),
+                o.keep_mlp_layers > 0 ? (" (MLP buffers kept in " + std::to_string(o.keep_mlp_layers) + " layers)").c_str()
+                                      : "",
                 o.quantization == "nf4" ? "4-bit nf4" : o.precision == "fp8" ? "fp8 (block-scaled GEMMs)" : "bf16");
     std::printf("  steps           %d warmup + %d timed\n", o.warmup, o.steps);
     std::printf("  throughput      %.0f tokens/s, %.3f steps/s\n", tokens_per_s, 1e3 / step);

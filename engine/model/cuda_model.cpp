@@ -119,7 +119,7 @@ ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const cpu::RopeTa
     tr.metadata_slots = 2;
     tr.library_workspace = cuda::kLtWorkspaceBytes;  // the context's cuBLASLt workspace
     tr.context = kContextBytes;
-    return make_plan(d, specs, lora_index, o.checkpointing, tr);
+    return make_plan(d, specs, lora_index, o.checkpointing, tr, o.mlp_kept_layers);
 }
 
 }  // namespace

@@ -44,6 +44,9 @@ struct CudaModelOptions {
     int max_tokens = 4096;  // tokens of the largest micro-batch (the token budget)
     int max_seqlen = 0;     // longest sample (0: max_tokens); sizes attention workspaces
     int max_positions = 0;  // positions the RoPE table serves beyond max_tokens (inference: the KV cache's length)
+    // Layers 0..K-1 keep the MLP buffers the policy drops (selective, recompute, smart: make_plan, plan.h); the
+    // trainer takes the most that fit (mlp_kept_layers_that_fit).
+    int mlp_kept_layers = 0;
     CheckpointPolicy checkpointing = CheckpointPolicy::Off;  // Off, Recompute, Smart, SmartSingle (not Auto)
     AttentionBackend attention = AttentionBackend::Auto;     // Auto: cuDNN where it supports the case
     // Ablation only (bench --rebuild-metadata-per-layer): every layer, forward and backward, re-checks and

@@ -205,6 +205,7 @@ public:
     int nb = 0;  // block-input buffers of an offloading policy (0: none)
     bool recomputes = false;                       // the policy drops buffers: backward recomputes them
     std::array<bool, kBufCount> dropped{};         // per buffer (plan.h)
+    int mlp_kept_layers = 0;                       // layers 0..K-1 keep the MLP buffers dropped[] names (plan.h)
     const typename B::RopeTable* rope = nullptr;
     const typename B::RopeTable* rope_local = nullptr;  // the sliding layers' table (Dims::local_rope), or nullptr
     DecoderRuntime<B>* rt = nullptr;
@@ -276,6 +277,7 @@ public:
         nb = offload_buffers(y.checkpointing);
         recomputes = y.recomputes;
         for (int b = 0; b < kBufCount; ++b) dropped[size_t(b)] = y.residency[size_t(b)] == Residency::Dropped;
+        mlp_kept_layers = y.mlp_kept_layers;
         const ArenaLayout& W = y.weights;
         embed = W.ptr<Act>(weights_base, y.embed);
         const Act* lm_head = W.ptr<Act>(weights_base, y.lm_head);
@@ -845,30 +847,33 @@ public:
     // the post-attention norm from the kept mid, when dropped), the MLP's gate/up when dropped, and the down
     // projection's LoRA tmp (its output backward does not need). Recompute and smart drop everything but the
     // block input: the whole forward of the layer but the down projection.
-    bool dropped_any(std::initializer_list<Buf> bufs) const {
+    bool dropped_at(int l, Buf b) const {
+        return dropped[size_t(b)] && !(l < mlp_kept_layers && buffer_decl(b).mlp);
+    }
+    bool dropped_any(int l, std::initializer_list<Buf> bufs) const {
         for (Buf b : bufs)
-            if (dropped[size_t(b)]) return true;
+            if (dropped_at(l, b)) return true;
         return false;
     }
     void recompute_layer(int l) {
         LayerActs<B>& a = acts[size_t(l)];
-        const bool attention = dropped_any({Buf::Q, Buf::K, Buf::QRstd, Buf::KRstd, Buf::Qr, Buf::Kr, Buf::V,
+        const bool attention = dropped_any(l, {Buf::Q, Buf::K, Buf::QRstd, Buf::KRstd, Buf::Qr, Buf::Kr, Buf::V,
                                             Buf::Att, Buf::Stats, Buf::Mid, Buf::TmpAttn}) ||
-                               (d.sandwich && dropped_any({Buf::AttnOut, Buf::AttnOutRstd}));
-        if (attention || dropped_any({Buf::Ln1, Buf::Ln1Rstd})) norm(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C);
+                               (d.sandwich && dropped_any(l, {Buf::AttnOut, Buf::AttnOutRstd}));
+        if (attention || dropped_any(l, {Buf::Ln1, Buf::Ln1Rstd})) norm(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C);
         if (attention)
             attention_block_forward(l, true);
-        else if (dropped_any({Buf::Ln2, Buf::Ln2Rstd}))
+        else if (dropped_any(l, {Buf::Ln2, Buf::Ln2Rstd}))
             norm(a.ln2, a.ln2_rstd, a.mid, layers[size_t(l)].ln2, step.T, d.C);
         if (mlp_chunked()) return;  // mlp_block_backward recomputes the MLP chunk by chunk
         if (d.is_moe(l)) {  // routing, permuted input, gate / up, the experts' outputs and every LoRA tmp
-            if (dropped_any({Buf::Gate, Buf::Up, Buf::TmpMlp, Buf::Route, Buf::Xs, Buf::Ys}))
+            if (dropped_any(l, {Buf::Gate, Buf::Up, Buf::TmpMlp, Buf::Route, Buf::Xs, Buf::Ys}))
                 mlp_block_forward(l, true, false);
             return;
         }
-        if (dropped_any({Buf::Gate, Buf::Up, Buf::TmpMlp})) mlp_block_forward(l, true, false);
-        const bool tail = d.sandwich && dropped_any({Buf::MlpOut, Buf::MlpOutRstd});
-        if (tail || (lora[size_t(l)][kDown].a && dropped[size_t(Buf::TmpMlp)])) {
+        if (dropped_any(l, {Buf::Gate, Buf::Up, Buf::TmpMlp})) mlp_block_forward(l, true, false);
+        const bool tail = d.sandwich && dropped_any(l, {Buf::MlpOut, Buf::MlpOutRstd});
+        if (tail || (lora[size_t(l)][kDown].a && dropped_at(l, Buf::TmpMlp))) {
             Act* act = d_big3;  // [T,F] scratch (mlp_block_backward recomputes it again: one cheap pass)
             activation(act, a.gate, a.up);
             if (tail) {  // down_proj (and its LoRA tmp) and the output norm's statistics, not the residual

@@ -230,11 +230,38 @@ int offloaded_layers(CheckpointPolicy p, int L) {
     return nb == 0 ? 0 : std::max(L - nb, 0);
 }
 
+bool mlp_buffers_dropped(CheckpointPolicy policy) {
+    for (const BufferDecl& decl : buffer_decls())
+        if (decl.mlp && checkpoint_residency(policy, decl.id) == Residency::Dropped) return true;
+    return false;
+}
+
+int mlp_kept_layers_that_fit(const Dims& d, CheckpointPolicy policy, uint64_t budget,
+                             const std::function<uint64_t(int)>& plan_total) {
+    if (policy == CheckpointPolicy::Off || d.E > 0 || !mlp_buffers_dropped(policy)) return 0;
+    const int chunk = mlp_chunk_rows();
+    if (chunk > 0 && d.T > chunk) return 0;  // long sequences: the MLP runs in chunks instead
+    if (plan_total(0) > budget) return 0;
+    int lo = 0, hi = d.L;  // plan_total(lo) fits; the total grows with k
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (plan_total(mid) <= budget)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
-                    CheckpointPolicy policy, const PlanTraits& tr) {
+                    CheckpointPolicy policy, const PlanTraits& tr, int mlp_kept_layers) {
     if (policy == CheckpointPolicy::Auto) throw_internal("make_plan: checkpointing 'auto' must be resolved first");
     ModelPlan y;
     y.checkpointing = policy;
+    if (mlp_kept_layers < 0 || mlp_kept_layers > d.L)
+        throw_internal("make_plan: " + std::to_string(mlp_kept_layers) + " layers keeping their MLP buffers of " +
+                       std::to_string(d.L));
+    y.mlp_kept_layers = mlp_buffers_dropped(policy) ? mlp_kept_layers : 0;
     const size_t T = size_t(d.T);
     auto act = [&](size_t n) { return n * tr.act_bytes; };
     auto f32 = [](size_t n) { return n * sizeof(float); };
@@ -352,17 +379,23 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                          res(Buf::Up) == Residency::Dropped && res(Buf::TmpMlp) == Residency::Dropped &&
                          !d.dropout && !d.sandwich && d.E == 0;
     y.mlp_rows = chunked ? chunk : d.T;
+    if (y.mlp_kept_layers > 0 && (chunked || d.E > 0))
+        throw_internal("make_plan: layers that keep their MLP buffers need a dense model whose MLP is not chunked");
     // An MoE layer's gate / up hold [N, Fe] (the experts' rows), a dense layer's [rows, F].
     const size_t moeF = size_t(d.N()) * size_t(d.Fe);
     const size_t rowsF = std::max(size_t(y.mlp_rows) * size_t(d.F), moeF);
     const size_t allF = std::max(T * size_t(d.F), moeF);
     const MoeRouteParts route = moe_route_parts(d, tr.act_bytes);
     // Reserves the buffers of one set whose residency is `which` (the block input only if with_x).
+    // keep_mlp: a layer's own set that also keeps the MLP buffers the policy drops (mlp_kept_layers).
     auto make_set = [&](const std::string& p, bool with_x, Residency which,
-                        const std::array<bool, kNumModules>& adapted, bool moe) {
+                        const std::array<bool, kNumModules>& adapted, bool moe, bool keep_mlp = false) {
         ArenaLayout& a = y.acts;
         ActHandles s;
-        auto want = [&](Buf b) { return res(b) == which; };
+        auto want = [&](Buf b) {
+            if (which == Residency::Dropped && buffer_decl(b).mlp && y.mlp_kept_layers == d.L) return false;
+            return res(b) == which || (keep_mlp && buffer_decl(b).mlp && res(b) == Residency::Dropped);
+        };
         if (with_x) s.x = a.reserve(act(T * d.C), p + "x");
         if (want(Buf::Ln1)) s.ln1 = a.reserve(act(T * d.C), p + "ln1");
         if (want(Buf::Ln1Rstd)) s.ln1_rstd = a.reserve(f32(T), p + "ln1 rstd");
@@ -439,10 +472,14 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         for (int l = 0; l < d.L; ++l) {
             y.sets[size_t(l)].x = y.x_store.at(nb > 0 ? size_t(l % nb) : size_t(l));
             merge(y.sets[size_t(l)], make_set("layer " + std::to_string(l) + " ", false, Residency::Kept,
-                                              adapted[size_t(l)], d.is_moe(l)));
+                                              adapted[size_t(l)], d.is_moe(l), l < y.mlp_kept_layers));
         }
         const ActHandles shared = make_set("recompute ", false, Residency::Dropped, any_adapted, d.E > 0);
-        for (auto& s : y.sets) merge(s, shared);
+        for (size_t l = 0; l < y.sets.size(); ++l) {
+            ActHandles own = y.sets[l];
+            merge(y.sets[l], shared);
+            if (int(l) < y.mlp_kept_layers) merge(y.sets[l], own);  // its own MLP pieces over the shared ones
+        }
     }
     y.x_final = y.acts.reserve(act(T * d.C), "x final");
     y.lnf = y.acts.reserve(act(T * d.C), "final norm");

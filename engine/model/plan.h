@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "arch/arch.h"
@@ -295,6 +296,7 @@ struct ModelPlan {
     int moe_aux = -1;             // the load-balancing loss: stats [2E] + the probabilities' gradient [E], fp32
     int mx_dequant = -1;          // Dims::mxfp4: one expert parameter dequantized, [E, out, in] act
     int mlp_rows = 0;             // rows of one MLP chunk (= max_tokens when the MLP is not chunked)
+    int mlp_kept_layers = 0;      // layers 0..K-1 keep the MLP buffers the policy drops (make_plan)
     int64_t quant_max_blocks = 0;  // the most absmax blocks of any 4-bit projection (the load's fp32 scratch)
     size_t att_ws_bytes = 0;
     PlanBytes bytes;
@@ -332,8 +334,17 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);
 // The plan of a model with these dimensions, LoRA tensors (lora_tensor_specs order) and policy (not Auto).
 // An inconsistent policy (a block input dropped: nothing can recompute it; anything but the block input
 // offloaded) is refused with Error{Internal} naming the policy and the buffer.
+// mlp_kept_layers K: layers 0..K-1 keep the MLP sub-block's buffers (gate, up, the MLP's LoRA tmps: BufferDecl::mlp)
+// that the policy drops, so backward does not redo their gate / up GEMMs: a per-layer residency between the
+// policy and 'off', for the memory a GPU has left (mlp_kept_layers_that_fit). Dense models whose MLP is not
+// chunked only (Error{Internal} otherwise); 0: the policy as it is.
 ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
-                    CheckpointPolicy policy, const PlanTraits& traits);
+                    CheckpointPolicy policy, const PlanTraits& traits, int mlp_kept_layers = 0);
+
+// The most layers (0..L) that can keep their MLP buffers under `policy` with the plan's total at most `budget`
+// bytes (plan(k) builds the plan with k kept layers); 0 when the policy keeps them anyway or none fits.
+int mlp_kept_layers_that_fit(const Dims& d, CheckpointPolicy policy, uint64_t budget,
+                             const std::function<uint64_t(int)>& plan_total);
 
 
 }  // namespace tandem

@@ -759,11 +759,11 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
         double loss = 0;
         std::vector<std::pair<std::string, std::vector<float>>> grads;
     };
-    auto run = [&](CheckpointPolicy policy) {
+    auto run = [&](CheckpointPolicy policy, int mlp_kept_layers = 0) {
         CudaModelOptions opt;
         opt.fp8 = ref.variant.fp8;
         opt.quantize_4bit = ref.variant.nf4;
-    opt.quantize_4bit = ref.variant.nf4;
+        opt.mlp_kept_layers = mlp_kept_layers;
         opt.max_tokens = ref.variant.token_budget;
         opt.max_seqlen = batch.max_seqlen;
         opt.checkpointing = policy;
@@ -815,6 +815,19 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
                         CheckpointPolicy::Selective}) {
         const std::vector<Result> got = run(policy);
         for (size_t k = 0; k < got.size(); ++k) compare(policy_name(policy) + " step " + std::to_string(k + 1), got[k]);
+    }
+    // Layers 0..K-1 keeping the MLP buffers the policy drops (the trainer's selective with memory to spare).
+    const ModelConfig cfg = load_model_config(ref.dir);
+    if (cfg.num_experts == 0) {
+        const int L = int(cfg.num_hidden_layers);
+        for (const auto& [policy, kept] : {std::pair{CheckpointPolicy::Selective, 1}, std::pair{CheckpointPolicy::Selective, L},
+                                           std::pair{CheckpointPolicy::Smart, 1}}) {
+            const std::vector<Result> got = run(policy, kept);
+            for (size_t k = 0; k < got.size(); ++k)
+                compare(policy_name(policy) + " with " + std::to_string(kept) + " layers keeping their MLP buffers step " +
+                            std::to_string(k + 1),
+                        got[k]);
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "model/cuda_model.h"
+#include "model/plan.h"
 #include "tandem/error.h"
 #include "train/backends.h"
 
@@ -36,6 +37,7 @@ CudaModelOptions options_for(const RunConfig& c) {
     o.attention = c.memory.attention == AttentionKernels::Inhouse ? AttentionBackend::Inhouse : AttentionBackend::Auto;
     o.quantize_4bit = c.quantization == Quantization::Nf4;
     o.fp8 = c.precision == Precision::Fp8;
+    o.mlp_kept_layers = c.memory.mlp_kept_layers;
     if (const char* env = std::getenv("TANDEM_CUDA_GRAPHS")) {
         const std::string v = env;
         if (v == "0" || v == "1")
@@ -194,6 +196,27 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
                                 std::string(checkpoint_policy_name(p)) + "' fits in " + gib(chosen.total) + ")");
                 break;
             }
+        }
+    }
+    // Selective with memory to spare: as many layers as fit keep their MLP buffers (no gate / up GEMMs again in
+    // their backward), each one closer to 'off' (plan.h mlp_kept_layers_that_fit).
+    config.memory.mlp_kept_layers = 0;
+    if (fits(chosen) && config.memory.checkpointing == CheckpointPolicy::Selective) {
+        const Dims d = make_dims(mc, config.lora, config.training.batch_tokens, 0, 64);
+        auto with = [&](int k) {
+            RunConfig c = config;
+            c.memory.mlp_kept_layers = k;
+            return CudaModel::plan(mc, config.lora, options_for(c));
+        };
+        const int k = mlp_kept_layers_that_fit(d, CheckpointPolicy::Selective, budget, [&](int n) {
+            const CudaMemoryPlan p = with(n);
+            return p.pinned_host <= pinned_budget ? p.total : ~uint64_t(0);
+        });
+        if (k > 0) {
+            config.memory.mlp_kept_layers = k;
+            chosen = with(k);
+            notes.push_back("checkpointing: 'selective' keeps the MLP buffers of " + std::to_string(k) + " of " +
+                            std::to_string(d.L) + " layers (" + gib(chosen.total) + " planned)");
         }
     }
     CudaPlanChoice out;

@@ -103,6 +103,10 @@ struct MemoryConfig {
     double vram_budget_gib = 0.0;
     // auto: the memory plan falls back to the in-house kernels when cuDNN's workspace is what does not fit.
     AttentionKernels attention = AttentionKernels::Auto;
+    // Resolved by the CUDA memory plan, not read from or written to run.json: under 'selective' (chosen or by
+    // 'auto'), layers 0..N-1 keep their MLP buffers (gate, up) in the memory the GPU has left, so backward redoes
+    // fewer GEMMs.
+    int mlp_kept_layers = 0;
     bool operator==(const MemoryConfig&) const = default;
 };
 
