@@ -34,7 +34,9 @@
 #include "export/peft_adapter.h"
 #include "kernels/cpu/fp8.h"
 #include "kernels/cpu/threads.h"
+#include "model/lora_table.h"
 #include "model/model.h"
+#include "model/plan.h"
 #include "tandem/data.h"
 #include "tandem/error.h"
 #include "tandem/model_config.h"
@@ -621,6 +623,44 @@ private slots:
         qInfo("FP8 vs fp32 LoRA grads: relative L2 from %.3g to %.3g over %zu tensors", least, worst, g32.size());
         QVERIFY2(worst <= 0.25, qPrintable(QString("worst %1").arg(worst)));
         QVERIFY(least > 1e-5);
+    }
+
+    // The transposed weights made once at load (PlanOptions::fp8_transposed) give the bits of the transposes made
+    // before every input-gradient GEMM (two fixture models, LoRA B non-zero, recompute).
+    void resident_transposes_give_the_same_bits() {
+        for (const char* v : {"llama", "qwen3"}) {
+            const fs::path dir = fixtures() / "models" / v;
+            const PackedBatch batch = batch_from_sequences(
+                read_json_file(dir / "sequences.json")["sequences"].get<std::vector<std::vector<int32_t>>>());
+            const PeftAdapter a = read_peft_adapter(dir / "adapter", load_model_config(dir));
+            auto run = [&](bool resident) {
+                CpuModel m = CpuModel::load(dir, a.config, 3, 64, CheckpointPolicy::Recompute, false, true,
+                                            PlanOptions{0, resident});
+                m.set_lora(a.tensors);
+                m.zero_grads();
+                const double loss = m.forward_backward(batch, float(1.0 / batch.num_label_tokens), 0);
+                std::vector<float> g;
+                for (const auto& p : m.lora_params()) g.insert(g.end(), p.grad.begin(), p.grad.end());
+                return std::pair{loss, g};
+            };
+            const auto [l0, g0] = run(false);
+            const auto [l1, g1] = run(true);
+            QCOMPARE(l1, l0);
+            QCOMPARE(g1.size(), g0.size());
+            QVERIFY2(std::memcmp(g1.data(), g0.data(), g0.size() * sizeof(float)) == 0, v);
+        }
+        // The plan: the weights grow by every slot's transpose; the workspace has no shared transpose.
+        const ModelConfig cfg = with_fp8(load_model_config(fixtures() / "models" / "llama"));
+        LoraConfig lora;
+        const Dims d = make_dims(cfg, lora, 64, 0, 64);
+        const auto specs = lora_tensor_specs(cfg, lora);
+        PlanTraits tr;
+        tr.act_bytes = 4;
+        const ModelPlan per_step = make_plan(d, specs, lora_index_of(specs, d.L), CheckpointPolicy::Off, tr);
+        const ModelPlan resident = make_plan(d, specs, lora_index_of(specs, d.L), CheckpointPolicy::Off, tr, {0, true});
+        QVERIFY(resident.weights.size() > per_step.weights.size());
+        QVERIFY(per_step.fp8_wt >= 0);
+        QCOMPARE(resident.fp8_wt, -1);
     }
 
     // The plan holds a byte per weight (rows padded to 128 columns) plus a scale per 128x128 block instead of the

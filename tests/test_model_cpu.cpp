@@ -463,7 +463,7 @@ private slots:
             std::vector<std::vector<float>> grads;
         };
         auto run = [&](CheckpointPolicy p, int mlp_kept_layers = 0) -> Run {
-            CpuModel m = CpuModel::load(dir, lora, 5, 64, p, false, false, mlp_kept_layers);
+            CpuModel m = CpuModel::load(dir, lora, 5, 64, p, false, false, PlanOptions{mlp_kept_layers, false});
             if (m.checkpointing() != p) qFatal("the model was loaded with another checkpointing policy");
             // B != 0, so every path of the LoRA backward is exercised
             for (auto& prm : m.lora_params())

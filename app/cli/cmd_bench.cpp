@@ -56,6 +56,8 @@ Run add_bench_command(CLI::App& app) {
                     "layers (from the first) that keep the MLP buffers the checkpointing policy drops")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
+    sub->add_flag("--fp8-transposed", o->fp8_transposed,
+                  "precision fp8: keep the weights' transposes on the GPU (made once at load) for the input gradients");
     sub->add_option("--attention", o->attention, "auto|cudnn|inhouse")
         ->check(CLI::IsMember({"auto", "cudnn", "inhouse"}))
         ->capture_default_str();

@@ -22,6 +22,7 @@ struct CudaBenchOptions {
     std::string moe_routing = "sort";   // sort|loop
     int batch_tokens = 16384, seq_len = 2048, min_seq_len = 0, steps = 20, warmup = 3, rank = 16, layers = 0;
     int keep_mlp_layers = 0;            // layers 0..N-1 keep the MLP buffers the policy drops (make_plan)
+    bool fp8_transposed = false;        // precision fp8: the weights' transposes resident (PlanOptions)
     bool rebuild_metadata = false;
     bool grouped_gemm = false;          // only time the MoE grouped GEMMs
     bool fp8_gemm = false;              // only time the base GEMMs in bf16 and FP8

@@ -119,7 +119,7 @@ ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const cpu::RopeTa
     tr.metadata_slots = 2;
     tr.library_workspace = cuda::kLtWorkspaceBytes;  // the context's cuBLASLt workspace
     tr.context = kContextBytes;
-    return make_plan(d, specs, lora_index, o.checkpointing, tr, o.mlp_kept_layers);
+    return make_plan(d, specs, lora_index, o.checkpointing, tr, {o.mlp_kept_layers, o.fp8_transposed});
 }
 
 }  // namespace
@@ -358,6 +358,7 @@ CudaModel CudaModel::load(const std::filesystem::path& model_dir, const LoraConf
             upload_weight(m.weight(e.handle) + e.offset, ws, e.name, e.numel, stage, stage_bytes);
         }
     }
+    m.dec.transpose_fp8_weights();
     cuda::synchronize();  // before the mapping closes and the staging span becomes the workspace again
     return CudaModel(std::move(impl));
 }
@@ -385,6 +386,7 @@ CudaModel CudaModel::random(const ModelConfig& config, const LoraConfig& lora, u
         else
             cuda::fill(m.weight(e.handle) + e.offset, e.kind == WeightKind::Norm ? 1.0f - d.norm_offset : 0.0f, e.numel);
     }
+    m.dec.transpose_fp8_weights();
     cuda::synchronize();
     return CudaModel(std::move(impl));
 }

@@ -47,6 +47,9 @@ struct CudaModelOptions {
     // Layers 0..K-1 keep the MLP buffers the policy drops (selective, recompute, smart: make_plan, plan.h); the
     // trainer takes the most that fit (mlp_kept_layers_that_fit).
     int mlp_kept_layers = 0;
+    // FP8: every slot's transposed weight kept in the weights arena (made once at load) instead of transposing
+    // it before each input-gradient GEMM; the trainer turns it on when it fits after everything else.
+    bool fp8_transposed = false;
     CheckpointPolicy checkpointing = CheckpointPolicy::Off;  // Off, Recompute, Smart, SmartSingle (not Auto)
     AttentionBackend attention = AttentionBackend::Auto;     // Auto: cuDNN where it supports the case
     // Ablation only (bench --rebuild-metadata-per-layer): every layer, forward and backward, re-checks and

@@ -98,6 +98,7 @@ struct LayerWeights {
     const Act* b[kNumModules] = {};  // [OUT] or nullptr
     Quant4Ref q[kNumModules];        // a 4-bit weight (w[m] is nullptr): its codes and scales
     Fp8Ref f8[kNumModules];          // an FP8 weight (w[m] is nullptr; core/fp8.h): the slot's codes and scales
+    Fp8Ref f8t[kNumModules];         // its transpose [IN, OUT] when resident (PlanOptions::fp8_transposed), else empty
     int64_t q_first[kNumModules] = {};  // the slot's first element in it (a fused projection's rows)
     const Act* q_norm = nullptr;     // [D] (qk_norm only)
     const Act* k_norm = nullptr;     // [D]
@@ -308,6 +309,9 @@ public:
                     w.f8[m] = Fp8Ref{W.ptr<uint8_t>(weights_base, f.codes) + f.row0 * kp,
                                      W.ptr<float>(weights_base, f.scales) + f.row0 / kFp8Block * fp8_scale_ld(f.in),
                                      d.out_of(m), d.in_of(m)};
+                    if (h.f8t[m].codes >= 0)
+                        w.f8t[m] = Fp8Ref{W.ptr<uint8_t>(weights_base, h.f8t[m].codes),
+                                          W.ptr<float>(weights_base, h.f8t[m].scales), d.in_of(m), d.out_of(m)};
                 } else if (h.q[m].codes >= 0) {
                     w.w[m] = nullptr;
                     w.q[m] = quant4_ref(W, weights_base, h.q[m]);
@@ -478,16 +482,31 @@ public:
         SharedInput& operator=(const SharedInput&) = delete;
     };
 
+    // The resident transposes of the FP8 weights (PlanOptions::fp8_transposed), once the weights are loaded:
+    // the same fp8_transpose project_backward runs otherwise (exact), so either way gives the same bits.
+    void transpose_fp8_weights() {
+        for (const LayerWeights<B>& w : layers)
+            for (int m = 0; m < kNumModules; ++m)
+                if (w.f8t[m].codes)
+                    B::fp8_transpose(const_cast<uint8_t*>(w.f8t[m].codes), const_cast<float*>(w.f8t[m].scales),
+                                     w.f8[m].codes, w.f8[m].scales, d.out_of(m), d.in_of(m));
+    }
+
     // dinp[T,IN] += d(out)/d(inp) applied to dout[T,OUT]; LoRA grads += (grad_scale is already inside dout).
     // With dropout the dropped input is recomputed from inp (same hash, same values as forward).
     void project_backward(int l, int m, Act* dinp, const Act* dout, const Act* inp, int r0 = 0, int rows = -1) {
         const int T = rows < 0 ? step.T : rows, IN = d.in_of(m), OUT = d.out_of(m);
         if (d.fp8) {  // dinp += dout @ W as an FP8 GEMM against W transposed (FP8 GEMMs are TN only)
             const Fp8Ref& f = layers[size_t(l)].f8[m];
+            const Fp8Ref& ft = layers[size_t(l)].f8t[m];
             f8_held = nullptr;
             B::quantize_fp8_rows(f8_codes, f8_scales, dout, T, OUT);
-            B::fp8_transpose(f8_wt, f8_wt_scales, f.codes, f.scales, OUT, IN);
-            B::fp8_matmul(dinp, f8_codes, f8_scales, f8_wt, f8_wt_scales, nullptr, T, OUT, IN, 1.0f, f8_tail);
+            if (ft.codes) {  // resident (made once at load: transpose_fp8_weights)
+                B::fp8_matmul(dinp, f8_codes, f8_scales, ft.codes, ft.scales, nullptr, T, OUT, IN, 1.0f, f8_tail);
+            } else {
+                B::fp8_transpose(f8_wt, f8_wt_scales, f.codes, f.scales, OUT, IN);
+                B::fp8_matmul(dinp, f8_codes, f8_scales, f8_wt, f8_wt_scales, nullptr, T, OUT, IN, 1.0f, f8_tail);
+            }
         } else {
             B::matmul_backward(dinp, nullptr, nullptr, dout, inp, base_weight(l, m), T, IN, OUT);
         }

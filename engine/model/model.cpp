@@ -38,12 +38,12 @@ Dims cpu_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens) {
 }
 
 ModelPlan cpu_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
-                   CheckpointPolicy policy, int mlp_kept_layers = 0) {
+                   CheckpointPolicy policy, const PlanOptions& options = {}) {
     PlanTraits tr;
     tr.act_bytes = sizeof(float);
     tr.attention_stats_bytes = size_t(d.Hq) * size_t(d.T) * sizeof(float);  // lse [Hq,T]
     tr.ce_workspace = size_t(d.K) * size_t(d.V) * sizeof(float);           // logits chunk [K,V]
-    return make_plan(d, specs, lora_index, policy, tr, mlp_kept_layers);
+    return make_plan(d, specs, lora_index, policy, tr, options);
 }
 
 CheckpointPolicy cpu_policy(CheckpointPolicy p) { return p == CheckpointPolicy::Auto ? CheckpointPolicy::Off : p; }
@@ -125,7 +125,7 @@ CpuModel::MemoryNeeds CpuModel::plan(const ModelConfig& cfg, const LoraConfig& l
 }
 
 CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed, int max_tokens,
-                        CheckpointPolicy checkpointing, bool quantize_4bit, bool fp8, int mlp_kept_layers) {
+                        CheckpointPolicy checkpointing, bool quantize_4bit, bool fp8, const PlanOptions& plan) {
     ModelDir md = open_model_dir(model_dir);
     ModelConfig cfg = quantize_4bit ? with_quantization(md.info.config) : md.info.config;
     if (fp8) cfg = with_fp8(std::move(cfg));
@@ -146,7 +146,7 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
     const auto specs = lora_tensor_specs(cfg, lora);
     m.lora_index = lora_index_of(specs, d.L);
     m.params = init_lora_params(specs, seed);
-    m.y = cpu_plan(d, specs, m.lora_index, cpu_policy(checkpointing), mlp_kept_layers);
+    m.y = cpu_plan(d, specs, m.lora_index, cpu_policy(checkpointing), plan);
 
     m.weights_mem.assign(m.y.weights.alloc_size() / sizeof(float), 0.0f);
     m.acts_mem.assign(m.y.acts.alloc_size() / sizeof(float), 0.0f);
@@ -165,6 +165,7 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
 
     // Weights, converted to fp32 into their pieces of the weights arena (4-bit ones as planned).
     load_weights_fp32(m.y, m.weights_mem.data(), d, md.weights);
+    m.dec.transpose_fp8_weights();
     return CpuModel(std::move(impl));
 }
 

@@ -42,10 +42,10 @@ public:
     // quantize_4bit: hold the projections as NF4 (QLoRA; with_quantization) though the checkpoint is float.
     // A pre-quantized (*-bnb-4bit) checkpoint is 4-bit either way. fp8: hold the projections as FP8 with
     // block scales and run the base GEMMs in emulated FP8 (precision fp8; with_fp8; kernels/cpu/fp8.h).
-    // mlp_kept_layers: layers 0..K-1 keep the MLP buffers the policy drops (make_plan, plan.h).
+    // plan: what the plan spends spare memory on (kept MLP buffers, resident transposed FP8 weights; plan.h).
     static CpuModel load(const std::filesystem::path& model_dir, const LoraConfig& lora, uint64_t seed,
                          int max_tokens, CheckpointPolicy checkpointing = CheckpointPolicy::Off,
-                         bool quantize_4bit = false, bool fp8 = false, int mlp_kept_layers = 0);
+                         bool quantize_4bit = false, bool fp8 = false, const PlanOptions& plan = {});
 
     CpuModel(CpuModel&&) noexcept;
     CpuModel& operator=(CpuModel&&) noexcept;

@@ -254,7 +254,8 @@ int mlp_kept_layers_that_fit(const Dims& d, CheckpointPolicy policy, uint64_t bu
 }
 
 ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
-                    CheckpointPolicy policy, const PlanTraits& tr, int mlp_kept_layers) {
+                    CheckpointPolicy policy, const PlanTraits& tr, const PlanOptions& options) {
+    const int mlp_kept_layers = options.mlp_kept_layers;
     if (policy == CheckpointPolicy::Auto) throw_internal("make_plan: checkpointing 'auto' must be resolved first");
     ModelPlan y;
     y.checkpointing = policy;
@@ -262,6 +263,7 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         throw_internal("make_plan: " + std::to_string(mlp_kept_layers) + " layers keeping their MLP buffers of " +
                        std::to_string(d.L));
     y.mlp_kept_layers = mlp_buffers_dropped(policy) ? mlp_kept_layers : 0;
+    y.fp8_transposed = d.fp8 && options.fp8_transposed;
     const size_t T = size_t(d.T);
     auto act = [&](size_t n) { return n * tr.act_bytes; };
     auto f32 = [](size_t n) { return n * sizeof(float); };
@@ -331,6 +333,13 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                 h.b[slot] = b;
                 h.b_off[slot] = row;
                 row += pr.experts > 0 ? d.Fe : d.out_of(slot);
+                if (y.fp8_transposed && pr.experts == 0) {
+                    const int64_t in = d.in_of(slot), out = d.out_of(slot);
+                    h.f8t[slot].codes = y.weights.reserve(size_t(in * fp8_padded(out)),
+                                                          p + kModuleNames[slot] + " transposed (FP8 codes)");
+                    h.f8t[slot].scales = y.weights.reserve(f32(size_t(fp8_blocks(in) * fp8_scale_ld(out))),
+                                                           p + kModuleNames[slot] + " transposed (FP8 scales)");
+                }
             }
         }
         if (d.qk_norm) {
@@ -545,8 +554,10 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         y.fp8_act = y.work.reserve(size_t(rows * k_most), "FP8 GEMM input (codes)");
         y.fp8_act_scales = y.work.reserve(f32(size_t(rows * (k_most / kFp8Block))), "FP8 GEMM input (scales)");
         y.fp8_tail = y.work.reserve(act(size_t(kFp8RowAlign * n_most)), "FP8 GEMM tail rows (output)");
-        y.fp8_wt = y.work.reserve(size_t(wt_bytes), "FP8 weight, transposed (codes)");
-        y.fp8_wt_scales = y.work.reserve(f32(size_t(wt_scales)), "FP8 weight, transposed (scales)");
+        if (!y.fp8_transposed) {  // else every slot's W^T is in the weights arena
+            y.fp8_wt = y.work.reserve(size_t(wt_bytes), "FP8 weight, transposed (codes)");
+            y.fp8_wt_scales = y.work.reserve(f32(size_t(wt_scales)), "FP8 weight, transposed (scales)");
+        }
         // The CUDA load quantizes a band of 128 rows at a time through this arena (fp32 and bf16 of the band).
         int64_t in_most = 0;
         for (const ProjectionSpec& pr : d.projections) in_most = std::max(in_most, pr.in);

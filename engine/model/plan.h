@@ -227,6 +227,11 @@ struct Fp8Pieces {
     int64_t out = 0, in = 0;  // the whole (possibly fused) projection
     int64_t row0 = 0;         // the slot's first row (per slot; 0 in a WeightEntry)
 };
+// A slot's transposed FP8 weight (PlanOptions::fp8_transposed): codes [in, fp8_padded(out)], scales
+// [fp8_blocks(in), fp8_scale_ld(out)] (kernels/*/fp8.h fp8_transpose).
+struct Fp8TransposedPieces {
+    int codes = -1, scales = -1;
+};
 
 // A slot's weight (bias) is element w_off (b_off) of piece w (b): 0 unless its projection is fused. A 4-bit
 // slot has w = -1 and its pieces in q (w_off is then the first element of its rows in the 4-bit weight); an
@@ -243,6 +248,7 @@ struct LayerWeightHandles {
     int64_t b_off[kNumModules] = {};
     Quant4Pieces q[kNumModules];
     Fp8Pieces f8[kNumModules];
+    Fp8TransposedPieces f8t[kNumModules];  // PlanOptions::fp8_transposed: each slot's W^T
 };
 
 // One layer's activation pieces (-1: not present in this configuration).
@@ -297,6 +303,7 @@ struct ModelPlan {
     int mx_dequant = -1;          // Dims::mxfp4: one expert parameter dequantized, [E, out, in] act
     int mlp_rows = 0;             // rows of one MLP chunk (= max_tokens when the MLP is not chunked)
     int mlp_kept_layers = 0;      // layers 0..K-1 keep the MLP buffers the policy drops (make_plan)
+    bool fp8_transposed = false;  // FP8 slots' transposed weights are in the weights arena (PlanOptions)
     int64_t quant_max_blocks = 0;  // the most absmax blocks of any 4-bit projection (the load's fp32 scratch)
     size_t att_ws_bytes = 0;
     PlanBytes bytes;
@@ -334,12 +341,19 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);
 // The plan of a model with these dimensions, LoRA tensors (lora_tensor_specs order) and policy (not Auto).
 // An inconsistent policy (a block input dropped: nothing can recompute it; anything but the block input
 // offloaded) is refused with Error{Internal} naming the policy and the buffer.
-// mlp_kept_layers K: layers 0..K-1 keep the MLP sub-block's buffers (gate, up, the MLP's LoRA tmps: BufferDecl::mlp)
-// that the policy drops, so backward does not redo their gate / up GEMMs: a per-layer residency between the
-// policy and 'off', for the memory a GPU has left (mlp_kept_layers_that_fit). Dense models whose MLP is not
-// chunked only (Error{Internal} otherwise); 0: the policy as it is.
+// What a plan may spend the memory a GPU has left on (both off by default):
+//  - mlp_kept_layers K: layers 0..K-1 keep the MLP sub-block's buffers (gate, up, the MLP's LoRA tmps:
+//    BufferDecl::mlp) that the policy drops, so backward does not redo their gate / up GEMMs: a per-layer
+//    residency between the policy and 'off' (mlp_kept_layers_that_fit). Dense models whose MLP is not chunked only
+//    (Error{Internal} otherwise).
+//  - fp8_transposed: FP8 models keep every slot's transposed weight (codes [IN, OUT] + block scales, made once at
+//    load: Decoder::transpose_fp8_weights) instead of transposing it before each input-gradient GEMM.
+struct PlanOptions {
+    int mlp_kept_layers = 0;
+    bool fp8_transposed = false;
+};
 ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
-                    CheckpointPolicy policy, const PlanTraits& traits, int mlp_kept_layers = 0);
+                    CheckpointPolicy policy, const PlanTraits& traits, const PlanOptions& options = {});
 
 // The most layers (0..L) that can keep their MLP buffers under `policy` with the plan's total at most `budget`
 // bytes (plan(k) builds the plan with k kept layers); 0 when the policy keeps them anyway or none fits.

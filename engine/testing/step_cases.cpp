@@ -759,11 +759,12 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
         double loss = 0;
         std::vector<std::pair<std::string, std::vector<float>>> grads;
     };
-    auto run = [&](CheckpointPolicy policy, int mlp_kept_layers = 0) {
+    auto run = [&](CheckpointPolicy policy, int mlp_kept_layers = 0, bool fp8_transposed = false) {
         CudaModelOptions opt;
         opt.fp8 = ref.variant.fp8;
         opt.quantize_4bit = ref.variant.nf4;
         opt.mlp_kept_layers = mlp_kept_layers;
+        opt.fp8_transposed = fp8_transposed;
         opt.max_tokens = ref.variant.token_budget;
         opt.max_seqlen = batch.max_seqlen;
         opt.checkpointing = policy;
@@ -816,6 +817,13 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
         const std::vector<Result> got = run(policy);
         for (size_t k = 0; k < got.size(); ++k) compare(policy_name(policy) + " step " + std::to_string(k + 1), got[k]);
     }
+    // FP8: the weights' transposes made once at load instead of before every input-gradient GEMM.
+    if (ref.variant.fp8)
+        for (auto policy : {CheckpointPolicy::Off, CheckpointPolicy::Recompute}) {
+            const std::vector<Result> got = run(policy, 0, true);
+            for (size_t k = 0; k < got.size(); ++k)
+                compare(policy_name(policy) + " with resident transposes step " + std::to_string(k + 1), got[k]);
+        }
     // Layers 0..K-1 keeping the MLP buffers the policy drops (the trainer's selective with memory to spare).
     const ModelConfig cfg = load_model_config(ref.dir);
     if (cfg.num_experts == 0) {
