@@ -79,7 +79,7 @@ void send_all(const Socket& s, const void* data, size_t n, Clock::time_point dea
     while (n > 0) {
         if (!wait_ready(s.fd(), POLLOUT, deadline, check))
             throw_io("data parallel: " + peer + " took no data for " + seconds(timeout_s) + " during " + during +
-                     ": it is hung or far behind this node; raise --dist-timeout when its steps are that much slower");
+                     ": it is hung, or slower than this node by that much (raise --dist-timeout then)");
         const ssize_t k = ::send(s.fd(), p, n, MSG_NOSIGNAL);
         if (k < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
@@ -96,7 +96,7 @@ void recv_all(const Socket& s, void* data, size_t n, Clock::time_point deadline,
     while (n > 0) {
         if (!wait_ready(s.fd(), POLLIN, deadline, check))
             throw_io("data parallel: " + peer + " sent nothing for " + seconds(timeout_s) + " during " + during +
-                     ": it is hung or far behind this node; raise --dist-timeout when its steps are that much slower");
+                     ": it is hung, or slower than this node by that much (raise --dist-timeout then)");
         const ssize_t k = ::recv(s.fd(), p, n, 0);
         if (k == 0) throw_lost(peer, during, "closed the connection");
         if (k < 0) {
@@ -238,13 +238,38 @@ Rendezvous rendezvous_node0(const RendezvousOptions& o, RendezvousListener* list
     rv.links.resize(size_t(o.nodes));
     rv.peers.assign(size_t(o.nodes), "");
     rv.peers[0] = where;
-    std::vector<Socket> others;  // Tandem nodes that will only get the refusal
     std::string refusal;
     uint32_t refusal_status = kRefused;
+    // The answer: node 0's blob and the peers, or the refusal (the same for every node).
+    const auto reply = [&] {
+        std::string r;
+        net::put_u32(r, refusal.empty() ? kOk : refusal_status);
+        net::put_str(r, refusal);
+        net::put_str(r, rv.blob);
+        net::put_u32(r, uint32_t(o.nodes));
+        for (const std::string& peer : rv.peers) net::put_str(r, peer);
+        return r;
+    };
+    std::vector<Socket> others;  // nodes told the refusal (they stay open until node 0 returns)
+    const auto refuse = [&](Socket s) {
+        try {
+            send_message(s, reply(), Clock::now() + std::chrono::seconds(5), 5, "a node");
+        } catch (const Error&) {
+        }
+        others.push_back(std::move(s));
+    };
+    const auto refuse_joined = [&] {
+        for (int r = 1; r < o.nodes; ++r)
+            if (rv.links[size_t(r)].valid()) refuse(std::move(rv.links[size_t(r)]));
+    };
     int joined = 0;
-    while (joined < o.nodes - 1 && refusal.empty()) {
+    // Once the run is refused, node 0 goes on answering the nodes that have not connected yet with the refusal
+    // for a short while (they are usually started together), so that they fail at once too, not at their timeout.
+    std::optional<Clock::time_point> linger;
+    while ((refusal.empty() ? joined : int(others.size())) < o.nodes - 1) {
         pollfd p{listener->socket().fd(), POLLIN, 0};
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(linger.value_or(deadline) - Clock::now()).count();
+        if (linger && left <= 0) break;
         if (left <= 0) {
             std::string missing, present;
             for (int r = 1; r < o.nodes; ++r) {
@@ -275,11 +300,17 @@ Rendezvous rendezvous_node0(const RendezvousOptions& o, RendezvousListener* list
             continue;
         }
         if (!m.tandem) continue;
+        if (!refusal.empty()) {
+            refuse(std::move(c));
+            continue;
+        }
         if (m.protocol != kProtocol) {
             refusal = "the node at " + from + " speaks rendezvous protocol " + std::to_string(m.protocol) +
                       ", node rank 0 speaks " + std::to_string(kProtocol) + ": run the same Tandem version on every node";
-            others.push_back(std::move(c));
-            break;
+            refuse(std::move(c));
+            refuse_joined();
+            linger = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+            continue;
         }
         int rank = -1, nodes = 0;
         std::vector<FingerprintPart> parts;
@@ -314,37 +345,22 @@ Rendezvous rendezvous_node0(const RendezvousOptions& o, RendezvousListener* list
                       "same checkpoint (copy the run folder to every node)";
         }
         if (!refusal.empty()) {
-            others.push_back(std::move(c));
-            break;
+            refuse(std::move(c));
+            refuse_joined();
+            linger = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+            continue;
         }
         rv.links[size_t(rank)] = std::move(c);
         rv.peers[size_t(rank)] = from;
         ++joined;
     }
-    // Every node that joined gets the same answer: node 0's blob and the peers, or the refusal.
-    std::string reply;
-    net::put_u32(reply, refusal.empty() ? kOk : refusal_status);
-    net::put_str(reply, refusal);
-    net::put_str(reply, rv.blob);
-    net::put_u32(reply, uint32_t(o.nodes));
-    for (const std::string& peer : rv.peers) net::put_str(reply, peer);
-    const auto reply_deadline = std::max(deadline, Clock::now() + std::chrono::seconds(5));
-    for (Socket& s : others) {
-        try {
-            send_message(s, reply, Clock::now() + std::chrono::seconds(5), 5, "a node");
-        } catch (const Error&) {
-        }
-    }
-    for (int r = 1; r < o.nodes; ++r) {
-        if (!rv.links[size_t(r)].valid()) continue;
-        if (!refusal.empty()) {
-            try {
-                send_message(rv.links[size_t(r)], reply, Clock::now() + std::chrono::seconds(5), 5, rv.describe(r));
-            } catch (const Error&) {
-            }
-            continue;
-        }
-        send_message(rv.links[size_t(r)], reply, reply_deadline, o.timeout_s, rv.describe(r));
+    if (!refusal.empty()) {
+        refuse_joined();  // those that joined before node 0 gave up waiting
+    } else {
+        const std::string ok = reply();
+        const auto reply_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                       std::chrono::duration<double>(o.timeout_s));
+        for (int r = 1; r < o.nodes; ++r) send_message(rv.links[size_t(r)], ok, reply_deadline, o.timeout_s, rv.describe(r));
     }
     if (refusal_status == kGaveUp) throw_io("data parallel rendezvous: " + refusal);
     if (!refusal.empty()) throw_invalid("data parallel rendezvous at " + where + ": " + refusal);
@@ -419,7 +435,9 @@ Rendezvous rendezvous_other(const RendezvousOptions& o) {
     send_message(s, hello, deadline, o.timeout_s, node0);
     Message m;
     try {
-        m = recv_message(s, deadline, o.timeout_s, node0);
+        // Node 0 answers by its own deadline, at the latest (maybe that it gave up waiting for another node):
+        // a little grace lets its answer arrive rather than a timeout of this node's own.
+        m = recv_message(s, deadline + std::chrono::seconds(5), o.timeout_s, node0);
     } catch (const Error& e) {
         throw Error(e.category(), std::string(e.what()) + " (node rank 0 answers once all " + std::to_string(o.nodes) +
                                       " nodes have joined: are they all started?)");
