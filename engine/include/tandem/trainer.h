@@ -153,7 +153,7 @@ struct DistributedOptions {
 
 struct TrainerOptions {
     bool resume = false;  // continue from the latest complete checkpoint in config.output_dir
-    DistributedOptions distributed;
+    DistributedOptions distributed{};  // one process unless nodes > 1
 };
 
 class Trainer {
