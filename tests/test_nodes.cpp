@@ -130,7 +130,7 @@ class TestNodes : public QObject {
     void train_one(const fs::path& out, int steps) {
         Proc one;
         one.start(train_args(out, steps));
-        QVERIFY(one.wait(120000));
+        QVERIFY(one.wait(300000));
         QVERIFY2(one.exit_code == 0, one.err.right(800).constData());
     }
 
@@ -149,7 +149,7 @@ private slots:
         Proc n0, n1;
         n1.start(node(train_args(root_ / "node1", 3), 1, port));  // the others may start first: they retry
         n0.start(node(train_args(root_ / "node0", 3), 0, port));
-        QVERIFY(n0.wait(120000) && n1.wait(30000));
+        QVERIFY(n0.wait(300000) && n1.wait(60000));
         QVERIFY2(n0.exit_code == 0, n0.err.right(800).constData());
         QVERIFY2(n1.exit_code == 0, n1.err.right(800).constData());
         QCOMPARE(n0.out.trimmed(), QByteArray(qs(root_ / "node0" / "adapter").toUtf8()));
@@ -220,7 +220,7 @@ private slots:
         Proc r0, r1;
         r0.start(h0.captured(1).split(' '));
         r1.start(h1.captured(1).split(' '));
-        QVERIFY(r0.wait(120000) && r1.wait(30000));
+        QVERIFY(r0.wait(300000) && r1.wait(60000));
         QVERIFY2(r0.exit_code == 0, r0.err.right(800).constData());
         QVERIFY2(r1.exit_code == 0, r1.err.right(800).constData());
         QVERIFY(r0.err.contains("resumed") && r1.err.contains("resumed"));
@@ -266,7 +266,7 @@ private slots:
         other[other.indexOf("--seed") + 1] = "4";
         n0.start(node(train_args(root_ / "bad0", 3), 0, port));
         n1.start(other);
-        QVERIFY(n0.wait(60000) && n1.wait(30000));
+        QVERIFY(n0.wait(60000) && n1.wait(60000));
         for (Proc* p : {&n0, &n1}) {
             QVERIFY2(p->exit_code == 2, p->err.right(800).constData());
             QVERIFY2(p->err.contains("setting seed: node rank 0 has 3, node rank 1 has 4"), p->err.right(800).constData());
