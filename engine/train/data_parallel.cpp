@@ -78,8 +78,11 @@ void DataParallelModel::run(int r) {
                 what = e.what();
             } catch (...) {
             }
-            std::lock_guard<std::mutex> lock(m_);
-            if (!error_) error_ = std::current_exception();
+            {
+                std::lock_guard<std::mutex> lock(m_);
+                if (!error_) error_ = std::current_exception();
+            }
+            // Outside the lock: a communicator across processes tells the others why, over the network.
             comm_->abort("rank " + std::to_string(first_ + r) + " failed: " + what);
         }
         {
