@@ -193,7 +193,7 @@ private slots:
     // Ctrl-C on node rank 1 alone: both stop after the same step (exit 130), node 0 checkpoints it, and the
     // resume hint each prints continues the run to what an uninterrupted run gives.
     void ctrl_c_on_one_node_stops_both_and_they_resume() {
-        const int steps = 40;
+        const int steps = 12;
         train_one(root_ / "whole", steps);
         const int port = free_port();
         const fs::path run = root_ / "stopped";  // one folder, as on a shared file system

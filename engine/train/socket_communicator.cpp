@@ -129,7 +129,7 @@ void SocketCommunicator::recv_frame(int node, uint32_t elem, uint64_t count, voi
 
 template <class T>
 void SocketCommunicator::exchange(size_t n) {
-    ++seq_;
+    ++seq_;  // an empty collective still travels: it keeps the nodes' sequence numbers in step
     const auto deadline = net::Clock::now() + std::chrono::duration_cast<net::Clock::duration>(
                                                   std::chrono::duration<double>(rv_.timeout_s));
     T* const first = static_cast<T*>(buffers_[0]);
@@ -150,7 +150,7 @@ void SocketCommunicator::exchange(size_t n) {
         for (int k = 1; k < rv_.nodes; ++k) send_frame(k, kData, sizeof(T), n, first, n * sizeof(T), deadline);
         return;
     }
-    if (local_ == 1) {
+    if (local_ == 1 || n == 0) {
         send_frame(0, kData, sizeof(T), n, first, n * sizeof(T), deadline);
     } else {
         staging_.resize(per_node * sizeof(T));
@@ -159,7 +159,7 @@ void SocketCommunicator::exchange(size_t n) {
         send_frame(0, kData, sizeof(T), per_node, staging_.data(), staging_.size(), deadline);
     }
     recv_frame(0, sizeof(T), n, first, deadline);
-    for (int r = 1; r < local_; ++r) std::memcpy(buffers_[size_t(r)], first, n * sizeof(T));
+    for (int r = 1; r < local_ && n > 0; ++r) std::memcpy(buffers_[size_t(r)], first, n * sizeof(T));
 }
 
 template <class T>
