@@ -226,6 +226,9 @@ Run add_train_command(CLI::App& app) {
         dist.node_rank = o->node_rank;
         dist.rendezvous = o->rendezvous;
         dist.timeout_s = o->dist_timeout;
+        if (o->nodes > 1)  // the rendezvous waits silently for the other nodes: say so first
+            std::fprintf(stderr, "node rank %d of %d: loading, then meeting the other nodes at %s (for up to %g s)\n",
+                         o->node_rank, o->nodes, o->rendezvous.c_str(), o->dist_timeout);
         Trainer trainer = Trainer::prepare(c, TrainerOptions{.resume = o->resume, .distributed = dist});
         const Plan plan = trainer.plan();
         std::fprintf(stderr, "plan: %s, checkpointing %s, %lld steps, %lld micro-batches/epoch, %lld trainable "
