@@ -6,6 +6,10 @@
 // it checkpoints the last completed step and the command exits 130; `--resume` continues from there, and
 // `--out RUN --resume` without --config, --model and --dataset reads the settings from RUN/config.json.
 // A run that diverges (non-finite loss for --max-nonfinite-steps steps in a row) exits 2 with what to change.
+// Several processes (--nodes N --node-rank R --rendezvous HOST:PORT, one per machine, CPU backend): every node
+// trains the same run; node rank 0 writes the run folder and prints the adapter path, the others only report on
+// stderr. Ctrl-C on any node stops every node after the step in progress (each exits 130); a node that dies or
+// fails makes the others stop with an error naming it.
 #include <unistd.h>
 
 #include <atomic>
@@ -86,6 +90,9 @@ Run add_train_command(CLI::App& app) {
             keep_checkpoints;
         std::optional<uint64_t> seed;
         bool resume = false;
+        int nodes = 1, node_rank = 0;
+        std::string rendezvous;
+        double dist_timeout = 600;
     };
     auto o = std::make_shared<Opts>();
     auto* sub = app.add_subcommand("train", "Fine-tune a LoRA adapter (run config file and/or flags)");
@@ -136,6 +143,12 @@ Run add_train_command(CLI::App& app) {
     sub->add_option("--eval-every", o->eval_every, "evaluate every N steps (0: at the end)");
     sub->add_option("--max-nonfinite-steps", o->max_nonfinite_steps,
                     "stop the run as diverged after N steps in a row with a non-finite loss (default 3)");
+    sub->add_option("--nodes", o->nodes, "data parallel over N processes, one per machine (CPU backend; default 1)");
+    sub->add_option("--node-rank", o->node_rank, "this process's rank among --nodes, 0..N-1 (0 writes the run folder)");
+    sub->add_option("--rendezvous", o->rendezvous,
+                    "HOST:PORT where node rank 0 listens and the other nodes connect (the same on every node)");
+    sub->add_option("--dist-timeout", o->dist_timeout,
+                    "seconds a node waits for the others, at the rendezvous and in every all-reduce (default 600)");
     sub->add_flag(
         "--resume", o->resume,
         "continue the run in --out from its latest checkpoint (alone: with the settings in --out/config.json)");
@@ -208,7 +221,15 @@ Run add_train_command(CLI::App& app) {
         if (o->eval_every) c.training.eval_every = *o->eval_every;
         if (o->max_nonfinite_steps) c.training.max_nonfinite_steps = *o->max_nonfinite_steps;
 
-        Trainer trainer = Trainer::prepare(c, TrainerOptions{.resume = o->resume});
+        DistributedOptions dist;
+        dist.nodes = o->nodes;
+        dist.node_rank = o->node_rank;
+        dist.rendezvous = o->rendezvous;
+        dist.timeout_s = o->dist_timeout;
+        if (o->nodes > 1)  // the rendezvous waits silently for the other nodes: say so first
+            std::fprintf(stderr, "node rank %d of %d: loading, then meeting the other nodes at %s (for up to %g s)\n",
+                         o->node_rank, o->nodes, o->rendezvous.c_str(), o->dist_timeout);
+        Trainer trainer = Trainer::prepare(c, TrainerOptions{.resume = o->resume, .distributed = dist});
         const Plan plan = trainer.plan();
         std::fprintf(stderr, "plan: %s, checkpointing %s, %lld steps, %lld micro-batches/epoch, %lld trainable "
                              "parameters, memory %.1f MiB (weights %.1f, LoRA+optimizer %.1f, activations %.1f, "
@@ -236,11 +257,16 @@ Run add_train_command(CLI::App& app) {
         sigaction(SIGINT, &old, nullptr);
         if (trainer.diverged())
             throw_invalid(trainer.diverged_message() + " Here: a lower --lr, and a new --out.");
+        const std::string dist_flags =
+            o->nodes > 1 ? " --nodes " + std::to_string(o->nodes) + " --node-rank " + std::to_string(o->node_rank) +
+                               " --rendezvous " + o->rendezvous
+                         : "";
         if (trainer.stopped()) {
-            std::fprintf(stderr, "stopped; resume with: tandem-cli train --out %s --resume (same settings)\n",
-                         plan.config.output_dir.c_str());
+            std::fprintf(stderr, "stopped; resume with: tandem-cli train --out %s --resume%s (same settings)\n",
+                         plan.config.output_dir.c_str(), dist_flags.c_str());
             return exit_code_for(ErrorCategory::Cancelled);
         }
+        if (o->node_rank != 0) return 0;  // node rank 0 prints the adapter it wrote
         std::cout << trainer.adapter_dir().string() << "\n";
         return 0;
     };

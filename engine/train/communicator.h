@@ -24,8 +24,14 @@ namespace tandem {
 class Communicator {
 public:
     virtual ~Communicator() = default;
-    virtual int size() const = 0;
+    virtual int size() const = 0;  // ranks in the world
+    // The ranks of this process: first_rank() .. first_rank() + local_size() - 1. A communicator across
+    // processes (SocketCommunicator) holds only a share of the world; an in-process one holds all of it.
+    virtual int first_rank() const { return 0; }
+    virtual int local_size() const { return size(); }
     // Collective: every rank r in [0, size()) calls it with its own n values; on return each holds their sum.
+    // The sum of every element is taken in rank order 0..size()-1, whatever the transport, so a world of N
+    // ranks gives the same bits whether its ranks are threads or processes.
     virtual void all_reduce_sum(int rank, float* data, size_t n) = 0;
     virtual void all_reduce_sum(int rank, double* data, size_t n) = 0;
     // Makes every pending and later collective throw Error{Internal} with this reason (idempotent).

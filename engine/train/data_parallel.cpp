@@ -3,6 +3,7 @@
 // Data parallelism over rank replicas (see data_parallel.h).
 #include "train/data_parallel.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "tandem/error.h"
@@ -24,8 +25,10 @@ DataParallelModel::DataParallelModel(std::vector<std::unique_ptr<TrainableModel>
                                      std::unique_ptr<Communicator> comm)
     : ranks_(std::move(ranks)), comm_(std::move(comm)) {
     if (ranks_.empty()) throw_invalid("data parallel: no ranks");
-    if (!comm_ || comm_->size() != int(ranks_.size()))
-        throw_internal("data parallel: a communicator of " + std::to_string(ranks_.size()) + " ranks is needed");
+    if (!comm_ || comm_->local_size() != int(ranks_.size()))
+        throw_internal("data parallel: a communicator of " + std::to_string(ranks_.size()) + " local ranks is needed");
+    world_ = comm_->size();
+    first_ = comm_->first_rank();
     const std::vector<LoraParam>& p0 = ranks_[0]->lora_params();
     for (size_t r = 1; r < ranks_.size(); ++r) {
         const std::vector<LoraParam>& p = ranks_[r]->lora_params();
@@ -35,6 +38,7 @@ DataParallelModel::DataParallelModel(std::vector<std::unique_ptr<TrainableModel>
         if (!same) throw_internal("data parallel: rank " + std::to_string(r) + " holds other LoRA tensors than rank 0");
     }
     buckets_ = gradient_buckets(p0);
+    staging_.resize(ranks_.size());
     loss_.assign(ranks_.size(), 0.0);
     norm_.assign(ranks_.size(), 0.0);
     workers_.resize(ranks_.size());
@@ -46,7 +50,7 @@ DataParallelModel::~DataParallelModel() {
         std::lock_guard<std::mutex> lock(m_);
         stop_ = true;
     }
-    comm_->abort("shutting down");
+    comm_->abort("its training ended (see its output for why)");
     cv_.notify_all();
     for (Worker& w : workers_)
         if (w.thread.joinable()) w.thread.join();
@@ -67,9 +71,19 @@ void DataParallelModel::run(int r) {
         try {
             task();
         } catch (...) {
-            std::lock_guard<std::mutex> lock(m_);
-            if (!error_) error_ = std::current_exception();
-            comm_->abort("rank " + std::to_string(r) + " failed");
+            std::string what = "unknown error";
+            try {
+                throw;
+            } catch (const std::exception& e) {
+                what = e.what();
+            } catch (...) {
+            }
+            {
+                std::lock_guard<std::mutex> lock(m_);
+                if (!error_) error_ = std::current_exception();
+            }
+            // Outside the lock: a communicator across processes tells the others why, over the network.
+            comm_->abort("rank " + std::to_string(first_ + r) + " failed: " + what);
         }
         {
             std::lock_guard<std::mutex> lock(m_);
@@ -109,7 +123,8 @@ void DataParallelModel::zero_grads() {
 }
 
 void DataParallelModel::queue_forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) {
-    const int r = micro_++ % rank_count();
+    const int r = micro_++ % world_ - first_;
+    if (r < 0 || r >= rank_count()) return;  // another process's rank runs it
     // The batch is copied into the task: the trainer may reuse its own after this call returns.
     post(r, [this, r, batch, grad_scale, dropout_seed] {
         loss_[size_t(r)] += ranks_[size_t(r)]->forward_backward(batch, grad_scale, dropout_seed);
@@ -117,7 +132,8 @@ void DataParallelModel::queue_forward_backward(const PackedBatch& batch, float g
 }
 
 double DataParallelModel::forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) {
-    const int r = micro_++ % rank_count();
+    const int r = micro_++ % world_ - first_;
+    if (r < 0 || r >= rank_count()) return 0.0;  // another process's rank runs it; its loss joins the step's sum
     double loss = 0;
     post(r, [&, r] { loss = ranks_[size_t(r)]->forward_backward(batch, grad_scale, dropout_seed); });
     wait_idle();
@@ -135,10 +151,29 @@ void DataParallelModel::exchange(int r) {
     TrainableModel& m = *ranks_[size_t(r)];
     m.sync_to_host();
     std::vector<LoraParam>& p = m.lora_params();
-    for (const GradBucket& b : buckets_)
-        for (size_t i = b.first; i < b.first + b.count; ++i)
-            comm_->all_reduce_sum(r, p[i].grad.data(), p[i].grad.size());
-    comm_->all_reduce_sum(r, &loss_[size_t(r)], 1);
+    const int g = first_ + r;
+    // One collective per bucket (a layer's tensors packed together), then the loss with the stop requests:
+    // the sums are element-wise, so packing changes no bit.
+    std::vector<float>& buf = staging_[size_t(r)];
+    for (const GradBucket& b : buckets_) {
+        buf.resize(b.numel);
+        size_t at = 0;
+        for (size_t i = b.first; i < b.first + b.count; ++i) {
+            std::copy(p[i].grad.begin(), p[i].grad.end(), buf.begin() + ptrdiff_t(at));
+            at += p[i].grad.size();
+        }
+        comm_->all_reduce_sum(g, buf.data(), buf.size());
+        at = 0;
+        for (size_t i = b.first; i < b.first + b.count; ++i) {
+            std::copy(buf.begin() + ptrdiff_t(at), buf.begin() + ptrdiff_t(at + p[i].grad.size()), p[i].grad.begin());
+            at += p[i].grad.size();
+        }
+    }
+    const std::atomic<bool>* request = stop_request_.load();
+    double tail[2] = {loss_[size_t(r)], r == 0 && request && request->load() ? 1.0 : 0.0};
+    comm_->all_reduce_sum(g, tail, 2);
+    loss_[size_t(r)] = tail[0];
+    if (tail[1] > 0) stop_agreed_.store(true);
 }
 
 void DataParallelModel::queue_optimizer_step(const OptimizerStep& s) {

@@ -16,8 +16,16 @@
 //    backward is done; that transport is not built yet (docs/architecture.md, "Data parallelism").
 //  - lora_params(), lora_tensors(), memory figures and evaluation are rank 0's (the ranks are identical after
 //    every update); set_lora and sync_from_host (resume) write every rank.
+//  - Several processes (tandem-cli train --nodes): the model holds this process's share of a world of
+//    comm->size() ranks, its replicas being global ranks comm->first_rank() + r (SocketCommunicator). Every
+//    process is handed every micro-batch (they all build the same deterministic batch stream) and runs only
+//    those of its ranks, i mod world; the rest are skipped, so each rank reads its shard.
+//  - Stopping: a stop request (set_stop_request, e.g. Ctrl-C on one process) is summed with the step's loss,
+//    so every process learns of it at the same step and stop_agreed() turns true on all of them after that
+//    step: the trainer watches stop_agreed() and every process stops at the same step boundary.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -43,11 +51,23 @@ std::vector<GradBucket> gradient_buckets(const std::vector<LoraParam>& params);
 
 class DataParallelModel final : public TrainableModel {
 public:
-    // ranks: the replicas, loaded alike (same model, LoRA config and initial values); comm: of ranks.size().
+    // ranks: the replicas, loaded alike (same model, LoRA config and initial values); comm: a world whose
+    // local share (comm->local_size()) is ranks.size().
     DataParallelModel(std::vector<std::unique_ptr<TrainableModel>> ranks, std::unique_ptr<Communicator> comm);
     ~DataParallelModel() override;
 
-    int rank_count() const { return int(ranks_.size()); }
+    int rank_count() const { return int(ranks_.size()); }  // this process's replicas
+    int world_size() const { return world_; }
+    int first_rank() const { return first_; }
+    // request: read at every optimizer step's exchange (nullptr: none); stop_agreed(): true from the step at
+    // which any process of the world had its request set.
+    void set_stop_request(const std::atomic<bool>* request) {
+        stop_request_.store(request);
+        stop_agreed_.store(false);
+    }
+    const std::atomic<bool>& stop_agreed() const { return stop_agreed_; }
+    // Stops the collectives of every process with this reason (a failure outside the model, e.g. the trainer's).
+    void abort(const std::string& reason) { comm_->abort(reason); }
     TrainableModel& rank(int r) { return *ranks_[size_t(r)]; }
     const std::vector<GradBucket>& buckets() const { return buckets_; }
 
@@ -85,7 +105,11 @@ private:
 
     std::vector<std::unique_ptr<TrainableModel>> ranks_;
     std::unique_ptr<Communicator> comm_;
+    int world_ = 1, first_ = 0;
     std::vector<GradBucket> buckets_;
+    std::vector<std::vector<float>> staging_;  // [rank] one bucket's gradients, packed for its all-reduce
+    std::atomic<const std::atomic<bool>*> stop_request_{nullptr};
+    std::atomic<bool> stop_agreed_{false};
     std::vector<Worker> workers_;
     std::mutex m_;
     std::condition_variable cv_;

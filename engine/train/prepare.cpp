@@ -12,13 +12,39 @@
 #include "tandem/tokenizer.h"
 #include "tandem/trainer.h"
 #include "train/backends.h"
+#include "train/rendezvous.h"
+#include "train/socket_communicator.h"
 #include "train/trainer_impl.h"
 
 namespace tandem {
 
+namespace {
+
+// Several processes: the options are checked (and the address parsed) before anything is loaded.
+std::optional<RendezvousAddress> check_distributed(const DistributedOptions& d, DeviceChoice device) {
+    if (d.nodes < 1) throw_invalid("--nodes " + std::to_string(d.nodes) + ": at least 1");
+    if (d.node_rank < 0 || d.node_rank >= d.nodes)
+        throw_invalid("--node-rank " + std::to_string(d.node_rank) + " is outside 0.." + std::to_string(d.nodes - 1) +
+                      " for --nodes " + std::to_string(d.nodes) + "; give each node its own rank, node rank 0 listening");
+    if (d.nodes == 1) return std::nullopt;
+    if (!(d.timeout_s > 0)) throw_invalid("--dist-timeout must be a positive number of seconds");
+    if (device == DeviceChoice::Cuda)
+        throw_unsupported("--nodes " + std::to_string(d.nodes) + " on the GPU: data parallelism across processes "
+                          "runs on the CPU backend only for now, because its GPU transport (NCCL) is not built yet. "
+                          "Pass --device cpu, or train on one process");
+    if (d.rendezvous.empty())
+        throw_invalid("--nodes " + std::to_string(d.nodes) + " needs --rendezvous HOST:PORT, the address node rank 0 "
+                      "listens on (the same on every node)");
+    return parse_rendezvous_address(d.rendezvous);
+}
+
+}  // namespace
+
 Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
     validate_run_config(config);
     namespace fs = std::filesystem;
+    const DistributedOptions dist = options.distributed;
+    const std::optional<RendezvousAddress> address = check_distributed(dist, config.device);
     if (!fs::is_directory(config.model)) throw_invalid("model: " + config.model + " is not a folder");
     if (!fs::is_regular_file(config.data.dataset)) throw_invalid("data.dataset: " + config.data.dataset + " is not a file");
     if (!config.data.validation.empty() && !fs::is_regular_file(config.data.validation))
@@ -38,6 +64,7 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
 
     std::vector<std::string> notes;
     train::resolve_limits_and_device(config, notes);
+    if (address) (void)check_distributed(dist, config.device);  // device auto may have chosen the GPU
     // On CUDA the memory plan is made (and a run that cannot fit refused) before anything is loaded.
     std::optional<MemoryPlan> planned;
     if (config.device == DeviceChoice::Cuda) planned = train::plan_cuda_run(config, notes);
@@ -68,6 +95,26 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
     in.validation = std::move(data.validation_tokens);
     in.pad_id = opt.pack.pad_id;
     in.config = std::move(config);
+    if (address) {
+        in.notes.push_back("data parallel: node rank " + std::to_string(dist.node_rank) + " of " +
+                           std::to_string(dist.nodes) + " (rendezvous " + address->text() + "); micro-batch i of a "
+                           "step runs on node rank i mod " + std::to_string(dist.nodes) +
+                           (dist.node_rank == 0 ? "; this node writes the run folder"
+                                                : "; node rank 0 writes the run folder, this one only reports here"));
+        in.distribute = [dist, address = *address](std::unique_ptr<TrainableModel> model,
+                                                   const std::vector<FingerprintPart>& fingerprint) {
+            RendezvousOptions o;
+            o.address = address;
+            o.nodes = dist.nodes;
+            o.node_rank = dist.node_rank;
+            o.fingerprint = fingerprint;
+            o.timeout_s = dist.timeout_s;
+            std::vector<std::unique_ptr<TrainableModel>> ranks;
+            ranks.push_back(std::move(model));
+            return std::make_unique<DataParallelModel>(std::move(ranks),
+                                                       std::make_unique<SocketCommunicator>(rendezvous(o), 1));
+        };
+    }
     return train::make_trainer(std::move(in), options);
 }
 

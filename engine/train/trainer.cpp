@@ -33,6 +33,7 @@
 #include "tandem/error.h"
 #include "tandem/model_config.h"
 #include "tandem/safetensors.h"
+#include "train/data_parallel.h"
 #include "train/schedule.h"
 #include "train/trainer_impl.h"
 
@@ -150,6 +151,48 @@ void diff_json(const json& a, const json& b, const std::string& where, std::vect
     if (a != b) out.push_back(where + ": run has " + a.dump() + ", now " + b.dump());
 }
 
+// What the processes of a multi-process run must agree on, as named parts (rendezvous.h): the settings that
+// change what is trained (paths and when-to-save settings may differ between machines), the data, the model
+// files, the LoRA values the run starts from (seed, init adapter, resumed checkpoint) and the resume step.
+std::vector<FingerprintPart> run_fingerprint(const RunConfig& config, const std::string& data_fingerprint,
+                                             TrainableModel& model, int64_t step) {
+    std::vector<FingerprintPart> parts;
+    parts.emplace_back("Tandem version", TANDEM_VERSION);
+    json j = config;
+    for (const char* k : {"output_dir", "model", "init_adapter"}) j.erase(k);
+    if (j.contains("data"))
+        for (const char* k : {"dataset", "validation"}) j["data"].erase(k);
+    if (j.contains("training"))
+        for (const char* k : {"checkpoint_every", "checkpoint_minutes", "keep_checkpoints", "eval_every"})
+            j["training"].erase(k);
+    const json flat = j.flatten();
+    for (const auto& [pointer, value] : flat.items()) {
+        std::string key = pointer.substr(pointer.empty() ? 0 : 1);
+        std::replace(key.begin(), key.end(), '/', '.');
+        parts.emplace_back("setting " + key, value.dump());
+    }
+    parts.emplace_back("data", data_fingerprint);
+    Fnv m;
+    const std::string model_config = read_file(fs::path(config.model) / "config.json");
+    m.bytes(model_config.data(), model_config.size());
+    std::vector<std::pair<std::string, uintmax_t>> weights;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(config.model, ec))
+        if (e.path().extension() == ".safetensors") weights.emplace_back(e.path().filename().string(), e.file_size(ec));
+    std::sort(weights.begin(), weights.end());
+    for (const auto& [name, size] : weights) {
+        m.bytes(name.data(), name.size());
+        m.bytes(&size, sizeof size);
+    }
+    parts.emplace_back("model (config.json and weight file sizes)", hex64(m.h));
+    model.sync_to_host();
+    Fnv l;
+    for (const LoraParam& p : model.lora_params()) l.vec(p.value);
+    parts.emplace_back("LoRA values at the start", hex64(l.h));
+    parts.emplace_back("resume step", std::to_string(step));
+    return parts;
+}
+
 }  // namespace
 
 std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
@@ -185,6 +228,11 @@ struct Trainer::Impl {
     fs::path out;
     std::optional<MemoryPlan> planned;  // CUDA: the plan prepare() checked before loading
     std::vector<std::string> notes;     // what prepare() chose and why, emitted as Info events at start
+    // Several processes: node rank 0 alone writes the run folder (config, metrics, checkpoints, adapter); the
+    // others train alike and report on the sink only. dp is the model when it is this process's share.
+    bool writer = true;
+    int node_rank = 0;
+    DataParallelModel* dp = nullptr;
 
     // Position state (the optimizer state lives in the model: TrainableModel::optimizer_step).
     int64_t step = 0;       // completed optimizer steps
@@ -230,6 +278,7 @@ struct Trainer::Impl {
     fs::path checkpoint_dir(int64_t s) const { return out / "checkpoints" / ("step-" + std::to_string(s)); }
 
     void write_checkpoint(ProgressSink& sink) {
+        if (!writer) return;
         const fs::path final_dir = checkpoint_dir(step);
         if (fs::is_regular_file(final_dir / kStateName)) return;  // this step is saved already
         const fs::path tmp = out / "checkpoints" / (".step-" + std::to_string(step) + ".tmp");
@@ -291,6 +340,7 @@ struct Trainer::Impl {
     // multiple of it; every one when it is 0). The checkpoint of the current step and incomplete .tmp folders
     // are never touched.
     void prune_checkpoints() {
+        if (!writer) return;
         const int64_t every = config.training.checkpoint_every;
         const auto keep = static_cast<size_t>(std::max<int64_t>(1, config.training.keep_checkpoints));
         std::error_code ec;
@@ -368,7 +418,7 @@ struct Trainer::Impl {
         std::error_code ec;
         int64_t kept = -1;
         std::vector<int64_t> removed;
-        for (const auto& e : fs::directory_iterator(out / "checkpoints", ec)) {
+        for (const auto& e : fs::directory_iterator(writer ? out / "checkpoints" : fs::path(), ec)) {
             const int64_t s = step_of_dir_name(e.path().filename().string());
             if (s < 0) continue;
             if (s >= last_finite) {
@@ -378,7 +428,7 @@ struct Trainer::Impl {
                 kept = std::max(kept, s);
             }
         }
-        fsync_dir(out / "checkpoints");
+        if (writer) fsync_dir(out / "checkpoints");
         std::ostringstream lr;
         lr << config.training.lr;
         const std::string from = std::to_string(diverged_at - streak + 1), to = std::to_string(diverged_at);
@@ -391,35 +441,49 @@ struct Trainer::Impl {
         if (!removed.empty())
             msg += " Checkpoints from step " + std::to_string(*std::min_element(removed.begin(), removed.end())) +
                    " on were removed: their weights give a non-finite loss.";
-        msg += kept >= 0 ? " The last good checkpoint is checkpoints/step-" + std::to_string(kept) + "."
-                         : " No checkpoint from before the divergence is left.";
+        if (writer)
+            msg += kept >= 0 ? " The last good checkpoint is checkpoints/step-" + std::to_string(kept) + "."
+                             : " No checkpoint from before the divergence is left.";
+        else
+            msg += " Node rank 0 keeps the run's checkpoints.";
         diverged = true;
         diverged_message = msg;
         sink.on_event({RunEventKind::Diverged, msg, diverged_at});
     }
 
-    void run(ProgressSink& sink, const std::atomic<bool>& stop);
+    void run(ProgressSink& sink, const std::atomic<bool>& stop_requested);
 };
 
-void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
+void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop_requested) {
     using clock = std::chrono::steady_clock;
     stopped = false;
     diverged = false;
     diverged_message.clear();
-    fs::create_directories(out / "checkpoints");
-    if (!fs::exists(out / "config.json")) {
-        json j = config;
-        write_file_atomic(out / "config.json", j.dump(2) + "\n");
-    }
-    // Leftovers of an interrupted checkpoint write are never complete: remove them.
-    for (const auto& e : fs::directory_iterator(out / "checkpoints")) {
-        const std::string name = e.path().filename().string();
-        if (name.rfind(".step-", 0) == 0) fs::remove_all(e.path());
+    // Several processes: a stop request on any of them stops all at the same step (data_parallel.h).
+    struct StopRequest {
+        DataParallelModel* dp;
+        ~StopRequest() {
+            if (dp) dp->set_stop_request(nullptr);
+        }
+    } stop_request{dp};
+    if (dp) dp->set_stop_request(&stop_requested);
+    const std::atomic<bool>& stop = dp ? dp->stop_agreed() : stop_requested;
+    if (writer) {
+        fs::create_directories(out / "checkpoints");
+        if (!fs::exists(out / "config.json")) {
+            json j = config;
+            write_file_atomic(out / "config.json", j.dump(2) + "\n");
+        }
+        // Leftovers of an interrupted checkpoint write are never complete: remove them.
+        for (const auto& e : fs::directory_iterator(out / "checkpoints")) {
+            const std::string name = e.path().filename().string();
+            if (name.rfind(".step-", 0) == 0) fs::remove_all(e.path());
+        }
     }
     if (resume_loaded) {
-        truncate_metrics();
+        if (writer) truncate_metrics();
         sink.on_event({RunEventKind::Resumed, "resumed from " + checkpoint_dir(step).string(), step});
-    } else if (step == 0 && fs::exists(out / "metrics.jsonl")) {
+    } else if (writer && step == 0 && fs::exists(out / "metrics.jsonl")) {
         write_file_atomic(out / "metrics.jsonl", "");
     }
     sink.on_event({RunEventKind::Started,
@@ -427,8 +491,11 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
                        " LoRA tensors",
                    step});
     for (const auto& note : notes) sink.on_event({RunEventKind::Info, note, step});
-    std::ofstream metrics(out / "metrics.jsonl", std::ios::app | std::ios::binary);
-    if (!metrics) throw_io((out / "metrics.jsonl").string() + ": cannot open for appending");
+    std::ofstream metrics;
+    if (writer) {
+        metrics.open(out / "metrics.jsonl", std::ios::app | std::ios::binary);
+        if (!metrics) throw_io((out / "metrics.jsonl").string() + ": cannot open for appending");
+    }
 
     const TrainingConfig& tc = config.training;
     const auto run_start = clock::now();
@@ -494,9 +561,11 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
                           {"reserved", m.memory.reserved},         {"device_total", m.memory.device_total},
                           {"device_free", m.memory.device_free},   {"pinned_host", m.memory.pinned_host}};
         if (diverged_at == m.step) line["status"] = "diverged";
-        metrics << line.dump() << "\n";
-        metrics.flush();
-        if (!metrics) throw_io((out / "metrics.jsonl").string() + ": write failed");
+        if (writer) {
+            metrics << line.dump() << "\n";
+            metrics.flush();
+            if (!metrics) throw_io((out / "metrics.jsonl").string() + ": write failed");
+        }
         sink.on_step(m);
         if (p.checkpoint && finite) {  // never the weights of a non-finite step
             write_checkpoint(sink);
@@ -579,6 +648,10 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop) {
     if (pending) collect();
 
     const fs::path adapter = out / "adapter";
+    if (!writer) {
+        sink.on_event({RunEventKind::Finished, "node rank 0 writes the adapter (" + adapter.string() + ")", step});
+        return;
+    }
     write_peft_adapter(adapter, config.lora, model->model_config(), config.model, model->lora_tensors(),
                        PeftWriteOptions{.overwrite = true});
     sink.on_event({RunEventKind::Finished, adapter.string(), step});
@@ -615,10 +688,16 @@ Plan Trainer::plan() const {
 // error naming the path, never an internal one.
 void Trainer::run(ProgressSink& sink, const std::atomic<bool>& stop) {
     try {
-        impl_->run(sink, stop);
-    } catch (const fs::filesystem_error& e) {
-        throw_io((e.path1().empty() ? impl_->out : e.path1()).string() + ": " + e.code().message() +
-                 ". The run folder must be a writable folder with free space on its disk");
+        try {
+            impl_->run(sink, stop);
+        } catch (const fs::filesystem_error& e) {
+            throw_io((e.path1().empty() ? impl_->out : e.path1()).string() + ": " + e.code().message() +
+                     ". The run folder must be a writable folder with free space on its disk");
+        }
+    } catch (const std::exception& e) {
+        // The other processes of the run stop too, told why (no-op when they are the ones that stopped it).
+        if (impl_->dp) impl_->dp->abort("node rank " + std::to_string(impl_->node_rank) + " failed: " + e.what());
+        throw;
     }
 }
 bool Trainer::stopped() const { return impl_->stopped; }
@@ -639,6 +718,8 @@ Trainer make_trainer(TrainerInputs in, TrainerOptions options) {
     I->validation = std::move(in.validation);
     I->planned = in.planned;
     I->notes = std::move(in.notes);
+    I->node_rank = options.distributed.node_rank;
+    I->writer = options.distributed.node_rank == 0;
     RunConfig& c = I->config;
     c = std::move(in.config);
     // Resolve what "auto" means here and make paths absolute, so resume compares like with like.
@@ -707,8 +788,14 @@ Trainer make_trainer(TrainerInputs in, TrainerOptions options) {
             throw_invalid(msg + ". Resume with the same settings, or start a new run in another folder");
         }
         if (auto latest = latest_checkpoint(I->out)) I->load_checkpoint(*latest);
-    } else if (fs::exists(cfg) || fs::exists(I->out / "checkpoints")) {
+    } else if (I->writer && (fs::exists(cfg) || fs::exists(I->out / "checkpoints"))) {
         throw_invalid(I->out.string() + ": this folder already holds a run; resume it with --resume or choose another output folder");
+    }
+    if (in.distribute) {
+        const auto parts = run_fingerprint(I->config, I->data_fingerprint, *I->model, I->step);
+        auto dp = in.distribute(std::move(I->model), parts);
+        I->dp = dp.get();
+        I->model = std::move(dp);
     }
     return Trainer(std::move(I));
 }

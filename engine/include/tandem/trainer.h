@@ -139,8 +139,21 @@ struct Plan {
     int64_t trainable_parameters = 0;
 };
 
+// Data parallelism over several processes, one per machine (tandem-cli train --nodes N --node-rank R
+// --rendezvous HOST:PORT): every process loads the same model and data, node rank 0 listens at the rendezvous
+// address and the others connect; micro-batch i of a step runs on node i mod nodes; node rank 0 alone writes the
+// run folder (the others report on the sink only). CPU backend only for now: the GPU transport (NCCL) is not
+// built, so a run on CUDA with nodes > 1 is Error{Unsupported}.
+struct DistributedOptions {
+    int nodes = 1;
+    int node_rank = 0;
+    std::string rendezvous;  // HOST:PORT where node rank 0 listens
+    double timeout_s = 600;  // how long any node waits for another (rendezvous and every all-reduce)
+};
+
 struct TrainerOptions {
     bool resume = false;  // continue from the latest complete checkpoint in config.output_dir
+    DistributedOptions distributed{};  // one process unless nodes > 1
 };
 
 class Trainer {
