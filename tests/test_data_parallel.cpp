@@ -21,6 +21,7 @@
 #include "tandem/error.h"
 #include "tandem/model_config.h"
 #include "tandem/run_config.h"
+#include "data_parallel_support.h"
 #include "test_support.h"
 #include "train/backends.h"
 #include "train/communicator.h"
@@ -31,24 +32,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kLlama = tandem::test::fixtures() / "models" / "llama";
-
-RunConfig fixture_config() {
-    RunConfig c;
-    c.model = kLlama.string();
-    c.output_dir = "unused";
-    c.data.dataset = "unused";
-    c.device = DeviceChoice::Cpu;
-    c.training.batch_tokens = 64;
-    c.seed = 5;
-    c.lora = read_peft_adapter(kLlama / "adapter", load_model_config(kLlama)).config;
-    c.lora.dropout = 0.1;  // the seeds must reach the rank that runs each micro-batch
-    return c;
-}
-
-std::unique_ptr<TrainableModel> replica(const RunConfig& c) {
-    return train::load_cpu_model(c, read_peft_adapter(kLlama / "adapter", load_model_config(kLlama)));
-}
+using test::dp::fixture_config;
+using test::dp::micro_batches;
+using test::dp::replica;
+using test::dp::StepLog;
+using test::dp::train_two_steps;
 
 std::unique_ptr<DataParallelModel> parallel(const RunConfig& c, int ranks) {
     std::vector<std::unique_ptr<TrainableModel>> rs;
@@ -56,39 +44,7 @@ std::unique_ptr<DataParallelModel> parallel(const RunConfig& c, int ranks) {
     return std::make_unique<DataParallelModel>(std::move(rs), std::make_unique<HostThreadCommunicator>(ranks));
 }
 
-// Four micro-batches: the fixture's sequences one by one.
-std::vector<PackedBatch> micro_batches() {
-    const auto seqs = read_json_file(kLlama / "sequences.json")["sequences"].get<std::vector<std::vector<int32_t>>>();
-    std::vector<PackedBatch> out;
-    for (const auto& s : seqs) out.push_back(batch_from_sequences({s}));
-    return out;
-}
 
-struct StepLog {
-    std::vector<StepResult> steps;
-    LoraTensors values;
-};
-
-// Two optimizer steps over the micro-batches, the trainer's way (queue, queue optimizer, collect).
-StepLog train_two_steps(TrainableModel& m, const std::vector<PackedBatch>& micro) {
-    int64_t labels = 0;
-    for (const auto& b : micro) labels += b.num_label_tokens;
-    StepLog log;
-    for (int64_t step = 1; step <= 2; ++step) {
-        m.zero_grads();
-        for (size_t i = 0; i < micro.size(); ++i)
-            m.queue_forward_backward(micro[i], float(1.0 / double(labels)), uint64_t(1000 * step + int64_t(i)));
-        OptimizerStep s;
-        s.lr = 1e-2;
-        s.max_grad_norm = 1.0;
-        s.step = step;
-        m.queue_optimizer_step(s);
-        log.steps.push_back(m.collect_step());
-    }
-    m.sync_to_host();
-    log.values = m.lora_tensors();
-    return log;
-}
 
 }  // namespace
 
@@ -149,7 +105,7 @@ private slots:
                 QCOMPARE(g.size(), w.size());
                 for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(double(g[i]) - w[i]));
             }
-            const PeftAdapter initial = read_peft_adapter(kLlama / "adapter", load_model_config(kLlama));
+            const PeftAdapter initial = read_peft_adapter(test::dp::llama() / "adapter", load_model_config(test::dp::llama()));
             for (const auto& [name, w] : want.values) {
                 const auto& init = initial.tensors.at(name);
                 for (size_t i = 0; i < w.size() && !moved; ++i) moved = std::fabs(w[i] - init[i]) > 1e-4;

@@ -29,6 +29,7 @@
 #include "tandem/error.h"
 #include "tandem/model_config.h"
 #include "tandem/run_config.h"
+#include "data_parallel_support.h"
 #include "test_support.h"
 #include "train/backends.h"
 #include "train/communicator.h"
@@ -43,7 +44,6 @@ using Seconds = std::chrono::duration<double>;
 
 namespace {
 
-const fs::path kLlama = tandem::test::fixtures() / "models" / "llama";
 
 std::vector<FingerprintPart> fingerprint(const std::string& data = "d1") {
     return {{"setting training.lr", "0.0002"}, {"data", data}, {"resume step", "0"}};
@@ -150,54 +150,9 @@ void check_socket_sums_equal_thread_sums(int nodes, int local, size_t n) {
                                 .arg(nodes).arg(local).arg(n).arg(sizeof(T)).arg(g)));
 }
 
-RunConfig fixture_config() {
-    RunConfig c;
-    c.model = kLlama.string();
-    c.output_dir = "unused";
-    c.data.dataset = "unused";
-    c.device = DeviceChoice::Cpu;
-    c.training.batch_tokens = 64;
-    c.seed = 5;
-    c.lora = read_peft_adapter(kLlama / "adapter", load_model_config(kLlama)).config;
-    c.lora.dropout = 0.1;
-    return c;
-}
-
-std::vector<std::unique_ptr<TrainableModel>> replicas(int n) {
-    std::vector<std::unique_ptr<TrainableModel>> out;
-    for (int i = 0; i < n; ++i)
-        out.push_back(train::load_cpu_model(fixture_config(), read_peft_adapter(kLlama / "adapter", load_model_config(kLlama))));
-    return out;
-}
-
-struct StepLog {
-    std::vector<StepResult> steps;
-    LoraTensors values;
-};
-
-// Two optimizer steps over the fixture's four sequences, the trainer's way.
-StepLog train_two_steps(TrainableModel& m) {
-    const auto seqs = read_json_file(kLlama / "sequences.json")["sequences"].get<std::vector<std::vector<int32_t>>>();
-    std::vector<PackedBatch> micro;
-    for (const auto& s : seqs) micro.push_back(batch_from_sequences({s}));
-    int64_t labels = 0;
-    for (const auto& b : micro) labels += b.num_label_tokens;
-    StepLog log;
-    for (int64_t step = 1; step <= 2; ++step) {
-        m.zero_grads();
-        for (size_t i = 0; i < micro.size(); ++i)
-            m.queue_forward_backward(micro[i], float(1.0 / double(labels)), uint64_t(1000 * step + int64_t(i)));
-        OptimizerStep s;
-        s.lr = 1e-2;
-        s.max_grad_norm = 1.0;
-        s.step = step;
-        m.queue_optimizer_step(s);
-        log.steps.push_back(m.collect_step());
-    }
-    m.sync_to_host();
-    log.values = m.lora_tensors();
-    return log;
-}
+using test::dp::replicas;
+using test::dp::StepLog;
+using test::dp::train_two_steps;
 
 }  // namespace
 

@@ -495,14 +495,21 @@ Tensor add_padding_mask(GraphBuilder& g, const Key& k, Tensor scores, const Comm
     return out;
 }
 
+// The row (query) and column (key) index of every score, as the frontend's diagonal band masks generate them.
+std::pair<Tensor, Tensor> score_indices(GraphBuilder& g, const Key& k, Tensor scores, const std::string& what) {
+    const Dims dims = k.scores_dims(), strides = k.scores_strides();
+    const Tensor row = g.virt((what + " row index").c_str(), kI32, dims, strides);
+    g.pointwise((what + " gen row index").c_str(), CUDNN_POINTWISE_GEN_INDEX, kF32, scores, nullptr, nullptr, row, 2);
+    const Tensor col = g.virt((what + " col index").c_str(), kI32, dims, strides);
+    g.pointwise((what + " gen col index").c_str(), CUDNN_POINTWISE_GEN_INDEX, kF32, scores, nullptr, nullptr, col, 3);
+    return {row, col};
+}
+
 // Top-left causal mask: keep row >= col (frontend CompositeDiagonalBandMaskNode, right bound 0).
 Tensor add_causal_mask(GraphBuilder& g, const Key& k, Tensor scores) {
     const Dims dims = k.scores_dims(), strides = k.scores_strides();
     const Tensor neg_inf = g.tensor("causal -inf", kUidNegInfCausal, kF32, kOnes, kOnes, Kind::ByValue);
-    const Tensor row = g.virt("causal row index", kI32, dims, strides);
-    g.pointwise("causal gen row index", CUDNN_POINTWISE_GEN_INDEX, kF32, scores, nullptr, nullptr, row, 2);
-    const Tensor col = g.virt("causal col index", kI32, dims, strides);
-    g.pointwise("causal gen col index", CUDNN_POINTWISE_GEN_INDEX, kF32, scores, nullptr, nullptr, col, 3);
+    const auto [row, col] = score_indices(g, k, scores, "causal");
     const Tensor keep = g.virt("causal row >= col", kBool, dims, strides);
     g.pointwise("causal row >= col", CUDNN_POINTWISE_CMP_GE, kBool, row, col, nullptr, keep);
     const Tensor out = g.virt("causal select", kF32, dims, strides);
@@ -517,10 +524,7 @@ Tensor add_window_mask(GraphBuilder& g, const Key& k, Tensor scores) {
     const Dims dims = k.scores_dims(), strides = k.scores_strides();
     const Tensor neg_inf = g.tensor("window -inf", kUidNegInfWindow, kF32, kOnes, kOnes, Kind::ByValue);
     const Tensor window = g.tensor("window", kUidWindow, kF32, kOnes, kOnes, Kind::ByValue);
-    const Tensor row = g.virt("window row index", kI32, dims, strides);
-    g.pointwise("window gen row index", CUDNN_POINTWISE_GEN_INDEX, kF32, scores, nullptr, nullptr, row, 2);
-    const Tensor col = g.virt("window col index", kI32, dims, strides);
-    g.pointwise("window gen col index", CUDNN_POINTWISE_GEN_INDEX, kF32, scores, nullptr, nullptr, col, 3);
+    const auto [row, col] = score_indices(g, k, scores, "window");
     const Tensor shifted = g.virt("window col + W", kF32, dims, strides);
     g.pointwise("window col + W", CUDNN_POINTWISE_ADD, kF32, col, window, nullptr, shifted);
     const Tensor keep = g.virt("window col + W > row", kBool, dims, strides);
