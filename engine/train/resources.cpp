@@ -92,13 +92,16 @@ MemoryEstimate estimate_memory(const RunConfig& in) {
     e.device = config.device;
 
     if (config.device == DeviceChoice::Cuda) {
-        std::vector<std::string> notes;  // the plan's decision is the message
+        std::vector<std::string> notes;  // the plan's decisions are the message
         train::CudaPlanChoice c = train::choose_cuda_plan(config, notes);
         e.memory = c.memory;
         e.fits = c.fits;
         e.checkpointing = config.memory.checkpointing;
         e.attention = config.memory.attention;
-        e.message = c.fits ? (notes.empty() ? std::string() : notes.front()) : c.refusal;
+        std::string decisions;  // (the "device: ... planned peak" note repeats the numbers the estimate holds)
+        for (const std::string& n : notes)
+            if (n.rfind("device: ", 0) != 0) decisions += (decisions.empty() ? "" : "; ") + n;
+        e.message = c.fits ? decisions : c.refusal;
         return e;
     }
 
