@@ -207,6 +207,10 @@ RopeTable rope_table_build(int head_dim, double theta, const RopeScaling& scalin
 }
 
 void rope_rows(int32_t* rows, const int32_t* positions, const int32_t* cu_seqlens, int S, int long_from) {
+    if (long_from == 0) {  // one set of rows: the positions themselves
+        std::copy(positions, positions + cu_seqlens[S], rows);
+        return;
+    }
     for (int s = 0; s < S; ++s) {
         int32_t last = -1;
         for (int t = cu_seqlens[s]; t < cu_seqlens[s + 1]; ++t) last = std::max(last, positions[t]);

@@ -708,15 +708,21 @@ struct Layout {
 
 // backward: with the backward's pieces (softmax sum, dQ accumulator, per-query-head dK / dV); the forward needs
 // the offsets, lengths and its engine workspace only.
-Layout layout_for(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t engine_bytes,
-                  bool backward = true) {
-    Layout l{};
+// Pieces of a workspace one after the other, each aligned to kAlign.
+struct Bump {
     size_t at = 0;
-    auto take = [&](int64_t bytes) {
+    size_t take(int64_t bytes) {
         const size_t p = at;
         at += align_up(static_cast<size_t>(bytes), kAlign);
         return p;
-    };
+    }
+};
+
+Layout layout_for(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t engine_bytes,
+                  bool backward = true) {
+    Layout l{};
+    Bump w;
+    auto take = [&](int64_t bytes) { return w.take(bytes); };
     const int64_t offsets = (B + 1) * int64_t(sizeof(int64_t)), lengths = B * int64_t(sizeof(int32_t));
     const int64_t full = backward && Hq != Hkv ? T * Hq * D * int64_t(sizeof(float)) : 0;
     const int64_t rows = backward ? T : 0;
@@ -732,7 +738,7 @@ Layout layout_for(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int6
     l.dk_full = take(full);
     l.dv_full = take(full);
     l.engine = take(engine_bytes);
-    l.bytes = at + kAlign;
+    l.bytes = w.at + kAlign;
     return l;
 }
 
@@ -754,12 +760,8 @@ SplitLayout split_layout_for(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int6
     SplitLayout l{};
     const int64_t G = Hq / Hkv;
     l.group = layout_for(B, T, G, 1, D, engine_bytes);
-    size_t at = l.group.bytes;
-    auto take = [&](int64_t bytes) {
-        const size_t p = at;
-        at += align_up(static_cast<size_t>(bytes), kAlign);
-        return p;
-    };
+    Bump w{l.group.bytes};
+    auto take = [&](int64_t bytes) { return w.take(bytes); };
     const int64_t qb = T * G * D * int64_t(sizeof(bf16)), kb = T * D * int64_t(sizeof(bf16));
     l.q = take(qb);
     l.o = take(qb);
@@ -770,7 +772,7 @@ SplitLayout split_layout_for(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int6
     l.dk = take(kb);
     l.dv = take(kb);
     l.stats = take(T * G * int64_t(sizeof(float)));
-    l.bytes = at;
+    l.bytes = w.at;
     return l;
 }
 
