@@ -24,6 +24,7 @@
 #include "data_parallel_support.h"
 #include "test_support.h"
 #include "train/backends.h"
+#include "kernels/cpu/collective.h"
 #include "train/communicator.h"
 #include "train/data_parallel.h"
 
@@ -45,6 +46,31 @@ std::unique_ptr<DataParallelModel> parallel(const RunConfig& c, int ranks) {
 }
 
 
+// A rank that records what the step protocol told it (and on which thread it was made and told).
+class Recorder final : public TrainableModel {
+public:
+    Recorder() : made_on(std::this_thread::get_id()) {}
+    const ModelConfig& model_config() const override { return config_; }
+    std::vector<LoraParam>& lora_params() override { return params_; }
+    void zero_grads() override {}
+    void begin_step(int n) override {
+        told.push_back(n);
+        told_on = std::this_thread::get_id();
+    }
+    double forward_backward(const PackedBatch&, float, uint64_t) override { return 0; }
+    double forward_loss(const PackedBatch&) override { return 0; }
+    void set_lora(const LoraTensors&) override {}
+    LoraTensors lora_tensors() override { return {}; }
+    size_t weight_bytes() const override { return 0; }
+    size_t lora_bytes() const override { return 0; }
+    size_t activation_bytes() const override { return 0; }
+    std::vector<int> told;
+    std::thread::id made_on, told_on;
+
+private:
+    ModelConfig config_;
+    std::vector<LoraParam> params_;
+};
 
 }  // namespace
 
@@ -142,6 +168,55 @@ private slots:
             qInfo("the step stopped with: %s", e.what());
         }
         QVERIFY(threw);
+    }
+
+    void ranks_are_made_on_their_threads_and_told_their_share() {
+        // Rank r of 3 gets micro-batches r, r + 3, ...: 7 -> 3, 2, 2; 2 -> 1, 1, 0 (a rank may get none).
+        std::vector<Recorder*> made(3, nullptr);
+        DataParallelModel dp(
+            [&](int r) {
+                auto m = std::make_unique<Recorder>();
+                made[size_t(r)] = m.get();
+                return m;
+            },
+            std::make_unique<HostThreadCommunicator>(3));
+        dp.begin_step(7);
+        dp.begin_step(2);
+        dp.begin_step(0);
+        const std::vector<std::vector<int>> want{{3, 1, 0}, {2, 1, 0}, {2, 0, 0}};
+        for (size_t r = 0; r < 3; ++r) {
+            QCOMPARE(made[r]->told, want[r]);
+            QVERIFY(made[r]->made_on != std::this_thread::get_id());  // a device rank lives on its worker
+            QVERIFY(made[r]->told_on == made[r]->made_on);
+            for (size_t q = 0; q < r; ++q) QVERIFY(made[r]->made_on != made[q]->made_on);
+        }
+        QVERIFY(!dp.device_collectives());  // the host transport: the model sums host gradients itself
+        QCOMPARE(dp.transport(), std::string("threads"));
+        // A rank that fails to load: its error, the others freed on their threads.
+        test::expect_error(
+            [] {
+                DataParallelModel bad(
+                    [](int r) -> std::unique_ptr<TrainableModel> {
+                        if (r == 1) throw_invalid("rank 1 cannot load");
+                        return std::make_unique<Recorder>();
+                    },
+                    std::make_unique<HostThreadCommunicator>(2));
+            },
+            ErrorCategory::InvalidInput, {"rank 1 cannot load"});
+    }
+
+    void sum_ranks_is_the_rank_ordered_sum() {
+        // The CPU twin of the peer transport's kernel: every element summed in rank order into every buffer.
+        std::vector<float> a{1e8f, 1.0f, -3.0f}, b{1.0f, 2.0f, 0.5f}, c{-1e8f, 4.0f, 0.25f};
+        float* bufs[3] = {a.data(), b.data(), c.data()};
+        cpu::sum_ranks(bufs, 3, 0, 2);  // the third element is another rank's share
+        const float first = (1e8f + 1.0f) + -1e8f;  // 0: the order matters and is kept
+        for (const std::vector<float>* v : {&a, &b, &c}) {
+            QCOMPARE((*v)[0], first);
+            QCOMPARE((*v)[1], 7.0f);
+        }
+        QCOMPARE(a[2], -3.0f);
+        QCOMPARE(c[2], 0.25f);
     }
 
     void host_thread_sums_in_rank_order() {

@@ -826,6 +826,11 @@ private slots:
         const RunConfig back = j.get<RunConfig>();
         QVERIFY(back == c);
         QCOMPARE(json(back).dump(), j.dump());
+        QVERIFY(!j.contains("devices"));  // written only when set: older runs' config.json still compare equal
+        RunConfig gpus = c;
+        gpus.devices = {0, 1};
+        QCOMPARE(json(gpus)["devices"], json({0, 1}));
+        QVERIFY(json(gpus).get<RunConfig>() == gpus);
         // Every checkpointing policy survives a round trip by its name.
         for (CheckpointPolicy p : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
                                    CheckpointPolicy::SmartSingle, CheckpointPolicy::Auto}) {
@@ -861,6 +866,10 @@ private slots:
         bad([](json& j) { j["model"] = 3; }, {"model", "string"});
         bad([](json& j) { j["output_dir"] = ""; }, {"output_dir"});
         bad([](json& j) { j["device"] = "tpu"; }, {"device", "tpu"});
+        bad([](json& j) { j["devices"] = "0,1"; }, {"devices", "list"});
+        bad([](json& j) { j["devices"] = {0, -2}; }, {"devices", "-2"});
+        bad([](json& j) { j["devices"] = {-1, 0}; }, {"devices", "-1"});
+        bad([](json& j) { j["device"] = "cpu"; j["devices"] = {0, 1}; }, {"devices", "cpu"});
         bad([](json& j) { j["seed"] = -1; }, {"seed"});
         bad([](json& j) { j["data"]["dataset"] = ""; }, {"data.dataset"});
         bad([](json& j) { j["data"]["validation_fraction"] = 1.0; }, {"data.validation_fraction"});

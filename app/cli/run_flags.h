@@ -50,9 +50,10 @@ struct MemoryFlags {
     std::string quantization;
     std::string precision;
     std::optional<double> vram_budget;
+    std::string devices;
 };
 
-// Registers --quantization, --precision and --vram-budget on a subcommand.
+// Registers --quantization, --precision, --vram-budget and --devices on a subcommand.
 inline void add_memory_flags(CLI::App* sub, MemoryFlags& f) {
     sub->add_option("--quantization", f.quantization,
                     "none (base weights as the checkpoint stores them) | nf4 (4-bit base weights: QLoRA; a *-bnb-4bit "
@@ -61,9 +62,32 @@ inline void add_memory_flags(CLI::App* sub, MemoryFlags& f) {
                     "bf16 (default) | fp8 (FP8 base weights and GEMMs with block scales: faster on Hopper GPUs; "
                     "LoRA, norms, attention and loss stay bf16)");
     sub->add_option("--vram-budget", f.vram_budget, "plan and allocate as if the GPU had this many GiB");
+    sub->add_option("--devices", f.devices,
+                    "GPUs to train on together, e.g. 0,1 or all: one replica each, micro-batch i of a step on GPU i mod "
+                    "N (grad_accum >= N keeps every GPU busy); default: GPU 0");
 }
 
-// --quantization, --precision and --vram-budget, when given.
+// "0,1" -> {0, 1}; "all" -> {-1}.
+inline std::vector<int> parse_devices(const std::string& s) {
+    if (s == "all") return {-1};
+    std::vector<int> out;
+    for (const std::string& item : split_list(s)) {
+        size_t used = 0;
+        int v = -1;
+        try {
+            v = std::stoi(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used != item.size() || v < 0)
+            throw_invalid("--devices " + s + ": '" + item + "' is no GPU index; expected indices like 0,1 or all");
+        out.push_back(v);
+    }
+    if (out.empty()) throw_invalid("--devices: expected GPU indices like 0,1 or all");
+    return out;
+}
+
+// --quantization, --precision, --vram-budget and --devices, when given.
 inline void apply_memory_flags(RunConfig& c, const MemoryFlags& f) {
     if (!f.quantization.empty()) {
         const auto q = parse_quantization(f.quantization);
@@ -80,6 +104,7 @@ inline void apply_memory_flags(RunConfig& c, const MemoryFlags& f) {
             throw_invalid("--vram-budget " + std::to_string(*f.vram_budget) + ": expected a positive number of GiB");
         c.memory.vram_budget_gib = *f.vram_budget;
     }
+    if (!f.devices.empty()) c.devices = parse_devices(f.devices);
 }
 
 }  // namespace tandem::cli

@@ -10,6 +10,7 @@
 
 #include "core/cuda/context.h"
 #include "cuda_plugin/seam.h"
+#include "train/cuda_communicators.h"
 
 namespace tandem {
 
@@ -44,6 +45,19 @@ void cuda_system_info(SystemInfo& s) {
         s.gpu_memory = p.totalGlobalMem;
         s.compute_capability = std::to_string(p.major) + "." + std::to_string(p.minor);
         s.gpu_fp8 = p.major == 9;
+        for (int i = 0; i < cuda::device_count(); ++i) {
+            cudaDeviceProp q{};
+            if (cudaGetDeviceProperties(&q, i) != cudaSuccess) {
+                (void)cudaGetLastError();
+                continue;
+            }
+            s.gpus.push_back({i, q.name, q.totalGlobalMem, std::to_string(q.major) + "." + std::to_string(q.minor)});
+        }
+        std::string why;
+        if (const cuda::NcclLibrary* nccl = cuda::load_nccl(&why))
+            s.nccl = cuda::nccl_version(*nccl);
+        else
+            s.nccl_unavailable_reason = why;
     } catch (const std::exception& e) {
         s.gpu_usable = false;
         s.gpu_unavailable_reason = e.what();

@@ -489,6 +489,63 @@ void CudaModel::zero_grads() {
     Impl& m = *impl_;
     if (m.y.lora_padded > 0) cuda::zero(m.lora_grad, m.y.lora_padded);
     TANDEM_CUDA_CHECK(cudaMemsetAsync(m.loss_sum + 1, 0, sizeof(double), stream()));
+    m.reduce_now = m.reduced = false;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Data parallelism: the gradients summed over the ranks on a communication stream
+// ---------------------------------------------------------------------------------------------------------
+
+void CudaModel::set_all_reduce(DeviceAllReduce* r) {
+    Impl& m = *impl_;
+    m.all_reduce = r;
+    m.reduce_now = m.reduced = false;
+    m.grad_buckets.clear();
+    if (!r) return;
+    if (!m.options.lora_state) throw_internal("cuda model: data parallelism needs the LoRA state");
+    if (!m.comm.get()) {
+        m.comm = Stream::make_non_blocking();
+        m.ev_grads = Event::make(cudaEventDisableTiming);
+        m.ev_reduced = Event::make(cudaEventDisableTiming);
+    }
+    // One bucket per layer (its tensors are consecutive in lora_params order), from the first tensor's offset to
+    // the last one's end; the padding between them is zero on every rank, so summing it changes nothing.
+    std::vector<Impl::GradBucket> other;
+    for (size_t i = 0; i < m.params.size(); ++i) {
+        const int layer = m.params[i].spec.layer;
+        const int64_t b = m.y.lora_offset[i], e = b + m.y.lora_numel[i];
+        std::vector<Impl::GradBucket>& into = layer >= 0 && layer < m.d.L ? m.grad_buckets : other;
+        if (!into.empty() && into.back().layer == layer) {
+            into.back().end = e;
+        } else {
+            if (layer >= 0 && layer < m.d.L)
+                for (const Impl::GradBucket& g : m.grad_buckets)
+                    if (g.layer == layer)
+                        throw_internal("cuda model: layer " + std::to_string(layer) + "'s LoRA tensors are not consecutive");
+            into.push_back({layer, b, e});
+        }
+    }
+    for (const Impl::GradBucket& g : other) m.grad_buckets.push_back(g);
+}
+
+void CudaModel::reduce_in_next_backward() {
+    Impl& m = *impl_;
+    if (!m.all_reduce) throw_internal("cuda model: reduce_in_next_backward() without set_all_reduce()");
+    m.reduce_now = true;
+}
+
+void CudaModel::set_step_vote(double vote) { impl_->vote = vote; }
+
+void CudaModel::Impl::reduce_bucket(const GradBucket& b) {
+    ev_grads.record(stream());
+    ev_grads.wait_on(comm.get());
+    all_reduce->sum(lora_grad + b.begin, size_t(b.end - b.begin), comm.get());
+}
+
+void CudaModel::Impl::layer_backward_done(int l) {
+    if (!reduce_now) return;
+    for (const GradBucket& b : grad_buckets)
+        if (b.layer == l) reduce_bucket(b);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -521,11 +578,19 @@ void CudaModel::forward_backward_async(const PackedBatch& batch, float grad_scal
     m.begin_batch(batch, grad_scale, dropout_seed);  // the compute stream waits for the upload here
     m.ev_t[r][0].record();
     m.ev_start.record();  // the timeline's origin
-    if (m.graphs_enabled() && m.run_graphed()) {
+    // The rank's last micro-batch of a data-parallel step hands its gradients to the all-reduce layer by layer:
+    // eagerly, since a graph would replay those collectives with every later micro-batch of its shape.
+    if (!m.reduce_now && m.graphs_enabled() && m.run_graphed()) {
         m.ev_t[r][1].record();  // one graph: no forward / backward split (all of it counts as forward)
     } else {
         ++m.graph_stats.eager;
         m.micro_step(m.ev_t[r][1].get());
+    }
+    if (m.reduce_now) {
+        for (const Impl::GradBucket& b : m.grad_buckets)  // the tensors of no layer are final only now
+            if (b.layer < 0 || b.layer >= m.d.L) m.reduce_bucket(b);
+        m.reduce_now = false;
+        m.reduced = true;
     }
     m.ev_t[r][2].record();
     m.end_batch();
@@ -599,6 +664,24 @@ void CudaModel::optimizer_step_async(double lr, double beta1, double beta2, doub
                                      double max_grad_norm, int64_t step) {
     Impl& m = *impl_;
     const int r = int(m.steps_queued % kStepSlots);
+    if (m.all_reduce) {
+        // The buckets no backward handed over (this rank had no micro-batch, or none was marked last), in the
+        // backward's order, then the step's loss sum with the vote; the update waits for the sums.
+        if (!m.reduced)
+            for (int l = m.d.L - 1; l >= -1; --l)
+                for (const Impl::GradBucket& b : m.grad_buckets)
+                    if (l >= 0 ? b.layer == l : b.layer < 0 || b.layer >= m.d.L) m.reduce_bucket(b);
+        *m.pinned_step_vote(r) = m.vote;
+        TANDEM_CUDA_CHECK(
+            cudaMemcpyAsync(m.loss_sum + 2, m.pinned_step_vote(r), sizeof(double), cudaMemcpyHostToDevice, stream()));
+        m.ev_grads.record(stream());
+        m.ev_grads.wait_on(m.comm.get());
+        m.all_reduce->sum(m.loss_sum + 1, 2, m.comm.get());
+        m.ev_reduced.record(m.comm.get());
+        m.ev_reduced.wait_on(stream());
+        m.reduced = false;
+        m.vote = 0;
+    }
     if (m.params.empty()) {
         cuda::zero(m.norm, 1);
     } else {
@@ -611,6 +694,9 @@ void CudaModel::optimizer_step_async(double lr, double beta1, double beta2, doub
         cudaMemcpyAsync(m.pinned_step_loss(r), m.loss_sum + 1, sizeof(double), cudaMemcpyDeviceToHost, stream()));
     TANDEM_CUDA_CHECK(
         cudaMemcpyAsync(m.pinned_step_norm(r), m.norm, sizeof(float), cudaMemcpyDeviceToHost, stream()));
+    if (m.all_reduce)
+        TANDEM_CUDA_CHECK(
+            cudaMemcpyAsync(m.pinned_step_vote(r), m.loss_sum + 2, sizeof(double), cudaMemcpyDeviceToHost, stream()));
     m.ev_t[r][3].record();
     m.ev_step_done[r].record();
     m.step_last_seq[r] = m.batch_seq;
@@ -627,6 +713,7 @@ CudaModel::StepReadback CudaModel::collect_step() {
     StepReadback out;
     out.loss_sum = *m.pinned_step_loss(r);
     out.grad_norm = double(*m.pinned_step_norm(r));
+    out.votes = m.all_reduce ? *m.pinned_step_vote(r) : 0.0;
     float fwd = 0, bwd = 0, opt = 0;
     if (cudaEventElapsedTime(&fwd, m.ev_t[r][0].get(), m.ev_t[r][1].get()) == cudaSuccess &&
         cudaEventElapsedTime(&bwd, m.ev_t[r][1].get(), m.ev_t[r][2].get()) == cudaSuccess &&
@@ -723,6 +810,9 @@ void CudaModel::forward_backward_async(const PackedBatch&, float, uint64_t) { no
 void CudaModel::optimizer_step_async(double, double, double, double, double, double, int64_t) { no_cuda(); }
 CudaModel::StepReadback CudaModel::collect_step() { no_cuda(); }
 int CudaModel::queued_steps() const { no_cuda(); }
+void CudaModel::set_all_reduce(DeviceAllReduce*) { no_cuda(); }
+void CudaModel::reduce_in_next_backward() { no_cuda(); }
+void CudaModel::set_step_vote(double) { no_cuda(); }
 CudaGraphStats CudaModel::graph_stats() const { no_cuda(); }
 std::vector<TimelineSpan> CudaModel::timeline() { no_cuda(); }
 std::vector<float> CudaModel::logits(const PackedBatch&) { no_cuda(); }

@@ -23,6 +23,7 @@
 // the batch's metadata slot. Same results as eager, bit for bit.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -113,6 +114,16 @@ struct CudaStepTiming {
     double optimizer_ms = 0; // grad norm + AdamW (collect_step only)
 };
 
+// Data parallelism (train/data_parallel.h): the sum over the ranks of a buffer of device memory, in place,
+// enqueued on stream (a cudaStream_t of the model's device) without waiting for the device. Every rank's model
+// calls it for the same buffers in the same order (train/cuda_communicators.h implements it).
+class DeviceAllReduce {
+public:
+    virtual ~DeviceAllReduce() = default;
+    virtual void sum(float* data, size_t n, void* stream) = 0;
+    virtual void sum(double* data, size_t n, void* stream) = 0;
+};
+
 class CudaModel {
 public:
     // Predicts the device memory of load(dir or config) with these options, without touching the GPU.
@@ -171,6 +182,7 @@ public:
     struct StepReadback {
         double loss_sum = 0;
         double grad_norm = 0;  // before clipping; non-finite: the update was skipped on the device
+        double votes = 0;      // with an all-reduce: the ranks' set_step_vote values, summed
         CudaStepTiming timing;
     };
     void forward_backward_async(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed);
@@ -178,6 +190,18 @@ public:
                               double max_grad_norm, int64_t step);
     StepReadback collect_step();
     int queued_steps() const;
+    // Data parallelism: from now on every optimizer_step_async first sums the LoRA gradients, the step's loss sum
+    // and its vote over the ranks through r (on a communication stream of this model's device; the compute stream
+    // waits for it before the update). The per-layer buckets of the gradients (in lora_params order, a layer's
+    // tensors with the padding between them) go as soon as each layer's backward is done in the micro-batch
+    // after reduce_in_next_backward(); those of a step without one go at optimizer_step_async. Call on the thread
+    // that runs the model. nullptr: one rank again.
+    void set_all_reduce(DeviceAllReduce* r);
+    // The next forward_backward_async is this rank's last of the step: its backward hands every layer's gradients
+    // to the all-reduce as soon as they are final (that micro-batch runs eagerly, not as a CUDA graph).
+    void reduce_in_next_backward();
+    // This rank's vote for the next optimizer_step_async, summed over the ranks into StepReadback::votes.
+    void set_step_vote(double vote);
     CudaGraphStats graph_stats() const;  // options.cuda_graphs: eager runs, captures, replays
     // With options.timeline: the spans of the last micro-batch (synchronises; for the bench).
     std::vector<TimelineSpan> timeline();

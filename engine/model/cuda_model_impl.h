@@ -53,8 +53,9 @@ using cuda::PinnedBuffer;
 using cuda::Stream;
 
 // Readback slots at the start of the pinned buffer: loss sum (double) at 0, grad norm (float) at 8 (the
-// blocking calls); then kStepSlots async step slots of 16 bytes {double loss sum, float grad norm} from 16.
-inline constexpr size_t kPinnedHeader = 64;
+// blocking calls); then kStepSlots async step slots of 32 bytes {double loss sum, float grad norm, double vote
+// (data parallelism: the vote written, then the sum read back)} from 16.
+inline constexpr size_t kPinnedHeader = 128;
 inline constexpr int kStepSlots = 2;      // optimizer steps queued before collect_step must be called
 inline constexpr int kHostMetaSlots = 4;  // pinned metadata slots (batches in flight without a host wait)
 inline constexpr size_t kMaxGraphs = 8;      // CUDA graphs kept (least recently used evicted)
@@ -122,7 +123,7 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     size_t work_bytes = 0;
     void* att_ws = nullptr;
     void* gn_ws = nullptr;
-    double* loss_sum = nullptr;   // [0] this batch's, [1] the step's (async path, zeroed by zero_grads)
+    double* loss_sum = nullptr;   // [0] this batch's, [1] the step's (async path, zeroed by zero_grads), [2] vote
     float* norm = nullptr;
 
     PinnedBuffer pinned;  // [cuda_impl::kPinnedHeader readback | cuda_impl::kHostMetaSlots x meta_ints int32]
@@ -177,6 +178,22 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     bool attn_cudnn = false;
     cuda::CudnnAttentionShape attn_shape;
 
+    // Data parallelism (set_all_reduce): the gradients' buckets, one per layer in lora_params order as ranges of
+    // lora_grad with the padding between a layer's tensors (the tensors of no layer form the last bucket), and a
+    // communication stream that sums them while the compute stream goes on.
+    struct GradBucket {
+        int layer = -1;
+        int64_t begin = 0, end = 0;  // elements of lora_grad
+    };
+    DeviceAllReduce* all_reduce = nullptr;
+    std::vector<GradBucket> grad_buckets;
+    Stream comm;
+    Event ev_grads;        // compute: the gradients of the bucket about to be summed are final
+    Event ev_reduced;      // comm: the step's sums are done (the update waits for it)
+    bool reduce_now = false;   // the micro-batch running is this rank's last of the step
+    bool reduced = false;      // the step's gradient buckets went during a backward
+    double vote = 0;
+
     // Mixture of experts. inject_routing (checks only): layer l's expert ids [max_tokens * K] at
     // forced_routing + l * max_tokens * K, copied into the router's idx on the stream (graph-capturable).
     cuda::DeviceBuffer forced_routing;
@@ -187,8 +204,9 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     int32_t* pinned_meta(int h) const {
         return reinterpret_cast<int32_t*>(pinned.data() + cuda_impl::kPinnedHeader) + size_t(h) * size_t(y.meta_ints);
     }
-    double* pinned_step_loss(int r) const { return reinterpret_cast<double*>(pinned.data() + 16 + 16 * r); }
-    float* pinned_step_norm(int r) const { return reinterpret_cast<float*>(pinned.data() + 16 + 16 * r + 8); }
+    double* pinned_step_loss(int r) const { return reinterpret_cast<double*>(pinned.data() + 16 + 32 * r); }
+    float* pinned_step_norm(int r) const { return reinterpret_cast<float*>(pinned.data() + 16 + 32 * r + 8); }
+    double* pinned_step_vote(int r) const { return reinterpret_cast<double*>(pinned.data() + 16 + 32 * r + 16); }
     int lora_count() const { return int(params.size()); }
     bf16* weight(int handle) const { return y.weights.ptr<bf16>(weights_mem.data(), handle); }  // for the upload
 
@@ -222,6 +240,8 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     void read_offsets(const int32_t* offsets, int32_t* host, int E) override;  // the loop ablation's host sync
     int span_begin(const char* what, int layer) override { return tl_begin(cuda_impl::stream(), what, layer); }
     void span_end(int span) override { tl_end(span, cuda_impl::stream()); }
+    void layer_backward_done(int l) override;
+    void reduce_bucket(const GradBucket& b);  // the comm stream waits for the compute stream, then sums b
 
     void loss(bf16* dhidden);
     void micro_step(cudaEvent_t after_loss);

@@ -192,6 +192,9 @@ public:
     }
     virtual int span_begin(const char* /*what*/, int /*layer*/) { return -1; }  // the timeline (CUDA bench)
     virtual void span_end(int /*span*/) {}
+    // Layer l's backward is done: its LoRA gradients hold this micro-batch's contribution (data parallelism on
+    // CUDA sums them over the ranks from here, beside the next layer's backward).
+    virtual void layer_backward_done(int /*l*/) {}
 };
 
 template <class B>
@@ -1018,6 +1021,7 @@ public:
             attention_block_backward(l);
             rt->span_end(span);
             if (nb > 0) rt->input_used(l);  // buffer l % nb free for the reload of layer l - nb
+            rt->layer_backward_done(l);
         }
     }
 

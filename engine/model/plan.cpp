@@ -526,7 +526,7 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     y.att_ws_bytes = tr.attention_workspace;
     y.att_ws = y.work.reserve(y.att_ws_bytes, "attention workspace");
     if (any_lora && tr.grad_norm_workspace > 0) y.gn_ws = y.work.reserve(tr.grad_norm_workspace, "grad norm scratch");
-    y.loss_sum = y.work.reserve(2 * sizeof(double), "loss sum (batch, step)");
+    y.loss_sum = y.work.reserve(3 * sizeof(double), "loss sum (batch, step) and the step's data-parallel vote");
     if (!d.quant4.empty()) {
         size_t most = 0;  // the largest slot of a 4-bit projection (4-bit experts: Decoder::wx, below)
         for (int l = 0; l < d.L; ++l) {

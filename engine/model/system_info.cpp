@@ -37,6 +37,13 @@ std::string system_info_text(const SystemInfo& s) {
         t += "GPU: " + s.gpu_name + " (" + std::to_string(s.gpu_memory >> 20) + " MiB, compute capability " +
              s.compute_capability + ")\nCUDA runtime " + s.cuda_runtime + ", driver supports CUDA " + s.cuda_driver +
              ", cuDNN " + s.cudnn + "\n";
+    if (s.gpus.size() > 1)
+        for (const SystemInfo::Gpu& g : s.gpus)
+            t += "GPU " + std::to_string(g.index) + ": " + g.name + " (" + std::to_string(g.memory >> 20) +
+                 " MiB, compute capability " + g.compute_capability + ")\n";
+    if (s.gpu_usable)
+        t += s.nccl.empty() ? "NCCL: not found (" + s.nccl_unavailable_reason + "); several GPUs use the peer transport\n"
+                            : "NCCL " + s.nccl + "\n";
     return t;
 }
 

@@ -8,8 +8,10 @@
 
 #if TANDEM_WITH_CUDA
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -18,9 +20,11 @@
 
 #include "core/cuda/context.h"
 #include "kernels/cpu/adamw.h"
+#include "kernels/cpu/collective.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/adamw.h"
+#include "kernels/cuda/collective.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/elementwise.h"
 #include "tandem/safetensors.h"
@@ -334,6 +338,50 @@ void fill_uniform_case(Check& c) {
 }
 }  // namespace
 
+// The rank-ordered sum of the peer communicator: three buffers, each rank's share summed into all of them on the
+// compute stream, against the CPU twin on the same values (fp32 and double; bit for bit: the same adds in the same
+// order).
+void sum_ranks_case(Check& c, int ranks, size_t n) {
+    std::vector<std::vector<float>> f(static_cast<size_t>(ranks));
+    std::vector<std::vector<double>> d(static_cast<size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) {
+        f[size_t(r)] = c.rng.f32_values(int64_t(n), 1.0f);
+        for (float x : c.rng.f32_values(int64_t(n), 3.0f)) d[size_t(r)].push_back(double(x) / 3.0);
+    }
+    std::vector<Dev<float>> df;
+    std::vector<Dev<double>> dd;
+    std::array<float*, cpu::kMaxCollectiveRanks> pf{}, hf{};
+    std::array<double*, cpu::kMaxCollectiveRanks> pd{}, hd{};
+    for (int r = 0; r < ranks; ++r) {
+        df.push_back(dev_f32(f[size_t(r)]));
+        dd.emplace_back(int64_t(n));
+        copy_to_device(dd.back().p(), d[size_t(r)].data(), n * sizeof(double));
+    }
+    for (int r = 0; r < ranks; ++r) {
+        pf[size_t(r)] = df[size_t(r)].p();
+        pd[size_t(r)] = dd[size_t(r)].p();
+        hf[size_t(r)] = f[size_t(r)].data();
+        hd[size_t(r)] = d[size_t(r)].data();
+    }
+    const size_t per = (n + size_t(ranks) - 1) / size_t(ranks);
+    for (int r = 0; r < ranks; ++r) {
+        const size_t lo = std::min(n, per * size_t(r)), hi = std::min(n, lo + per);
+        cuda::sum_ranks(pf.data(), ranks, lo, hi, stream());
+        cuda::sum_ranks(pd.data(), ranks, lo, hi, stream());
+        cpu::sum_ranks(hf.data(), ranks, lo, hi);
+        cpu::sum_ranks(hd.data(), ranks, lo, hi);
+    }
+    for (int r = 0; r < ranks; ++r) {
+        c.tensor("fp32 rank " + std::to_string(r), get(df[size_t(r)]), f[size_t(r)], kTolExact);
+        std::vector<double> back(n);
+        copy_to_host(back.data(), dd[size_t(r)].p(), n * sizeof(double));
+        size_t differ = 0;
+        for (size_t i = 0; i < n; ++i) differ += std::memcmp(&back[i], &d[size_t(r)][i], sizeof(double)) != 0;
+        c.result("double rank " + std::to_string(r), double(differ), 0.0,
+                 std::to_string(differ) + " of " + std::to_string(n) + " differ from the CPU twin");
+    }
+}
+
 void add_flat_op_cases(std::vector<Case>& cs) {
     auto add = [&](std::string name, std::function<void(Check&)> fn) {
         cs.push_back({std::move(name), std::move(fn)});
@@ -356,6 +404,8 @@ void add_flat_op_cases(std::vector<Case>& cs) {
     for (int64_t n : {int64_t(1), int64_t(1001), int64_t((1 << 22) + 7)})
         add("sum n=" + std::to_string(n), [=](Check& c) { sum_case(c, n); });
     add("fill_uniform", [](Check& c) { fill_uniform_case(c); });
+    add("sum_ranks ranks=3 n=100003", [](Check& c) { sum_ranks_case(c, 3, 100003); });
+    add("sum_ranks ranks=2 n=1", [](Check& c) { sum_ranks_case(c, 2, 1); });
 }
 
 }  // namespace tandem::testing

@@ -40,6 +40,9 @@
 #include "tandem/model_config.h"
 #include "tandem/safetensors.h"
 #include "tandem/trainer.h"
+#include "train/backends.h"
+#include "train/cuda_communicators.h"
+#include "train/data_parallel.h"
 
 namespace tandem::testing {
 namespace {
@@ -841,6 +844,114 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
 
 }  // namespace
 
+// Data parallelism on the device (train/data_parallel.h, train/cuda_communicators.h): N replicas of the same
+// model, trained with the trainer's protocol (begin_step, queued micro-batches, queued optimizer step collected a
+// step late), against one replica given every micro-batch. Steps of 4, 3, 1 and 4 micro-batches (a step with
+// fewer micro-batches than ranks: a rank without one sums zeros at the update). The gradients are summed in
+// another order (per rank, then over the ranks), so the losses and the LoRA values agree to rounding, not
+// bitwise: losses within 1e-4 relative, LoRA values within 1e-2 of each tensor's largest (bf16 level) after four
+// AdamW steps. Also: the replicas' gradient norms agree bit for bit (collect_step throws otherwise), a stop vote
+// of rank 0 reaches the step it was cast in, and the host syncs per step are at most those of one replica alone
+// per replica.
+// transport "peer" (ranks may share a GPU) or "nccl" (distinct GPUs; one rank on a one-GPU machine, which
+// must then give the single replica's bits exactly).
+void data_parallel_case(Check& c, StepReference& ref, const std::string& transport, const std::vector<int>& devices) {
+    ref.prepare(c.base_seed());
+    const int V = ref.variant.config.at("vocab_size").get<int>();
+    Rng rng(c.base_seed() ^ 0xD7);
+    const std::vector<PackedBatch> batches{ref.batch, make_step_batch(rng, {7, 19, 4}, ref.variant.token_budget, V),
+                                           make_step_batch(rng, {30}, ref.variant.token_budget, V),
+                                           make_step_batch(rng, {12, 12}, ref.variant.token_budget, V)};
+    const std::vector<int> counts{4, 3, 1, 4};
+    RunConfig cfg;
+    cfg.model = ref.dir.string();
+    cfg.lora = ref.variant.lora;
+    cfg.training.batch_tokens = ref.variant.token_budget;
+    cfg.data.max_seq_len = ref.variant.token_budget;
+    cfg.memory.checkpointing = CheckpointPolicy::Recompute;
+    cfg.memory.attention = AttentionKernels::Inhouse;
+    cfg.device = DeviceChoice::Cuda;
+    struct Run {
+        std::vector<double> loss, norm;
+        std::vector<uint64_t> syncs;
+        LoraTensors values;
+        int stop_step = -1;
+    };
+    auto train = [&](TrainableModel& m, DataParallelModel* dp) {
+        Run r;
+        std::atomic<bool> stop{false};
+        if (dp) dp->set_stop_request(&stop);
+        m.set_lora(ref.lora);
+        int queued = 0, collected = 0;
+        auto collect = [&] {
+            const StepResult x = m.collect_step();
+            r.loss.push_back(x.loss_sum);
+            r.norm.push_back(x.grad_norm);
+            ++collected;
+            if (dp && r.stop_step < 0 && dp->stop_agreed().load()) r.stop_step = collected;
+        };
+        const uint64_t syncs_before = cuda::host_sync_count();
+        for (size_t s = 0; s < counts.size(); ++s) {
+            if (s == 2) stop.store(true);  // rank 0's vote rides with step 3
+            m.begin_step(counts[s]);
+            int64_t labels = 0;
+            for (int i = 0; i < counts[s]; ++i) labels += batches[(s + size_t(i)) % batches.size()].num_label_tokens;
+            for (int i = 0; i < counts[s]; ++i)
+                m.queue_forward_backward(batches[(s + size_t(i)) % batches.size()], float(1.0 / double(labels)),
+                                         kDropoutSeed + 16 * s + size_t(i));
+            m.queue_optimizer_step({.lr = 1e-3, .weight_decay = 0.01, .max_grad_norm = 1.0, .step = int64_t(s) + 1});
+            ++queued;
+            if (queued - collected == 2) collect();
+        }
+        while (collected < queued) collect();
+        r.syncs.push_back(cuda::host_sync_count() - syncs_before);
+        if (dp) dp->set_stop_request(nullptr);
+        r.values = m.lora_tensors();
+        return r;
+    };
+    const Run want = train(*train::load_cuda_model(cfg, std::nullopt), nullptr);
+    std::unique_ptr<Communicator> comm;
+    if (transport == "nccl")
+        comm = std::make_unique<cuda::NcclCommunicator>(devices);
+    else
+        comm = std::make_unique<cuda::PeerCommunicator>(devices);
+    DataParallelModel dp(
+        [&](int r) {
+            cuda::set_thread_device(devices[size_t(r)]);
+            return train::load_cuda_model(cfg, std::nullopt);
+        },
+        std::move(comm));
+    const Run got = train(dp, &dp);
+    const bool exact = devices.size() == 1;
+    double worst_loss = 0;
+    for (size_t s = 0; s < counts.size(); ++s)
+        worst_loss = std::max(worst_loss, std::abs(got.loss[s] - want.loss[s]) / std::max(1e-30, std::abs(want.loss[s])));
+    c.result(std::to_string(devices.size()) + " ranks: step losses", worst_loss, exact ? 0.0 : 1e-4,
+             "worst relative difference over " + std::to_string(counts.size()) + " steps (" + fmt("%.9g", got.loss[0]) +
+                 " vs " + fmt("%.9g", want.loss[0]) + " at step 1)");
+    double worst_value = 0;
+    for (const auto& [name, w] : want.values) {
+        const std::vector<float>& g = got.values.at(name);
+        double big = 0, diff = 0;
+        for (size_t i = 0; i < w.size(); ++i) {
+            big = std::max(big, double(std::abs(w[i])));
+            diff = std::max(diff, double(std::abs(g[i] - w[i])));
+        }
+        worst_value = std::max(worst_value, diff / std::max(big, 1e-30));
+    }
+    c.result(std::to_string(devices.size()) + " ranks: LoRA values after " + std::to_string(counts.size()) + " steps",
+             worst_value, exact ? 0.0 : 1e-2, "worst difference relative to the tensor's largest value");
+    c.result("stop vote of rank 0 agreed at the step it was cast in", got.stop_step == 3 ? 0.0 : 1.0, 0.0,
+             "stop_agreed first true after collecting step " + std::to_string(got.stop_step) + " (want 3)");
+    // One replica alone waits once per step for the step's values, and when more micro-batches are in flight than
+    // it has pinned metadata slots, for the oldest slot; N replicas: at most N times that, however many layers.
+    const double per_step = double(got.syncs[0]) / double(counts.size()),
+                 alone = double(want.syncs[0]) / double(counts.size());
+    c.result("host syncs per optimizer step", per_step, double(devices.size()) * alone,
+             fmt("%.2f", per_step) + " over " + std::to_string(counts.size()) + " steps (one replica alone: " +
+                 fmt("%.2f", alone) + "; allowed: that per replica)");
+}
+
 void add_step_cases(std::vector<Case>& cs) {
     auto add = [&](std::string name, std::function<void(Check&)> fn) {
         cs.push_back({std::move(name), std::move(fn)});
@@ -976,6 +1087,23 @@ void add_step_cases(std::vector<Case>& cs) {
             [=](Check& c) { step_case(c, *wref, CheckpointPolicy::Recompute, AttentionBackend::Auto); });
     }
     add("host syncs per optimizer step (trainer)", [](Check& c) { host_syncs_case(c); });
+    {
+        // Data parallelism on the device: two replicas sharing GPU 0 over the peer transport (what one GPU can
+        // check), NCCL with one rank when libnccl is there; with two GPUs, both transports across GPUs 0 and 1.
+        StepVariant v = qwen3_variant();
+        v.name = "qwen3-5layers";
+        v.config["num_hidden_layers"] = 5;
+        auto ref = std::make_shared<StepReference>(v);
+        add("data parallel peer devices=0,0 " + v.name, [=](Check& c) { data_parallel_case(c, *ref, "peer", {0, 0}); });
+        if (cuda::load_nccl(nullptr))
+            add("data parallel nccl devices=0 " + v.name, [=](Check& c) { data_parallel_case(c, *ref, "nccl", {0}); });
+        if (cuda::device_count() >= 2) {
+            add("data parallel peer devices=0,1 " + v.name, [=](Check& c) { data_parallel_case(c, *ref, "peer", {0, 1}); });
+            if (cuda::load_nccl(nullptr))
+                add("data parallel nccl devices=0,1 " + v.name,
+                    [=](Check& c) { data_parallel_case(c, *ref, "nccl", {0, 1}); });
+        }
+    }
 }
 
 }  // namespace tandem::testing

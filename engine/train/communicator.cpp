@@ -4,13 +4,18 @@
 #include "train/communicator.h"
 
 #include <algorithm>
+#include <array>
 
+#include "kernels/cpu/collective.h"
 #include "tandem/error.h"
 
 namespace tandem {
 
 HostThreadCommunicator::HostThreadCommunicator(int ranks) : ranks_(ranks), buffers_(size_t(std::max(ranks, 1))) {
     if (ranks < 1) throw_invalid("data parallel: at least one rank, got " + std::to_string(ranks));
+    if (ranks > cpu::kMaxCollectiveRanks)
+        throw_invalid("data parallel: at most " + std::to_string(cpu::kMaxCollectiveRanks) + " ranks in one process, got " +
+                      std::to_string(ranks));
 }
 
 void HostThreadCommunicator::abort(const std::string& reason) {
@@ -59,12 +64,17 @@ void HostThreadCommunicator::reduce(int rank, T* data, size_t n) {
     // Rank r sums its share of the elements in rank order and writes the sum into every rank's buffer.
     const size_t per = (n + size_t(ranks_) - 1) / size_t(ranks_), lo = std::min(n, per * size_t(rank)),
                  hi = std::min(n, lo + per);
-    for (size_t i = lo; i < hi; ++i) {
-        T s = static_cast<T*>(buffers_[0])[i];
-        for (int r = 1; r < ranks_; ++r) s += static_cast<T*>(buffers_[size_t(r)])[i];
-        for (int r = 0; r < ranks_; ++r) static_cast<T*>(buffers_[size_t(r)])[i] = s;
-    }
+    std::array<T*, cpu::kMaxCollectiveRanks> bufs{};
+    for (int r = 0; r < ranks_; ++r) bufs[size_t(r)] = static_cast<T*>(buffers_[size_t(r)]);
+    cpu::sum_ranks(bufs.data(), ranks_, lo, hi);
     barrier();  // every share is written before any rank goes on (and before the buffers are reused)
+}
+
+void Communicator::all_reduce_sum_device(int, float*, size_t, void*) {
+    throw_internal("data parallel: the " + transport() + " transport has no device collectives");
+}
+void Communicator::all_reduce_sum_device(int, double*, size_t, void*) {
+    throw_internal("data parallel: the " + transport() + " transport has no device collectives");
 }
 
 void HostThreadCommunicator::all_reduce_sum(int rank, float* data, size_t n) { reduce(rank, data, n); }

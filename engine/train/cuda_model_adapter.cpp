@@ -8,16 +8,21 @@
 // what to change.
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <string>
 
 #include "model/cuda_model.h"
 #include "model/plan.h"
 #include "tandem/error.h"
 #include "train/backends.h"
+#include "train/communicator.h"
 
 #if TANDEM_WITH_CUDA
 #include "core/cuda/context.h"
 #include "core/cuda/memory.h"
+#include "train/cuda_communicators.h"
+#include "train/data_parallel.h"
 #endif
 
 namespace tandem::train {
@@ -61,12 +66,39 @@ MemoryPlan to_plan(const CudaMemoryPlan& p) {
     return m;
 }
 
+// A rank's side of the device collectives: the communicator's sums for this model's global rank.
+class RankAllReduce final : public DeviceAllReduce {
+public:
+    RankAllReduce(Communicator& comm, int rank) : comm_(comm), rank_(rank) {}
+    void sum(float* data, size_t n, void* stream) override { comm_.all_reduce_sum_device(rank_, data, n, stream); }
+    void sum(double* data, size_t n, void* stream) override { comm_.all_reduce_sum_device(rank_, data, n, stream); }
+
+private:
+    Communicator& comm_;
+    int rank_;
+};
+
 class CudaModelAdapter final : public TrainableModel {
 public:
     explicit CudaModelAdapter(CudaModel model) : model_(std::move(model)) {}
     const ModelConfig& model_config() const override { return model_.config(); }
     std::vector<LoraParam>& lora_params() override { return model_.lora_params(); }
-    void zero_grads() override { model_.zero_grads(); }
+    void zero_grads() override {
+        model_.zero_grads();
+        left_ = -1;
+    }
+    void begin_step(int micro_batches) override {
+        model_.zero_grads();
+        left_ = micro_batches;
+    }
+    bool attach_communicator(Communicator& comm, int rank) override {
+        if (!comm.on_device()) return false;
+        all_reduce_ = std::make_unique<RankAllReduce>(comm, rank);
+        model_.set_all_reduce(all_reduce_.get());
+        world_ = comm.size();
+        return true;
+    }
+    void set_step_vote(double vote) override { model_.set_step_vote(vote); }
     double forward_backward(const PackedBatch& b, float grad_scale, uint64_t dropout_seed) override {
         return model_.forward_backward(b, grad_scale, dropout_seed);
     }
@@ -81,6 +113,8 @@ public:
     }
     // The trainer's path: queued on the device, read back one step later (one host sync per step).
     void queue_forward_backward(const PackedBatch& b, float grad_scale, uint64_t dropout_seed) override {
+        // One rank alone has nothing to overlap: its (empty) sums go at the update and its micro-batches stay graphed.
+        if (all_reduce_ && world_ > 1 && left_ > 0 && --left_ == 0) model_.reduce_in_next_backward();
         model_.forward_backward_async(b, grad_scale, dropout_seed);
     }
     void queue_optimizer_step(const OptimizerStep& s) override {
@@ -88,7 +122,7 @@ public:
     }
     StepResult collect_step() override {
         const CudaModel::StepReadback r = model_.collect_step();
-        return {r.loss_sum, r.grad_norm};
+        return {r.loss_sum, r.grad_norm, r.votes};
     }
     int queued_steps() const override { return model_.queued_steps(); }
     bool runs_ahead() const override { return true; }
@@ -112,6 +146,9 @@ public:
 
 private:
     CudaModel model_;
+    std::unique_ptr<RankAllReduce> all_reduce_;  // data parallelism on the device (attach_communicator)
+    int left_ = -1;  // micro-batches of the step still to come (-1: not told; the gradients go at the update)
+    int world_ = 1;
 };
 #endif
 
@@ -122,10 +159,40 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
     const ModelConfig mc = load_model_config(config.model);
     size_t free_b = 0, total_b = 0;
     // The runtime's primary context only: the memory estimate (estimate_memory, called from front-end worker
-    // threads) must not build the per-thread engine context (cuBLASLt/cuDNN handles, workspace).
-    TANDEM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    // threads) must not build the per-thread engine context (cuBLASLt/cuDNN handles, workspace). Several GPUs:
+    // every replica holds the whole plan, so the plan must fit the smallest share (a GPU's free memory over the
+    // replicas it holds).
+    const std::vector<int> devices = config.devices.empty() ? std::vector<int>{0} : config.devices;
+    std::map<int, int> replicas;
+    for (const int d : devices) ++replicas[d];
+    int tightest = devices[0];
+    {
+        int current = 0;
+        TANDEM_CUDA_CHECK(cudaGetDevice(&current));
+        bool first = true;
+        for (const auto& [dev, count] : replicas) {
+            size_t f = 0, t = 0;
+            TANDEM_CUDA_CHECK(cudaSetDevice(dev));
+            const cudaError_t e = cudaMemGetInfo(&f, &t);
+            (void)cudaSetDevice(current);
+            TANDEM_CUDA_CHECK(e);
+            f /= size_t(count);
+            t /= size_t(count);
+            if (first || f < free_b) {
+                free_b = f;
+                total_b = t;
+                tightest = dev;
+            }
+            first = false;
+        }
+        if (devices.size() > 1)
+            notes.push_back("memory: planned per replica for GPU " + std::to_string(tightest) + ", the smallest share (" +
+                            gib(free_b) + " free" + (replicas[tightest] > 1 ? " of its memory for each of its " +
+                                                                                 std::to_string(replicas[tightest]) + " replicas"
+                                                                           : std::string()) + ")");
+    }
     cudaDeviceProp prop{};
-    TANDEM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    TANDEM_CUDA_CHECK(cudaGetDeviceProperties(&prop, tightest));
     if (config.memory.vram_budget_gib > 0) {
         // A smaller card emulated: its size is the budget, with what is in use now already taken.
         const uint64_t b = uint64_t(config.memory.vram_budget_gib * double(uint64_t(1) << 30));
@@ -267,8 +334,45 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
 #endif
 }
 
+#if TANDEM_WITH_CUDA
+namespace {
+
+// The transport of a data-parallel run over config.devices: NCCL when it loads and the GPUs are distinct, else the
+// peer communicator; TANDEM_DP_TRANSPORT=nccl or peer forces one (for measuring; an environment variable like
+// TANDEM_CUDA_GRAPHS, not a setting of the run).
+std::unique_ptr<Communicator> device_communicator(const std::vector<int>& devices) {
+    const char* env = std::getenv("TANDEM_DP_TRANSPORT");
+    const std::string want = env ? env : "";
+    if (!want.empty() && want != "nccl" && want != "peer")
+        std::fprintf(stderr, "tandem: TANDEM_DP_TRANSPORT=%s ignored (use nccl or peer)\n", env);
+    const bool distinct = std::set<int>(devices.begin(), devices.end()).size() == devices.size();
+    std::string why;
+    if (want == "nccl" || (want != "peer" && distinct && devices.size() > 1 && cuda::load_nccl(&why)))
+        return std::make_unique<cuda::NcclCommunicator>(devices);
+    return std::make_unique<cuda::PeerCommunicator>(devices);
+}
+
+}  // namespace
+#endif
+
 std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init) {
 #if TANDEM_WITH_CUDA
+    if (config.devices.size() > 1 || (config.devices.size() == 1 && config.devices[0] != 0)) {
+        // One replica per entry, each loaded on a worker thread of its own on its GPU (its CUDA context lives there).
+        for (const int d : config.devices)
+            if (d < 0 || d >= cuda::device_count())
+                throw_invalid("devices: GPU " + std::to_string(d) + " does not exist (this machine has " +
+                              std::to_string(cuda::device_count()) + "; tandem-cli --version lists them)");
+        RunConfig one = config;
+        one.devices.clear();
+        const std::vector<int> devices = config.devices;
+        return std::make_unique<DataParallelModel>(
+            [&](int r) {
+                cuda::set_thread_device(devices[size_t(r)]);
+                return load_cuda_model(one, init);
+            },
+            device_communicator(devices));
+    }
     if (config.memory.vram_budget_gib > 0)  // the allocator refuses what a card of that size could not hold
         cuda::set_device_memory_limit(uint64_t(config.memory.vram_budget_gib * double(uint64_t(1) << 30)));
     CudaModel model = CudaModel::load(config.model, config.lora, config.seed, options_for(config));

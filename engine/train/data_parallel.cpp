@@ -27,6 +27,32 @@ DataParallelModel::DataParallelModel(std::vector<std::unique_ptr<TrainableModel>
     if (ranks_.empty()) throw_invalid("data parallel: no ranks");
     if (!comm_ || comm_->local_size() != int(ranks_.size()))
         throw_internal("data parallel: a communicator of " + std::to_string(ranks_.size()) + " local ranks is needed");
+    start_workers(ranks_.size());
+    check_ranks();
+}
+
+DataParallelModel::DataParallelModel(const std::function<std::unique_ptr<TrainableModel>(int)>& make,
+                                     std::unique_ptr<Communicator> comm)
+    : comm_(std::move(comm)) {
+    if (!comm_ || comm_->local_size() < 1) throw_internal("data parallel: a communicator with local ranks is needed");
+    ranks_.resize(size_t(comm_->local_size()));
+    start_workers(ranks_.size());
+    for (size_t r = 0; r < ranks_.size(); ++r) post(int(r), [this, r, &make] { ranks_[r] = make(int(r)); });
+    try {
+        wait_idle();
+        check_ranks();
+    } catch (...) {
+        stop_workers();  // the loaded ranks freed on their own threads; no destructor runs after a throwing constructor
+        throw;
+    }
+}
+
+void DataParallelModel::start_workers(size_t n) {
+    workers_.resize(n);
+    for (size_t r = 0; r < n; ++r) workers_[r].thread = std::thread([this, r] { run(int(r)); });
+}
+
+void DataParallelModel::check_ranks() {
     world_ = comm_->size();
     first_ = comm_->first_rank();
     const std::vector<LoraParam>& p0 = ranks_[0]->lora_params();
@@ -41,11 +67,26 @@ DataParallelModel::DataParallelModel(std::vector<std::unique_ptr<TrainableModel>
     staging_.resize(ranks_.size());
     loss_.assign(ranks_.size(), 0.0);
     norm_.assign(ranks_.size(), 0.0);
-    workers_.resize(ranks_.size());
-    for (size_t r = 0; r < ranks_.size(); ++r) workers_[r].thread = std::thread([this, r] { run(int(r)); });
+    collected_.assign(ranks_.size(), StepResult{});
+    device_ = comm_->on_device();
+    if (device_) {
+        std::vector<char> ok(ranks_.size(), 0);
+        for (size_t r = 0; r < ranks_.size(); ++r)
+            post(int(r), [this, r, &ok] { ok[r] = ranks_[r]->attach_communicator(*comm_, first_ + int(r)) ? 1 : 0; });
+        wait_idle();
+        for (size_t r = 0; r < ranks_.size(); ++r)
+            if (!ok[r])
+                throw_internal("data parallel: rank " + std::to_string(first_ + int(r)) + "'s model cannot use the " +
+                               comm_->transport() + " transport's device collectives");
+    }
 }
 
-DataParallelModel::~DataParallelModel() {
+DataParallelModel::~DataParallelModel() { stop_workers(); }
+
+void DataParallelModel::stop_workers() {
+    // Device ranks are freed on the threads that made them; a failure here has been reported already.
+    // A worker runs every task queued before it stops; one waiting in a collective is woken by the abort.
+    for (size_t r = 0; r < ranks_.size(); ++r) post(int(r), [this, r] { ranks_[r].reset(); });
     {
         std::lock_guard<std::mutex> lock(m_);
         stop_ = true;
@@ -54,6 +95,11 @@ DataParallelModel::~DataParallelModel() {
     cv_.notify_all();
     for (Worker& w : workers_)
         if (w.thread.joinable()) w.thread.join();
+}
+
+void DataParallelModel::on_rank(int r, const std::function<void(TrainableModel&)>& f) {
+    post(r, [this, r, &f] { f(*ranks_[size_t(r)]); });
+    wait_idle();
 }
 
 void DataParallelModel::run(int r) {
@@ -122,10 +168,28 @@ void DataParallelModel::zero_grads() {
     std::fill(loss_.begin(), loss_.end(), 0.0);
 }
 
+void DataParallelModel::begin_step(int micro_batches) {
+    // Global rank g runs micro-batches g, g + world, ...: ceil((n - g) / world) of them.
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+        const int g = first_ + int(r);
+        const int mine = micro_batches > g ? (micro_batches - g + world_ - 1) / world_ : 0;
+        post(int(r), [this, r, mine] { ranks_[r]->begin_step(mine); });
+    }
+    if (!device_) wait_idle();  // the host path's workers are idle between steps; the device path queues on
+    micro_ = 0;
+    std::fill(loss_.begin(), loss_.end(), 0.0);
+}
+
 void DataParallelModel::queue_forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) {
     const int r = micro_++ % world_ - first_;
     if (r < 0 || r >= rank_count()) return;  // another process's rank runs it
     // The batch is copied into the task: the trainer may reuse its own after this call returns.
+    if (device_) {
+        post(r, [this, r, batch, grad_scale, dropout_seed] {
+            ranks_[size_t(r)]->queue_forward_backward(batch, grad_scale, dropout_seed);
+        });
+        return;
+    }
     post(r, [this, r, batch, grad_scale, dropout_seed] {
         loss_[size_t(r)] += ranks_[size_t(r)]->forward_backward(batch, grad_scale, dropout_seed);
     });
@@ -138,6 +202,25 @@ double DataParallelModel::forward_backward(const PackedBatch& batch, float grad_
     post(r, [&, r] { loss = ranks_[size_t(r)]->forward_backward(batch, grad_scale, dropout_seed); });
     wait_idle();
     return loss;
+}
+
+LoraTensors DataParallelModel::lora_tensors() {
+    LoraTensors out;
+    post(0, [&] { out = ranks_[0]->lora_tensors(); });
+    wait_idle();
+    return out;
+}
+
+void DataParallelModel::sync_to_host() {
+    post(0, [this] { ranks_[0]->sync_to_host(); });
+    wait_idle();
+}
+
+MemoryStats DataParallelModel::memory_stats() {
+    MemoryStats out;
+    post(0, [&] { out = ranks_[0]->memory_stats(); });
+    wait_idle();
+    return out;
 }
 
 double DataParallelModel::forward_loss(const PackedBatch& batch) {
@@ -177,6 +260,19 @@ void DataParallelModel::exchange(int r) {
 }
 
 void DataParallelModel::queue_optimizer_step(const OptimizerStep& s) {
+    if (device_) {
+        // The ranks sum the step's loss with rank 0's stop vote on the device, after their gradients.
+        const std::atomic<bool>* request = stop_request_.load();
+        const double vote = request && request->load() ? 1.0 : 0.0;
+        for (int r = 0; r < rank_count(); ++r)
+            post(r, [this, r, s, vote] {
+                ranks_[size_t(r)]->set_step_vote(r == 0 ? vote : 0.0);
+                ranks_[size_t(r)]->queue_optimizer_step(s);
+            });
+        ++pending_steps_;
+        micro_ = 0;
+        return;
+    }
     for (int r = 0; r < rank_count(); ++r)
         post(r, [this, r, s] {
             exchange(r);
@@ -194,6 +290,23 @@ double DataParallelModel::optimizer_step(const OptimizerStep& s) {
 
 StepResult DataParallelModel::collect_step() {
     if (pending_steps_ == 0 && steps_.empty()) throw_internal("trainer: collect_step() with no step queued");
+    if (device_) {
+        // Each rank's oldest queued step (the rank's one host sync); the transport's own failures (a dead peer)
+        // are reported over the values a failed collective may have left.
+        for (int r = 0; r < rank_count(); ++r)
+            post(r, [this, r] { collected_[size_t(r)] = ranks_[size_t(r)]->collect_step(); });
+        wait_idle();
+        comm_->check();
+        --pending_steps_;
+        const StepResult res = collected_[0];
+        for (int r = 1; r < rank_count(); ++r)
+            if (std::memcmp(&collected_[size_t(r)].grad_norm, &res.grad_norm, sizeof(double)) != 0 &&
+                res.grad_norm == res.grad_norm)
+                throw_internal("data parallel: rank " + std::to_string(first_ + r) + "'s gradient norm differs from "
+                               "rank " + std::to_string(first_) + "'s after the all-reduce (the replicas diverged)");
+        if (res.votes > 0) stop_agreed_.store(true);
+        return res;
+    }
     wait_idle();
     if (pending_steps_ > 0) {
         // The workers ran the queued step(s) in order; one step is queued at a time by the trainer's protocol.

@@ -10,10 +10,17 @@
 //  - One worker thread per rank runs that rank's queued work in order; the trainer's thread only queues and
 //    collects. A rank that throws aborts the communicator (no other rank hangs) and collect_step rethrows the
 //    first error.
-//  - This class exchanges the ranks' host gradients (LoraParam::grad): right for the CPU backend, whose
-//    tensors are host memory (how CI checks "2 ranks x 2 micro-batches == 1 rank x 4"). Device ranks exchange
-//    their device LoRA region with NCCL on a communication stream instead, a bucket as soon as its layer's
-//    backward is done; that transport is not built yet (docs/architecture.md, "Data parallelism").
+//  - Two ways to exchange. Host: this class sums the ranks' host gradients (LoraParam::grad) bucket by bucket
+//    with the communicator's host collectives, right for the CPU backend, whose tensors are host memory (how CI
+//    checks "2 ranks x 2 micro-batches == 1 rank x 4"). Device (Communicator::on_device(): NCCL or the peer
+//    communicator, train/cuda_communicators.h): each rank model is attached to the communicator and sums its
+//    own device gradients on a communication stream, a layer's bucket as soon as that layer's backward is done
+//    in the rank's last micro-batch of the step (begin_step tells each rank how many it gets), then the loss
+//    with the stop votes, all without a host wait; the ranks' own step protocol runs ahead as on one GPU, and
+//    collect_step waits for each rank's step (one host sync per rank and step, whatever the layer count).
+//  - Device ranks keep their thread: everything that touches a rank (loading, when built with the factory
+//    constructor, and every call, also lora_tensors, memory_stats and evaluation) runs on its worker thread, the
+//    thread whose CUDA context (device, streams) the model was made in.
 //  - lora_params(), lora_tensors(), memory figures and evaluation are rank 0's (the ranks are identical after
 //    every update); set_lora and sync_from_host (resume) write every rank.
 //  - Several processes (tandem-cli train --nodes): the model holds this process's share of a world of
@@ -32,6 +39,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -54,6 +62,10 @@ public:
     // ranks: the replicas, loaded alike (same model, LoRA config and initial values); comm: a world whose
     // local share (comm->local_size()) is ranks.size().
     DataParallelModel(std::vector<std::unique_ptr<TrainableModel>> ranks, std::unique_ptr<Communicator> comm);
+    // The ranks made by make(r) on their own worker threads (device ranks: a CUDA model lives on the thread
+    // that made it), r = 0 .. comm->local_size() - 1; a rank that fails to load stops the others' loading and
+    // its error is rethrown.
+    DataParallelModel(const std::function<std::unique_ptr<TrainableModel>(int)>& make, std::unique_ptr<Communicator> comm);
     ~DataParallelModel() override;
 
     int rank_count() const { return int(ranks_.size()); }  // this process's replicas
@@ -69,15 +81,20 @@ public:
     // Stops the collectives of every process with this reason (a failure outside the model, e.g. the trainer's).
     void abort(const std::string& reason) { comm_->abort(reason); }
     TrainableModel& rank(int r) { return *ranks_[size_t(r)]; }
+    // Runs f(rank r's model) on rank r's thread and waits (checks and tests).
+    void on_rank(int r, const std::function<void(TrainableModel&)>& f);
+    bool device_collectives() const { return device_; }
+    std::string transport() const { return comm_->transport(); }
     const std::vector<GradBucket>& buckets() const { return buckets_; }
 
     const ModelConfig& model_config() const override { return ranks_[0]->model_config(); }
     std::vector<LoraParam>& lora_params() override { return ranks_[0]->lora_params(); }
     void zero_grads() override;
+    void begin_step(int micro_batches) override;
     double forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) override;
     double forward_loss(const PackedBatch& batch) override;
     void set_lora(const LoraTensors& tensors) override;
-    LoraTensors lora_tensors() override { return ranks_[0]->lora_tensors(); }
+    LoraTensors lora_tensors() override;
     size_t weight_bytes() const override { return ranks_[0]->weight_bytes(); }
     size_t lora_bytes() const override { return ranks_[0]->lora_bytes(); }
     size_t activation_bytes() const override { return ranks_[0]->activation_bytes(); }
@@ -86,11 +103,12 @@ public:
     void queue_forward_backward(const PackedBatch& batch, float grad_scale, uint64_t dropout_seed) override;
     void queue_optimizer_step(const OptimizerStep& s) override;
     StepResult collect_step() override;
-    int queued_steps() const override { return int(steps_.size()); }
+    int queued_steps() const override { return int(steps_.size()) + pending_steps_; }
+    bool runs_ahead() const override { return device_; }
 
-    void sync_to_host() override { ranks_[0]->sync_to_host(); }
+    void sync_to_host() override;
     void sync_from_host() override;
-    MemoryStats memory_stats() override { return ranks_[0]->memory_stats(); }
+    MemoryStats memory_stats() override;
 
 private:
     struct Worker {
@@ -100,12 +118,17 @@ private:
     };
     void post(int r, std::function<void()> task);
     void wait_idle();  // every rank's queue done; rethrows the first failure
+    void start_workers(size_t n);
+    void stop_workers();   // frees the ranks on their threads, aborts the communicator, joins the workers
+    void check_ranks();    // the same LoRA tensors on every rank; the device path's attachment
     void run(int r);
-    void exchange(int r);  // rank r's part of the step's collectives (gradients, loss)
+    void exchange(int r);  // host path: rank r's part of the step's collectives (gradients, loss)
 
     std::vector<std::unique_ptr<TrainableModel>> ranks_;
     std::unique_ptr<Communicator> comm_;
     int world_ = 1, first_ = 0;
+    bool device_ = false;            // device collectives (the ranks reduce their own gradients)
+    std::vector<StepResult> collected_;  // [rank] device path: the step each rank returned
     std::vector<GradBucket> buckets_;
     std::vector<std::vector<float>> staging_;  // [rank] one bucket's gradients, packed for its all-reduce
     std::atomic<const std::atomic<bool>*> stop_request_{nullptr};

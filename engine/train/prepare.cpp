@@ -12,6 +12,7 @@
 #include "tandem/tokenizer.h"
 #include "tandem/trainer.h"
 #include "train/backends.h"
+#include "train/data_parallel.h"
 #include "train/rendezvous.h"
 #include "train/socket_communicator.h"
 #include "train/trainer_impl.h"
@@ -30,8 +31,9 @@ std::optional<RendezvousAddress> check_distributed(const DistributedOptions& d, 
     if (!(d.timeout_s > 0)) throw_invalid("--dist-timeout must be a positive number of seconds");
     if (device == DeviceChoice::Cuda)
         throw_unsupported("--nodes " + std::to_string(d.nodes) + " on the GPU: data parallelism across processes "
-                          "runs on the CPU backend only for now, because its GPU transport (NCCL) is not built yet. "
-                          "Pass --device cpu, or train on one process");
+                          "runs on the CPU backend only for now: the GPU path across processes (NCCL with its id "
+                          "carried by the rendezvous) is not built yet; the GPUs of one machine train together with "
+                          "--devices. Pass --device cpu, or train on one process");
     if (d.rendezvous.empty())
         throw_invalid("--nodes " + std::to_string(d.nodes) + " needs --rendezvous HOST:PORT, the address node rank 0 "
                       "listens on (the same on every node)");
@@ -89,6 +91,13 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
     train::TrainerInputs in;
     in.model = config.device == DeviceChoice::Cuda ? train::load_cuda_model(config, init)
                                                    : train::load_cpu_model(config, init);
+    if (const auto* dp = dynamic_cast<const DataParallelModel*>(in.model.get())) {
+        std::string gpus;
+        for (const int d : config.devices) gpus += (gpus.empty() ? "" : ",") + std::to_string(d);
+        notes.push_back("data parallel: " + std::to_string(dp->world_size()) + " replicas on GPUs " + gpus + " over " +
+                        dp->transport() + "; micro-batch i of a step runs on replica i mod " +
+                        std::to_string(dp->world_size()) + ", gradients summed per layer during the backward");
+    }
     in.planned = planned;
     in.notes = std::move(notes);
     in.train = std::move(data.train_tokens);

@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "tandem/error.h"
 #include "tandem/model_config.h"
+#include "tandem/system_info.h"
 #include "tandem/trainer.h"
 #include "train/backends.h"
 
@@ -48,6 +49,16 @@ ModelConfig resolve_limits_and_device(RunConfig& config, std::vector<std::string
                                                             : "device: auto chose cpu (" + no_cuda + ")");
     } else if (config.device == DeviceChoice::Cuda && !cuda_usable(&no_cuda)) {
         throw_unsupported("device: cuda: " + no_cuda + "; use --device cpu");
+    }
+    if (!config.devices.empty() && config.device != DeviceChoice::Cuda)
+        throw_unsupported("devices: GPUs were chosen but there is no usable GPU (" + no_cuda + ")");
+    if (config.devices.size() == 1 && config.devices[0] == -1) {
+        const SystemInfo info = system_info();
+        config.devices.clear();
+        for (const SystemInfo::Gpu& g : info.gpus) config.devices.push_back(g.index);
+        notes.push_back("devices: all chose " + std::to_string(config.devices.size()) + " GPU" +
+                        (config.devices.size() == 1 ? "" : "s"));
+        if (config.devices.size() <= 1) config.devices.clear();  // one GPU: the plain single-GPU path
     }
     return mc;
 }

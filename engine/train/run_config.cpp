@@ -181,6 +181,15 @@ void validate_run_config(const RunConfig& c) {
     if (c.precision == Precision::Fp8 && c.quantization == Quantization::Nf4)
         throw_invalid("precision: fp8 cannot be combined with quantization nf4 (FP8 stores the base weights in 8 bits "
                       "itself); choose precision bf16 for QLoRA, or quantization none for FP8");
+    if (!c.devices.empty()) {
+        if (c.devices.size() > 16) throw_invalid("devices: at most 16 GPUs, got " + std::to_string(c.devices.size()));
+        for (const int d : c.devices)
+            if (d < -1 || (d == -1 && c.devices.size() > 1))
+                throw_invalid("devices: " + std::to_string(d) + " is no GPU index; give indices from 0 as CUDA numbers the "
+                              "GPUs (tandem-cli --version lists them), or \"all\"");
+        if (c.device == DeviceChoice::Cpu)
+            throw_invalid("devices: GPUs were chosen but device is cpu; use device cuda (or auto), or leave devices out");
+    }
     if (c.model.empty()) throw_invalid("model: missing; give the Hugging Face model folder to fine-tune");
     if (c.output_dir.empty()) throw_invalid("output_dir: missing; give the folder the run is written to");
     const DataConfig& d = c.data;
@@ -255,6 +264,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
         {"output_dir", c.output_dir},
     };
     // Only when set: a run written before the key existed must still compare equal on resume.
+    if (!c.devices.empty()) j["devices"] = c.devices;
     if (c.quantization != Quantization::None) j["quantization"] = std::string(quantization_name(c.quantization));
     if (c.precision != Precision::Bf16) j["precision"] = std::string(precision_name(c.precision));
     if (c.memory.vram_budget_gib > 0) j["memory"]["vram_budget_gib"] = c.memory.vram_budget_gib;
@@ -266,13 +276,21 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
 
 RunConfig parse_run_config(const nlohmann::json& j) {
     RunConfig c;
-    check_keys(j, "", {"schema_version", "model", "init_adapter", "quantization", "precision", "data", "lora", "training", "memory", "device", "seed", "output_dir"});
+    check_keys(j, "", {"schema_version", "model", "init_adapter", "quantization", "precision", "data", "lora", "training", "memory", "device", "devices", "seed", "output_dir"});
     read_int(j, "", "schema_version", c.schema_version);
     read_string(j, "", "model", c.model);
     read_string(j, "", "init_adapter", c.init_adapter);
     read_string(j, "", "output_dir", c.output_dir);
     read_int(j, "", "seed", c.seed);
     read_choice(j, "", "device", parse_device_choice, "cpu, cuda or auto", c.device);
+    if (j.contains("devices")) {
+        const json& d = j.at("devices");
+        if (!d.is_array()) throw_invalid("devices: expected a list of GPU indices like [0, 1], got " + d.dump());
+        for (const json& x : d) {
+            if (!x.is_number_integer()) throw_invalid("devices: expected GPU indices (integers), got " + x.dump());
+            c.devices.push_back(x.get<int>());
+        }
+    }
     if (j.contains("data")) {
         const json& d = j.at("data");
         check_keys(d, "data", {"dataset", "validation", "validation_fraction", "format", "max_seq_len", "packing", "template",

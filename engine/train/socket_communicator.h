@@ -41,6 +41,7 @@ public:
     void all_reduce_sum(int rank, float* data, size_t n) override;
     void all_reduce_sum(int rank, double* data, size_t n) override;
     void abort(const std::string& reason) override;
+    std::string transport() const override { return "sockets"; }
 
 private:
     template <class T>

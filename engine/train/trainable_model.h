@@ -31,9 +31,12 @@
 
 namespace tandem {
 
+class Communicator;  // train/communicator.h
+
 struct StepResult {
     double loss_sum = 0;   // over the step's predicted tokens
     double grad_norm = 0;  // before clipping; non-finite: the update was skipped
+    double votes = 0;      // data parallelism on a device: the step's set_step_vote values summed over the ranks
 };
 
 struct OptimizerStep {
@@ -64,6 +67,23 @@ public:
     virtual void queue_optimizer_step(const OptimizerStep& s);
     virtual StepResult collect_step();  // the oldest queued step; Error{Internal} when none is queued
     virtual int queued_steps() const { return int(queued_.size()); }
+    // The start of a step: exactly micro_batches micro-batches follow before queue_optimizer_step (a data-parallel
+    // device rank reduces its gradients during the backward of its last one). The default zeroes the gradients.
+    virtual void begin_step(int micro_batches) {
+        (void)micro_batches;
+        zero_grads();
+    }
+    // Data parallelism with device collectives (Communicator::on_device, train/data_parallel.h): from now on the
+    // model sums its LoRA gradients (a layer's as soon as its last backward of the step is done), its step loss
+    // and the step's votes over the world through comm as global rank `rank`, on the device, before every
+    // optimizer update. Called on the thread that runs the model. False: this model cannot (the default).
+    virtual bool attach_communicator(Communicator& comm, int rank) {
+        (void)comm;
+        (void)rank;
+        return false;
+    }
+    // With a communicator attached: this rank's vote for the next queued optimizer step (StepResult::votes).
+    virtual void set_step_vote(double vote) { (void)vote; }
     // True when queued work runs on a device while the host goes on (CUDA): the trainer then collects a step
     // one step late. False (the default, synchronous backends): it collects each step at once, so a step's
     // reported time is its own.

@@ -125,6 +125,7 @@ int64_t state_int(const json& state, const fs::path& file, const char* key) {
 // Keys whose values may change between a run and its resume.
 json comparable(json j) {
     j.erase("output_dir");
+    j.erase("devices");  // which GPUs run it, not what is trained (N replicas compute what one GPU computes)
     if (j.contains("training")) {
         j["training"].erase("checkpoint_every");
         j["training"].erase("checkpoint_minutes");  // when to save, not what is trained (older runs lack them)
@@ -589,7 +590,7 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop_reques
             tokens += batches[batch_pos + i].num_tokens;
         }
         const float grad_scale = labels > 0 ? static_cast<float>(1.0 / static_cast<double>(labels)) : 0.0f;
-        model->zero_grads();
+        model->begin_step(static_cast<int>(count));
         for (int64_t i = 0; i < count; ++i) {
             if (stop.load()) {
                 // Drop the partial step; save the last completed one.
@@ -796,6 +797,10 @@ Trainer make_trainer(TrainerInputs in, TrainerOptions options) {
         auto dp = in.distribute(std::move(I->model), parts);
         I->dp = dp.get();
         I->model = std::move(dp);
+    } else {
+        // Several GPUs of this process (--devices): a stop takes effect between steps (the ranks' votes), never
+        // inside one, where a rank could wait for a collective another rank will not join.
+        I->dp = dynamic_cast<DataParallelModel*>(I->model.get());
     }
     return Trainer(std::move(I));
 }

@@ -126,6 +126,10 @@ struct RunConfig {
     TrainingConfig training;
     MemoryConfig memory;
     DeviceChoice device = DeviceChoice::Auto;
+    // GPUs of a data-parallel run (CUDA): one full replica per entry, micro-batch i of a step on replica i mod N.
+    // Empty: one GPU, device 0. {-1}: every GPU of the machine (CLI --devices all). A GPU may appear twice (two
+    // replicas share it: checks on one GPU, no speed-up).
+    std::vector<int> devices;
     uint64_t seed = 42;
     std::string output_dir;
     bool operator==(const RunConfig&) const = default;
@@ -140,7 +144,8 @@ void validate_run_config(const RunConfig& config);
 // packing, template, train_on_all_tokens and columns (written only when set, so older runs' config.json still equal
 // a default config on resume)}, lora{...}, training{lr, schedule, warmup_steps, warmup_ratio, epochs, max_steps,
 // batch_tokens, grad_accum, max_grad_norm, weight_decay, betas [b1, b2], eps, eval_every,
-// checkpoint_every, checkpoint_minutes, keep_checkpoints, max_nonfinite_steps}, memory{checkpointing}, device, seed, output_dir. Missing keys keep the
+// checkpoint_every, checkpoint_minutes, keep_checkpoints, max_nonfinite_steps}, memory{checkpointing}, device, devices (written only
+// when set), seed, output_dir. Missing keys keep the
 // defaults. from_json throws Error{InvalidInput} naming unknown keys and wrong types, then validates.
 void to_json(nlohmann::json& j, const RunConfig& config);
 void from_json(const nlohmann::json& j, RunConfig& config);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tandem {
 
@@ -27,6 +28,17 @@ struct SystemInfo {
     std::string cuda_driver;             // "13.0" (the newest CUDA the driver supports)
     std::string cudnn;                   // "9.14.0"
     bool gpu_fp8 = false;                // precision fp8 trains on this GPU (see fp8_unsupported_reason)
+    // Every GPU CUDA sees, in CUDA's numbering (RunConfig::devices); the fields above describe GPU 0.
+    struct Gpu {
+        int index = 0;
+        std::string name;
+        uint64_t memory = 0;  // bytes
+        std::string compute_capability;
+    };
+    std::vector<Gpu> gpus;
+    // NCCL, which data parallelism over several GPUs uses when it is installed ("2.27.3"), else why not.
+    std::string nccl;
+    std::string nccl_unavailable_reason;
 };
 
 SystemInfo system_info();
