@@ -622,6 +622,48 @@ private slots:
         QCOMPARE(page.config().training.max_steps, int64_t(3));
     }
 
+    // Several GPUs: a checkable list picks the GPUs of a data-parallel run (RunConfig::devices); GPU 0 alone is the
+    // default (no devices written); the last checked GPU cannot be unchecked; the CPU takes none; one GPU hides it.
+    void trainPageListsGpusToTrainOnTogether() {
+        TrainPage page;
+        QSignalSpy checked(&page, &TrainPage::gpuChecked);
+        QTRY_VERIFY_WITH_TIMEOUT(checked.count() == 1, kWaitMs);  // system_info's own list first
+        auto* list = child<QListWidget>(&page, "gpuList");
+        auto* help = child<QLabel>(&page, "gpuHelp");
+        auto* accum = child<QSpinBox>(&page, "gradAccumSpin");
+        auto* device = child<QComboBox>(&page, "deviceCombo");
+        page.setGpuAvailable(true, {});
+        page.setGpuList({"GPU 0: A, 80 GiB", "GPU 1: B, 80 GiB", "GPU 2: C, 24 GiB"});
+        QCOMPARE(list->count(), 3);
+        QVERIFY(list->parentWidget()->isVisibleTo(&page));
+        QCOMPARE(list->item(0)->checkState(), Qt::Checked);
+        QVERIFY(page.config().devices.empty());
+        accum->setValue(1);
+        list->item(2)->setCheckState(Qt::Checked);
+        QCOMPARE(page.config().devices, (std::vector<int>{0, 2}));
+        QVERIFY2(help->text().contains("1 GPUs wait"), qPrintable(help->text()));
+        accum->setValue(4);
+        QVERIFY2(help->text().startsWith("2 GPUs"), qPrintable(help->text()));
+        list->item(0)->setCheckState(Qt::Unchecked);
+        list->item(2)->setCheckState(Qt::Unchecked);  // the last one: undone
+        QCOMPARE(list->item(2)->checkState(), Qt::Checked);
+        QCOMPARE(page.config().devices, (std::vector<int>{2}));
+        device->setCurrentIndex(device->findData(QStringLiteral("cpu")));
+        QVERIFY(page.config().devices.empty());
+        QVERIFY(!list->isEnabled());
+        device->setCurrentIndex(device->findData(QStringLiteral("auto")));
+        // A reopened run's GPUs are checked again.
+        RunConfig c = page.config();
+        c.devices = {1, 2};
+        page.setConfig(c);
+        QCOMPARE(list->item(0)->checkState(), Qt::Unchecked);
+        QCOMPARE(list->item(1)->checkState(), Qt::Checked);
+        QCOMPARE(page.config().devices, (std::vector<int>{1, 2}));
+        page.setGpuList({"GPU 0: A, 80 GiB"});
+        QVERIFY(!list->parentWidget()->isVisibleTo(&page));
+        QVERIFY(page.config().devices.empty());  // GPU 1 and 2 are gone: GPU 0, the default
+    }
+
     // A runs folder that cannot hold a run folder blocks Train with what to do (not an internal error later).
     void trainPageUnwritableRunsFolderBlocksTrain() {
         TrainPage page;

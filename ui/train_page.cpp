@@ -17,6 +17,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QListWidget>
 #include <QLocale>
 #include <QProgressBar>
 #include <QPushButton>
@@ -333,16 +334,21 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
         bool usable = false;
         QString reason;     // why no GPU is usable
         QString fp8Reason;  // why FP8 cannot train here ("" when it can)
+        QStringList gpus;   // every GPU, "GPU i: name, memory"
     };
     runAsync(
         this,
         [] {
             const SystemInfo info = system_info();
-            return Gpu{info.gpu_usable, QString::fromStdString(info.gpu_unavailable_reason),
-                       QString::fromStdString(fp8_unsupported_reason(info))};
+            Gpu g{info.gpu_usable, QString::fromStdString(info.gpu_unavailable_reason),
+                  QString::fromStdString(fp8_unsupported_reason(info)), {}};
+            for (const SystemInfo::Gpu& x : info.gpus)
+                g.gpus << tr("GPU %1: %2, %3").arg(x.index).arg(QString::fromStdString(x.name), humanBytes(x.memory));
+            return g;
         },
         [this](const Gpu& gpu) {
             setFp8Support(gpu.fp8Reason);  // first: gpuChecked (below) tells that both are known
+            setGpuList(gpu.usable ? gpu.gpus : QStringList{});
             setGpuAvailable(gpu.usable, gpu.reason);
         });
     // The main window connects limitsChanged after construction: tell the Data page once the loop runs.
@@ -571,9 +577,41 @@ QWidget* TrainPage::buildMemoryBox() {
     connect(m_quantization, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
     connect(m_precision, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
     connect(m_device, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
+    connect(m_device, &QComboBox::currentIndexChanged, this, [this] { updateGpuList(); });
     connect(m_packing, &QCheckBox::toggled, this, &TrainPage::onFieldEdited);
+    // Data parallelism: the GPUs to train on together, shown when the machine has more than one.
+    auto* gpuBox = new QWidget;
+    gpuBox->setObjectName(QStringLiteral("gpuBox"));
+    auto* gpuLayout = new QVBoxLayout(gpuBox);
+    gpuLayout->setContentsMargins(0, 0, 0, 0);
+    gpuLayout->addWidget(new QLabel(tr("GPUs to train on together")));
+    m_gpus = new QListWidget;
+    m_gpus->setObjectName(QStringLiteral("gpuList"));
+    m_gpus->setToolTip(tr("One full copy of the model on each checked GPU; micro-batch i of an optimizer step runs on "
+                          "GPU i mod N and the LoRA gradients are summed over the GPUs after each layer's backward, so "
+                          "N GPUs compute what one computes with the same micro-batches, about N times faster"));
+    m_gpus->setMaximumHeight(5 * m_gpus->fontMetrics().height() + 8);
+    gpuLayout->addWidget(m_gpus);
+    m_gpusHelp = new QLabel;
+    m_gpusHelp->setObjectName(QStringLiteral("gpuHelp"));
+    m_gpusHelp->setWordWrap(true);
+    gpuLayout->addWidget(m_gpusHelp);
+    gpuBox->setVisible(false);
+    connect(m_gpus, &QListWidget::itemChanged, this, [this](QListWidgetItem* item) {
+        bool any = false;
+        for (int i = 0; i < m_gpus->count(); ++i) any = any || m_gpus->item(i)->checkState() == Qt::Checked;
+        if (!any) {  // at least one GPU: unchecking the last one is undone
+            const QSignalBlocker block(m_gpus);
+            item->setCheckState(Qt::Checked);
+        }
+        m_devices = checkedGpus();
+        updateGpuList();
+        onFieldEdited();
+    });
+    connect(m_gradAccum, &QSpinBox::valueChanged, this, [this] { updateGpuList(); });
     connect(m_checkpointing, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
     form->addRow(tr("Device"), m_device);
+    form->addRow(gpuBox);
     form->addRow(m_packing, m_packingHelp);
     form->addRow(tr("Base weights"), m_quantization);
     form->addRow(QString(), m_quantizationHelp);
@@ -752,6 +790,9 @@ RunConfig TrainPage::config() const {
     c.data.packing = m_packing->isChecked();
     c.seed = static_cast<uint64_t>(m_seed->value());
     c.device = parse_device_choice(m_device->currentData().toString().toStdString()).value_or(DeviceChoice::Auto);
+    // GPU 0 alone is the default (no devices); on the CPU none.
+    c.devices = c.device == DeviceChoice::Cpu ? std::vector<int>{} : m_devices;
+    if (c.devices == std::vector<int>{0}) c.devices.clear();
     c.memory.checkpointing = parse_checkpoint_policy(m_checkpointing->currentData().toString().toStdString())
                                  .value_or(CheckpointPolicy::Auto);
     const QString quantization = m_quantization->currentData().toString();
@@ -786,6 +827,17 @@ RunConfig TrainPage::config() const {
 void TrainPage::setConfig(const RunConfig& c) {
     m_base = c;
     m_base.output_dir.clear();
+    m_devices = c.devices;
+    if (m_gpus->count() > 0) {
+        const QSignalBlocker block(m_gpus);
+        std::vector<int> want = c.devices.empty() || c.devices == std::vector<int>{-1} ? std::vector<int>{} : c.devices;
+        for (int i = 0; i < m_gpus->count(); ++i) {
+            const bool on = c.devices == std::vector<int>{-1} || std::find(want.begin(), want.end(), i) != want.end() ||
+                            (want.empty() && i == 0 && c.devices != std::vector<int>{-1});
+            m_gpus->item(i)->setCheckState(on ? Qt::Checked : Qt::Unchecked);
+        }
+        m_devices = checkedGpus();
+    }
     const QString model = QString::fromStdString(c.model);
     if (!samePath(model, m_model)) {
         m_model = model;
@@ -950,6 +1002,62 @@ void TrainPage::setColumns(const QVariantMap& columns) {
 void TrainPage::setRunning(bool running) {
     m_running = running;
     updateTrainButton();
+}
+
+void TrainPage::setGpuList(const QStringList& gpus) {
+    {
+        const QSignalBlocker block(m_gpus);
+        m_gpus->clear();
+        const bool all = m_devices == std::vector<int>{-1};
+        for (int i = 0; i < gpus.size(); ++i) {
+            auto* item = new QListWidgetItem(gpus[i], m_gpus);
+            item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+            const bool on = all || std::find(m_devices.begin(), m_devices.end(), i) != m_devices.end() ||
+                            (m_devices.empty() && i == 0);
+            item->setCheckState(on ? Qt::Checked : Qt::Unchecked);
+        }
+    }
+    // A config naming GPUs this machine lacks keeps only those it has (GPU 0 when none is left).
+    m_devices = checkedGpus();
+    if (m_devices.empty() && m_gpus->count() > 0) {
+        const QSignalBlocker block(m_gpus);
+        m_gpus->item(0)->setCheckState(Qt::Checked);
+        m_devices = {0};
+    }
+    updateGpuList();
+    onFieldsChanged();
+}
+
+std::vector<int> TrainPage::checkedGpus() const {
+    std::vector<int> out;
+    for (int i = 0; i < m_gpus->count(); ++i)
+        if (m_gpus->item(i)->checkState() == Qt::Checked) out.push_back(i);
+    return out;
+}
+
+void TrainPage::updateGpuList() {
+    const bool cpu = parse_device_choice(m_device->currentData().toString().toStdString()) == DeviceChoice::Cpu;
+    if (QWidget* box = m_gpus->parentWidget()) box->setVisible(m_gpus->count() > 1);
+    m_gpus->setEnabled(!cpu);
+    const int n = int(checkedGpus().size());
+    if (cpu)
+        m_gpusHelp->setText(tr("The CPU trains alone; choose device auto or cuda to use the GPUs"));
+    else if (n <= 1)
+        m_gpusHelp->setText(tr("One GPU. Check more to train on them together"));
+    else if (m_gradAccum->value() < n)
+        m_gpusHelp->setText(tr("%1 GPUs, but gradient accumulation is %2: each optimizer step has %2 micro-batches, "
+                               "one per GPU, so %3 GPUs wait. Set it to %1 or a multiple of %1")
+                                .arg(n)
+                                .arg(m_gradAccum->value())
+                                .arg(n - m_gradAccum->value()));
+    else
+        m_gpusHelp->setText(tr("%1 GPUs: one copy of the model on each, micro-batch i of a step on GPU i mod %1%2")
+                                .arg(n)
+                                .arg(m_gradAccum->value() % n ? tr(" (gradient accumulation %1 is not a multiple of %2: "
+                                                                   "some GPUs get one micro-batch fewer)")
+                                                                    .arg(m_gradAccum->value())
+                                                                    .arg(n)
+                                                              : QString()));
 }
 
 void TrainPage::setGpuAvailable(bool usable, const QString& reason) {

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include <QHash>
 #include <QString>
@@ -62,6 +63,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QListWidget;
 class QDoubleSpinBox;
 class QGroupBox;
 class QLabel;
@@ -101,6 +103,9 @@ public slots:
     void applyPreset(const QString& resourcePath);
     // Whether the cuda device can be chosen (called with system_info's answer; tests call it directly).
     void setGpuAvailable(bool usable, const QString& reason);
+    // The machine's GPUs (system_info().gpus, "GPU i: name, memory"; index = CUDA's): listed with check boxes to
+    // pick the GPUs of a data-parallel run (config().devices); hidden with fewer than two (tests call it directly).
+    void setGpuList(const QStringList& gpus);
     // Whether precision FP8 can be chosen: "" when this machine's GPU trains in FP8, else why not (called with
     // fp8_unsupported_reason(system_info()) before setGpuAvailable; tests call it directly).
     void setFp8Support(const QString& unsupportedReason);
@@ -122,6 +127,8 @@ private:
     QWidget* buildLoraBox();
     QWidget* buildOptimizerBox();
     QWidget* buildMemoryBox();
+    std::vector<int> checkedGpus() const;
+    void updateGpuList();  // visibility, enabled state and the help line of the GPU list
     QWidget* buildValidationBox();
     QWidget* folderRow(QLineEdit* edit, QPushButton* button);
     void updateWarnings();
@@ -194,6 +201,9 @@ private:
     QSpinBox* m_maxSeqLen = nullptr;
     QSpinBox* m_seed = nullptr;
     QComboBox* m_device = nullptr;
+    QListWidget* m_gpus = nullptr;   // one checkable row per GPU (RunConfig::devices)
+    QLabel* m_gpusHelp = nullptr;
+    std::vector<int> m_devices;      // the config's devices while the list is not filled yet
     QCheckBox* m_packing = nullptr;
     QLabel* m_packingHelp = nullptr;
     QComboBox* m_quantization = nullptr;
