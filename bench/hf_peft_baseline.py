@@ -34,6 +34,12 @@ What it does, so the numbers compare with tandem-cli bench:
   - Memory: torch.cuda.max_memory_reserved / max_memory_allocated over the whole run (weights included),
     and device used (mem_get_info total - free, includes the CUDA context) after the timed steps.
   - Out of memory prints {"oom": true, ...} instead of a traceback (exit code 0, so a sweep goes on).
+  - Several GPUs: started by torchrun (WORLD_SIZE > 1), each process takes the GPU LOCAL_RANK, builds the same
+    model (same seed), wraps the PEFT model in DistributedDataParallel (NCCL; gradients all-reduced in buckets
+    during the backward, overlapped) and runs --batch rows of its own per step: a step is world x batch rows,
+    tokens/s = world * batch * seq_len / mean step time (rank 0's clock; the ranks meet in every step's
+    all-reduce). Only rank 0 prints and writes the JSON ("world_size"); memory figures are rank 0's. The host
+    sync count is skipped (--sync-steps 0): DDP's own waits would be counted with the model's.
 JSON goes to stdout (and to --json FILE).
 """
 import argparse
@@ -386,13 +392,17 @@ def run(a, result):
     model = peft.get_peft_model(model, lora)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    result["world_size"] = world
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
     result["lora_parameters"] = sum(p.numel() for p in params)
     result["lora_dtype"] = str(params[0].dtype).replace("torch.", "")
     result["lora_dtypes"] = sorted({str(p.dtype).replace("torch.", "") for p in params})
     opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, fused=True)
 
     vocab = CONFIGS[a.config]["vocab_size"]
-    gen = torch.Generator(device="cuda").manual_seed(1000)
+    gen = torch.Generator(device="cuda").manual_seed(1000 + int(os.environ.get("RANK", "0")))
     batches = [torch.randint(0, vocab, (a.batch, a.seq_len), device="cuda", generator=gen)
                for _ in range(min(a.steps + a.warmup, 4))]
 
@@ -433,7 +443,8 @@ def run(a, result):
     step = statistics.mean(step_ms)
     result.update({
         "oom": False,
-        "tokens_per_s": a.batch * a.seq_len / (step * 1e-3),
+        "tokens_per_s": world * a.batch * a.seq_len / (step * 1e-3),
+        "tokens_per_step": world * a.batch * a.seq_len,
         "steps_per_s": 1e3 / step,
         "step_ms": {"mean": step, "median": statistics.median(step_ms), "min": min(step_ms), "max": max(step_ms)},
         "forward_ms": statistics.mean(fwd_ms),
@@ -446,7 +457,7 @@ def run(a, result):
         "loss_last": losses[-1],
     })
     # Counted after the timed steps and the memory readings, so neither is disturbed by the debug mode.
-    syncs, how = count_host_syncs(lambda i: train_step(batches[i % len(batches)]), a.sync_steps)
+    syncs, how = count_host_syncs(lambda i: train_step(batches[i % len(batches)]), a.sync_steps if world == 1 else 0)
     result["host_syncs_per_step"] = syncs
     result["host_syncs_method"] = how
 
@@ -455,6 +466,11 @@ def main():
     a = parse_args()
     if not torch.cuda.is_available():
         sys.exit("hf_peft_baseline.py: no CUDA device")
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:  # torchrun: one process per GPU
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        torch.distributed.init_process_group("nccl")
     result = {
         "system": "hf-peft",
         "config": a.config,
@@ -463,7 +479,7 @@ def main():
         "experts": CONFIGS[a.config].get("num_experts", 0),
         "experts_per_token": CONFIGS[a.config].get("num_experts_per_tok", 0),
         "gc": a.gc,
-        "device": torch.cuda.get_device_name(0),
+        "device": torch.cuda.get_device_name(),
         "batch": a.batch,
         "seq_len": a.seq_len,
         "batch_tokens": a.batch * a.seq_len,
@@ -481,7 +497,10 @@ def main():
         result.update({"oom": True, "error": str(e).split("\n")[0][:400],
                        "peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB,
                        "peak_allocated_gib": torch.cuda.max_memory_allocated() / GIB})
-    emit(result, a.json)
+    if not distributed or torch.distributed.get_rank() == 0:
+        emit(result, a.json)
+    if distributed:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

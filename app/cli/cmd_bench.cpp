@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // `tandem-cli bench --config NAME [--layers N] [--batch-tokens 16384] [--seq-len 2048] [--steps 20] [--warmup 3]
 // [--checkpointing off|selective|recompute|smart|smart-single] [--attention auto|cudnn|inhouse] [--rank 16]
-// [--cuda-graphs on|off] [--moe-routing sort|loop] [--json FILE]`, or `tandem-cli bench --plans FILE`, or
+// [--cuda-graphs on|off] [--moe-routing sort|loop] [--devices 0,1|all] [--json FILE]`, or `tandem-cli bench --plans FILE`, or
 // `tandem-cli bench --grouped-gemm [--json FILE]` — LoRA training throughput of the CUDA backend on an
 // architecture preset (tandem/arch_presets.h) with random weights: tokens/s, the forward / backward / optimizer
 // split, MFU, and peak VRAM against the memory plan. --plans writes the memory plans of the golden presets and
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "run_flags.h"
 #include "cuda_plugin/bench.h"
 #include "model/cuda_model.h"
 #include "tandem/arch_presets.h"
@@ -72,6 +73,10 @@ Run add_bench_command(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--alpha", o->alpha, "LoRA alpha")->capture_default_str();
     sub->add_option("--json", o->json_path, "also write the results as JSON to this file");
+    auto devices = std::make_shared<std::string>();
+    sub->add_option("--devices", *devices,
+                    "data parallelism: GPUs like 0,1 or all, one replica each running --batch-tokens per step "
+                    "(tokens/s counts them all); default: one GPU");
     sub->add_option("--min-seq-len", o->min_seq_len,
                     "draw sample lengths uniformly from [min-seq-len, seq-len] (0: all seq-len)");
     sub->add_flag("--rebuild-metadata-per-layer", o->rebuild_metadata,
@@ -94,7 +99,10 @@ Run add_bench_command(CLI::App& app) {
                   "only time the base GEMMs of Llama-3.1-8B and Qwen3-0.6B in bf16 and in FP8 (quantization, weight "
                   "transpose and block-scaled GEMM apart; --config is ignored; --json writes the rows)");
     sub->add_option("--timeline", o->timeline_path, "write per-layer CUDA events of one micro-batch as JSON");
-    return [o]() { return run_cuda_bench(*o); };
+    return [o, devices]() {
+        if (!devices->empty()) o->devices = parse_devices(*devices);
+        return run_cuda_bench(*o);
+    };
 }
 
 }  // namespace tandem::cli

@@ -77,6 +77,13 @@
 //    device_used = cudaMemGetInfo total - free after the timed steps (adds the CUDA context, library
 //    workspaces and anything else on the GPU: run on an otherwise idle GPU). The plan (CudaModel::plan) is
 //    computed before loading; ratio = device_used / plan.total and peak_allocated / (plan.total - context).
+//  - --devices 0,1 (data parallelism, train/cuda_data_parallel.h): one replica per GPU, each running one
+//    micro-batch of batch_tokens tokens per step (the trainer's rank i mod N), its LoRA gradients summed per layer
+//    over the device transport during the backward; a step is begin_step(N) + N queue_forward_backward +
+//    queue_optimizer_step, collected one step later (the trainer's protocol). tokens/s counts every GPU's tokens
+//    (N x batch_tokens a step); compare with the same command on one GPU (no --devices). host_syncs_per_step
+//    counts every rank's (one each). Memory is GPU 0's; no forward / backward split (the ranks' events are
+//    their own), no MFU (the peak GEMM would need every GPU).
 //  - --grouped-gemm: the MoE expert GEMMs of Qwen3-30B-A3B at 16384 tokens x 8 experts each = 131072 rows
 //    spread evenly over 128 experts (1024 rows each), for gate/up (2048 -> 768) and down (768 -> 2048):
 //    cuda::grouped_matmul_forward and cuda::grouped_matmul_backward (the input gradient) against one
@@ -110,6 +117,8 @@
 #include "tandem/error.h"
 #include "tandem/lora.h"
 #include "tandem/run_config.h"
+#include "train/cuda_data_parallel.h"
+#include "train/data_parallel.h"
 
 namespace tandem {
 
@@ -374,6 +383,7 @@ json fp8_gemm_bench() {
 uint64_t peak_allocated() { return cuda::peak_allocated_bytes(); }
 uint64_t host_sync_total() { return cuda::host_sync_count(); }
 void reset_peak_allocated() { cuda::reset_peak(); }
+void reset_peak_allocated_on(int device) { cuda::reset_peak(device); }
 
 
 // ---------------------------------------------------------------------------------------------------------
@@ -477,9 +487,106 @@ void require_cuda(const std::string& what) {
     if (!cuda_backend_available(&reason)) throw_unsupported(what + " needs the CUDA backend (" + reason + ")");
 }
 
+// --devices (file header): the step loop over a data-parallel model, printed and written like the one-GPU run.
+int run_data_parallel_bench(const CudaBenchOptions& o, const std::vector<int>& devices, const ModelConfig& config,
+                            const LoraConfig& lora, const CudaModelOptions& options,
+                            const std::vector<PackedBatch>& batches, json& j) {
+    const int n = int(devices.size());
+    std::vector<double> step_ms, losses;
+    double host_syncs = 0, wall_step_ms = 0;
+    MemoryStats mem;
+    std::string transport;
+    {
+        for (const int d : devices) reset_peak_allocated_on(d);
+        auto model = train::cuda_data_parallel(devices, [&](int) {
+            return train::trainable_cuda_model(CudaModel::random(config, lora, /*seed=*/1, /*weight_seed=*/2, options));
+        });
+        if (const auto* dp = dynamic_cast<const DataParallelModel*>(model.get())) transport = dp->transport();
+        std::fprintf(stderr, "bench: %s loaded on %d GPUs (%s); %d warmup + %d timed steps\n", o.config.c_str(), n,
+                     transport.c_str(), o.warmup, o.steps);
+        const size_t nb = batches.size();
+        int64_t labels = 0;
+        for (int i = 0; i < n; ++i) labels += batches[size_t(i) % nb].num_label_tokens;
+        int queued = 0, collected = 0;
+        auto queue = [&](int s) {
+            model->begin_step(n);
+            for (int i = 0; i < n; ++i)
+                model->queue_forward_backward(batches[size_t(s * n + i) % nb], 1.0f / float(labels), uint64_t(s));
+            OptimizerStep step;
+            step.lr = 1e-4;
+            step.max_grad_norm = 1.0;
+            step.step = s + 1;
+            model->queue_optimizer_step(step);
+            ++queued;
+        };
+        auto collect = [&] {
+            losses.push_back(model->collect_step().loss_sum / double(labels));
+            ++collected;
+        };
+        for (int s = 0; s < o.warmup; ++s) {
+            queue(s);
+            if (model->queued_steps() == 2) collect();
+        }
+        while (model->queued_steps() > 0) collect();
+        const uint64_t syncs0 = host_sync_total();
+        const auto t0 = Clock::now();
+        auto prev = t0;
+        for (int s = o.warmup; s < o.warmup + o.steps; ++s) {
+            queue(s);
+            if (model->queued_steps() == 2) {
+                collect();
+                const auto now = Clock::now();
+                if (s > o.warmup + 1) step_ms.push_back(std::chrono::duration<double, std::milli>(now - prev).count());
+                prev = now;
+            }
+        }
+        while (model->queued_steps() > 0) collect();
+        const auto t1 = Clock::now();
+        host_syncs = double(host_sync_total() - syncs0) / double(o.steps);
+        wall_step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / double(o.steps);
+        if (step_ms.empty()) step_ms.push_back(wall_step_ms);
+        mem = model->memory_stats();  // rank 0's
+    }
+    const double step = wall_step_ms;
+    const double tokens_per_s = double(o.batch_tokens) * n / (step * 1e-3);
+    j["oom"] = false;
+    j["devices"] = devices;
+    j["transport"] = transport;
+    j["tokens_per_step"] = int64_t(o.batch_tokens) * n;
+    j["tokens_per_s"] = tokens_per_s;
+    j["tokens_per_s_per_gpu"] = tokens_per_s / n;
+    j["steps_per_s"] = 1e3 / step;
+    j["step_ms"] = {{"mean", step}, {"median", median(step_ms)},
+                    {"min", *std::min_element(step_ms.begin(), step_ms.end())},
+                    {"max", *std::max_element(step_ms.begin(), step_ms.end())}};
+    j["host_syncs_per_step"] = host_syncs;
+    j["peak_gib"] = double(mem.reserved) / kGiB;
+    j["device_used_gib"] = double(mem.device_total - mem.device_free) / kGiB;
+    j["loss_first"] = losses.front();
+    j["loss_last"] = losses.back();
+    std::printf("tandem bench: %s, LoRA r=%d alpha=%g, data parallel on GPUs", o.config.c_str(), lora.r, lora.alpha);
+    for (const int d : devices) std::printf(" %d", d);
+    std::printf(" over %s\n", transport.c_str());
+    std::printf("  device          %s x %d\n", device_name().c_str(), n);
+    std::printf("  batch           %d GPUs x %d tokens (samples of %d) a step; checkpointing %s\n", n, o.batch_tokens,
+                o.seq_len, o.checkpointing.c_str());
+    std::printf("  steps           %d warmup + %d timed\n", o.warmup, o.steps);
+    std::printf("  throughput      %.0f tokens/s (%.0f per GPU), %.3f steps/s\n", tokens_per_s, tokens_per_s / n,
+                1e3 / step);
+    std::printf("  step            %8.2f ms mean (median %.2f)\n", step, median(step_ms));
+    std::printf("  host syncs      %.2f per step (every rank's)\n", host_syncs);
+    std::printf("  memory          GPU %d: peak allocated %s, device used %s\n", devices[0], gib(mem.reserved).c_str(),
+                gib(mem.device_total - mem.device_free).c_str());
+    std::printf("  loss            %.4f first, %.4f last\n", losses.front(), losses.back());
+    if (!o.json_path.empty()) write_json_file(o.json_path, j);
+    return 0;
+}
+
 }  // namespace
 
 int run_cuda_bench(const CudaBenchOptions& o) {
+    // --devices N alone: the one-GPU run on GPU N (before anything makes this thread's context).
+    if (o.devices.size() == 1 && o.devices[0] >= 0) cuda::set_thread_device(o.devices[0]);
     if (!o.plans_path.empty()) {
         require_cuda("tandem-cli bench --plans");
         write_json_file(o.plans_path, plan_table());
@@ -625,6 +732,20 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     std::vector<PackedBatch> batches;
     for (int i = 0; i < n_batches; ++i)
         batches.push_back(random_batch(lengths, config.vocab_size, 1000 + uint64_t(i)));
+
+    std::vector<int> devices = o.devices;
+    if (devices.size() == 1 && devices[0] == -1) {  // --devices all
+        devices.clear();
+        for (int d = 0; d < cuda::device_count(); ++d) devices.push_back(d);
+    }
+    if (devices.size() > 1) {
+        try {
+            return run_data_parallel_bench(o, devices, config, lora, options, batches, j);
+        } catch (const Error& e) {
+            if (e.category() == ErrorCategory::OutOfMemory) on_oom(e);
+            throw;
+        }
+    }
 
     const DeviceMemory before = device_memory();
     reset_peak_allocated();

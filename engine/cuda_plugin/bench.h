@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tandem {
 
@@ -27,6 +28,7 @@ struct CudaBenchOptions {
     bool grouped_gemm = false;          // only time the MoE grouped GEMMs
     bool fp8_gemm = false;              // only time the base GEMMs in bf16 and FP8
     double alpha = 32;
+    std::vector<int> devices;           // data parallelism over these GPUs ({-1}: all; empty or one: one GPU)
 };
 
 // Runs the benchmark the options ask for and prints it (stdout; progress on stderr); returns the exit code.

@@ -17,6 +17,7 @@
 #include "tandem/error.h"
 #include "train/backends.h"
 #include "train/communicator.h"
+#include "train/cuda_data_parallel.h"
 
 #if TANDEM_WITH_CUDA
 #include "core/cuda/context.h"
@@ -355,23 +356,32 @@ std::unique_ptr<Communicator> device_communicator(const std::vector<int>& device
 }  // namespace
 #endif
 
+#if TANDEM_WITH_CUDA
+std::unique_ptr<TrainableModel> cuda_data_parallel(const std::vector<int>& devices,
+                                                   const std::function<std::unique_ptr<TrainableModel>(int)>& make) {
+    for (const int d : devices)
+        if (d < 0 || d >= cuda::device_count())
+            throw_invalid("devices: GPU " + std::to_string(d) + " does not exist (this machine has " +
+                          std::to_string(cuda::device_count()) + "; tandem-cli --version lists them)");
+    return std::make_unique<DataParallelModel>(
+        [&](int r) {
+            cuda::set_thread_device(devices[size_t(r)]);
+            return make(r);
+        },
+        device_communicator(devices));
+}
+
+std::unique_ptr<TrainableModel> trainable_cuda_model(CudaModel model) {
+    return std::make_unique<CudaModelAdapter>(std::move(model));
+}
+#endif
+
 std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init) {
 #if TANDEM_WITH_CUDA
     if (config.devices.size() > 1 || (config.devices.size() == 1 && config.devices[0] != 0)) {
-        // One replica per entry, each loaded on a worker thread of its own on its GPU (its CUDA context lives there).
-        for (const int d : config.devices)
-            if (d < 0 || d >= cuda::device_count())
-                throw_invalid("devices: GPU " + std::to_string(d) + " does not exist (this machine has " +
-                              std::to_string(cuda::device_count()) + "; tandem-cli --version lists them)");
         RunConfig one = config;
         one.devices.clear();
-        const std::vector<int> devices = config.devices;
-        return std::make_unique<DataParallelModel>(
-            [&](int r) {
-                cuda::set_thread_device(devices[size_t(r)]);
-                return load_cuda_model(one, init);
-            },
-            device_communicator(devices));
+        return cuda_data_parallel(config.devices, [&](int) { return load_cuda_model(one, init); });
     }
     if (config.memory.vram_budget_gib > 0)  // the allocator refuses what a card of that size could not hold
         cuda::set_device_memory_limit(uint64_t(config.memory.vram_budget_gib * double(uint64_t(1) << 30)));

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <utility>
 
 namespace tandem::cuda {
 
@@ -89,6 +91,15 @@ bool device_available(std::string* reason) {
 
 namespace {
 thread_local int t_device = 0;
+}
+
+void allow_dynamic_smem(const void* kernel, size_t bytes) {
+    if (bytes <= 48 * 1024) return;
+    thread_local std::set<std::pair<int, const void*>> done;  // (device, kernel) pairs this thread has raised
+    const int device = context().device;
+    if (done.count({device, kernel})) return;
+    TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    done.insert({device, kernel});
 }
 
 int device_count() {

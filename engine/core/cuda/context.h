@@ -79,6 +79,10 @@ void set_thread_device(int device);
 int thread_device();
 // CUDA devices present (0 without a driver).
 int device_count();
+// Lets `kernel` launch with `bytes` of dynamic shared memory (cudaFuncSetAttribute, needed above 48 KB) on the calling
+// thread's device. The attribute is per device: set once per device and kernel (the threads of a data-parallel run
+// each drive their own GPU), remembered per thread, so a launch pays a hash lookup.
+void allow_dynamic_smem(const void* kernel, size_t bytes);
 // Destroys the calling thread's context (handles, stream, workspace). The next context() makes a new one.
 void reset_context();
 

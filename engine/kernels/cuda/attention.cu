@@ -633,13 +633,6 @@ static_assert(Fwd64::smem <= kMaxSmem && Fwd128::smem <= kMaxSmem && Fwd256::sme
 static_assert(Dkv64::smem <= kMaxSmem && Dkv128::smem <= kMaxSmem && Dkv256::smem <= kMaxSmem);
 static_assert(Dq64::smem <= kMaxSmem && Dq128::smem <= kMaxSmem && Dq256::smem <= kMaxSmem);
 
-// Lets `kernel` use `bytes` of dynamic shared memory (needed above 48 KB). Called once per kernel.
-bool allow_smem(const void* kernel, size_t bytes) {
-    if (bytes > 48 * 1024)
-        TANDEM_CUDA_CHECK(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    return true;
-}
 
 // Grid over (tiles of max_seqlen x output slices, heads, samples).
 dim3 tile_grid(int max_seqlen, int rows_per_tile, int slices, int heads, int S) {
@@ -651,8 +644,7 @@ template <class C>
 void forward_launch(bf16* out, float* lse, const bf16* q, const bf16* k, const bf16* v, const int32_t* cu_seqlens,
                     int S, int T, int Hq, int Hkv, int D, float scale, int max_seqlen, int window, float softcap) {
     auto kernel = attention_forward_kernel<C>;
-    static const bool once = allow_smem(reinterpret_cast<const void*>(kernel), C::smem);
-    (void)once;
+    allow_dynamic_smem(reinterpret_cast<const void*>(kernel), C::smem);
     kernel<<<tile_grid(max_seqlen, C::BM, C::NSL, Hq, S), C::NT, C::smem, context().stream>>>(
         out, lse, q, k, v, cu_seqlens, T, Hq, Hkv, D, scale, window, softcap);
     TANDEM_CUDA_LAUNCH_CHECK();
@@ -664,9 +656,8 @@ void backward_launch(bf16* dq, bf16* dk, bf16* dv, const bf16* dout, const bf16*
                      int D, float scale, int max_seqlen, int window, float softcap) {
     auto kv_kernel = attention_backward_dkdv_kernel<Ckv>;
     auto q_kernel = attention_backward_dq_kernel<Cq>;
-    static const bool once = allow_smem(reinterpret_cast<const void*>(kv_kernel), Ckv::smem) &&
-                             allow_smem(reinterpret_cast<const void*>(q_kernel), Cq::smem);
-    (void)once;
+    allow_dynamic_smem(reinterpret_cast<const void*>(kv_kernel), Ckv::smem);
+    allow_dynamic_smem(reinterpret_cast<const void*>(q_kernel), Cq::smem);
     cudaStream_t stream = context().stream;
     kv_kernel<<<tile_grid(max_seqlen, Ckv::BN, Ckv::NSL, Hkv, S), Ckv::NT, Ckv::smem, stream>>>(
         dk, dv, dout, q, k, v, lse, delta, cu_seqlens, T, Hq, Hkv, D, scale, window, softcap);

@@ -755,19 +755,11 @@ unsigned row_grid(int64_t rows) {
     return static_cast<unsigned>(std::clamp<int64_t>((rows + kRowWarps - 1) / kRowWarps, 1, kMaxBlocks));
 }
 
-// Lets `kernel` use `bytes` of dynamic shared memory (needed above 48 KB). Called once per kernel.
-bool allow_smem(const void* kernel, size_t bytes) {
-    if (bytes > 48 * 1024)
-        TANDEM_CUDA_CHECK(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    return true;
-}
 
 template <Op G, bool VEC>
 void gemm_launch(const GemmArgs& a, dim3 grid) {
     auto kernel = grouped_gemm_kernel<G, VEC>;
-    static const bool once = allow_smem(reinterpret_cast<const void*>(kernel), GemmCfg<G>::smem);
-    (void)once;
+    allow_dynamic_smem(reinterpret_cast<const void*>(kernel), GemmCfg<G>::smem);
     kernel<<<grid, kGemmThreads, GemmCfg<G>::smem, context().stream>>>(a);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
