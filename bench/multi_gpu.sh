@@ -3,18 +3,22 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Data parallelism on the GPUs of one machine (--devices): equivalence with one GPU, scaling, and HF PEFT + DDP on
 # the same GPUs. Run on a machine with two or more NVIDIA GPUs; every result lands in OUTDIR.
-#   bench/multi_gpu.sh CLI OUTDIR ASSETS [stage...]      stages: selftest equivalence scaling hf (default: all)
+#   bench/multi_gpu.sh CLI OUTDIR ASSETS [stage...]      stages: selftest equivalence nodes scaling hf (default: all)
 #   ASSETS: the shared assets folder (../shared/assets), holding babyllama-tok105/ and datasets/alpaca_5000.json.
 # Environment: CONFIGS (scaling: "llama-3.1-8b:4096 qwen3-0.6b:16384", preset:tokens per GPU), STEPS, POLICY.
 # NVLink multicast stays off wherever NCCL runs (NCCL_NVLS_ENABLE=0).
 #  - equivalence: the tiny pretrained Llama on Alpaca, 20 steps of 2 micro-batches (LoRA dropout on), trained on
 #    one GPU and on GPUs 0,1 over NCCL, over the peer transport, and over NCCL forced onto its socket transport
 #    (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1): every step's loss and the final adapter against the one-GPU run.
+#  - nodes: the same training as two processes (--nodes 2, one GPU each through CUDA_VISIBLE_DEVICES, NCCL's id over
+#    the rendezvous), with NCCL on its socket transport and on its default one, against the one-GPU run; then node
+#    rank 1 is killed mid-run and node 0 must stop promptly with an error naming the failure (never hang); then
+#    Ctrl-C on node rank 1 must stop both after the same step (exit 130), node 0 writing the checkpoint.
 #  - scaling: tandem-cli bench on one GPU and with --devices 0,1 (the same per-GPU batch), tokens/s ratio.
 #  - hf: bench/hf_peft_baseline.py on one GPU and under torchrun on two (DDP), same shapes.
 set -u -o pipefail
 CLI=${1:?CLI}; OUT=${2:?OUTDIR}; ASSETS=${3:?ASSETS}; shift 3
-STAGES=${*:-selftest equivalence scaling hf}
+STAGES=${*:-selftest equivalence nodes scaling hf}
 CONFIGS=${CONFIGS:-llama-3.1-8b:4096 qwen3-0.6b:16384}
 STEPS=${STEPS:-12}
 POLICY=${POLICY:-off}
@@ -23,7 +27,38 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 WORK=$OUT/work
 mkdir -p "$OUT" "$WORK"
 status=0
+# The equivalence runs' settings: the tiny pretrained Llama on Alpaca, 2 micro-batches a step, LoRA dropout on.
+eq_args() {  # eq_args OUTFOLDER STEPS
+  echo --device cuda --model "$ASSETS/babyllama-tok105/hf" --dataset "$ASSETS/datasets/alpaca_5000.json" --out "$1" \
+    --max-steps "$2" --batch-tokens 2048 --max-seq-len 256 --grad-accum 2 --lr 1e-3 --lora-dropout 0.1 --seed 1
+}
 note() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+compare() {  # compare RUN...: each run's losses and adapter against eq-one's
+  $PYTHON - "$WORK" "$@" <<'PY' | tee -a "$OUT/summary.txt" || status=1
+import json, os, sys
+from safetensors.torch import load_file
+w = sys.argv[1]
+def losses(n):
+    return [json.loads(l)["loss"] for l in open(os.path.join(w, f"eq-{n}", "metrics.jsonl")) if '"loss"' in l]
+def adapter(n):
+    return load_file(os.path.join(w, f"eq-{n}", "adapter", "adapter_model.safetensors"))
+ref, ref_a = losses("one"), adapter("one")
+bad = False
+for n in sys.argv[2:]:
+    try:
+        got, a = losses(n), adapter(n)
+    except Exception as e:  # noqa: BLE001
+        print(f"{n}: missing ({e})"); bad = True; continue
+    rel = max(abs(x - y) / abs(y) for x, y in zip(got, ref))
+    worst = max(((a[k].float() - ref_a[k].float()).abs().max() / ref_a[k].float().abs().max()).item() for k in ref_a)
+    ok = len(got) == len(ref) == 20 and rel <= 1e-3 and worst <= 1e-2
+    bad |= not ok
+    print(f"{n}: {len(got)} steps, worst loss rel diff {rel:.2e} (<= 1e-3), worst LoRA value diff {worst:.2e} of the "
+          f"tensor's largest (<= 1e-2, bf16) -> {'ok' if ok else 'FAIL'}; loss step 1 {got[0]:.6f} vs {ref[0]:.6f}, "
+          f"step 20 {got[-1]:.6f} vs {ref[-1]:.6f}")
+sys.exit(1 if bad else 0)
+PY
+}
 
 for stage in $STAGES; do
   case $stage in
@@ -39,9 +74,7 @@ for stage in $STAGES; do
       local envs=()
       while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
       rm -rf "$WORK/eq-$name"
-      env "${envs[@]}" "$CLI" train --device cuda --model "$ASSETS/babyllama-tok105/hf" \
-        --dataset "$ASSETS/datasets/alpaca_5000.json" --out "$WORK/eq-$name" --max-steps 20 --batch-tokens 2048 \
-        --max-seq-len 256 --grad-accum 2 --lr 1e-3 --lora-dropout 0.1 --seed 1 "$@" > "$OUT/eq-$name.log" 2>&1 \
+      env "${envs[@]}" "$CLI" train $(eq_args "$WORK/eq-$name" 20) "$@" > "$OUT/eq-$name.log" 2>&1 \
         || { note "equivalence $name FAILED"; tail -n 15 "$OUT/eq-$name.log"; status=1; }
     }
     train one TANDEM_X=1 --
@@ -49,30 +82,67 @@ for stage in $STAGES; do
     train peer TANDEM_DP_TRANSPORT=peer -- --devices 0,1
     train socket NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET -- --devices 0,1
     grep -h "data parallel\|NET/\|via NET\|Using network" "$OUT"/eq-*.log | sort | uniq -c | head -n 20 > "$OUT/eq-transports.txt"
-    $PYTHON - "$WORK" <<'PY' | tee -a "$OUT/summary.txt" || status=1
-import json, os, sys
-from safetensors.torch import load_file
-w = sys.argv[1]
-def losses(n):
-    return [json.loads(l)["loss"] for l in open(os.path.join(w, f"eq-{n}", "metrics.jsonl")) if '"loss"' in l]
-def adapter(n):
-    return load_file(os.path.join(w, f"eq-{n}", "adapter", "adapter_model.safetensors"))
-ref, ref_a = losses("one"), adapter("one")
-bad = False
-for n in ("nccl", "peer", "socket"):
-    try:
-        got, a = losses(n), adapter(n)
-    except Exception as e:  # noqa: BLE001
-        print(f"{n}: missing ({e})"); bad = True; continue
-    rel = max(abs(x - y) / abs(y) for x, y in zip(got, ref))
-    worst = max(((a[k].float() - ref_a[k].float()).abs().max() / ref_a[k].float().abs().max()).item() for k in ref_a)
-    ok = len(got) == len(ref) == 20 and rel <= 1e-3 and worst <= 1e-2
-    bad |= not ok
-    print(f"{n}: {len(got)} steps, worst loss rel diff {rel:.2e} (<= 1e-3), worst LoRA value diff {worst:.2e} of the "
-          f"tensor's largest (<= 1e-2, bf16) -> {'ok' if ok else 'FAIL'}; loss step 1 {got[0]:.6f} vs {ref[0]:.6f}, "
-          f"step 20 {got[-1]:.6f} vs {ref[-1]:.6f}")
-sys.exit(1 if bad else 0)
-PY
+    compare nccl peer socket
+    ;;
+  nodes)
+    note "nodes: two processes (one GPU each, NCCL id over the rendezvous) vs one GPU"
+    [ -f "$WORK/eq-one/adapter/adapter_model.safetensors" ] ||
+      "$CLI" train $(eq_args "$WORK/eq-one" 20) > "$OUT/eq-one.log" 2>&1
+    port=29517
+    for v in socket default; do
+      envs=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)
+      [ $v = socket ] && envs+=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)
+      rm -rf "$WORK/eq-nodes-$v"
+      for r in 1 0; do
+        env "${envs[@]}" CUDA_VISIBLE_DEVICES=$r timeout 300 "$CLI" train $(eq_args "$WORK/eq-nodes-$v" 20) \
+          --nodes 2 --node-rank $r --rendezvous 127.0.0.1:$port > "$OUT/nodes-$v-$r.log" 2>&1 &
+      done
+      wait
+      grep -h "Using network\|via P2P\|via SHM\|NET/Socket : Using\|data parallel" "$OUT"/nodes-$v-*.log | sed 's/^[^ ]* //' |
+        sort | uniq -c | head -n 12 | tee -a "$OUT/summary.txt"
+      port=$((port + 1))
+    done
+    compare nodes-socket nodes-default
+    note "nodes: node rank 1 killed (SIGKILL) mid-run"
+    rm -rf "$WORK/kill"
+    CUDA_VISIBLE_DEVICES=0 timeout 240 "$CLI" train $(eq_args "$WORK/kill" 100000) --nodes 2 --node-rank 0 \
+      --rendezvous 127.0.0.1:$port > "$OUT/kill-0.log" 2>&1 &
+    p0=$!
+    CUDA_VISIBLE_DEVICES=1 "$CLI" train $(eq_args "$WORK/kill" 100000) --nodes 2 --node-rank 1 \
+      --rendezvous 127.0.0.1:$port > "$OUT/kill-1.log" 2>&1 &
+    p1=$!
+    for _ in $(seq 120); do
+      [ "$(wc -l < "$WORK/kill/metrics.jsonl" 2>/dev/null || echo 0)" -ge 30 ] && break
+      sleep 0.5
+    done
+    kill -9 $p1
+    t0=$(date +%s.%N)
+    wait $p0; rc=$?
+    t1=$(date +%s.%N)
+    echo "node 0 exited $rc $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s after node 1 was killed (after step $(wc -l < "$WORK/kill/metrics.jsonl"))" |
+      tee -a "$OUT/summary.txt"
+    grep -i "error\|fail\|stopp\|checkpoint" "$OUT/kill-0.log" | tail -n 4 | tee -a "$OUT/summary.txt"
+    [ $rc != 0 ] && [ $rc != 124 ] || { note "kill: node 0 did not stop with an error (exit $rc)"; status=1; }
+    note "nodes: Ctrl-C (SIGINT) on node rank 1 mid-run: both stop after the same step, node 0 checkpoints it"
+    port=$((port + 1))
+    rm -rf "$WORK/int"
+    CUDA_VISIBLE_DEVICES=0 timeout 240 "$CLI" train $(eq_args "$WORK/int" 100000) --nodes 2 --node-rank 0 \
+      --rendezvous 127.0.0.1:$port > "$OUT/int-0.log" 2>&1 &
+    p0=$!
+    CUDA_VISIBLE_DEVICES=1 timeout 240 "$CLI" train $(eq_args "$WORK/int" 100000) --nodes 2 --node-rank 1 \
+      --rendezvous 127.0.0.1:$port > "$OUT/int-1.log" 2>&1 &
+    p1=$!
+    for _ in $(seq 120); do
+      [ "$(wc -l < "$WORK/int/metrics.jsonl" 2>/dev/null || echo 0)" -ge 30 ] && break
+      sleep 0.5
+    done
+    kill -INT $p1
+    wait $p1; rc1=$?
+    wait $p0; rc0=$?
+    echo "SIGINT on node 1: node 0 exit $rc0, node 1 exit $rc1; steps in metrics $(wc -l < "$WORK/int/metrics.jsonl");" \
+      "checkpoints: $(ls "$WORK/int/checkpoints" 2>/dev/null | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+    grep -h "stopp" "$OUT"/int-*.log | tail -n 4 | tee -a "$OUT/summary.txt"
+    [ $rc0 = 130 ] && [ $rc1 = 130 ] || { note "SIGINT: expected both to exit 130"; status=1; }
     ;;
   scaling)
     note "scaling: tandem-cli bench, one GPU vs --devices 0,1 ($POLICY)"

@@ -97,7 +97,7 @@ private slots:
 
         const cuda_plugin::Loaded foreign = cuda_plugin::load(TANDEM_TEST_ABSENT_LIBRARY, "TANDEM_CUDA_PLUGIN");
         QVERIFY(!foreign.api);
-        QVERIFY2(foreign.reason.find("is not a Tandem CUDA backend (it has no tandem_cuda_plugin_v1)") !=
+        QVERIFY2(foreign.reason.find("is not a Tandem CUDA backend (it has no tandem_cuda_plugin_v2)") !=
                      std::string::npos,
                  foreign.reason.c_str());
     }

@@ -170,6 +170,47 @@ private slots:
         QVERIFY(threw);
     }
 
+    // One rank on the calling thread (how a GPU process of a world across processes runs): no worker, every call
+    // runs the rank's work before it returns, the same bits as the model alone; a failure still ends the step.
+    void one_rank_on_this_thread() {
+        auto recorder = std::make_unique<Recorder>();
+        Recorder* rec = recorder.get();
+        DataParallelModel alone(std::move(recorder), std::make_unique<HostThreadCommunicator>(1),
+                                DataParallelModel::OnThisThread{});
+        alone.begin_step(3);
+        QCOMPARE(rec->told, std::vector<int>{3});
+        QVERIFY(rec->told_on == std::this_thread::get_id());
+
+        const RunConfig c = fixture_config();
+        auto one = replica(c);
+        const StepLog want = train_two_steps(*one);
+        DataParallelModel dp(replica(c), std::make_unique<HostThreadCommunicator>(1), DataParallelModel::OnThisThread{});
+        const StepLog got = train_two_steps(dp);
+        for (size_t s = 0; s < want.steps.size(); ++s) {
+            QVERIFY(std::memcmp(&got.steps[s].loss_sum, &want.steps[s].loss_sum, sizeof(double)) == 0);
+            QVERIFY(std::memcmp(&got.steps[s].grad_norm, &want.steps[s].grad_norm, sizeof(double)) == 0);
+        }
+        for (const auto& [name, v] : want.values)
+            QVERIFY2(std::memcmp(got.values.at(name).data(), v.data(), v.size() * sizeof(float)) == 0, name.c_str());
+
+        std::vector<PackedBatch> micro = micro_batches();
+        micro[1].tokens[0] = 1 << 30;  // a token id past the vocabulary
+        DataParallelModel bad(replica(c), std::make_unique<HostThreadCommunicator>(1), DataParallelModel::OnThisThread{});
+        bad.zero_grads();
+        for (const auto& b : micro) bad.queue_forward_backward(b, 0.01f, 1);
+        OptimizerStep step;
+        step.lr = 1e-3;
+        bad.queue_optimizer_step(step);
+        bool threw = false;
+        try {
+            (void)bad.collect_step();
+        } catch (const Error& e) {
+            threw = true;
+            qInfo("the step stopped with: %s", e.what());
+        }
+        QVERIFY(threw);
+    }
+
     void ranks_are_made_on_their_threads_and_told_their_share() {
         // Rank r of 3 gets micro-batches r, r + 3, ...: 7 -> 3, 2, 2; 2 -> 1, 1, 0 (a rank may get none).
         std::vector<Recorder*> made(3, nullptr);

@@ -247,7 +247,8 @@ private slots:
         };
         QStringList cuda = node(train_args(root_ / "bad", 3), 0, port);
         cuda[cuda.indexOf("--device") + 1] = "cuda";
-        expect(cuda, 4, {"NCCL", "not built yet", "--device cpu"});
+        cuda << "--devices" << "0,1";  // on the GPU a process of a world trains on one GPU
+        expect(cuda, 4, {"CUDA_VISIBLE_DEVICES", "one GPU", "--devices"});
         QStringList address = node(train_args(root_ / "bad", 3), 1, port);
         address[address.indexOf("--rendezvous") + 1] = "node0";
         expect(address, 2, {"rendezvous address 'node0'", "HOST:PORT"});

@@ -5,7 +5,9 @@
 // peer list reach every node), malformed addresses, refused runs (fingerprint, node count, duplicate rank) and
 // timeouts (short, so the suite is fast); the socket communicator gives exactly HostThreadCommunicator's bits
 // (1 and 2 ranks per node), stops promptly on an abort, a closed connection or a silent peer; and
-// DataParallelModel over sockets trains bit-identically to the same world of threads, and agrees on a stop.
+// DataParallelModel over sockets trains bit-identically to the same world of threads, and agrees on a stop. The
+// watched communicator (how GPU processes keep their rendezvous links beside NCCL) stops every node at once when
+// one is killed or fails, relayed by node 0, and lets a node that ends normally go without stopping the others.
 #include <QTest>
 
 #include <arpa/inet.h>
@@ -17,7 +19,10 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,6 +41,7 @@
 #include "train/data_parallel.h"
 #include "train/rendezvous.h"
 #include "train/socket_communicator.h"
+#include "train/watched_communicator.h"
 
 using namespace tandem;
 using tandem::test::expect_error;
@@ -95,6 +101,66 @@ std::vector<std::unique_ptr<SocketCommunicator>> socket_world(int nodes, int loc
     }
     return out;
 }
+
+// The inner communicator of a watched one: records the abort it gets (the watched one's job is to call it).
+class RecordingCommunicator final : public Communicator {
+public:
+    explicit RecordingCommunicator(int rank) : rank_(rank) {}
+    int size() const override { return 3; }
+    int first_rank() const override { return rank_; }
+    int local_size() const override { return 1; }
+    void all_reduce_sum(int, float*, size_t) override {}
+    void all_reduce_sum(int, double*, size_t) override {}
+    void abort(const std::string& reason) override {
+        std::lock_guard<std::mutex> lock(m_);
+        if (!reason_.empty()) return;
+        reason_ = reason;
+    }
+    std::string transport() const override { return "recording"; }
+    std::string reason() {
+        std::lock_guard<std::mutex> lock(m_);
+        return reason_;
+    }
+    // The reason once one came, or "" after timeout_s.
+    std::string wait_reason(double timeout_s) {
+        const auto t0 = std::chrono::steady_clock::now();
+        while (Seconds(std::chrono::steady_clock::now() - t0).count() < timeout_s) {
+            const std::string r = reason();
+            if (!r.empty()) return r;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return reason();
+    }
+
+private:
+    int rank_;
+    std::mutex m_;
+    std::string reason_;
+};
+
+// Three watched nodes; inner[r] is node r's recording communicator.
+struct WatchedWorld {
+    std::vector<RecordingCommunicator*> inner;
+    std::vector<std::unique_ptr<WatchedCommunicator>> nodes;
+    std::vector<std::optional<Rendezvous>> raw;  // a node left unwatched (its links closed when dropped)
+    std::vector<std::unique_ptr<RecordingCommunicator>> spare;  // the unwatched node's inner one
+    explicit WatchedWorld(int unwatched = -1) {
+        std::vector<NodeResult> rv = run_nodes(3, 30);
+        for (int r = 0; r < 3; ++r) {
+            if (!rv[size_t(r)].rv) qFatal("rendezvous failed: %s", what(rv[size_t(r)]).c_str());
+            auto in = std::make_unique<RecordingCommunicator>(r);
+            inner.push_back(in.get());
+            raw.emplace_back();
+            if (r == unwatched) {
+                raw[size_t(r)] = std::move(rv[size_t(r)].rv);
+                spare.push_back(std::move(in));
+                nodes.push_back(nullptr);
+                continue;
+            }
+            nodes.push_back(std::make_unique<WatchedCommunicator>(std::move(in), std::move(*rv[size_t(r)].rv)));
+        }
+    }
+};
 
 // Values whose float sum depends on the order of the terms.
 template <class T>
@@ -398,14 +464,52 @@ private slots:
 
     // DataParallelModel over sockets (1 and 2 replicas per node) trains exactly what the same world of threads
     // trains, and a stop request on one node is agreed by all at the end of the step.
+    // A killed node (its links close without a goodbye) stops the others at once, naming it: node 0 sees it,
+    // node 1 (linked to node 0 only) learns it from node 0. A failing node's reason reaches every node. A node
+    // that ends normally stops nobody.
+    void watched_links_stop_every_node() {
+        {
+            WatchedWorld w(/*unwatched=*/2);  // node 2 "killed": its connection closes with no word
+            const auto t0 = std::chrono::steady_clock::now();
+            w.raw[2].reset();
+            const std::string r0 = w.inner[0]->wait_reason(5), r1 = w.inner[1]->wait_reason(5);
+            const double s = Seconds(std::chrono::steady_clock::now() - t0).count();
+            qInfo("killed node 2: node 0 '%s', node 1 '%s' within %.2f s", r0.c_str(), r1.c_str(), s);
+            QVERIFY2(r0.find("node rank 2") != std::string::npos && r0.find("killed") != std::string::npos, r0.c_str());
+            QVERIFY2(r1.find("node rank 0") != std::string::npos && r1.find("node rank 2") != std::string::npos, r1.c_str());
+            QVERIFY(s < 3);
+        }
+        {
+            WatchedWorld w;
+            w.nodes[1]->abort("node rank 1 failed: the disk is full");
+            const std::string r0 = w.inner[0]->wait_reason(5), r2 = w.inner[2]->wait_reason(5);
+            QVERIFY2(r0.find("the disk is full") != std::string::npos, r0.c_str());
+            QVERIFY2(r2.find("the disk is full") != std::string::npos, r2.c_str());
+            QCOMPARE(w.inner[1]->reason(), std::string("node rank 1 failed: the disk is full"));
+        }
+        {
+            WatchedWorld w;
+            w.nodes[2].reset();  // ends normally: a goodbye
+            w.nodes[1].reset();
+            QCOMPARE(w.inner[0]->wait_reason(0.5), std::string());
+        }
+    }
+
     void data_parallel_over_sockets_matches_threads() {
-        for (const int local : {1, 2}) {
+        // local 0: one replica per node run on the node's own thread (DataParallelModel::OnThisThread, how a GPU
+        // process runs its one rank), the others on worker threads.
+        for (const int variant : {1, 2, 0}) {
+            const bool on_this_thread = variant == 0;
+            const int local = on_this_thread ? 1 : variant;
             const int world = 2 * local;
             DataParallelModel threads(replicas(world), std::make_unique<HostThreadCommunicator>(world));
             const StepLog want = train_two_steps(threads);
             auto comms = socket_world(2, local);
             std::vector<std::unique_ptr<DataParallelModel>> nodes;
-            for (auto& c : comms) nodes.push_back(std::make_unique<DataParallelModel>(replicas(local), std::move(c)));
+            for (auto& c : comms)
+                nodes.push_back(on_this_thread ? std::make_unique<DataParallelModel>(std::move(replicas(1)[0]), std::move(c),
+                                                                                     DataParallelModel::OnThisThread{})
+                                               : std::make_unique<DataParallelModel>(replicas(local), std::move(c)));
             QCOMPARE(nodes[1]->first_rank(), local);
             QCOMPARE(nodes[1]->world_size(), world);
             std::atomic<bool> stop0{false}, stop1{true};
@@ -434,8 +538,9 @@ private slots:
                     QVERIFY2(std::memcmp(got[size_t(n)].values.at(name).data(), v.data(), v.size() * sizeof(float)) == 0,
                              qPrintable(QString("%1 ranks per node, node %2, %3").arg(local).arg(n).arg(name.c_str())));
             }
-            qInfo("2 nodes x %d ranks: losses %.9g, %.9g, LoRA values bit-identical to %d threads", local,
-                  want.steps[0].loss_sum, want.steps[1].loss_sum, world);
+            qInfo("2 nodes x %d ranks%s: losses %.9g, %.9g, LoRA values bit-identical to %d threads", local,
+                  on_this_thread ? " (on the nodes' own threads)" : "", want.steps[0].loss_sum, want.steps[1].loss_sum,
+                  world);
         }
     }
 };

@@ -35,8 +35,8 @@
 
 namespace tandem::cuda_plugin {
 
-inline constexpr uint32_t kAbiVersion = 1;
-inline constexpr const char* kEntrySymbol = "tandem_cuda_plugin_v1";
+inline constexpr uint32_t kAbiVersion = 2;
+inline constexpr const char* kEntrySymbol = "tandem_cuda_plugin_v2";
 inline constexpr const char* kFileName = "libtandem-cuda.so";
 
 // The sizes of the types the entries pass, folded into one number: a plugin built from other sources than the
@@ -72,9 +72,11 @@ struct Api {
                                                 const std::function<void(const SelftestResult&)>& on_result) = nullptr;
     std::vector<std::string> (*selftest_case_names)() = nullptr;
     int (*run_bench)(const CudaBenchOptions& options) = nullptr;
+    std::string (*nccl_unique_id)() = nullptr;
+    std::unique_ptr<Communicator> (*nccl_communicator)(int world, int rank, const std::string& unique_id) = nullptr;
 };
 
 }  // namespace tandem::cuda_plugin
 
 // The plugin's one exported symbol (named kEntrySymbol): its table, valid for the life of the process.
-extern "C" __attribute__((visibility("default"))) const tandem::cuda_plugin::Api* tandem_cuda_plugin_v1();
+extern "C" __attribute__((visibility("default"))) const tandem::cuda_plugin::Api* tandem_cuda_plugin_v2();

@@ -5,6 +5,7 @@
 #include "cuda_plugin/api.h"
 #include "cuda_plugin/seam.h"
 #include "infer/cuda_infer.h"
+#include "train/communicator.h"
 
 namespace {
 
@@ -23,12 +24,14 @@ tandem::cuda_plugin::Api make_api() {
     a.run_selftest = &run_selftest;
     a.selftest_case_names = &selftest_case_names;
     a.run_bench = &run_cuda_bench;
+    a.nccl_unique_id = &train::nccl_unique_id;
+    a.nccl_communicator = &train::nccl_communicator;
     return a;
 }
 
 }  // namespace
 
-extern "C" const tandem::cuda_plugin::Api* tandem_cuda_plugin_v1() {
+extern "C" const tandem::cuda_plugin::Api* tandem_cuda_plugin_v2() {
     static const tandem::cuda_plugin::Api api = make_api();
     return &api;
 }

@@ -11,6 +11,7 @@
 #include "cuda_plugin/seam.h"
 #include "infer/cuda_infer.h"
 #include "tandem/error.h"
+#include "train/communicator.h"
 
 namespace tandem {
 
@@ -80,6 +81,14 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
 
 std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init) {
     return api_or_throw("device: cuda: ", "; use --device cpu").load_model(config, init);
+}
+
+std::string nccl_unique_id() {
+    return api_or_throw("data parallelism on GPUs: ", "; use --device cpu").nccl_unique_id();
+}
+
+std::unique_ptr<Communicator> nccl_communicator(int world, int rank, const std::string& unique_id) {
+    return api_or_throw("data parallelism on GPUs: ", "; use --device cpu").nccl_communicator(world, rank, unique_id);
 }
 
 }  // namespace train

@@ -17,6 +17,10 @@
 #include "tandem/trainer.h"
 #include "train/trainable_model.h"
 
+namespace tandem {
+class Communicator;  // train/communicator.h
+}
+
 namespace tandem::train {
 
 // True when the CUDA backend is built and a usable GPU is present; reason says why not.
@@ -55,5 +59,12 @@ std::unique_ptr<TrainableModel> load_cpu_model(const RunConfig& config, const st
 
 // Loads the model on the GPU for a config resolved by plan_cuda_run; init: an adapter to start from.
 std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init);
+
+// Data parallelism across processes on GPUs (tandem-cli train --device cuda --nodes; NCCL, loaded at run time by
+// the CUDA plugin): a new NCCL unique id (node rank 0 makes it, the rendezvous carries it to the others), and this
+// process's communicator as global rank `rank` of `world`, made on the calling thread, whose GPU it sums on (the
+// thread that loaded the model). Error{Unsupported} naming why when NCCL cannot be loaded.
+std::string nccl_unique_id();
+std::unique_ptr<Communicator> nccl_communicator(int world, int rank, const std::string& unique_id);
 
 }  // namespace tandem::train

@@ -376,6 +376,25 @@ std::unique_ptr<TrainableModel> trainable_cuda_model(CudaModel model) {
 }
 #endif
 
+std::string nccl_unique_id() {
+#if TANDEM_WITH_CUDA
+    return cuda::NcclCommunicator::unique_id();
+#else
+    throw_unsupported("data parallelism on GPUs: this build has no CUDA backend");
+#endif
+}
+
+std::unique_ptr<Communicator> nccl_communicator(int world, int rank, const std::string& unique_id) {
+#if TANDEM_WITH_CUDA
+    return std::make_unique<cuda::NcclCommunicator>(world, rank, unique_id);
+#else
+    (void)world;
+    (void)rank;
+    (void)unique_id;
+    throw_unsupported("data parallelism on GPUs: this build has no CUDA backend");
+#endif
+}
+
 std::unique_ptr<TrainableModel> load_cuda_model(const RunConfig& config, const std::optional<PeftAdapter>& init) {
 #if TANDEM_WITH_CUDA
     if (config.devices.size() > 1 || (config.devices.size() == 1 && config.devices[0] != 0)) {

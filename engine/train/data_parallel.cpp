@@ -47,6 +47,17 @@ DataParallelModel::DataParallelModel(const std::function<std::unique_ptr<Trainab
     }
 }
 
+DataParallelModel::DataParallelModel(std::unique_ptr<TrainableModel> rank, std::unique_ptr<Communicator> comm,
+                                     OnThisThread)
+    : comm_(std::move(comm)), inline_(true) {
+    if (!rank) throw_invalid("data parallel: no ranks");
+    if (!comm_ || comm_->local_size() != 1)
+        throw_internal("data parallel: a rank on the calling thread needs a communicator of one local rank");
+    ranks_.push_back(std::move(rank));
+    workers_.resize(1);
+    check_ranks();
+}
+
 void DataParallelModel::start_workers(size_t n) {
     workers_.resize(n);
     for (size_t r = 0; r < n; ++r) workers_[r].thread = std::thread([this, r] { run(int(r)); });
@@ -86,6 +97,12 @@ DataParallelModel::~DataParallelModel() { stop_workers(); }
 void DataParallelModel::stop_workers() {
     // Device ranks are freed on the threads that made them; a failure here has been reported already.
     // A worker runs every task queued before it stops; one waiting in a collective is woken by the abort.
+    if (inline_) {
+        // No thread of this process waits in a collective; a failure has aborted the world already, and a normal
+        // end must not abort it (another process may still be completing the last step's collectives).
+        ranks_[0].reset();
+        return;
+    }
     for (size_t r = 0; r < ranks_.size(); ++r) post(int(r), [this, r] { ranks_[r].reset(); });
     {
         std::lock_guard<std::mutex> lock(m_);
@@ -114,23 +131,7 @@ void DataParallelModel::run(int r) {
             w.tasks.pop_front();
             w.busy = true;
         }
-        try {
-            task();
-        } catch (...) {
-            std::string what = "unknown error";
-            try {
-                throw;
-            } catch (const std::exception& e) {
-                what = e.what();
-            } catch (...) {
-            }
-            {
-                std::lock_guard<std::mutex> lock(m_);
-                if (!error_) error_ = std::current_exception();
-            }
-            // Outside the lock: a communicator across processes tells the others why, over the network.
-            comm_->abort("rank " + std::to_string(first_ + r) + " failed: " + what);
-        }
+        run_task(r, task);
         {
             std::lock_guard<std::mutex> lock(m_);
             w.busy = false;
@@ -139,7 +140,31 @@ void DataParallelModel::run(int r) {
     }
 }
 
+void DataParallelModel::run_task(int r, const std::function<void()>& task) {
+    try {
+        task();
+    } catch (...) {
+        std::string what = "unknown error";
+        try {
+            throw;
+        } catch (const std::exception& e) {
+            what = e.what();
+        } catch (...) {
+        }
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            if (!error_) error_ = std::current_exception();
+        }
+        // Outside the lock: a communicator across processes tells the others why, over the network.
+        if (comm_) comm_->abort("rank " + std::to_string(first_ + r) + " failed: " + what);
+    }
+}
+
 void DataParallelModel::post(int r, std::function<void()> task) {
+    if (inline_) {
+        run_task(r, task);
+        return;
+    }
     {
         std::lock_guard<std::mutex> lock(m_);
         workers_[size_t(r)].tasks.push_back(std::move(task));

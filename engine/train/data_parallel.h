@@ -66,6 +66,11 @@ public:
     // that made it), r = 0 .. comm->local_size() - 1; a rank that fails to load stops the others' loading and
     // its error is rethrown.
     DataParallelModel(const std::function<std::unique_ptr<TrainableModel>(int)>& make, std::unique_ptr<Communicator> comm);
+    // One local rank run on the calling thread, with no worker: a device model stays on the thread that made it
+    // (one GPU per process in a world across processes, tandem-cli train --device cuda --nodes). Every call
+    // runs the rank's work before it returns, as the model alone would; a failure aborts the communicator.
+    struct OnThisThread {};
+    DataParallelModel(std::unique_ptr<TrainableModel> rank, std::unique_ptr<Communicator> comm, OnThisThread);
     ~DataParallelModel() override;
 
     int rank_count() const { return int(ranks_.size()); }  // this process's replicas
@@ -122,6 +127,7 @@ private:
     void stop_workers();   // frees the ranks on their threads, aborts the communicator, joins the workers
     void check_ranks();    // the same LoRA tensors on every rank; the device path's attachment
     void run(int r);
+    void run_task(int r, const std::function<void()>& task);  // runs it; a failure is kept and aborts the world
     void exchange(int r);  // host path: rank r's part of the step's collectives (gradients, loss)
 
     std::vector<std::unique_ptr<TrainableModel>> ranks_;
@@ -137,6 +143,7 @@ private:
     std::mutex m_;
     std::condition_variable cv_;
     bool stop_ = false;
+    bool inline_ = false;  // OnThisThread: post() runs the task at once on the caller's thread
     std::exception_ptr error_;
     int micro_ = 0;                 // micro-batches queued in the current step
     std::vector<double> loss_;      // [rank] loss of the step being queued

@@ -6,6 +6,7 @@
 // link without the models' definitions.
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 #include "tandem/data.h"
 #include "tandem/error.h"
@@ -16,24 +17,26 @@
 #include "train/rendezvous.h"
 #include "train/socket_communicator.h"
 #include "train/trainer_impl.h"
+#include "train/watched_communicator.h"
 
 namespace tandem {
 
 namespace {
 
 // Several processes: the options are checked (and the address parsed) before anything is loaded.
-std::optional<RendezvousAddress> check_distributed(const DistributedOptions& d, DeviceChoice device) {
+std::optional<RendezvousAddress> check_distributed(const DistributedOptions& d, DeviceChoice device,
+                                                  const std::vector<int>& devices) {
     if (d.nodes < 1) throw_invalid("--nodes " + std::to_string(d.nodes) + ": at least 1");
     if (d.node_rank < 0 || d.node_rank >= d.nodes)
         throw_invalid("--node-rank " + std::to_string(d.node_rank) + " is outside 0.." + std::to_string(d.nodes - 1) +
                       " for --nodes " + std::to_string(d.nodes) + "; give each node its own rank, node rank 0 listening");
     if (d.nodes == 1) return std::nullopt;
     if (!(d.timeout_s > 0)) throw_invalid("--dist-timeout must be a positive number of seconds");
-    if (device == DeviceChoice::Cuda)
-        throw_unsupported("--nodes " + std::to_string(d.nodes) + " on the GPU: data parallelism across processes "
-                          "runs on the CPU backend only for now: the GPU path across processes (NCCL with its id "
-                          "carried by the rendezvous) is not built yet; the GPUs of one machine train together with "
-                          "--devices. Pass --device cpu, or train on one process");
+    if (device == DeviceChoice::Cuda && !(devices.empty() || (devices.size() == 1 && devices[0] == 0)))
+        throw_unsupported("--nodes " + std::to_string(d.nodes) + " with --devices: on the GPU each process of a world "
+                          "across processes trains on one GPU, its GPU 0. Start one process per GPU and choose its GPU "
+                          "with CUDA_VISIBLE_DEVICES (e.g. CUDA_VISIBLE_DEVICES=1 tandem-cli train --nodes ...), or "
+                          "train the GPUs of one machine in one process with --devices and no --nodes");
     if (d.rendezvous.empty())
         throw_invalid("--nodes " + std::to_string(d.nodes) + " needs --rendezvous HOST:PORT, the address node rank 0 "
                       "listens on (the same on every node)");
@@ -46,7 +49,7 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
     validate_run_config(config);
     namespace fs = std::filesystem;
     const DistributedOptions dist = options.distributed;
-    const std::optional<RendezvousAddress> address = check_distributed(dist, config.device);
+    const std::optional<RendezvousAddress> address = check_distributed(dist, config.device, config.devices);
     if (!fs::is_directory(config.model)) throw_invalid("model: " + config.model + " is not a folder");
     if (!fs::is_regular_file(config.data.dataset)) throw_invalid("data.dataset: " + config.data.dataset + " is not a file");
     if (!config.data.validation.empty() && !fs::is_regular_file(config.data.validation))
@@ -66,7 +69,7 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
 
     std::vector<std::string> notes;
     train::resolve_limits_and_device(config, notes);
-    if (address) (void)check_distributed(dist, config.device);  // device auto may have chosen the GPU
+    if (address) (void)check_distributed(dist, config.device, config.devices);  // device auto may have chosen the GPU
     // On CUDA the memory plan is made (and a run that cannot fit refused) before anything is loaded.
     std::optional<MemoryPlan> planned;
     if (config.device == DeviceChoice::Cuda) planned = train::plan_cuda_run(config, notes);
@@ -110,14 +113,27 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
                            "step runs on node rank i mod " + std::to_string(dist.nodes) +
                            (dist.node_rank == 0 ? "; this node writes the run folder"
                                                 : "; node rank 0 writes the run folder, this one only reports here"));
-        in.distribute = [dist, address = *address](std::unique_ptr<TrainableModel> model,
-                                                   const std::vector<FingerprintPart>& fingerprint) {
+        const bool on_gpu = in.config.device == DeviceChoice::Cuda;
+        in.distribute = [dist, address = *address, on_gpu](std::unique_ptr<TrainableModel> model,
+                                                           const std::vector<FingerprintPart>& fingerprint) {
             RendezvousOptions o;
             o.address = address;
             o.nodes = dist.nodes;
             o.node_rank = dist.node_rank;
             o.fingerprint = fingerprint;
             o.timeout_s = dist.timeout_s;
+            if (on_gpu) {
+                // NCCL: node 0's unique id travels as the rendezvous blob; every process then joins NCCL's world
+                // on this thread, which loaded the model (a CUDA model stays on its thread), and the gradients are
+                // summed on the device during the backward as with --devices. The rendezvous links stay open,
+                // watched: a node that dies or fails stops the others (train/watched_communicator.h).
+                if (dist.node_rank == 0) o.blob = train::nccl_unique_id();
+                Rendezvous met = rendezvous(o);
+                std::unique_ptr<Communicator> nccl = train::nccl_communicator(dist.nodes, dist.node_rank, met.blob);
+                return std::make_unique<DataParallelModel>(
+                    std::move(model), std::make_unique<WatchedCommunicator>(std::move(nccl), std::move(met)),
+                    DataParallelModel::OnThisThread{});
+            }
             std::vector<std::unique_ptr<TrainableModel>> ranks;
             ranks.push_back(std::move(model));
             return std::make_unique<DataParallelModel>(std::move(ranks),

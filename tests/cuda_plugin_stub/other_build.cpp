@@ -4,7 +4,7 @@
 // ABI number and version and has no entries, so the loader must refuse it before using any (test_cuda_plugin).
 #include "cuda_plugin/api.h"
 
-extern "C" const tandem::cuda_plugin::Api* tandem_cuda_plugin_v1() {
+extern "C" const tandem::cuda_plugin::Api* tandem_cuda_plugin_v2() {
     static tandem::cuda_plugin::Api api = [] {
         tandem::cuda_plugin::Api a;
         a.abi_version = tandem::cuda_plugin::kAbiVersion + 1;
