@@ -112,7 +112,7 @@ for stage in $STAGES; do
       --rendezvous 127.0.0.1:$port > "$OUT/kill-1.log" 2>&1 &
     p1=$!
     for _ in $(seq 120); do
-      [ "$(wc -l < "$WORK/kill/metrics.jsonl" 2>/dev/null || echo 0)" -ge 30 ] && break
+      [ -f "$WORK/kill/metrics.jsonl" ] && [ "$(wc -l < "$WORK/kill/metrics.jsonl")" -ge 30 ] && break
       sleep 0.5
     done
     kill -9 $p1
@@ -133,7 +133,7 @@ for stage in $STAGES; do
       --rendezvous 127.0.0.1:$port > "$OUT/int-1.log" 2>&1 &
     p1=$!
     for _ in $(seq 120); do
-      [ "$(wc -l < "$WORK/int/metrics.jsonl" 2>/dev/null || echo 0)" -ge 30 ] && break
+      [ -f "$WORK/int/metrics.jsonl" ] && [ "$(wc -l < "$WORK/int/metrics.jsonl")" -ge 30 ] && break
       sleep 0.5
     done
     kill -INT $p1
