@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Data parallelism on the GPUs of one machine (--devices): equivalence with one GPU, scaling, and HF PEFT + DDP on
 # the same GPUs. Run on a machine with two or more NVIDIA GPUs; every result lands in OUTDIR.
-#   bench/multi_gpu.sh CLI OUTDIR ASSETS [stage...]      stages: selftest equivalence nodes scaling hf (default: all)
+#   bench/multi_gpu.sh CLI OUTDIR ASSETS [stage...]  stages: selftest equivalence nodes scaling timeline hf (default: all)
 #   ASSETS: the shared assets folder (../shared/assets), holding babyllama-tok105/ and datasets/alpaca_5000.json.
 # Environment: CONFIGS (scaling: "llama-3.1-8b:4096 qwen3-0.6b:16384", preset:tokens per GPU), STEPS, POLICY.
 # NVLink multicast stays off wherever NCCL runs (NCCL_NVLS_ENABLE=0).
@@ -15,10 +15,13 @@
 #    rank 1 is killed mid-run and node 0 must stop promptly with an error naming the failure (never hang); then
 #    Ctrl-C on node rank 1 must stop both after the same step (exit 130), node 0 writing the checkpoint.
 #  - scaling: tandem-cli bench on one GPU and with --devices 0,1 (the same per-GPU batch), tokens/s ratio.
+#  - timeline: GPU 0's compute and communication streams in one step of the first CONFIGS entry on two GPUs
+#    (tandem-cli bench --devices 0,1 --timeline; bench/timeline_plot.py draws timeline.png): do the per-layer
+#    all-reduces hide behind the backward?
 #  - hf: bench/hf_peft_baseline.py on one GPU and under torchrun on two (DDP), same shapes.
 set -u -o pipefail
 CLI=${1:?CLI}; OUT=${2:?OUTDIR}; ASSETS=${3:?ASSETS}; shift 3
-STAGES=${*:-selftest equivalence nodes scaling hf}
+STAGES=${*:-selftest equivalence nodes scaling timeline hf}
 CONFIGS=${CONFIGS:-llama-3.1-8b:4096 qwen3-0.6b:16384}
 STEPS=${STEPS:-12}
 POLICY=${POLICY:-off}
@@ -155,6 +158,26 @@ for stage in $STAGES; do
           || { note "bench $c $d GPU FAILED"; tail -n 15 "$OUT/tandem-$c-${d}gpu.log"; status=1; }
       done
     done
+    ;;
+  timeline)
+    ct=${CONFIGS%% *}; c=${ct%%:*}; t=${ct##*:}
+    note "timeline: $c, $t tokens per GPU, GPUs 0,1"
+    "$CLI" bench --config "$c" --batch-tokens "$t" --seq-len 2048 --checkpointing "$POLICY" --steps 3 --warmup 2 \
+      --devices 0,1 --timeline "$OUT/timeline-$c-2gpu.json" > "$OUT/timeline-$c-2gpu.log" 2>&1 \
+      || { note "timeline FAILED"; tail -n 15 "$OUT/timeline-$c-2gpu.log"; status=1; }
+    $PYTHON bench/timeline_plot.py "$OUT/timeline-$c-2gpu.png" "$OUT/timeline-$c-2gpu.json" > /dev/null || status=1
+    $PYTHON - "$OUT/timeline-$c-2gpu.json" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+t = json.load(open(sys.argv[1]))
+comp = [s for s in t["spans"] if s["stream"] == "compute"]
+comm = [s for s in t["spans"] if s["stream"] == "comm"]
+end = max(s["end_ms"] for s in comp)
+busy = sum(s["end_ms"] - s["begin_ms"] for s in comm)
+after = sum(max(0.0, s["end_ms"] - max(s["begin_ms"], end)) for s in comm)
+print(f"compute ends at {end:.2f} ms; {len(comm)} all-reduces, {busy:.2f} ms on the comm stream, "
+      f"{after:.2f} ms of it after the compute stream's last span (exposed); last sum ends at "
+      f"{max(s['end_ms'] for s in comm):.2f} ms")
+PY
     ;;
   hf)
     note "hf: HF PEFT one GPU vs torchrun DDP on two (gc off)"

@@ -822,6 +822,26 @@ private slots:
         QVERIFY(child<QPlainTextEdit>(&page, "logView")->blockCount() <= MonitorPage::kMaxLogLines);
     }
 
+    // Data parallelism: the line under the memory plot lists every GPU with its memory and how busy it is (and
+    // says so when NVML cannot tell); a CPU run shows none.
+    void monitorShowsEveryGpu() {
+        MonitorPage page;
+        RunInfo info;
+        info.plan.total_steps = 10;
+        info.runDir = path("gpus");
+        page.showStarted(info);
+        page.addStep(syntheticStep(1, 10));
+        QVERIFY(page.gpuLine()->isHidden());  // no GPU in the step: the CPU
+        tandem::StepMetrics m = syntheticStep(2, 10);
+        m.memory.gpus = {{0, 34ull << 30, 140ull << 30, 30ull << 30, 97}, {1, 33ull << 30, 140ull << 30, 30ull << 30, -1}};
+        page.addStep(m);
+        QVERIFY(!page.gpuLine()->isHidden());
+        QCOMPARE(page.gpuLine()->text(), QString("GPU 0: 34.0 of 140.0 GiB in use, 97% busy  ·  "
+                                                 "GPU 1: 33.0 of 140.0 GiB in use, busy: unknown"));
+        page.showStarting(path("gpus2"));
+        QVERIFY(page.gpuLine()->isHidden());  // a new run starts without the last one's GPUs
+    }
+
     void seriesBufferDecimatesEvenly() {
         SeriesBuffer b(8);
         for (int i = 0; i < 100; ++i) b.append(i, i * 2.0);

@@ -5,6 +5,7 @@
 #include "ui/monitor_page.h"
 
 #include <QCheckBox>
+#include <QStringList>
 #include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
@@ -164,7 +165,19 @@ MonitorPage::MonitorPage(QWidget* parent) : QWidget(parent) {
     grid->setContentsMargins(0, 0, 0, 0);
     grid->addWidget(lossBox, 0, 0);
     grid->addWidget(m_throughput, 0, 1);
-    grid->addWidget(m_memory, 1, 0);
+    // Under the memory plot: every GPU of the run with its memory and how busy it is (data parallelism: several).
+    m_gpus = new QLabel(this);
+    m_gpus->setObjectName(QStringLiteral("gpuLine"));
+    m_gpus->setWordWrap(true);
+    m_gpus->setToolTip(tr("Memory in use on each GPU of the run (every process's) and the share of the last second "
+                          "a kernel ran on it, as nvidia-smi reports it"));
+    m_gpus->hide();
+    auto* memoryBox = new QWidget(this);
+    auto* memoryLayout = new QVBoxLayout(memoryBox);
+    memoryLayout->setContentsMargins(0, 0, 0, 0);
+    memoryLayout->addWidget(m_memory, 1);
+    memoryLayout->addWidget(m_gpus);
+    grid->addWidget(memoryBox, 1, 0);
     grid->addWidget(m_lr, 1, 1);
     grid->setColumnStretch(0, 1);
     grid->setColumnStretch(1, 1);
@@ -234,6 +247,19 @@ QString MonitorPage::runSummaryText() const {
     return text;
 }
 
+QString MonitorPage::gpuText(const std::vector<GpuStats>& gpus) {
+    QStringList parts;
+    for (const GpuStats& g : gpus) {
+        QString part = tr("GPU %1: %2 of %3 GiB in use")
+                           .arg(g.device)
+                           .arg(static_cast<double>(g.used) / (1024.0 * kMiB), 0, 'f', 1)
+                           .arg(static_cast<double>(g.total) / (1024.0 * kMiB), 0, 'f', 1);
+        part += g.utilization >= 0 ? tr(", %1% busy").arg(g.utilization) : tr(", busy: unknown");
+        parts << part;
+    }
+    return parts.join(QStringLiteral("  ·  "));
+}
+
 void MonitorPage::showStarting(const QString& runDir) {
     m_runDir = runDir;
     m_lastStep = 0;
@@ -242,6 +268,8 @@ void MonitorPage::showStarting(const QString& runDir) {
     m_progress->setRange(0, 1);
     m_progress->setValue(0);
     m_eta->clear();
+    m_gpus->clear();
+    m_gpus->hide();
     setState(State::Starting, tr("Starting: loading the model and the data…"));
     appendLog(tr("run folder: %1").arg(QDir::toNativeSeparators(runDir)));
 }
@@ -296,6 +324,10 @@ void MonitorPage::plotStep(const StepMetrics& m) {
     m_lr->append(QStringLiteral("lr"), x, m.lr);
     m_lr->append(QStringLiteral("grad_norm"), x, m.grad_norm);
     const MemoryStats& mem = m.memory;
+    if (!mem.gpus.empty()) {
+        m_gpus->setText(gpuText(mem.gpus));
+        m_gpus->show();
+    }
     if (mem.weights + mem.lora_optimizer + mem.activations == 0) return;  // a history line of an older run
     m_memory->append(QStringLiteral("weights"), x, mem.weights / kMiB);
     m_memory->append(QStringLiteral("lora_optimizer"), x, mem.lora_optimizer / kMiB);

@@ -26,6 +26,7 @@
 #include <QWidget>
 
 #include <deque>
+#include <vector>
 #include <utility>
 
 #include "ui/run_types.h"
@@ -60,6 +61,9 @@ public:
     LivePlot* throughputPlot() const { return m_throughput; }
     LivePlot* memoryPlot() const { return m_memory; }
     LivePlot* lrPlot() const { return m_lr; }
+    QLabel* gpuLine() const { return m_gpus; }
+    // "GPU 0: 31.6 of 139.8 GiB in use, 97% busy  ·  GPU 1: ..." (the line under the memory plot).
+    static QString gpuText(const std::vector<GpuStats>& gpus);
 
 public slots:
     void attach(tandem::ui::TrainingSession* session);
@@ -104,6 +108,7 @@ private:
     QLabel* m_status = nullptr;
     QProgressBar* m_progress = nullptr;
     QLabel* m_eta = nullptr;
+    QLabel* m_gpus = nullptr;  // per-GPU memory and utilization, under the memory plot
     QPushButton* m_stop = nullptr;
     QPushButton* m_resume = nullptr;
     QPushButton* m_export = nullptr;

@@ -12,6 +12,7 @@
 #include <QFile>
 #include <QThread>
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <limits>
@@ -66,8 +67,29 @@ std::vector<tandem::StepMetrics> readHistory(const std::filesystem::path& runDir
                 const auto it = mem->find(key);
                 return it != mem->end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
             };
-            m.memory = {bytes("weights"),  bytes("lora_optimizer"), bytes("activations"), bytes("workspace"),
-                        bytes("reserved"), bytes("device_total"),   bytes("device_free"), bytes("pinned_host")};
+            m.memory.weights = bytes("weights");
+            m.memory.lora_optimizer = bytes("lora_optimizer");
+            m.memory.activations = bytes("activations");
+            m.memory.workspace = bytes("workspace");
+            m.memory.reserved = bytes("reserved");
+            m.memory.device_total = bytes("device_total");
+            m.memory.device_free = bytes("device_free");
+            m.memory.pinned_host = bytes("pinned_host");
+            if (const auto gpus = mem->find("gpus"); gpus != mem->end() && gpus->is_array())
+                for (const auto& g : *gpus) {
+                    if (!g.is_object()) continue;
+                    auto number = [&g](const char* key, int64_t fallback) {
+                        const auto it = g.find(key);
+                        return it != g.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+                    };
+                    GpuStats s;
+                    s.device = static_cast<int>(number("device", 0));
+                    s.used = static_cast<uint64_t>(std::max<int64_t>(number("used", 0), 0));
+                    s.total = static_cast<uint64_t>(std::max<int64_t>(number("total", 0), 0));
+                    s.peak_allocated = static_cast<uint64_t>(std::max<int64_t>(number("peak_allocated", 0), 0));
+                    s.utilization = static_cast<int>(number("utilization", -1));
+                    m.memory.gpus.push_back(s);
+                }
         }
         out.push_back(m);
     }

@@ -55,8 +55,17 @@ public:
                       static_cast<long long>(m.step), static_cast<long long>(m.total_steps), m.loss,
                       m.eval_loss == m.eval_loss ? (std::string("  eval ") + std::to_string(m.eval_loss)).c_str() : "",
                       m.lr, m.tokens_per_s, fmt_duration(eta).c_str());
-        if (tty_) std::fprintf(stderr, "\r%-100s", buf);
-        else std::fprintf(stderr, "%s\n", buf);
+        std::string line = buf;
+        if (m.memory.gpus.size() > 1)  // data parallelism: how busy each GPU is and its memory
+            for (const GpuStats& g : m.memory.gpus) {
+                char gpu[64];
+                std::snprintf(gpu, sizeof gpu, "  GPU%d %s %.1fG", g.device,
+                              g.utilization >= 0 ? (std::to_string(g.utilization) + "%").c_str() : "?",
+                              static_cast<double>(g.used) / double(1ull << 30));
+                line += gpu;
+            }
+        if (tty_) std::fprintf(stderr, "\r%-100s", line.c_str());
+        else std::fprintf(stderr, "%s\n", line.c_str());
         std::fflush(stderr);
         line_open_ = tty_;
     }

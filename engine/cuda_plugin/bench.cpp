@@ -38,7 +38,9 @@
 //    holds forward + backward, backward reads 0 and the output says so. The counts of eager, captured and
 //    replayed micro-batches are printed and in the JSON ("cuda_graphs").
 //  - --timeline FILE: per-layer CUDA events on the compute and copy streams for one extra micro-batch
-//    after the timed steps, as JSON (bench/timeline_plot.py draws it).
+//    after the timed steps, as JSON (bench/timeline_plot.py draws it). With --devices: GPU 0's last timed step,
+//    with its all-reduces on the communication stream ("comm"), so a reader sees whether they hide behind the
+//    backward.
 //  - Batches are packed: batch_tokens tokens made of samples of seq_len tokens (the last one shorter when
 //    seq_len does not divide batch_tokens), random ids < vocab, labels = tokens with the first label of each
 //    sample -100 (batch_from_sequences). HF's 8 x 2048 rows predict exactly as many tokens.
@@ -487,6 +489,21 @@ void require_cuda(const std::string& what) {
     if (!cuda_backend_available(&reason)) throw_unsupported(what + " needs the CUDA backend (" + reason + ")");
 }
 
+// --timeline FILE: the spans of one micro-batch as JSON (bench/timeline_plot.py draws it).
+void write_timeline(const CudaBenchOptions& o, const std::string& device, const std::vector<TimelineSpan>& spans) {
+    json t;
+    t["config"] = o.config;
+    t["checkpointing"] = o.checkpointing;
+    t["batch_tokens"] = o.batch_tokens;
+    t["device"] = device;
+    t["devices"] = o.devices.size() > 1 ? o.devices.size() : 1;
+    t["spans"] = json::array();
+    for (const auto& sp : spans)
+        t["spans"].push_back({{"stream", sp.stream}, {"what", sp.what}, {"layer", sp.layer},
+                              {"begin_ms", sp.begin_ms}, {"end_ms", sp.end_ms}});
+    write_json_file(o.timeline_path, t);
+}
+
 // --devices (file header): the step loop over a data-parallel model, printed and written like the one-GPU run.
 int run_data_parallel_bench(const CudaBenchOptions& o, const std::vector<int>& devices, const ModelConfig& config,
                             const LoraConfig& lora, const CudaModelOptions& options,
@@ -546,6 +563,15 @@ int run_data_parallel_bench(const CudaBenchOptions& o, const std::vector<int>& d
         wall_step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / double(o.steps);
         if (step_ms.empty()) step_ms.push_back(wall_step_ms);
         mem = model->memory_stats();  // rank 0's
+        if (!o.timeline_path.empty()) {
+            // GPU 0's last step: its micro-batch (forward, backward) and the sums on its communication stream.
+            std::vector<TimelineSpan> spans;
+            if (auto* dp = dynamic_cast<DataParallelModel*>(model.get()))
+                dp->on_rank(0, [&](TrainableModel& m) {
+                    if (CudaModel* c = train::cuda_model_of(m)) spans = c->timeline();
+                });
+            write_timeline(o, device_name() + " x " + std::to_string(n), spans);
+        }
     }
     const double step = wall_step_ms;
     const double tokens_per_s = double(o.batch_tokens) * n / (step * 1e-3);
@@ -923,18 +949,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     std::printf("  loss            %.4f first, %.4f last (random weights: about ln(vocab) = %.2f)\n",
                 losses.front(), losses.back(), std::log(double(config.vocab_size)));
     if (!o.json_path.empty()) write_json_file(o.json_path, j);
-    if (!o.timeline_path.empty()) {
-        json t;
-        t["config"] = o.config;
-        t["checkpointing"] = o.checkpointing;
-        t["batch_tokens"] = o.batch_tokens;
-        t["device"] = j["device"];
-        t["spans"] = json::array();
-        for (const auto& sp : timeline)
-            t["spans"].push_back({{"stream", sp.stream}, {"what", sp.what}, {"layer", sp.layer},
-                                  {"begin_ms", sp.begin_ms}, {"end_ms", sp.end_ms}});
-        write_json_file(o.timeline_path, t);
-    }
+    if (!o.timeline_path.empty()) write_timeline(o, j["device"].get<std::string>(), timeline);
     return 0;
 }
 

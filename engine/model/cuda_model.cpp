@@ -539,7 +539,9 @@ void CudaModel::set_step_vote(double vote) { impl_->vote = vote; }
 void CudaModel::Impl::reduce_bucket(const GradBucket& b) {
     ev_grads.record(stream());
     ev_grads.wait_on(comm.get());
+    const int span = tl_begin(comm.get(), "allreduce", b.layer);
     all_reduce->sum(lora_grad + b.begin, size_t(b.end - b.begin), comm.get());
+    tl_end(span, comm.get());
 }
 
 void CudaModel::Impl::layer_backward_done(int l) {
@@ -676,7 +678,9 @@ void CudaModel::optimizer_step_async(double lr, double beta1, double beta2, doub
             cudaMemcpyAsync(m.loss_sum + 2, m.pinned_step_vote(r), sizeof(double), cudaMemcpyHostToDevice, stream()));
         m.ev_grads.record(stream());
         m.ev_grads.wait_on(m.comm.get());
+        const int span = m.tl_begin(m.comm.get(), "allreduce", -1);  // the loss and the votes
         m.all_reduce->sum(m.loss_sum + 1, 2, m.comm.get());
+        m.tl_end(span, m.comm.get());
         m.ev_reduced.record(m.comm.get());
         m.ev_reduced.wait_on(stream());
         m.reduced = false;

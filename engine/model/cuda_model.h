@@ -96,9 +96,9 @@ struct CudaGraphStats {
 
 // One piece of work on one stream, in ms from the start of the micro-batch's forward (timeline()).
 struct TimelineSpan {
-    std::string stream;  // "compute" or "copy"
-    std::string what;    // "forward", "backward" (recompute + backward), "offload", "reload"
-    int layer = 0;
+    std::string stream;  // "compute", "copy" or "comm" (data parallelism's sums)
+    std::string what;    // "forward", "backward" (recompute + backward), "offload", "reload", "allreduce"
+    int layer = 0;       // an all-reduce of no layer's gradients (embeddings, the loss and votes): -1
     double begin_ms = 0, end_ms = 0;
 };
 

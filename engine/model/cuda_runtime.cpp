@@ -311,7 +311,8 @@ int CudaModel::Impl::tl_begin(cudaStream_t s, const char* what, int layer) {
     if (tl_used == tl_events.size()) tl_events.push_back({Event::make(), Event::make()});  // timeline only
     if (tl_used == timeline_spans.size()) timeline_spans.emplace_back();
     const int i = int(tl_used++);
-    timeline_spans[size_t(i)] = TimelineSpan{s == stream() ? "compute" : "copy", what, layer, 0, 0};
+    timeline_spans[size_t(i)] =
+        TimelineSpan{s == stream() ? "compute" : comm.get() && s == comm.get() ? "comm" : "copy", what, layer, 0, 0};
     tl_events[size_t(i)][0].record(s);
     return i;
 }

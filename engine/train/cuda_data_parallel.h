@@ -24,8 +24,9 @@ namespace train {
 std::unique_ptr<TrainableModel> cuda_data_parallel(const std::vector<int>& devices,
                                                    const std::function<std::unique_ptr<TrainableModel>(int)>& make);
 
-// A CudaModel as the trainer's TrainableModel.
+// A CudaModel as the trainer's TrainableModel, and back: the CudaModel inside one (nullptr for other models).
 std::unique_ptr<TrainableModel> trainable_cuda_model(CudaModel model);
+CudaModel* cuda_model_of(TrainableModel& model);
 
 }  // namespace train
 }  // namespace tandem

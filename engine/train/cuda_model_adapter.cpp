@@ -22,6 +22,7 @@
 #if TANDEM_WITH_CUDA
 #include "core/cuda/context.h"
 #include "core/cuda/memory.h"
+#include "core/cuda/utilization.h"
 #include "train/cuda_communicators.h"
 #include "train/data_parallel.h"
 #endif
@@ -142,8 +143,13 @@ public:
         m.device_free = free_b;
         m.reserved = cuda::peak_allocated_bytes();  // our high-water mark on the device
         m.pinned_host = cuda::pinned_bytes();
+        const int device = cuda::thread_device();
+        m.gpus.push_back({device, uint64_t(total_b - free_b), uint64_t(total_b), m.reserved,
+                          cuda::gpu_utilization_percent(device)});
         return m;
     }
+
+    CudaModel& cuda_model() { return model_; }
 
 private:
     CudaModel model_;
@@ -373,6 +379,11 @@ std::unique_ptr<TrainableModel> cuda_data_parallel(const std::vector<int>& devic
 
 std::unique_ptr<TrainableModel> trainable_cuda_model(CudaModel model) {
     return std::make_unique<CudaModelAdapter>(std::move(model));
+}
+
+CudaModel* cuda_model_of(TrainableModel& model) {
+    auto* a = dynamic_cast<CudaModelAdapter*>(&model);
+    return a ? &a->cuda_model() : nullptr;
 }
 #endif
 

@@ -242,9 +242,15 @@ void DataParallelModel::sync_to_host() {
 }
 
 MemoryStats DataParallelModel::memory_stats() {
-    MemoryStats out;
-    post(0, [&] { out = ranks_[0]->memory_stats(); });
+    // Rank 0's figures, with every local rank's GPUs (each rank reads its own, on its thread).
+    std::vector<MemoryStats> each(ranks_.size());
+    for (size_t r = 0; r < ranks_.size(); ++r) post(int(r), [this, r, &each] { each[r] = ranks_[r]->memory_stats(); });
     wait_idle();
+    MemoryStats out = each[0];
+    for (size_t r = 1; r < each.size(); ++r)
+        for (const GpuStats& g : each[r].gpus)
+            if (std::none_of(out.gpus.begin(), out.gpus.end(), [&](const GpuStats& o) { return o.device == g.device; }))
+                out.gpus.push_back(g);  // two replicas on one GPU: it is listed once
     return out;
 }
 

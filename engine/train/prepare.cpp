@@ -96,7 +96,10 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
                                                    : train::load_cpu_model(config, init);
     if (const auto* dp = dynamic_cast<const DataParallelModel*>(in.model.get())) {
         std::string gpus;
-        for (const int d : config.devices) gpus += (gpus.empty() ? "" : ",") + std::to_string(d);
+        for (const int d : config.devices) {
+            if (!gpus.empty()) gpus += ',';
+            gpus += std::to_string(d);
+        }
         notes.push_back("data parallel: " + std::to_string(dp->world_size()) + " replicas on GPUs " + gpus + " over " +
                         dp->transport() + "; micro-batch i of a step runs on replica i mod " +
                         std::to_string(dp->world_size()) + ", gradients summed per layer during the backward");

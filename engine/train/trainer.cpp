@@ -561,6 +561,13 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop_reques
                           {"activations", m.memory.activations},   {"workspace", m.memory.workspace},
                           {"reserved", m.memory.reserved},         {"device_total", m.memory.device_total},
                           {"device_free", m.memory.device_free},   {"pinned_host", m.memory.pinned_host}};
+        if (!m.memory.gpus.empty()) {  // per GPU: memory and how busy it was (utilization -1: unknown)
+            json gpus = json::array();
+            for (const GpuStats& g : m.memory.gpus)
+                gpus.push_back({{"device", g.device}, {"used", g.used}, {"total", g.total},
+                                {"peak_allocated", g.peak_allocated}, {"utilization", g.utilization}});
+            line["memory"]["gpus"] = std::move(gpus);
+        }
         if (diverged_at == m.step) line["status"] = "diverged";
         if (writer) {
             metrics << line.dump() << "\n";

@@ -43,6 +43,15 @@
 
 namespace tandem {
 
+// One GPU of a run (several with data parallelism): its memory and how busy it is.
+struct GpuStats {
+    int device = 0;               // CUDA's index in this process
+    uint64_t used = 0;            // device memory in use (every process's, the CUDA context included)
+    uint64_t total = 0;
+    uint64_t peak_allocated = 0;  // the most Tandem had allocated on it at once
+    int utilization = -1;         // percent of the last sample period a kernel ran (NVML); -1: unknown
+};
+
 // Bytes. Fields a backend does not have are 0 (the CPU has no device memory).
 struct MemoryStats {
     uint64_t weights = 0;
@@ -53,6 +62,7 @@ struct MemoryStats {
     uint64_t device_total = 0;
     uint64_t device_free = 0;
     uint64_t pinned_host = 0;
+    std::vector<GpuStats> gpus{};  // the run's GPUs in this process (empty on the CPU)
 };
 
 struct StepMetrics {
