@@ -36,6 +36,23 @@ eq_args() {  # eq_args OUTFOLDER STEPS
     --max-steps "$2" --batch-tokens 2048 --max-seq-len 256 --grad-accum 2 --lr 1e-3 --lora-dropout 0.1 --seed 1
 }
 note() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+# Two nodes (GPU 0 and GPU 1) of a long run in $WORK/NAME on 127.0.0.1:PORT, in the background (pids p0, p1);
+# returns once node 0 has written 30 steps.
+long_pair() {  # long_pair NAME PORT
+  rm -rf "$WORK/$1"
+  # Node 1 runs bare (the tests signal it: a signal to `timeout` would not reach a killed one's child).
+  CUDA_VISIBLE_DEVICES=0 timeout 240 "$CLI" train $(eq_args "$WORK/$1" 100000) --nodes 2 --node-rank 0 \
+    --rendezvous 127.0.0.1:$2 > "$OUT/$1-0.log" 2>&1 &
+  p0=$!
+  CUDA_VISIBLE_DEVICES=1 "$CLI" train $(eq_args "$WORK/$1" 100000) --nodes 2 --node-rank 1 \
+    --rendezvous 127.0.0.1:$2 > "$OUT/$1-1.log" 2>&1 &
+  p1=$!
+  for _ in $(seq 120); do
+    [ -f "$WORK/$1/metrics.jsonl" ] && [ "$(wc -l < "$WORK/$1/metrics.jsonl")" -ge 30 ] && break
+    sleep 0.5
+  done
+}
+
 compare() {  # compare RUN...: each run's losses and adapter against eq-one's
   $PYTHON - "$WORK" "$@" <<'PY' | tee -a "$OUT/summary.txt" || status=1
 import json, os, sys
@@ -107,17 +124,7 @@ for stage in $STAGES; do
     done
     compare nodes-socket nodes-default
     note "nodes: node rank 1 killed (SIGKILL) mid-run"
-    rm -rf "$WORK/kill"
-    CUDA_VISIBLE_DEVICES=0 timeout 240 "$CLI" train $(eq_args "$WORK/kill" 100000) --nodes 2 --node-rank 0 \
-      --rendezvous 127.0.0.1:$port > "$OUT/kill-0.log" 2>&1 &
-    p0=$!
-    CUDA_VISIBLE_DEVICES=1 "$CLI" train $(eq_args "$WORK/kill" 100000) --nodes 2 --node-rank 1 \
-      --rendezvous 127.0.0.1:$port > "$OUT/kill-1.log" 2>&1 &
-    p1=$!
-    for _ in $(seq 120); do
-      [ -f "$WORK/kill/metrics.jsonl" ] && [ "$(wc -l < "$WORK/kill/metrics.jsonl")" -ge 30 ] && break
-      sleep 0.5
-    done
+    long_pair kill $port
     kill -9 $p1
     t0=$(date +%s.%N)
     wait $p0; rc=$?
@@ -128,17 +135,7 @@ for stage in $STAGES; do
     [ $rc != 0 ] && [ $rc != 124 ] || { note "kill: node 0 did not stop with an error (exit $rc)"; status=1; }
     note "nodes: Ctrl-C (SIGINT) on node rank 1 mid-run: both stop after the same step, node 0 checkpoints it"
     port=$((port + 1))
-    rm -rf "$WORK/int"
-    CUDA_VISIBLE_DEVICES=0 timeout 240 "$CLI" train $(eq_args "$WORK/int" 100000) --nodes 2 --node-rank 0 \
-      --rendezvous 127.0.0.1:$port > "$OUT/int-0.log" 2>&1 &
-    p0=$!
-    CUDA_VISIBLE_DEVICES=1 timeout 240 "$CLI" train $(eq_args "$WORK/int" 100000) --nodes 2 --node-rank 1 \
-      --rendezvous 127.0.0.1:$port > "$OUT/int-1.log" 2>&1 &
-    p1=$!
-    for _ in $(seq 120); do
-      [ -f "$WORK/int/metrics.jsonl" ] && [ "$(wc -l < "$WORK/int/metrics.jsonl")" -ge 30 ] && break
-      sleep 0.5
-    done
+    long_pair int $port
     kill -INT $p1
     wait $p1; rc1=$?
     wait $p0; rc0=$?
