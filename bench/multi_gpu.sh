@@ -38,17 +38,18 @@ eq_args() {  # eq_args OUTFOLDER STEPS
 note() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 # Two nodes (GPU 0 and GPU 1) of a long run in $WORK/NAME on 127.0.0.1:PORT, in the background (pids p0, p1);
 # returns once node 0 has written 30 steps.
-long_pair() {  # long_pair NAME PORT
-  rm -rf "$WORK/$1"
+long_pair() {  # long_pair NAME PORT [FLAGS...]
+  local name=$1 port=$2; shift 2
+  rm -rf "$WORK/$name"
   # Node 1 runs bare (the tests signal it: a signal to `timeout` would not reach a killed one's child).
-  CUDA_VISIBLE_DEVICES=0 timeout 240 "$CLI" train $(eq_args "$WORK/$1" 100000) --nodes 2 --node-rank 0 \
-    --rendezvous 127.0.0.1:$2 > "$OUT/$1-0.log" 2>&1 &
+  CUDA_VISIBLE_DEVICES=0 timeout 240 "$CLI" train $(eq_args "$WORK/$name" 100000) --nodes 2 --node-rank 0 \
+    --rendezvous 127.0.0.1:$port "$@" > "$OUT/$name-0.log" 2>&1 &
   p0=$!
-  CUDA_VISIBLE_DEVICES=1 "$CLI" train $(eq_args "$WORK/$1" 100000) --nodes 2 --node-rank 1 \
-    --rendezvous 127.0.0.1:$2 > "$OUT/$1-1.log" 2>&1 &
+  CUDA_VISIBLE_DEVICES=1 "$CLI" train $(eq_args "$WORK/$name" 100000) --nodes 2 --node-rank 1 \
+    --rendezvous 127.0.0.1:$port "$@" > "$OUT/$name-1.log" 2>&1 &
   p1=$!
   for _ in $(seq 120); do
-    [ -f "$WORK/$1/metrics.jsonl" ] && [ "$(wc -l < "$WORK/$1/metrics.jsonl")" -ge 30 ] && break
+    [ -f "$WORK/$name/metrics.jsonl" ] && [ "$(wc -l < "$WORK/$name/metrics.jsonl")" -ge 30 ] && break
     sleep 0.5
   done
 }
@@ -133,9 +134,11 @@ for stage in $STAGES; do
       tee -a "$OUT/summary.txt"
     grep -i "error\|fail\|stopp\|checkpoint" "$OUT/kill-0.log" | tail -n 4 | tee -a "$OUT/summary.txt"
     [ $rc != 0 ] && [ $rc != 124 ] || { note "kill: node 0 did not stop with an error (exit $rc)"; status=1; }
-    note "nodes: Ctrl-C (SIGINT) on node rank 1 mid-run: both stop after the same step, node 0 checkpoints it"
+    # Timed checkpoints every 0.3 s: node 0 collects those steps at once while node 1 runs a step ahead, so the two
+    # learn of the stop at different points (the trainer's lockstep rule makes them stop after the same step).
+    note "nodes: Ctrl-C (SIGINT) on node rank 1 mid-run, timed checkpoints on node 0: both stop after the same step"
     port=$((port + 1))
-    long_pair int $port
+    long_pair int $port --checkpoint-minutes 0.005
     kill -INT $p1
     wait $p1; rc1=$?
     wait $p0; rc0=$?
@@ -143,6 +146,9 @@ for stage in $STAGES; do
       "checkpoints: $(ls "$WORK/int/checkpoints" 2>/dev/null | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
     grep -h "stopp" "$OUT"/int-*.log | tail -n 4 | tee -a "$OUT/summary.txt"
     [ $rc0 = 130 ] && [ $rc1 = 130 ] || { note "SIGINT: expected both to exit 130"; status=1; }
+    s0=$(grep -o "stopped at step [0-9]*" "$OUT/int-0.log" | tail -n 1)
+    s1=$(grep -o "stopped at step [0-9]*" "$OUT/int-1.log" | tail -n 1)
+    [ -n "$s0" ] && [ "$s0" = "$s1" ] || { note "SIGINT: node 0 '$s0', node 1 '$s1': not the same step"; status=1; }
     ;;
   scaling)
     note "scaling: tandem-cli bench, one GPU vs --devices 0,1 ($POLICY)"

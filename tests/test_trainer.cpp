@@ -14,6 +14,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
+#include <functional>
 #include <cmath>
 #include <fstream>
 #include <numbers>
@@ -34,6 +36,8 @@
 #include "train/schedule.h"
 #include "train/backends.h"
 #include "train/trainer_impl.h"
+#include "train/communicator.h"
+#include "train/data_parallel.h"
 
 using namespace tandem;
 using namespace tandem::test;
@@ -243,6 +247,130 @@ fs::path make_model_dir(const fs::path& root) {
     return dir;
 }
 
+
+// ---- Two processes whose models run ahead with device collectives (how GPU processes train with --nodes), played
+// by two threads: each process's share of a world of 2 ranks (on_device, so DataParallelModel takes the device
+// path), and a rank that sums its gradients, loss and vote with the world's host collectives when its optimizer
+// step is queued, and is collected one step late like a GPU.
+class ProcessShare final : public Communicator {
+public:
+    ProcessShare(HostThreadCommunicator& world, int rank) : world_(world), rank_(rank) {}
+    int size() const override { return 2; }
+    int first_rank() const override { return rank_; }
+    int local_size() const override { return 1; }
+    void all_reduce_sum(int rank, float* d, size_t n) override { world_.all_reduce_sum(rank, d, n); }
+    void all_reduce_sum(int rank, double* d, size_t n) override { world_.all_reduce_sum(rank, d, n); }
+    void abort(const std::string& reason) override { world_.abort(reason); }
+    bool on_device() const override { return true; }
+    void all_reduce_sum_device(int, float*, size_t, void*) override { throw_internal("test: no device"); }
+    void all_reduce_sum_device(int, double*, size_t, void*) override { throw_internal("test: no device"); }
+    std::string transport() const override { return "test"; }
+
+private:
+    HostThreadCommunicator& world_;
+    int rank_;
+};
+
+class AheadRank final : public TrainableModel {
+public:
+    explicit AheadRank(std::unique_ptr<FakeModel> m) : m_(std::move(m)) {}
+    const ModelConfig& model_config() const override { return m_->model_config(); }
+    std::vector<LoraParam>& lora_params() override { return m_->lora_params(); }
+    void zero_grads() override { m_->zero_grads(); }
+    void begin_step(int) override {
+        m_->zero_grads();
+        loss_ = 0;
+    }
+    double forward_backward(const PackedBatch& b, float s, uint64_t seed) override { return m_->forward_backward(b, s, seed); }
+    double forward_loss(const PackedBatch& b) override { return m_->forward_loss(b); }
+    void set_lora(const LoraTensors& t) override { m_->set_lora(t); }
+    LoraTensors lora_tensors() override { return m_->lora_tensors(); }
+    size_t weight_bytes() const override { return m_->weight_bytes(); }
+    size_t lora_bytes() const override { return m_->lora_bytes(); }
+    size_t activation_bytes() const override { return m_->activation_bytes(); }
+    bool attach_communicator(Communicator& comm, int rank) override {
+        comm_ = &comm;
+        rank_ = rank;
+        return true;
+    }
+    void set_step_vote(double vote) override { vote_ = vote; }
+    void queue_forward_backward(const PackedBatch& b, float s, uint64_t seed) override {
+        loss_ += m_->forward_backward(b, s, seed);
+    }
+    void queue_optimizer_step(const OptimizerStep& step) override {
+        for (LoraParam& p : m_->lora_params()) comm_->all_reduce_sum(rank_, p.grad.data(), p.grad.size());
+        double tail[2] = {loss_, vote_};
+        comm_->all_reduce_sum(rank_, tail, 2);
+        vote_ = 0;
+        const double norm = m_->optimizer_step(step);
+        steps_.push_back({tail[0], norm, tail[1]});
+    }
+    StepResult collect_step() override {
+        const StepResult r = steps_.front();
+        steps_.pop_front();
+        return r;
+    }
+    int queued_steps() const override { return int(steps_.size()); }
+    bool runs_ahead() const override { return true; }
+
+    FakeModel& fake() { return *m_; }
+
+private:
+    std::unique_ptr<FakeModel> m_;
+    Communicator* comm_ = nullptr;
+    int rank_ = 0;
+    double loss_ = 0, vote_ = 0;
+    std::deque<StepResult> steps_;
+};
+
+struct NodeRun {
+    RecordingSink sink;
+    bool stopped = false, diverged = false;
+    std::string error;
+};
+
+// Two processes of one world train config c (node 0 writes c.output_dir); tweak(r, fake) sets up a node's model.
+// A node still running 20 s after the other ended is stopped through the world's abort (an error, not a hang).
+std::vector<NodeRun> run_two_nodes(const RunConfig& c, const std::function<void(int, FakeModel&, std::atomic<bool>&)>& tweak) {
+    HostThreadCommunicator world(2);
+    std::vector<NodeRun> out(2);
+    std::atomic<int> done{0};
+    std::vector<std::thread> nodes;
+    for (int r = 0; r < 2; ++r)
+        nodes.emplace_back([&, r] {
+            std::atomic<bool> stop{false};
+            try {
+                train::TrainerInputs in;
+                in.config = c;
+                auto fake = std::make_unique<FakeModel>(c.lora, c.seed);
+                tweak(r, *fake, stop);
+                in.model = std::make_unique<AheadRank>(std::move(fake));
+                in.train = make_data(default_lengths());
+                in.validation = make_data({5, 6, 7}, 3);
+                in.distribute = [&world, r](std::unique_ptr<TrainableModel> m, const std::vector<FingerprintPart>&) {
+                    return std::make_unique<DataParallelModel>(std::move(m), std::make_unique<ProcessShare>(world, r),
+                                                               DataParallelModel::OnThisThread{});
+                };
+                TrainerOptions o;
+                o.distributed.nodes = 2;
+                o.distributed.node_rank = r;
+                Trainer t = train::make_trainer(std::move(in), o);
+                t.run(out[size_t(r)].sink, stop);
+                out[size_t(r)].stopped = t.stopped();
+                out[size_t(r)].diverged = t.diverged();
+            } catch (const std::exception& e) {
+                out[size_t(r)].error = e.what();
+            }
+            ++done;
+        });
+    const auto t0 = std::chrono::steady_clock::now();
+    while (done.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (done.load() < 2 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (done.load() < 2) world.abort("test: a node still waits in a collective the other never joins (a hang)");
+    for (auto& n : nodes) n.join();
+    return out;
+}
 }  // namespace
 
 class TestTrainer : public QObject {
@@ -556,6 +684,38 @@ private slots:
         QVERIFY(!latest_checkpoint(root / "ahead").has_value());
         QVERIFY2(a.trainer.diverged_message().find("No checkpoint from before the divergence") != std::string::npos,
                  a.trainer.diverged_message().c_str());
+    }
+
+    // Processes that run ahead learn of a stop or a divergence at different points (node 0 collects its timed
+    // checkpoints' steps at once, node 1 runs a step ahead): each still takes it effect after the same step, so
+    // none waits in a step the other never runs.
+    void nodes_that_run_ahead_stop_and_diverge_at_the_same_step() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        const fs::path model = make_model_dir(root);
+        RunConfig c = base_config(model, root / "stop");
+        c.training.checkpoint_minutes = 1e-9;  // node 0: a timed checkpoint after every step
+        c.training.eval_every = 0;
+        std::vector<NodeRun> got = run_two_nodes(c, [](int r, FakeModel& f, std::atomic<bool>& stop) {
+            if (r == 1) {  // Ctrl-C on node 1 during its 5th micro-batch
+                f.stop_flag = &stop;
+                f.stop_at_call = 5;
+            }
+        });
+        for (int r = 0; r < 2; ++r) QVERIFY2(got[size_t(r)].error.empty(), got[size_t(r)].error.c_str());
+        QVERIFY(got[0].stopped && got[1].stopped);
+        QVERIFY(!got[0].sink.steps.empty());
+        QCOMPARE(got[0].sink.steps.back().step, got[1].sink.steps.back().step);
+        qInfo("both nodes stopped after step %lld", static_cast<long long>(got[0].sink.steps.back().step));
+        QVERIFY(latest_checkpoint(root / "stop").has_value());
+
+        c.output_dir = (root / "diverge").string();
+        c.training.max_nonfinite_steps = 1;
+        got = run_two_nodes(c, [](int r, FakeModel& f, std::atomic<bool>&) {
+            if (r == 1) f.nan_backward_calls = {4};  // the sums of step 4 are NaN on both nodes
+        });
+        for (int r = 0; r < 2; ++r) QVERIFY2(got[size_t(r)].error.empty(), got[size_t(r)].error.c_str());
+        QVERIFY(got[0].diverged && got[1].diverged);
     }
 
     void run_directory_contents() {

@@ -633,7 +633,7 @@ private slots:
         auto* accum = child<QSpinBox>(&page, "gradAccumSpin");
         auto* device = child<QComboBox>(&page, "deviceCombo");
         page.setGpuAvailable(true, {});
-        page.setGpuList({"GPU 0: A, 80 GiB", "GPU 1: B, 80 GiB", "GPU 2: C, 24 GiB"});
+        page.setGpuList({{0, "GPU 0: A, 80 GiB"}, {1, "GPU 1: B, 80 GiB"}, {2, "GPU 2: C, 24 GiB"}});
         QCOMPARE(list->count(), 3);
         QVERIFY(list->parentWidget()->isVisibleTo(&page));
         QCOMPARE(list->item(0)->checkState(), Qt::Checked);
@@ -659,9 +659,19 @@ private slots:
         QCOMPARE(list->item(0)->checkState(), Qt::Unchecked);
         QCOMPARE(list->item(1)->checkState(), Qt::Checked);
         QCOMPARE(page.config().devices, (std::vector<int>{1, 2}));
-        page.setGpuList({"GPU 0: A, 80 GiB"});
+        // A config naming only GPUs this machine lacks: the first one checked, and said so.
+        c.devices = {5};
+        page.setConfig(c);
+        QCOMPARE(list->item(0)->checkState(), Qt::Checked);
+        QVERIFY(page.config().devices.empty());
+        QVERIFY2(help->text().startsWith("One GPU"), qPrintable(help->text()));
+        // CUDA's indices, not the rows: a GPU system_info could not read leaves a gap.
+        page.setGpuList({{0, "GPU 0: A, 80 GiB"}, {2, "GPU 2: C, 24 GiB"}});
+        list->item(1)->setCheckState(Qt::Checked);
+        QCOMPARE(page.config().devices, (std::vector<int>{0, 2}));
+        page.setGpuList({{0, "GPU 0: A, 80 GiB"}});
         QVERIFY(!list->parentWidget()->isVisibleTo(&page));
-        QVERIFY(page.config().devices.empty());  // GPU 1 and 2 are gone: GPU 0, the default
+        QVERIFY(page.config().devices.empty());  // GPU 2 is gone: GPU 0, the default
     }
 
     // A runs folder that cannot hold a run folder blocks Train with what to do (not an internal error later).

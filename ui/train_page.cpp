@@ -334,7 +334,7 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
         bool usable = false;
         QString reason;     // why no GPU is usable
         QString fp8Reason;  // why FP8 cannot train here ("" when it can)
-        QStringList gpus;   // every GPU, "GPU i: name, memory"
+        std::vector<std::pair<int, QString>> gpus;  // every GPU: CUDA's index, "GPU i: name, memory"
     };
     runAsync(
         this,
@@ -343,12 +343,13 @@ TrainPage::TrainPage(QWidget* parent) : QWidget(parent) {
             Gpu g{info.gpu_usable, QString::fromStdString(info.gpu_unavailable_reason),
                   QString::fromStdString(fp8_unsupported_reason(info)), {}};
             for (const SystemInfo::Gpu& x : info.gpus)
-                g.gpus << tr("GPU %1: %2, %3").arg(x.index).arg(QString::fromStdString(x.name), humanBytes(x.memory));
+                g.gpus.emplace_back(x.index, tr("GPU %1: %2, %3").arg(x.index).arg(QString::fromStdString(x.name),
+                                                                                   humanBytes(x.memory)));
             return g;
         },
         [this](const Gpu& gpu) {
             setFp8Support(gpu.fp8Reason);  // first: gpuChecked (below) tells that both are known
-            setGpuList(gpu.usable ? gpu.gpus : QStringList{});
+            setGpuList(gpu.usable ? gpu.gpus : std::vector<std::pair<int, QString>>{});
             setGpuAvailable(gpu.usable, gpu.reason);
         });
     // The main window connects limitsChanged after construction: tell the Data page once the loop runs.
@@ -828,16 +829,7 @@ void TrainPage::setConfig(const RunConfig& c) {
     m_base = c;
     m_base.output_dir.clear();
     m_devices = c.devices;
-    if (m_gpus->count() > 0) {
-        const QSignalBlocker block(m_gpus);
-        std::vector<int> want = c.devices.empty() || c.devices == std::vector<int>{-1} ? std::vector<int>{} : c.devices;
-        for (int i = 0; i < m_gpus->count(); ++i) {
-            const bool on = c.devices == std::vector<int>{-1} || std::find(want.begin(), want.end(), i) != want.end() ||
-                            (want.empty() && i == 0 && c.devices != std::vector<int>{-1});
-            m_gpus->item(i)->setCheckState(on ? Qt::Checked : Qt::Unchecked);
-        }
-        m_devices = checkedGpus();
-    }
+    if (m_gpus->count() > 0) checkGpus(c.devices);
     const QString model = QString::fromStdString(c.model);
     if (!samePath(model, m_model)) {
         m_model = model;
@@ -1004,34 +996,44 @@ void TrainPage::setRunning(bool running) {
     updateTrainButton();
 }
 
-void TrainPage::setGpuList(const QStringList& gpus) {
+void TrainPage::setGpuList(const std::vector<std::pair<int, QString>>& gpus) {
     {
         const QSignalBlocker block(m_gpus);
         m_gpus->clear();
-        const bool all = m_devices == std::vector<int>{-1};
-        for (int i = 0; i < gpus.size(); ++i) {
-            auto* item = new QListWidgetItem(gpus[i], m_gpus);
+        for (const auto& [index, label] : gpus) {
+            auto* item = new QListWidgetItem(label, m_gpus);
+            item->setData(Qt::UserRole, index);
             item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
-            const bool on = all || std::find(m_devices.begin(), m_devices.end(), i) != m_devices.end() ||
-                            (m_devices.empty() && i == 0);
-            item->setCheckState(on ? Qt::Checked : Qt::Unchecked);
+            item->setCheckState(Qt::Unchecked);
         }
     }
-    // A config naming GPUs this machine lacks keeps only those it has (GPU 0 when none is left).
-    m_devices = checkedGpus();
-    if (m_devices.empty() && m_gpus->count() > 0) {
-        const QSignalBlocker block(m_gpus);
-        m_gpus->item(0)->setCheckState(Qt::Checked);
-        m_devices = {0};
-    }
-    updateGpuList();
+    checkGpus(m_devices);
     onFieldsChanged();
+}
+
+void TrainPage::checkGpus(const std::vector<int>& devices) {
+    const bool all = devices == std::vector<int>{-1};
+    {
+        const QSignalBlocker block(m_gpus);
+        bool any = false;
+        for (int i = 0; i < m_gpus->count(); ++i) {
+            QListWidgetItem* item = m_gpus->item(i);
+            const int index = item->data(Qt::UserRole).toInt();
+            const bool on = all || std::find(devices.begin(), devices.end(), index) != devices.end();
+            item->setCheckState(on ? Qt::Checked : Qt::Unchecked);
+            any = any || on;
+        }
+        // No GPU of the config is here (or none was named): the first one, the default.
+        if (!any && m_gpus->count() > 0) m_gpus->item(0)->setCheckState(Qt::Checked);
+    }
+    m_devices = checkedGpus();
+    updateGpuList();
 }
 
 std::vector<int> TrainPage::checkedGpus() const {
     std::vector<int> out;
     for (int i = 0; i < m_gpus->count(); ++i)
-        if (m_gpus->item(i)->checkState() == Qt::Checked) out.push_back(i);
+        if (m_gpus->item(i)->checkState() == Qt::Checked) out.push_back(m_gpus->item(i)->data(Qt::UserRole).toInt());
     return out;
 }
 

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <QHash>
@@ -103,9 +104,10 @@ public slots:
     void applyPreset(const QString& resourcePath);
     // Whether the cuda device can be chosen (called with system_info's answer; tests call it directly).
     void setGpuAvailable(bool usable, const QString& reason);
-    // The machine's GPUs (system_info().gpus, "GPU i: name, memory"; index = CUDA's): listed with check boxes to
-    // pick the GPUs of a data-parallel run (config().devices); hidden with fewer than two (tests call it directly).
-    void setGpuList(const QStringList& gpus);
+    // The machine's GPUs (system_info().gpus: CUDA's index and "GPU i: name, memory"): listed with check boxes to
+    // pick the GPUs of a data-parallel run (config().devices, CUDA's indices); hidden with fewer than two (tests call
+    // it directly).
+    void setGpuList(const std::vector<std::pair<int, QString>>& gpus);
     // Whether precision FP8 can be chosen: "" when this machine's GPU trains in FP8, else why not (called with
     // fp8_unsupported_reason(system_info()) before setGpuAvailable; tests call it directly).
     void setFp8Support(const QString& unsupportedReason);
@@ -127,7 +129,9 @@ private:
     QWidget* buildLoraBox();
     QWidget* buildOptimizerBox();
     QWidget* buildMemoryBox();
-    std::vector<int> checkedGpus() const;
+    std::vector<int> checkedGpus() const;  // the checked rows' CUDA indices
+    // Checks the rows of these CUDA indices ({-1}: all; none of them listed: the first row), then updates the list.
+    void checkGpus(const std::vector<int>& devices);
     void updateGpuList();  // visibility, enabled state and the help line of the GPU list
     QWidget* buildValidationBox();
     QWidget* folderRow(QLineEdit* edit, QPushButton* button);

@@ -95,6 +95,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -522,23 +523,23 @@ int run_data_parallel_bench(const CudaBenchOptions& o, const std::vector<int>& d
         std::fprintf(stderr, "bench: %s loaded on %d GPUs (%s); %d warmup + %d timed steps\n", o.config.c_str(), n,
                      transport.c_str(), o.warmup, o.steps);
         const size_t nb = batches.size();
-        int64_t labels = 0;
-        for (int i = 0; i < n; ++i) labels += batches[size_t(i) % nb].num_label_tokens;
-        int queued = 0, collected = 0;
+        std::deque<int64_t> labels;  // of the queued steps, oldest first
         auto queue = [&](int s) {
+            int64_t l = 0;
+            for (int i = 0; i < n; ++i) l += batches[size_t(s * n + i) % nb].num_label_tokens;
+            labels.push_back(l);
             model->begin_step(n);
             for (int i = 0; i < n; ++i)
-                model->queue_forward_backward(batches[size_t(s * n + i) % nb], 1.0f / float(labels), uint64_t(s));
+                model->queue_forward_backward(batches[size_t(s * n + i) % nb], 1.0f / float(l), uint64_t(s));
             OptimizerStep step;
             step.lr = 1e-4;
             step.max_grad_norm = 1.0;
             step.step = s + 1;
             model->queue_optimizer_step(step);
-            ++queued;
         };
         auto collect = [&] {
-            losses.push_back(model->collect_step().loss_sum / double(labels));
-            ++collected;
+            losses.push_back(model->collect_step().loss_sum / double(labels.front()));
+            labels.pop_front();
         };
         for (int s = 0; s < o.warmup; ++s) {
             queue(s);

@@ -211,10 +211,13 @@ void NcclCommunicator::start_watchdog() {
 }
 
 void NcclCommunicator::abort(const std::string& reason) {
-    std::lock_guard<std::mutex> lock(m_);
+    std::unique_lock<std::mutex> lock(m_);
     if (aborted_.load()) return;
     reason_ = reason;
-    aborted_.store(true);
+    aborted_.store(true);  // from here no reduce() starts a call on a communicator
+    // A communicator is not to be used from two threads at once: let the calls in flight return first (they only
+    // enqueue work; a few seconds at most, then the abort goes ahead regardless).
+    idle_.wait_for(lock, std::chrono::seconds(5), [this] { return in_flight_ == 0; });
     // Ends the kernels that wait for a peer, so no rank's stream (and no host waiting on it) hangs.
     for (void*& c : comms_)
         if (c) {
@@ -241,10 +244,20 @@ void NcclCommunicator::all_reduce_sum(int, double*, size_t) {
 void NcclCommunicator::reduce(int rank, void* data, size_t n, int type, void* stream) {
     const int r = rank - first_;
     if (r < 0 || r >= int(comms_.size())) throw_internal("NCCL communicator: rank " + std::to_string(rank) + " is not local");
-    check();
-    void* comm = comms_[size_t(r)];
-    if (!comm) check();
+    void* comm = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        if (aborted_.load() || !comms_[size_t(r)])
+            throw Error(ErrorCategory::Device, "data parallel: stopped (" + reason_ + ")");
+        comm = comms_[size_t(r)];
+        ++in_flight_;  // abort() waits for it before it frees the communicator
+    }
     const int e = lib_->all_reduce(data, data, n, type, kNcclSum, comm, static_cast<cudaStream_t>(stream));
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        --in_flight_;
+    }
+    idle_.notify_all();
     if (e != kNcclSuccess && e != kNcclInProgress) {
         const std::string why = "NCCL: ncclAllReduce on rank " + std::to_string(rank) + " failed: " + nccl_error(*lib_, e);
         abort(why);

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -73,6 +74,8 @@ private:
     int world_ = 1, first_ = 0;
     std::vector<void*> comms_;  // ncclComm_t per local rank
     std::mutex m_;
+    std::condition_variable idle_;  // in_flight_ dropped
+    int in_flight_ = 0;             // reduce() calls inside NCCL now (abort waits for them)
     std::atomic<bool> aborted_{false};
     std::string reason_;
     std::atomic<bool> stop_{false};

@@ -55,7 +55,13 @@ DataParallelModel::DataParallelModel(std::unique_ptr<TrainableModel> rank, std::
         throw_internal("data parallel: a rank on the calling thread needs a communicator of one local rank");
     ranks_.push_back(std::move(rank));
     workers_.resize(1);
-    check_ranks();
+    try {
+        check_ranks();
+    } catch (const std::exception& e) {
+        // The other processes are waiting in the world's collectives: tell them (no destructor runs after this).
+        comm_->abort("rank " + std::to_string(comm_->first_rank()) + " failed: " + e.what());
+        throw;
+    }
 }
 
 void DataParallelModel::start_workers(size_t n) {

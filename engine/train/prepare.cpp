@@ -10,6 +10,7 @@
 
 #include "tandem/data.h"
 #include "tandem/error.h"
+#include "tandem/system_info.h"
 #include "tandem/tokenizer.h"
 #include "tandem/trainer.h"
 #include "train/backends.h"
@@ -69,7 +70,17 @@ Trainer Trainer::prepare(RunConfig config, TrainerOptions options) {
 
     std::vector<std::string> notes;
     train::resolve_limits_and_device(config, notes);
-    if (address) (void)check_distributed(dist, config.device, config.devices);  // device auto may have chosen the GPU
+    if (address) {
+        (void)check_distributed(dist, config.device, config.devices);  // device auto may have chosen the GPU
+        // Across processes the GPUs sum over NCCL: a node without it fails here, before the others wait on it.
+        if (config.device == DeviceChoice::Cuda) {
+            const SystemInfo info = system_info();
+            if (info.nccl.empty())
+                throw_unsupported("--nodes " + std::to_string(dist.nodes) + " on the GPU sums the gradients with NCCL, "
+                                  "which cannot be loaded here: " + info.nccl_unavailable_reason +
+                                  ". Install NCCL (libnccl2), or train with --device cpu");
+        }
+    }
     // On CUDA the memory plan is made (and a run that cannot fit refused) before anything is loaded.
     std::optional<MemoryPlan> planned;
     if (config.device == DeviceChoice::Cuda) planned = train::plan_cuda_run(config, notes);

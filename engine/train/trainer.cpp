@@ -516,10 +516,18 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop_reques
     int64_t nonfinite = 0;            // collected steps in a row whose loss or gradient norm is not finite
     int64_t last_finite = step;       // the latest step with a finite loss and gradient norm (or where this run began)
     int64_t diverged_at = 0;          // the step that made the streak reach max_nonfinite_steps
+    // Several processes whose GPUs run a step ahead: the processes learn of a stop or a divergence when they
+    // collect the step whose sums carried it, some at once (node 0 collects a checkpoint's step at once), others
+    // after queuing the next step, whose collectives then wait for every process. So there a stop or divergence
+    // learned from step k takes effect after step k + 1 on every process, whenever each learned it.
+    const bool lockstep = dp && dp->world_size() > dp->rank_count() && model->runs_ahead();
+    int64_t stop_after = -1;  // lockstep: the last step to run once a stop is agreed
+    auto stop_now = [&] { return stop.load() && (!lockstep || (stop_after >= 0 && step >= stop_after)); };
     auto collect = [&] {
         Pending p = std::move(*pending);
         pending.reset();
         const StepResult r = model->collect_step();
+        if (lockstep && stop_after < 0 && stop.load()) stop_after = p.m.step + 1;
         StepMetrics& m = p.m;
         m.loss = m.label_tokens > 0 ? r.loss_sum / static_cast<double>(m.label_tokens) : 0.0;
         m.grad_norm = r.grad_norm;
@@ -599,7 +607,7 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop_reques
         const float grad_scale = labels > 0 ? static_cast<float>(1.0 / static_cast<double>(labels)) : 0.0f;
         model->begin_step(static_cast<int>(count));
         for (int64_t i = 0; i < count; ++i) {
-            if (stop.load()) {
+            if (stop_now()) {
                 // Drop the partial step; save the last completed one.
                 if (pending) collect();
                 if (diverged_at > 0) {
@@ -642,12 +650,14 @@ void Trainer::Impl::run(ProgressSink& sink, const std::atomic<bool>& stop_reques
         p.eval = !eval_batches.empty() && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == total_steps);
         // Timed checkpoints: after the step during which checkpoint_minutes of wall time passed since the
         // last checkpoint (or the run start). Decided when the step is queued, so that it is collected at once.
-        p.timed = tc.checkpoint_minutes > 0 &&
+        // Timed ones by the clock of the process that writes them (the others keep running ahead: lockstep).
+        p.timed = writer && tc.checkpoint_minutes > 0 &&
                   std::chrono::duration<double>(clock::now() - last_checkpoint_time).count() >= tc.checkpoint_minutes * 60.0;
         p.checkpoint = (tc.checkpoint_every > 0 && step % tc.checkpoint_every == 0) || p.timed;
         pending = std::move(p);
         if (!model->runs_ahead() || pending->eval || pending->checkpoint || step == total_steps) collect();
-        if (diverged_at > 0) break;
+        // Lockstep: a divergence found at once still runs the next step (its collectives), collected above.
+        if (diverged_at > 0 && !(lockstep && diverged_at == step && step < total_steps)) break;
     }
     if (diverged_at > 0) {
         finish_diverged(sink, diverged_at, nonfinite, last_finite);

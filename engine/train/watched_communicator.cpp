@@ -36,8 +36,8 @@ WatchedCommunicator::~WatchedCommunicator() {
 
 void WatchedCommunicator::abort(const std::string& reason) {
     if (aborted_.exchange(true)) return;
+    tell(kAbort, reason);  // first: the others learn it even if NCCL's abort takes its time
     inner_->abort(reason);
-    tell(kAbort, reason);
 }
 
 void WatchedCommunicator::tell(char type, const std::string& reason) {
