@@ -130,6 +130,11 @@ public:
     size_t lora_bytes() const override { return 2 * 4 * 32; }
     size_t activation_bytes() const override { return 500; }
     bool runs_ahead() const override { return ahead; }  // true: the trainer collects each step one step late
+    MemoryStats memory_stats() override {
+        MemoryStats m = TrainableModel::memory_stats();
+        m.gpus = gpus;
+        return m;
+    }
 
     int64_t calls = 0;
     int64_t stop_at_call = -1;
@@ -138,6 +143,7 @@ public:
     std::set<int64_t> nan_backward_calls;  // 1-based forward_backward calls that return NaN
     bool ahead = false;
     std::chrono::microseconds delay{0};  // slept in every forward_backward
+    std::vector<GpuStats> gpus;          // what memory_stats reports as the run's GPUs
 
 private:
     ModelConfig config_;
@@ -718,6 +724,34 @@ private slots:
         QVERIFY(got[0].diverged && got[1].diverged);
     }
 
+    // Each step's GPUs (data parallelism: several) go to metrics.jsonl with their memory and utilisation, which the
+    // Monitor shows and reads back after a resume.
+    void metrics_list_each_gpu() {
+        QTemporaryDir tmp;
+        const fs::path root = tmp.path().toStdString();
+        RunConfig c = base_config(make_model_dir(root), root / "run");
+        c.training.epochs = 1;
+        auto b = build(c);
+        b.model->gpus = {{0, 34ull << 30, 140ull << 30, 30ull << 30, 97}, {1, 33ull << 30, 140ull << 30, 29ull << 30, -1}};
+        RecordingSink sink;
+        std::atomic<bool> stop{false};
+        b.trainer.run(sink, stop);
+        const auto metrics = read_metrics(root / "run");
+        QVERIFY(!metrics.empty());
+        QCOMPARE(sink.steps.front().memory.gpus.size(), size_t(2));
+        for (const json& m : metrics) {
+            const json& g = m["memory"]["gpus"];
+            QCOMPARE(g.size(), size_t(2));
+            QCOMPARE(g[0]["device"].get<int>(), 0);
+            QCOMPARE(g[0]["used"].get<uint64_t>(), 34ull << 30);
+            QCOMPARE(g[0]["total"].get<uint64_t>(), 140ull << 30);
+            QCOMPARE(g[0]["peak_allocated"].get<uint64_t>(), 30ull << 30);
+            QCOMPARE(g[0]["utilization"].get<int>(), 97);
+            QCOMPARE(g[1]["device"].get<int>(), 1);
+            QCOMPARE(g[1]["utilization"].get<int>(), -1);
+        }
+    }
+
     void run_directory_contents() {
         QTemporaryDir tmp;
         const fs::path root = tmp.path().toStdString();
@@ -743,6 +777,7 @@ private slots:
             QVERIFY(metrics[i].contains("memory"));
             QCOMPARE(metrics[i]["memory"]["weights"].get<uint64_t>(), sink.steps[i].memory.weights);
             QCOMPARE(metrics[i]["memory"]["lora_optimizer"].get<uint64_t>(), sink.steps[i].memory.lora_optimizer);
+            QVERIFY(!metrics[i]["memory"].contains("gpus"));  // no GPU: no list
         }
         int checkpoints = 0;
         for (const auto& e : fs::directory_iterator(out / "checkpoints")) {
