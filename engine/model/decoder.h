@@ -20,6 +20,9 @@
 //  - What differs between backends and is not an op lives in DecoderRuntime: attention dispatch (CUDA picks
 //    cuDNN or the in-house kernels per batch), the offload copies, the per-layer timeline and the metadata
 //    ablation. The calls below are the CUDA launch sequence, op for op.
+//  - The class is declared here with its forward members; bind (decoder_bind.h), recompute and backward
+//    (decoder_backward.h) and the mixture-of-experts members (decoder_moe.h) are defined in the headers this one
+//    includes at its end, so each file stays readable; include this one.
 #pragma once
 
 #include <algorithm>
@@ -277,149 +280,9 @@ public:
     std::vector<int32_t> loop_offsets;  // [E+1] the layer's offsets on the host (moe_loop)
 
     // Points weights, activations and scratch into arenas laid out by `y` (allocated at the given bases).
-    void bind(const ModelPlan& y, void* weights_base, void* acts_base, void* work_base) {
-        nb = offload_buffers(y.checkpointing);
-        recomputes = y.recomputes;
-        for (int b = 0; b < kBufCount; ++b) dropped[size_t(b)] = y.residency[size_t(b)] == Residency::Dropped;
-        mlp_kept_layers = y.mlp_kept_layers;
-        const ArenaLayout& W = y.weights;
-        embed = W.ptr<Act>(weights_base, y.embed);
-        const Act* lm_head = W.ptr<Act>(weights_base, y.lm_head);
-        head = lm_head ? lm_head : embed;
-        norm_f = W.ptr<Act>(weights_base, y.norm_f);
-        layers.assign(size_t(d.L), {});
-        for (int l = 0; l < d.L; ++l) {
-            const LayerWeightHandles& h = y.lw[size_t(l)];
-            LayerWeights<B>& w = layers[size_t(l)];
-            w.ln1 = W.ptr<Act>(weights_base, h.ln1);
-            w.ln2 = W.ptr<Act>(weights_base, h.ln2);
-            w.q_norm = W.ptr<Act>(weights_base, h.q_norm);
-            w.k_norm = W.ptr<Act>(weights_base, h.k_norm);
-            w.attn_out_norm = W.ptr<Act>(weights_base, h.attn_out_norm);
-            w.mlp_out_norm = W.ptr<Act>(weights_base, h.mlp_out_norm);
-            w.router = W.ptr<Act>(weights_base, h.router);
-            w.router_bias = W.ptr<Act>(weights_base, h.router_bias);
-            w.sinks = W.ptr<Act>(weights_base, h.sinks);
-            for (int p = 0; p < 2; ++p) {
-                w.mx_codes[p] = W.ptr<uint8_t>(weights_base, h.mx_codes[p]);
-                w.mx_scales[p] = W.ptr<uint8_t>(weights_base, h.mx_scales[p]);
-            }
-            for (int m = 0; m < kNumModules; ++m) {
-                if (h.f8[m].codes >= 0) {
-                    const Fp8Pieces& f = h.f8[m];
-                    const int64_t kp = fp8_padded(f.in);
-                    w.w[m] = nullptr;
-                    w.f8[m] = Fp8Ref{W.ptr<uint8_t>(weights_base, f.codes) + f.row0 * kp,
-                                     W.ptr<float>(weights_base, f.scales) + f.row0 / kFp8Block * fp8_scale_ld(f.in),
-                                     d.out_of(m), d.in_of(m)};
-                    if (h.f8t[m].codes >= 0)
-                        w.f8t[m] = Fp8Ref{W.ptr<uint8_t>(weights_base, h.f8t[m].codes),
-                                          W.ptr<float>(weights_base, h.f8t[m].scales), d.in_of(m), d.out_of(m)};
-                } else if (h.q[m].codes >= 0) {
-                    w.w[m] = nullptr;
-                    w.q[m] = quant4_ref(W, weights_base, h.q[m]);
-                    w.q_first[m] = h.w_off[m];
-                } else if (h.w[m] >= 0) {
-                    w.w[m] = W.ptr<Act>(weights_base, h.w[m]) + h.w_off[m];  // a fused projection's rows
-                } else {
-                    w.w[m] = nullptr;  // MXFP4 experts (Dims::mxfp4), or a slot this layer has not
-                }
-                w.b[m] = h.b[m] < 0 ? nullptr : W.ptr<Act>(weights_base, h.b[m]) + h.b_off[m];
-            }
-        }
-        const ArenaLayout& A = y.acts;
-        acts.assign(size_t(d.L), {});
-        for (int l = 0; l < d.L; ++l) {
-            const ActHandles& s = y.sets[size_t(l)];
-            LayerActs<B>& a = acts[size_t(l)];
-            a.x = A.ptr<Act>(acts_base, s.x);
-            a.ln1 = A.ptr<Act>(acts_base, s.ln1);
-            a.ln1_rstd = A.ptr<float>(acts_base, s.ln1_rstd);
-            a.q = A.ptr<Act>(acts_base, s.q);
-            a.k = A.ptr<Act>(acts_base, s.k);
-            a.q_rstd = A.ptr<float>(acts_base, s.q_rstd);
-            a.k_rstd = A.ptr<float>(acts_base, s.k_rstd);
-            a.qr = A.ptr<Act>(acts_base, s.qr);
-            a.kr = A.ptr<Act>(acts_base, s.kr);
-            a.v = A.ptr<Act>(acts_base, s.v);
-            a.att = A.ptr<Act>(acts_base, s.att);
-            a.stats = A.ptr<char>(acts_base, s.stats);
-            a.mid = A.ptr<Act>(acts_base, s.mid);
-            a.ln2 = A.ptr<Act>(acts_base, s.ln2);
-            a.ln2_rstd = A.ptr<float>(acts_base, s.ln2_rstd);
-            a.gate = A.ptr<Act>(acts_base, s.gate);
-            a.up = A.ptr<Act>(acts_base, s.up);
-            for (int m = 0; m < kNumModules; ++m) a.lora_tmp[m] = A.ptr<Act>(acts_base, s.tmp[m]);
-            a.attn_out = A.ptr<Act>(acts_base, s.attn_out);
-            a.attn_out_rstd = A.ptr<float>(acts_base, s.attn_out_rstd);
-            a.mlp_out = A.ptr<Act>(acts_base, s.mlp_out);
-            a.mlp_out_rstd = A.ptr<float>(acts_base, s.mlp_out_rstd);
-            if (char* r = A.ptr<char>(acts_base, s.route)) {
-                const MoeRouteParts p = moe_route_parts(d, sizeof(Act));
-                a.probs = reinterpret_cast<float*>(r + p.probs);
-                a.logits = reinterpret_cast<Act*>(r + p.logits);
-                a.idx = reinterpret_cast<int32_t*>(r + p.idx);
-                a.route_w = reinterpret_cast<float*>(r + p.w);
-                a.order = reinterpret_cast<int32_t*>(r + p.order);
-                a.inv = reinterpret_cast<int32_t*>(r + p.inv);
-                a.offsets = reinterpret_cast<int32_t*>(r + p.offsets);
-            }
-            a.xs = A.ptr<Act>(acts_base, s.xs);
-            a.ys = A.ptr<Act>(acts_base, s.ys);
-        }
-        x_final = A.ptr<Act>(acts_base, y.x_final);
-        lnf = A.ptr<Act>(acts_base, y.lnf);
-        lnf_rstd = A.ptr<float>(acts_base, y.lnf_rstd);
-        d_res = A.ptr<Act>(acts_base, y.d_res);
-        d_ln = A.ptr<Act>(acts_base, y.d_ln);
-        d_lnf = A.ptr<Act>(acts_base, y.d_lnf);
-        d_big = A.ptr<Act>(acts_base, y.d_big);
-        d_big2 = A.ptr<Act>(acts_base, y.d_big2);
-        d_big3 = A.ptr<Act>(acts_base, y.d_big3);
-        d_k = A.ptr<Act>(acts_base, y.d_k);
-        d_k2 = A.ptr<Act>(acts_base, y.d_k2);
-        d_v = A.ptr<Act>(acts_base, y.d_v);
-        d_tmp = A.ptr<Act>(acts_base, y.d_tmp);
-        xd = A.ptr<Act>(acts_base, y.xd);
-        d_drop = A.ptr<Act>(acts_base, y.d_drop);
-        losses = A.ptr<float>(acts_base, y.losses);
-        ce_ws = y.work.ptr<char>(work_base, y.ce);
-        loss_sum = y.work.ptr<double>(work_base, y.loss_sum);
-        wq = y.dequant < 0 ? nullptr : y.work.ptr<Act>(work_base, y.dequant);
-        wx = y.mx_dequant < 0 ? nullptr : y.work.ptr<Act>(work_base, y.mx_dequant);
-        wx_layer = wx_param = -1;
-        f8_codes = y.work.ptr<uint8_t>(work_base, y.fp8_act);
-        f8_scales = y.work.ptr<float>(work_base, y.fp8_act_scales);
-        f8_wt = y.work.ptr<uint8_t>(work_base, y.fp8_wt);
-        f8_wt_scales = y.work.ptr<float>(work_base, y.fp8_wt_scales);
-        f8_tail = y.work.ptr<Act>(work_base, y.fp8_tail);
-        d_xs = A.ptr<Act>(acts_base, y.d_xs);
-        d_ys = A.ptr<Act>(acts_base, y.d_ys);
-        d_route_w = A.ptr<float>(acts_base, y.d_route_w);
-        aux_stats = y.work.ptr<float>(work_base, y.moe_aux);
-        aux_dense = aux_stats ? aux_stats + 2 * d.E : nullptr;
-        mlp_rows = y.mlp_rows;
-    }
-
+    void bind(const ModelPlan& y, void* weights_base, void* acts_base, void* work_base);
     // The pointers of a 4-bit projection's pieces.
-    Quant4Ref quant4_ref(const ArenaLayout& W, void* base, const Quant4Pieces& p) const {
-        Quant4Ref r;
-        const float* k = W.ptr<float>(base, p.consts);
-        r.codes = W.ptr<uint8_t>(base, p.codes);
-        r.code = k;
-        if (d.quant_nested) {
-            r.absmax_q = W.ptr<uint8_t>(base, p.absmax);
-            r.nested_code = k + kQuant4Codes;
-            r.nested_absmax = W.ptr<float>(base, p.nested_absmax);
-            r.offset = k + kQuant4Codes + kNestedCodes;
-        } else {
-            r.absmax = W.ptr<float>(base, p.absmax);
-        }
-        r.n = p.n;
-        r.blocksize = d.quant_blocksize;
-        return r;
-    }
-
+    Quant4Ref quant4_ref(const ArenaLayout& W, void* base, const Quant4Pieces& p) const;
     // The base weight [OUT,IN] of module m of layer l: the stored one, or a 4-bit one dequantized into wq
     // (again for every use: forward, recompute and backward).
     const Act* base_weight(int l, int m) {
@@ -674,172 +537,26 @@ public:
     }
 
     // The experts' activation on act [N,Fe] from gate / up: SwiGLU, or gpt-oss's clamped SwiGLU.
-    void expert_activation(Act* act, const Act* gate, const Act* up, int N) {
-        if (d.moe_limit > 0.0f)
-            B::clamped_swiglu_forward(act, gate, up, N, d.Fe, d.moe_alpha, d.moe_limit);
-        else
-            B::swiglu_forward(act, gate, up, N, d.Fe);
-    }
-    void expert_activation_backward(Act* dgate, Act* dup, const Act* dact, const Act* gate, const Act* up, int N) {
-        if (d.moe_limit > 0.0f)
-            B::clamped_swiglu_backward(dgate, dup, dact, gate, up, N, d.Fe, d.moe_alpha, d.moe_limit);
-        else
-            B::swiglu_backward(dgate, dup, dact, gate, up, N, d.Fe);
-    }
-
+    void expert_activation(Act* act, const Act* gate, const Act* up, int N);
+    void expert_activation_backward(Act* dgate, Act* dup, const Act* dact, const Act* gate, const Act* up, int N);
     // The loop ablation: the layer's offsets to the host (the runtime's sync), then f(e, first row, rows) per expert
     // with rows.
-    void read_loop_offsets(const LayerActs<B>& a) {
-        loop_offsets.resize(size_t(d.E) + 1);
-        rt->read_offsets(a.offsets, loop_offsets.data(), d.E);
-    }
+    void read_loop_offsets(const LayerActs<B>& a);
     template <class F>
-    void each_loop_expert(F f) const {
-        for (int e = 0; e < d.E; ++e) {
-            const int r0 = loop_offsets[size_t(e)], rows = loop_offsets[size_t(e) + 1] - r0;
-            if (rows > 0) f(e, r0, rows);
-        }
-    }
-
+    void each_loop_expert(F f) const;
     // out[N,OUT] = inp[N,IN] W_e^T + scaling * (inp A_e^T) B_e^T over each expert's rows (LoRA tmp [N,R] kept).
-    void expert_project(int l, int m, Act* out, const Act* inp) {
-        const LayerActs<B>& a = acts[size_t(l)];
-        const int N = step.T * d.topk, IN = expert_in(m), OUT = expert_out(m);
-        if (moe_loop) {
-            const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
-            each_loop_expert([&](int e, int r0, int rows) {
-                Act* o = out + int64_t(r0) * OUT;
-                const Act* x = inp + int64_t(r0) * IN;
-                const Act* bias = layers[size_t(l)].b[m];
-                B::matmul_forward(o, x, expert_weight(l, m) + e * expert_stride(m),
-                                  bias ? bias + e * expert_bias_stride(m) : nullptr, rows, IN, OUT);
-                if (r.a)
-                    B::lora_forward(o, a.lora_tmp[m] + int64_t(r0) * d.R, x, r.a + int64_t(e) * d.R * IN,
-                                    r.b + e * expert_b_stride(m), lora_scaling, rows, IN, OUT, d.R);
-            });
-            return;
-        }
-        B::grouped_matmul_forward(out, inp, expert_weight(l, m), expert_stride(m), layers[size_t(l)].b[m],
-                                  expert_bias_stride(m), a.offsets, N, IN, OUT, d.E, 1.0f, false);
-        const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
-        if (!r.a) return;
-        // gate_up_proj's one lora_A feeds gate and up: up reuses the tmp gate computed (the same values).
-        Act* tmp = a.lora_tmp[shares_gate_tmp(l, m) ? kGate : m];
-        if (!shares_gate_tmp(l, m))
-            B::grouped_matmul_forward(tmp, inp, r.a, int64_t(d.R) * IN, nullptr, 0, a.offsets, N, IN, d.R, d.E, 1.0f,
-                                      false);
-        B::grouped_matmul_forward(out, tmp, r.b, expert_b_stride(m), nullptr, 0, a.offsets, N, d.R, OUT, d.E,
-                                  lora_scaling, true);
-    }
-    bool shares_gate_tmp(int l, int m) const {
-        return m == kUp && lora[size_t(l)][kUp].a && lora[size_t(l)][kUp].a == lora[size_t(l)][kGate].a;
-    }
-
+    void expert_project(int l, int m, Act* out, const Act* inp);
+    bool shares_gate_tmp(int l, int m) const;
     // Gate's and up's backward together (dxs[N,C] += both input gradients): their shared lora_A takes the sum of
     // the two tmp gradients in one weight-gradient GEMM and one input-gradient GEMM instead of two each.
-    void expert_gate_up_backward(int l, Act* dxs, const Act* dgate, const Act* dup, const Act* xs) {
-        if (moe_loop || !shares_gate_tmp(l, kUp)) {
-            expert_project_backward(l, kGate, dxs, dgate, xs);
-            expert_project_backward(l, kUp, dxs, dup, xs);
-            return;
-        }
-        const LayerActs<B>& a = acts[size_t(l)];
-        const int N = step.T * d.topk, C = d.C, F = d.Fe;
-        B::grouped_matmul_backward(dxs, dgate, expert_weight(l, kGate), expert_stride(kGate), a.offsets, N, C, F, d.E,
-                                   1.0f);
-        B::grouped_matmul_backward(dxs, dup, expert_weight(l, kUp), expert_stride(kUp), a.offsets, N, C, F, d.E, 1.0f);
-        const LoraRef<B>& g = lora[size_t(l)][kGate];
-        const LoraRef<B>& u = lora[size_t(l)][kUp];
-        const Act* tmp = a.lora_tmp[kGate];
-        const int64_t sa = int64_t(d.R) * C, sb = expert_b_stride(kGate);
-        B::zero(d_tmp, int64_t(N) * d.R);
-        B::grouped_matmul_backward(d_tmp, dgate, g.b, sb, a.offsets, N, d.R, F, d.E, lora_scaling);
-        B::grouped_matmul_backward(d_tmp, dup, u.b, sb, a.offsets, N, d.R, F, d.E, lora_scaling);
-        B::grouped_matmul_weight_grad(g.grad_b, sb, dgate, tmp, a.offsets, N, d.R, F, d.E, lora_scaling);
-        B::grouped_matmul_weight_grad(u.grad_b, sb, dup, tmp, a.offsets, N, d.R, F, d.E, lora_scaling);
-        B::grouped_matmul_weight_grad(g.grad_a, sa, d_tmp, xs, a.offsets, N, C, d.R, d.E, 1.0f);
-        B::grouped_matmul_backward(dxs, d_tmp, g.a, sa, a.offsets, N, C, d.R, d.E, 1.0f);
-    }
-
+    void expert_gate_up_backward(int l, Act* dxs, const Act* dgate, const Act* dup, const Act* xs);
     // dinp[N,IN] += d(out)/d(inp) dout; the experts' LoRA grads accumulate.
-    void expert_project_backward(int l, int m, Act* dinp, const Act* dout, const Act* inp) {
-        const LayerActs<B>& a = acts[size_t(l)];
-        const int N = step.T * d.topk, IN = expert_in(m), OUT = expert_out(m);
-        if (moe_loop) {
-            const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
-            each_loop_expert([&](int e, int r0, int rows) {
-                Act* dx = dinp + int64_t(r0) * IN;
-                const Act* g = dout + int64_t(r0) * OUT;
-                const Act* x = inp + int64_t(r0) * IN;
-                B::matmul_backward(dx, nullptr, nullptr, g, x, expert_weight(l, m) + e * expert_stride(m), rows, IN,
-                                   OUT);
-                if (r.a)
-                    B::lora_backward(dx, r.grad_a + int64_t(e) * d.R * IN, r.grad_b + e * expert_b_stride(m), d_tmp, g,
-                                     x, a.lora_tmp[m] + int64_t(r0) * d.R, r.a + int64_t(e) * d.R * IN,
-                                     r.b + e * expert_b_stride(m), lora_scaling, rows, IN, OUT, d.R);
-            });
-            return;
-        }
-        B::grouped_matmul_backward(dinp, dout, expert_weight(l, m), expert_stride(m), a.offsets, N, IN, OUT, d.E,
-                                   1.0f);
-        const LoraRef<B>& r = lora[size_t(l)][size_t(m)];
-        if (!r.a) return;
-        const Act* tmp = a.lora_tmp[m];
-        const int64_t sa = int64_t(d.R) * IN, sb = expert_b_stride(m);
-        B::zero(d_tmp, int64_t(N) * d.R);
-        B::grouped_matmul_backward(d_tmp, dout, r.b, sb, a.offsets, N, d.R, OUT, d.E, lora_scaling);
-        B::grouped_matmul_weight_grad(r.grad_b, sb, dout, tmp, a.offsets, N, d.R, OUT, d.E, lora_scaling);
-        B::grouped_matmul_weight_grad(r.grad_a, sa, d_tmp, inp, a.offsets, N, IN, d.R, d.E, 1.0f);
-        B::grouped_matmul_backward(dinp, d_tmp, r.a, sa, a.offsets, N, IN, d.R, d.E, 1.0f);
-    }
-
+    void expert_project_backward(int l, int m, Act* dinp, const Act* dout, const Act* inp);
     // From a.ln2: the routing, the permuted input, gate / up (+ LoRA tmps), and the experts' outputs a.ys. stats:
     // the load-balancing loss counts this layer (the forward; a recompute does not count it again).
-    void moe_forward(int l, bool stats) {
-        if (!lora_rows.empty()) throw_internal("decoder: per-row adapters do not reach the experts (one adapter per call)");
-        LayerActs<B>& a = acts[size_t(l)];
-        const int T = step.T, N = T * d.topk;
-        B::matmul_forward(a.logits, a.ln2, layers[size_t(l)].router, layers[size_t(l)].router_bias, T, d.C, d.E);
-        const bool given = rt->route_given(l, a.idx, step);
-        B::moe_router_forward(a.idx, a.route_w, a.probs, a.logits, T, d.E, d.topk, d.moe_renorm, given);
-        if (stats && aux_stats)
-            B::moe_aux_stats(aux_stats, a.probs, a.idx, step.cu_seqlens + step.S, T, d.E, d.topk, l == d.first_moe);
-        B::moe_sort_count(a.order, a.inv, a.offsets, a.idx, N, d.E);
-        if (moe_loop) read_loop_offsets(a);
-        B::moe_permute(a.xs, a.ln2, a.order, N, d.topk, d.C);
-        expert_project(l, kGate, a.gate, a.xs);
-        expert_project(l, kUp, a.up, a.xs);
-        Act* act = d_big3;  // [N,Fe] scratch
-        expert_activation(act, a.gate, a.up, N);
-        expert_project(l, kDown, a.ys, act);
-    }
-
+    void moe_forward(int l, bool stats);
     // d_res: gradient of the layer's output on entry, of mid on exit (as mlp_block_backward).
-    void moe_backward(int l) {
-        LayerActs<B>& a = acts[size_t(l)];
-        const LayerWeights<B>& w = layers[size_t(l)];
-        const int T = step.T, N = T * d.topk;
-        if (moe_loop) read_loop_offsets(a);
-        B::moe_unpermute_backward(d_ys, d_route_w, d_res, a.ys, a.route_w, a.inv, T, d.topk, d.C);
-        Act* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
-        expert_activation(act, a.gate, a.up, N);
-        Act* dact = d_big;
-        B::zero(dact, int64_t(N) * d.Fe);
-        expert_project_backward(l, kDown, dact, d_ys, act);
-        Act* dgate = d_big2;
-        Act* dup = d_big3;
-        expert_activation_backward(dgate, dup, dact, a.gate, a.up, N);
-        B::zero(d_xs, int64_t(N) * d.C);
-        expert_gate_up_backward(l, d_xs, dgate, dup, a.xs);
-        B::zero(d_ln, int64_t(T) * d.C);
-        B::moe_permute_backward(d_ln, d_xs, a.inv, T, d.topk, d.C);
-        // The routing weights' gradient through the top-k and the softmax into the router logits (a.logits is
-        // not read again: it takes their gradient), then into ln2.
-        B::moe_router_backward(a.logits, d_route_w, a.probs, a.idx, a.route_w, T, d.E, d.topk, d.moe_renorm, aux_dense,
-                               step.cu_seqlens + step.S);
-        B::matmul_backward(d_ln, nullptr, nullptr, a.logits, a.ln2, w.router, T, d.C, d.E);
-        norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
-    }
+    void moe_backward(int l);
 
     // Embedding .. final norm. train: LoRA dropout on, and block inputs offloaded under an offloading policy
     // (evaluation never reads them back: no copies).
@@ -869,161 +586,15 @@ public:
     // the post-attention norm from the kept mid, when dropped), the MLP's gate/up when dropped, and the down
     // projection's LoRA tmp (its output backward does not need). Recompute and smart drop everything but the
     // block input: the whole forward of the layer but the down projection.
-    bool dropped_at(int l, Buf b) const {
-        return dropped[size_t(b)] && !(l < mlp_kept_layers && buffer_decl(b).mlp);
-    }
-    bool dropped_any(int l, std::initializer_list<Buf> bufs) const {
-        for (Buf b : bufs)
-            if (dropped_at(l, b)) return true;
-        return false;
-    }
-    void recompute_layer(int l) {
-        LayerActs<B>& a = acts[size_t(l)];
-        const bool attention = dropped_any(l, {Buf::Q, Buf::K, Buf::QRstd, Buf::KRstd, Buf::Qr, Buf::Kr, Buf::V,
-                                            Buf::Att, Buf::Stats, Buf::Mid, Buf::TmpAttn}) ||
-                               (d.sandwich && dropped_any(l, {Buf::AttnOut, Buf::AttnOutRstd}));
-        if (attention || dropped_any(l, {Buf::Ln1, Buf::Ln1Rstd})) norm(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C);
-        if (attention)
-            attention_block_forward(l, true);
-        else if (dropped_any(l, {Buf::Ln2, Buf::Ln2Rstd}))
-            norm(a.ln2, a.ln2_rstd, a.mid, layers[size_t(l)].ln2, step.T, d.C);
-        if (mlp_chunked()) return;  // mlp_block_backward recomputes the MLP chunk by chunk
-        if (d.is_moe(l)) {  // routing, permuted input, gate / up, the experts' outputs and every LoRA tmp
-            if (dropped_any(l, {Buf::Gate, Buf::Up, Buf::TmpMlp, Buf::Route, Buf::Xs, Buf::Ys}))
-                mlp_block_forward(l, true, false);
-            return;
-        }
-        if (dropped_any(l, {Buf::Gate, Buf::Up, Buf::TmpMlp})) mlp_block_forward(l, true, false);
-        const bool tail = d.sandwich && dropped_any(l, {Buf::MlpOut, Buf::MlpOutRstd});
-        if (tail || (lora[size_t(l)][kDown].a && dropped_at(l, Buf::TmpMlp))) {
-            Act* act = d_big3;  // [T,F] scratch (mlp_block_backward recomputes it again: one cheap pass)
-            activation(act, a.gate, a.up);
-            if (tail) {  // down_proj (and its LoRA tmp) and the output norm's statistics, not the residual
-                project(l, kDown, a.mlp_out, act, true);
-                norm(d_ln, a.mlp_out_rstd, a.mlp_out, layers[size_t(l)].mlp_out_norm, step.T, d.C);
-            } else {
-                lora_tmp_forward(l, kDown, act);
-            }
-        }
-    }
-
+    bool dropped_at(int l, Buf b) const;
+    bool dropped_any(int l, std::initializer_list<Buf> bufs) const;
+    void recompute_layer(int l);
     // d_res: gradient of this layer's output on entry, of mid on exit.
-    void mlp_block_backward(int l) {
-        if (d.is_moe(l)) {
-            moe_backward(l);
-            return;
-        }
-        LayerActs<B>& a = acts[size_t(l)];
-        const LayerWeights<B>& w = layers[size_t(l)];
-        const int T = step.T;
-        if (mlp_chunked()) {
-            // Chunk by chunk: gate / up (and the LoRA tmps) again, act, down's backward, the activation's, then
-            // gate's and up's into d_ln's rows (no sandwich norms and no dropout here: plan.h).
-            B::zero(d_ln, int64_t(T) * d.C);
-            for (int r0 = 0; r0 < T; r0 += mlp_rows) {
-                const int n = std::min(mlp_rows, T - r0);
-                const Act* in = a.ln2 + int64_t(r0) * d.C;
-                {
-                    SharedInput once(*this);
-                    project(l, kGate, a.gate, in, true, r0, n);
-                    project(l, kUp, a.up, in, true, r0, n);
-                }
-                Act* act = d_big3;
-                activation(act, a.gate, a.up, n);
-                lora_tmp_forward(l, kDown, act, r0, n);
-                Act* dact = d_big;
-                B::zero(dact, int64_t(n) * d.F);
-                project_backward(l, kDown, dact, d_res + int64_t(r0) * d.C, act, r0, n);
-                Act* dgate = d_big2;
-                Act* dup = d_big3;
-                if (d.gelu)
-                    B::geglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
-                else
-                    B::swiglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
-                project_backward(l, kGate, d_ln + int64_t(r0) * d.C, dgate, in, r0, n);
-                project_backward(l, kUp, d_ln + int64_t(r0) * d.C, dup, in, r0, n);
-            }
-            norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
-            return;
-        }
-        Act* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
-        activation(act, a.gate, a.up);
-        Act* dact = d_big;
-        B::zero(dact, int64_t(T) * d.F);
-        const Act* dmlp = d_res;  // gradient of down_proj's output
-        if (d.sandwich) {
-            B::zero(d_ln, int64_t(T) * d.C);
-            norm_backward(d_ln, d_res, a.mlp_out, w.mlp_out_norm, a.mlp_out_rstd, T, d.C);
-            dmlp = d_ln;
-        }
-        project_backward(l, kDown, dact, dmlp, act);
-        Act* dgate = d_big2;
-        Act* dup = d_big3;
-        if (d.gelu)
-            B::geglu_backward(dgate, dup, dact, a.gate, a.up, T, d.F);
-        else
-            B::swiglu_backward(dgate, dup, dact, a.gate, a.up, T, d.F);
-        B::zero(d_ln, int64_t(T) * d.C);
-        project_backward(l, kGate, d_ln, dgate, a.ln2);
-        project_backward(l, kUp, d_ln, dup, a.ln2);
-        norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
-    }
-
+    void mlp_block_backward(int l);
     // d_res: gradient of mid on entry, of the layer input x on exit.
-    void attention_block_backward(int l) {
-        LayerActs<B>& a = acts[size_t(l)];
-        const LayerWeights<B>& w = layers[size_t(l)];
-        const int T = step.T;
-        Act* datt = d_big;
-        B::zero(datt, int64_t(T) * d.Q);
-        const Act* do_ = d_res;  // gradient of o_proj's output
-        if (d.sandwich) {
-            B::zero(d_ln, int64_t(T) * d.C);
-            norm_backward(d_ln, d_res, a.attn_out, w.attn_out_norm, a.attn_out_rstd, T, d.C);
-            do_ = d_ln;
-        }
-        project_backward(l, kO, datt, do_, a.att);
-        Act* dq = d_big2;
-        Act* dk = d_k;
-        rt->attention_backward(l, a, dq, dk, d_v, datt, step);
-        B::rope_backward(dq, dq, step.positions, rope_of(l), T, d.Hq, d.D);
-        B::rope_backward(dk, dk, step.positions, rope_of(l), T, d.Hkv, d.D);
-        if (d.qk_norm) {
-            B::zero(d_big3, int64_t(T) * d.Q);
-            norm_backward(d_big3, dq, a.q, w.q_norm, a.q_rstd, T * d.Hq, d.D);
-            B::zero(d_k2, int64_t(T) * d.KV);
-            norm_backward(d_k2, dk, a.k, w.k_norm, a.k_rstd, T * d.Hkv, d.D);
-            dq = d_big3;
-            dk = d_k2;
-        }
-        B::zero(d_ln, int64_t(T) * d.C);
-        project_backward(l, kQ, d_ln, dq, a.ln1);
-        project_backward(l, kK, d_ln, dk, a.ln1);
-        project_backward(l, kV, d_ln, d_v, a.ln1);
-        norm_backward(d_res, d_ln, a.x, w.ln1, a.ln1_rstd, T, d.C);
-    }
-
+    void attention_block_backward(int l);
     // From d_lnf (written by the loss, grad_scale inside) through every layer; LoRA grads accumulate.
-    void backward() {
-        const int T = step.T;
-        wx_layer = wx_param = -1;
-        B::zero(d_res, int64_t(T) * d.C);
-        norm_backward(d_res, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
-        for (int l = d.L - 1; l >= 0; --l) {
-            if (nb > 0) {
-                rt->reload_input(l - (nb - 1));  // Smart: layer l-1's input into the other buffer, during layer l
-                rt->wait_reloaded(l);            // SmartSingle: this layer's, just issued: strictly serial
-            }
-            rt->before_layer();
-            const int span = rt->span_begin("backward", l);
-            if (recomputes && l + 1 < d.L) recompute_layer(l);
-            mlp_block_backward(l);
-            attention_block_backward(l);
-            rt->span_end(span);
-            if (nb > 0) rt->input_used(l);  // buffer l % nb free for the reload of layer l - nb
-            rt->layer_backward_done(l);
-        }
-    }
+    void backward();
 
     // Row losses [T] and their sum into loss_sum[0]; dhidden (d_lnf, or nullptr for evaluation) scaled by
     // the batch's grad_scale.
@@ -1041,3 +612,7 @@ public:
 };
 
 }  // namespace tandem
+
+#include "model/decoder_backward.h"  // the recompute and backward members of Decoder<B>
+#include "model/decoder_bind.h"      // Decoder<B>::bind
+#include "model/decoder_moe.h"       // the mixture-of-experts members of Decoder<B>
