@@ -226,6 +226,15 @@ struct RecordingSink : ProgressSink {
     }
 };
 
+// Builds c's trainer and runs it to the end; setup may change the model first.
+Built build_and_run(const RunConfig& c, RecordingSink& sink, const std::function<void(FakeModel&)>& setup = {}) {
+    Built b = build(c);
+    if (setup) setup(*b.model);
+    std::atomic<bool> stop{false};
+    b.trainer.run(sink, stop);
+    return b;
+}
+
 std::vector<json> read_metrics(const fs::path& out) {
     std::vector<json> v;
     std::ifstream in(out / "metrics.jsonl");
@@ -731,11 +740,10 @@ private slots:
         const fs::path root = tmp.path().toStdString();
         RunConfig c = base_config(make_model_dir(root), root / "run");
         c.training.epochs = 1;
-        auto b = build(c);
-        b.model->gpus = {{0, 34ull << 30, 140ull << 30, 30ull << 30, 97}, {1, 33ull << 30, 140ull << 30, 29ull << 30, -1}};
         RecordingSink sink;
-        std::atomic<bool> stop{false};
-        b.trainer.run(sink, stop);
+        build_and_run(c, sink, [](FakeModel& m) {
+            m.gpus = {{0, 34ull << 30, 140ull << 30, 30ull << 30, 97}, {1, 33ull << 30, 140ull << 30, 29ull << 30, -1}};
+        });
         const auto metrics = read_metrics(root / "run");
         QVERIFY(!metrics.empty());
         QCOMPARE(sink.steps.front().memory.gpus.size(), size_t(2));
@@ -757,10 +765,8 @@ private slots:
         const fs::path root = tmp.path().toStdString();
         RunConfig c = base_config(make_model_dir(root), root / "run");
         c.training.checkpoint_every = 3;
-        auto b = build(c);
         RecordingSink sink;
-        std::atomic<bool> stop{false};
-        b.trainer.run(sink, stop);
+        auto b = build_and_run(c, sink);
         const fs::path out = root / "run";
         const RunConfig stored = load_run_config(out / "config.json");
         QCOMPARE(stored.device, DeviceChoice::Cpu);
