@@ -89,6 +89,9 @@ if(TANDEM_WITH_CUDA)
   set(_v ${CUDAToolkit_VERSION_MAJOR}-${CUDAToolkit_VERSION_MINOR})
   set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
       "libcuda1 | libcuda1-any, cuda-cudart-${_v}, libcublas-${_v}, libcudnn9-cuda-${CUDAToolkit_VERSION_MAJOR}")
+  # NCCL (loaded at run time): data parallelism over several GPUs (--devices prefers it, --nodes on the GPU
+  # needs it); one GPU never does.
+  set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libnccl2")
 endif()
 
 # .tar.gz (cpack -G TGZ): a relocatable tree bin/, share/ for machines that have the runtime libraries.
