@@ -490,14 +490,52 @@ void require_cuda(const std::string& what) {
     if (!cuda_backend_available(&reason)) throw_unsupported(what + " needs the CUDA backend (" + reason + ")");
 }
 
+// The step loop of both runs (file header): `warmup` untimed then `steps` timed steps, each queued by queue(s) and
+// collected one step late by collect(timed) (queued() = steps queued, not collected), every queue drained before
+// the clock starts and before it stops. Step time = the timed wall time / steps; intervals between collects for
+// min/median/max; host syncs per timed step.
+struct TimedSteps {
+    std::vector<double> step_ms;  // the intervals between collects (at least one value)
+    double wall_step_ms = 0, host_syncs = 0;
+};
+
+template <class Queue, class Collect, class Queued>
+TimedSteps time_steps(const CudaBenchOptions& o, Queue queue, Collect collect, Queued queued) {
+    TimedSteps t;
+    for (int s = 0; s < o.warmup; ++s) {
+        queue(s);
+        if (queued() == 2) collect(false);
+    }
+    while (queued() > 0) collect(false);
+    const uint64_t syncs0 = host_sync_total();
+    const auto t0 = Clock::now();
+    auto prev = t0;
+    for (int s = o.warmup; s < o.warmup + o.steps; ++s) {
+        queue(s);
+        if (queued() == 2) {
+            collect(true);
+            const auto now = Clock::now();
+            if (s > o.warmup + 1) t.step_ms.push_back(std::chrono::duration<double, std::milli>(now - prev).count());
+            prev = now;
+        }
+    }
+    while (queued() > 0) collect(true);
+    const auto t1 = Clock::now();
+    t.host_syncs = double(host_sync_total() - syncs0) / double(o.steps);
+    t.wall_step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / double(o.steps);
+    if (t.step_ms.empty()) t.step_ms.push_back(t.wall_step_ms);
+    return t;
+}
+
 // --timeline FILE: the spans of one micro-batch as JSON (bench/timeline_plot.py draws it).
-void write_timeline(const CudaBenchOptions& o, const std::string& device, const std::vector<TimelineSpan>& spans) {
+void write_timeline(const CudaBenchOptions& o, const std::string& device, int gpus,
+                    const std::vector<TimelineSpan>& spans) {
     json t;
     t["config"] = o.config;
     t["checkpointing"] = o.checkpointing;
     t["batch_tokens"] = o.batch_tokens;
     t["device"] = device;
-    t["devices"] = o.devices.size() > 1 ? o.devices.size() : 1;
+    t["devices"] = gpus;
     t["spans"] = json::array();
     for (const auto& sp : spans)
         t["spans"].push_back({{"stream", sp.stream}, {"what", sp.what}, {"layer", sp.layer},
@@ -510,8 +548,8 @@ int run_data_parallel_bench(const CudaBenchOptions& o, const std::vector<int>& d
                             const LoraConfig& lora, const CudaModelOptions& options,
                             const std::vector<PackedBatch>& batches, json& j) {
     const int n = int(devices.size());
-    std::vector<double> step_ms, losses;
-    double host_syncs = 0, wall_step_ms = 0;
+    std::vector<double> losses;
+    TimedSteps timed;
     MemoryStats mem;
     std::string transport;
     {
@@ -537,32 +575,11 @@ int run_data_parallel_bench(const CudaBenchOptions& o, const std::vector<int>& d
             step.step = s + 1;
             model->queue_optimizer_step(step);
         };
-        auto collect = [&] {
+        auto collect = [&](bool) {
             losses.push_back(model->collect_step().loss_sum / double(labels.front()));
             labels.pop_front();
         };
-        for (int s = 0; s < o.warmup; ++s) {
-            queue(s);
-            if (model->queued_steps() == 2) collect();
-        }
-        while (model->queued_steps() > 0) collect();
-        const uint64_t syncs0 = host_sync_total();
-        const auto t0 = Clock::now();
-        auto prev = t0;
-        for (int s = o.warmup; s < o.warmup + o.steps; ++s) {
-            queue(s);
-            if (model->queued_steps() == 2) {
-                collect();
-                const auto now = Clock::now();
-                if (s > o.warmup + 1) step_ms.push_back(std::chrono::duration<double, std::milli>(now - prev).count());
-                prev = now;
-            }
-        }
-        while (model->queued_steps() > 0) collect();
-        const auto t1 = Clock::now();
-        host_syncs = double(host_sync_total() - syncs0) / double(o.steps);
-        wall_step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / double(o.steps);
-        if (step_ms.empty()) step_ms.push_back(wall_step_ms);
+        timed = time_steps(o, queue, collect, [&] { return model->queued_steps(); });
         mem = model->memory_stats();  // rank 0's
         if (!o.timeline_path.empty()) {
             // GPU 0's last step: its micro-batch (forward, backward) and the sums on its communication stream.
@@ -571,10 +588,12 @@ int run_data_parallel_bench(const CudaBenchOptions& o, const std::vector<int>& d
                 dp->on_rank(0, [&](TrainableModel& m) {
                     if (CudaModel* c = train::cuda_model_of(m)) spans = c->timeline();
                 });
-            write_timeline(o, device_name() + " x " + std::to_string(n), spans);
+            write_timeline(o, device_name() + " x " + std::to_string(n), n, spans);
         }
     }
-    const double step = wall_step_ms;
+    const double step = timed.wall_step_ms;
+    const std::vector<double>& step_ms = timed.step_ms;
+    const double host_syncs = timed.host_syncs;
     const double tokens_per_s = double(o.batch_tokens) * n / (step * 1e-3);
     j["oom"] = false;
     j["devices"] = devices;
@@ -806,28 +825,10 @@ int run_cuda_bench(const CudaBenchOptions& o) {
             bwd_ms.push_back(r.timing.backward_ms);
             opt_ms.push_back(r.timing.optimizer_ms);
         };
-        for (int s = 0; s < o.warmup; ++s) {
-            queue(s);
-            if (model.queued_steps() == 2) collect(false);
-        }
-        while (model.queued_steps() > 0) collect(false);
-        const uint64_t syncs0 = host_sync_total();
-        const auto t0 = Clock::now();
-        auto prev = t0;
-        for (int s = o.warmup; s < o.warmup + o.steps; ++s) {
-            queue(s);
-            if (model.queued_steps() == 2) {
-                collect(true);
-                const auto now = Clock::now();
-                if (s > o.warmup + 1) step_ms.push_back(std::chrono::duration<double, std::milli>(now - prev).count());
-                prev = now;
-            }
-        }
-        while (model.queued_steps() > 0) collect(true);
-        const auto t1 = Clock::now();
-        host_syncs = double(host_sync_total() - syncs0) / double(o.steps);
-        wall_step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count() / double(o.steps);
-        if (step_ms.empty()) step_ms.push_back(wall_step_ms);
+        TimedSteps timed = time_steps(o, queue, collect, [&] { return model.queued_steps(); });
+        step_ms = std::move(timed.step_ms);
+        host_syncs = timed.host_syncs;
+        wall_step_ms = timed.wall_step_ms;
         graph_stats = model.graph_stats();
         attention_backend = model.attention_backend_name();  // the timed batches' pick (a window, sinks: in-house)
         if (options.timeline) {
@@ -950,7 +951,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     std::printf("  loss            %.4f first, %.4f last (random weights: about ln(vocab) = %.2f)\n",
                 losses.front(), losses.back(), std::log(double(config.vocab_size)));
     if (!o.json_path.empty()) write_json_file(o.json_path, j);
-    if (!o.timeline_path.empty()) write_timeline(o, j["device"].get<std::string>(), timeline);
+    if (!o.timeline_path.empty()) write_timeline(o, j["device"].get<std::string>(), 1, timeline);
     return 0;
 }
 
