@@ -12,7 +12,6 @@
 #include <QFile>
 #include <QThread>
 
-#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <limits>
@@ -63,33 +62,28 @@ std::vector<tandem::StepMetrics> readHistory(const std::filesystem::path& runDir
         m.step_time_s = num("step_time_s", 0);
         m.tokens_per_s = num("tokens_per_s", 0);
         if (const auto mem = j.find("memory"); mem != j.end() && mem->is_object()) {
-            auto bytes = [&mem](const char* key) {
-                const auto it = mem->find(key);
-                return it != mem->end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
+            // Bytes (unsigned) and small signed integers of an object, 0 / fallback when absent or of another type.
+            auto bytes = [](const nlohmann::json& o, const char* key) {
+                const auto it = o.find(key);
+                return it != o.end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
             };
-            m.memory.weights = bytes("weights");
-            m.memory.lora_optimizer = bytes("lora_optimizer");
-            m.memory.activations = bytes("activations");
-            m.memory.workspace = bytes("workspace");
-            m.memory.reserved = bytes("reserved");
-            m.memory.device_total = bytes("device_total");
-            m.memory.device_free = bytes("device_free");
-            m.memory.pinned_host = bytes("pinned_host");
+            auto integer = [](const nlohmann::json& o, const char* key, int fallback) {
+                const auto it = o.find(key);
+                return it != o.end() && it->is_number_integer() ? it->get<int>() : fallback;
+            };
+            m.memory.weights = bytes(*mem, "weights");
+            m.memory.lora_optimizer = bytes(*mem, "lora_optimizer");
+            m.memory.activations = bytes(*mem, "activations");
+            m.memory.workspace = bytes(*mem, "workspace");
+            m.memory.reserved = bytes(*mem, "reserved");
+            m.memory.device_total = bytes(*mem, "device_total");
+            m.memory.device_free = bytes(*mem, "device_free");
+            m.memory.pinned_host = bytes(*mem, "pinned_host");
             if (const auto gpus = mem->find("gpus"); gpus != mem->end() && gpus->is_array())
-                for (const auto& g : *gpus) {
-                    if (!g.is_object()) continue;
-                    auto number = [&g](const char* key, int64_t fallback) {
-                        const auto it = g.find(key);
-                        return it != g.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
-                    };
-                    GpuStats s;
-                    s.device = static_cast<int>(number("device", 0));
-                    s.used = static_cast<uint64_t>(std::max<int64_t>(number("used", 0), 0));
-                    s.total = static_cast<uint64_t>(std::max<int64_t>(number("total", 0), 0));
-                    s.peak_allocated = static_cast<uint64_t>(std::max<int64_t>(number("peak_allocated", 0), 0));
-                    s.utilization = static_cast<int>(number("utilization", -1));
-                    m.memory.gpus.push_back(s);
-                }
+                for (const auto& g : *gpus)
+                    if (g.is_object())
+                        m.memory.gpus.push_back({integer(g, "device", 0), bytes(g, "used"), bytes(g, "total"),
+                                                 bytes(g, "peak_allocated"), integer(g, "utilization", -1)});
         }
         out.push_back(m);
     }

@@ -633,7 +633,6 @@ static_assert(Fwd64::smem <= kMaxSmem && Fwd128::smem <= kMaxSmem && Fwd256::sme
 static_assert(Dkv64::smem <= kMaxSmem && Dkv128::smem <= kMaxSmem && Dkv256::smem <= kMaxSmem);
 static_assert(Dq64::smem <= kMaxSmem && Dq128::smem <= kMaxSmem && Dq256::smem <= kMaxSmem);
 
-
 // Grid over (tiles of max_seqlen x output slices, heads, samples).
 dim3 tile_grid(int max_seqlen, int rows_per_tile, int slices, int heads, int S) {
     return dim3(static_cast<unsigned>((max_seqlen + rows_per_tile - 1) / rows_per_tile * slices),

@@ -755,7 +755,6 @@ unsigned row_grid(int64_t rows) {
     return static_cast<unsigned>(std::clamp<int64_t>((rows + kRowWarps - 1) / kRowWarps, 1, kMaxBlocks));
 }
 
-
 template <Op G, bool VEC>
 void gemm_launch(const GemmArgs& a, dim3 grid) {
     auto kernel = grouped_gemm_kernel<G, VEC>;
