@@ -462,8 +462,9 @@ private slots:
             double l1, l2, eval;
             std::vector<std::vector<float>> grads;
         };
-        auto run = [&](CheckpointPolicy p, int mlp_kept_layers = 0) -> Run {
-            CpuModel m = CpuModel::load(dir, lora, 5, 64, p, false, false, PlanOptions{mlp_kept_layers, false});
+        auto run = [&](CheckpointPolicy p, int mlp_kept_layers = 0, int mlp_offloaded_layers = 0) -> Run {
+            CpuModel m = CpuModel::load(dir, lora, 5, 64, p, false, false,
+                                        PlanOptions{mlp_kept_layers, false, mlp_offloaded_layers});
             if (m.checkpointing() != p) qFatal("the model was loaded with another checkpointing policy");
             // B != 0, so every path of the LoRA backward is exercised
             for (auto& prm : m.lora_params())
@@ -498,6 +499,15 @@ private slots:
                                        std::pair{CheckpointPolicy::Selective, int(cfg.num_hidden_layers)},
                                        std::pair{CheckpointPolicy::Smart, 1}})
                 same_as_off(run(p, k), QString("policy %1 with %2 layers keeping their MLP buffers").arg(int(p)).arg(k));
+        // Layers whose MLP buffers go to host memory through two shared slots (the rest of what a GPU cannot hold):
+        // every layer but the last (babyllama: 4, the first two copied out and back), or after a kept layer.
+        if (cfg.num_experts == 0)
+            for (const auto& [p, k] : {std::pair{CheckpointPolicy::Selective, 0}, std::pair{CheckpointPolicy::Selective, 1},
+                                       std::pair{CheckpointPolicy::Smart, 0}}) {
+                const int n = int(cfg.num_hidden_layers) - 1 - k;
+                same_as_off(run(p, k, n), QString("policy %1 with %2 layers keeping and %3 offloading their MLP buffers")
+                                              .arg(int(p)).arg(k).arg(n));
+            }
         // The plan: off keeps a set per layer, recompute one shared set; selective keeps the attention
         // sub-block's outputs per layer and shares the rest: in between.
         const auto plan_off = CpuModel::plan(cfg, lora, 64, CheckpointPolicy::Off);
@@ -507,6 +517,23 @@ private slots:
         QVERIFY(plan_sel.activations < plan_off.activations);
     }
 
+
+    // Which layers offload their MLP buffers: spread evenly over K..L-2, in order, never the last; too many refused.
+    void mlp_offload_layers_spread() {
+        QCOMPARE(mlp_offload_layers(5, 0, 4), (std::vector<int>{0, 1, 2, 3}));
+        QCOMPARE(mlp_offload_layers(5, 1, 3), (std::vector<int>{1, 2, 3}));
+        QCOMPARE(mlp_offload_layers(32, 2, 0), std::vector<int>{});
+        const std::vector<int> some = mlp_offload_layers(32, 0, 20);
+        QCOMPARE(int(some.size()), 20);
+        QCOMPARE(some.front(), 0);
+        for (size_t i = 1; i < some.size(); ++i) {
+            QVERIFY(some[i] > some[i - 1]);
+            QVERIFY(some[i] - some[i - 1] <= 2);  // 31 candidates for 20: never two skipped in a row
+        }
+        QVERIFY(some.back() <= 30);
+        test::expect_error([] { mlp_offload_layers(5, 1, 4); }, ErrorCategory::Internal, {"4 layers offloading", "only 3 of 5"});
+        test::expect_error([] { mlp_offload_layers(5, 0, -1); }, ErrorCategory::Internal, {"-1 layers offloading"});
+    }
 
     // Mixture of experts on the CPU: the LoRA gradients of a tiny Qwen3-MoE (attention and experts adapted, B
     // non-zero) against central finite differences of the loss; the Hub's per-expert layout and transformers 5's

@@ -57,6 +57,11 @@ Run add_bench_command(CLI::App& app) {
                     "layers (from the first) that keep the MLP buffers the checkpointing policy drops")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
+    sub->add_option("--offload-mlp-layers", o->offload_mlp_layers,
+                    "layers after those that keep them (spread over the rest but the last) whose MLP buffers go to "
+                    "pinned host memory in forward and come back in backward instead of being recomputed")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     sub->add_flag("--fp8-transposed", o->fp8_transposed,
                   "precision fp8: keep the weights' transposes on the GPU (made once at load) for the input gradients");
     sub->add_option("--attention", o->attention, "auto|cudnn|inhouse")

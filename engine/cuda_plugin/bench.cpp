@@ -722,6 +722,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     options.fp8 = o.precision == "fp8";
     options.moe_routing_loop = o.moe_routing == "loop";
     options.mlp_kept_layers = o.keep_mlp_layers;
+    options.mlp_offloaded_layers = o.offload_mlp_layers;
     options.fp8_transposed = o.fp8_transposed;
     if (o.vram_budget > 0) cuda::set_device_memory_limit(uint64_t(o.vram_budget * double(uint64_t(1) << 30)));
     const CudaMemoryPlan plan = CudaModel::plan(config, lora, options);
@@ -756,6 +757,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     j["samples"] = lengths.size();
     j["checkpointing"] = o.checkpointing;
     j["keep_mlp_layers"] = o.keep_mlp_layers;
+    j["offload_mlp_layers"] = o.offload_mlp_layers;
     j["fp8_transposed"] = o.fp8_transposed;
     j["quantization"] = o.quantization;
     j["precision"] = o.precision;
@@ -913,8 +915,10 @@ int run_cuda_bench(const CudaBenchOptions& o) {
                 attention_backend.c_str());
     std::printf("  batch           %d tokens = %zu samples of %d; checkpointing %s%s; base weights %s\n",
                 o.batch_tokens, lengths.size(), o.seq_len, o.checkpointing.c_str(),
-                o.keep_mlp_layers > 0 ? (" (MLP buffers kept in " + std::to_string(o.keep_mlp_layers) + " layers)").c_str()
-                                      : "",
+                o.keep_mlp_layers > 0 || o.offload_mlp_layers > 0
+                    ? (" (MLP buffers kept in " + std::to_string(o.keep_mlp_layers) + " layers, offloaded in " +
+                       std::to_string(o.offload_mlp_layers) + ")").c_str()
+                    : "",
                 o.quantization == "nf4" ? "4-bit nf4" : o.precision == "fp8" ? (o.fp8_transposed ? "fp8 (block-scaled GEMMs, transposes resident)" : "fp8 (block-scaled GEMMs)") : "bf16");
     std::printf("  steps           %d warmup + %d timed\n", o.warmup, o.steps);
     std::printf("  throughput      %.0f tokens/s, %.3f steps/s\n", tokens_per_s, 1e3 / step);

@@ -120,7 +120,7 @@ ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const cpu::RopeTa
     tr.metadata_slots = 2;
     tr.library_workspace = cuda::kLtWorkspaceBytes;  // the context's cuBLASLt workspace
     tr.context = kContextBytes;
-    return make_plan(d, specs, lora_index, o.checkpointing, tr, {o.mlp_kept_layers, o.fp8_transposed});
+    return make_plan(d, specs, lora_index, o.checkpointing, tr, {o.mlp_kept_layers, o.fp8_transposed, o.mlp_offloaded_layers});
 }
 
 }  // namespace
@@ -234,10 +234,19 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
         for (auto& e : m.ev_t[r]) e = Event::make();
     }
     m.nb = offload_buffers(options.checkpointing);
-    if (m.nb > 0) {
+    if (m.nb > 0 || !m.y.mlp_offloaded.empty()) {
         m.offloaded = offloaded_layers(options.checkpointing, m.d.L);
-        if (m.y.bytes.pinned_host > 0) m.x_host = PinnedBuffer(m.y.bytes.pinned_host, "offloaded block inputs");
+        const size_t x_bytes = size_t(m.offloaded) * size_t(m.d.T) * size_t(m.d.C) * sizeof(bf16);
+        if (x_bytes > 0) m.x_host = PinnedBuffer(x_bytes, "offloaded block inputs");
+        if (m.y.mlp_host_slots > 0)
+            m.mlp_host = PinnedBuffer(m.y.bytes.pinned_host - x_bytes, "offloaded MLP buffers (gate, up)");
         m.copy = Stream::make_non_blocking();
+        m.ev_mlp_ready = Event::make(cudaEventDisableTiming);
+        for (int b = 0; b < 2; ++b) {
+            m.ev_mlp_offloaded[b] = Event::make(cudaEventDisableTiming);
+            m.ev_mlp_used[b] = Event::make(cudaEventDisableTiming);
+            m.ev_mlp_reloaded[b] = Event::make(cudaEventDisableTiming);
+        }
         m.ev_x_ready = Event::make(cudaEventDisableTiming);
         for (int b = 0; b < 2; ++b) {
             m.ev_offloaded[b] = Event::make(cudaEventDisableTiming);

@@ -48,6 +48,10 @@ struct CudaModelOptions {
     // Layers 0..K-1 keep the MLP buffers the policy drops (selective, recompute, smart: make_plan, plan.h); the
     // trainer takes the most that fit (mlp_kept_layers_that_fit).
     int mlp_kept_layers = 0;
+    // M more layers (after those K, spread over the rest) send their gate / up to pinned host memory in forward
+    // and take them back in backward instead of recomputing them (PlanOptions::mlp_offloaded_layers); the trainer
+    // offloads a share of the layers that do not fit (kMlpOffloadShare) when the two slots and host memory fit.
+    int mlp_offloaded_layers = 0;
     // FP8: every slot's transposed weight kept in the weights arena (made once at load) instead of transposing
     // it before each input-gradient GEMM; the trainer turns it on when it fits after everything else.
     bool fp8_transposed = false;
@@ -97,7 +101,8 @@ struct CudaGraphStats {
 // One piece of work on one stream, in ms from the start of the micro-batch's forward (timeline()).
 struct TimelineSpan {
     std::string stream;  // "compute", "copy" or "comm" (data parallelism's sums)
-    std::string what;    // "forward", "backward" (recompute + backward), "offload", "reload", "allreduce"
+    std::string what;    // "forward", "backward" (recompute + backward), "offload", "reload" (block inputs),
+                         // "offload mlp", "reload mlp" (gate / up), "allreduce"
     int layer = 0;       // an all-reduce of no layer's gradients (embeddings, the loss and votes): -1
     double begin_ms = 0, end_ms = 0;
 };

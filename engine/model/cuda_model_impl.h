@@ -164,6 +164,13 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     Event ev_offloaded[2];  // copy: buffer b's input is on the host (before compute overwrites b)
     Event ev_used[2];       // compute: a layer's backward finished reading buffer b (before a reload)
     Event ev_reloaded[2];   // copy: buffer b holds the reloaded input (before compute reads it)
+    // Offloaded MLP layers (y.mlp_offloaded; the j-th one's gate / up in device slot j % 2, host slot j), on the
+    // same copy stream.
+    PinnedBuffer mlp_host;      // [y.mlp_host_slots, 2, max_tokens, F] bf16
+    Event ev_mlp_ready;         // compute: a layer's gate / up are complete (the offload waits on it)
+    Event ev_mlp_offloaded[2];  // copy: slot s's gate / up are on the host (before compute overwrites s)
+    Event ev_mlp_used[2];       // compute: an MLP backward finished reading slot s (before a reload)
+    Event ev_mlp_reloaded[2];   // copy: slot s holds the reloaded gate / up (before compute reads them)
 
     // CUDA graphs (options.cuda_graphs): captured micro-steps of forward_backward_async, per GraphKey.
     std::vector<CachedGraph> graphs;   // at most kMaxGraphs
@@ -225,6 +232,7 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     void tl_end(int i, cudaStream_t s);
     void choose_attention();
     bf16* host_slot(int l) const;
+    bf16* mlp_host_slot(int j) const;  // host slot j: gate [T,F] then up [T,F]
 
     // DecoderRuntime: what the blocks ask of the CUDA runtime.
     void attention_forward(int l, LayerActs<CudaBackend>& a, const Step& s) override;
@@ -235,6 +243,11 @@ struct CudaModel::Impl final : DecoderRuntime<CudaBackend> {
     void reload_input(int l) override;
     void wait_reloaded(int l) override;
     void input_used(int l) override { ev_used[l % nb].record(); }
+    void wait_mlp_slot(int l) override;
+    void offload_mlp(int l) override;
+    void mlp_used(int l) override { ev_mlp_used[dec.mlp_offload_index[size_t(l)] % 2].record(); }
+    void reload_mlp(int l) override;
+    void wait_mlp_reloaded(int l) override;
     void before_layer() override { rebuild_metadata(); }
     bool route_given(int l, int32_t* idx, const Step& s) override;
     void read_offsets(const int32_t* offsets, int32_t* host, int E) override;  // the loop ablation's host sync

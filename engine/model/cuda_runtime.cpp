@@ -15,12 +15,14 @@
 //    layer l runs; SmartSingle reloads layer l's and waits. Events order copy -> use and use -> overwrite; the
 //    host never waits inside the step (the compute stream waits on the last reload, so the step's final sync
 //    covers the copy stream too).
+//  - Offloaded MLP layers (selective with layers past what fits on the device): the same pattern for their
+//    gate / up, two device slots taken in turn, reloaded two offloaded layers ahead in backward.
 //  - CUDA graphs (options.cuda_graphs): forward_backward_async's micro-step (forward, loss, backward; the
 //    upload and its wait stay outside) is captured per GraphKey (T, S, longest sample, attention path,
 //    device metadata slot) and replayed. The per-batch scalars the kernels take (dropout seed, grad_scale)
 //    are in the metadata slot's header, read on the device, so a replay is the eager step bit for bit. A
 //    shape runs eagerly first (cuBLASLt heuristics, cuDNN plans, kernel attributes are built outside any
-//    capture); its next micro-batch in a slot is captured. Smart's copy stream forks from and joins the
+//    capture); its next micro-batch in a slot is captured. The copy stream forks from and joins the
 //    compute stream inside the capture (its events are recorded inside it). A graph has no forward /
 //    backward split (the timing events stay outside); timeline and the metadata ablation run eagerly.
 #include "model/cuda_model_impl.h"
@@ -296,6 +298,57 @@ void CudaModel::Impl::reload_input(int l) {
 void CudaModel::Impl::wait_reloaded(int l) {
     if (l >= offloaded) return;
     ev_reloaded[l % nb].wait_on(stream());
+}
+
+// Offloaded MLP layers (plan.h PlanOptions::mlp_offloaded_layers): the j-th one's gate / up [T,F] each are in
+// device slot j % 2 and, for j < mlp_host_slots, go to host slot j. The last two stay in their slots.
+bf16* CudaModel::Impl::mlp_host_slot(int j) const {
+    return reinterpret_cast<bf16*>(mlp_host.data()) + size_t(j) * 2 * size_t(d.T) * size_t(d.F);
+}
+
+// Forward, before layer l writes its gate / up: the slot's previous layer (j - 2) must have reached the host.
+// That copy had the rest of layer j - 2's forward and the layers up to l to finish.
+void CudaModel::Impl::wait_mlp_slot(int l) {
+    const int j = dec.mlp_offload_index[size_t(l)];
+    if (j >= 2) ev_mlp_offloaded[j % 2].wait_on(stream());
+}
+
+// Forward: layer l's gate / up were just written on the compute stream -> host slot j.
+void CudaModel::Impl::offload_mlp(int l) {
+    const int j = dec.mlp_offload_index[size_t(l)];
+    if (j >= y.mlp_host_slots) return;
+    ev_mlp_ready.record();
+    ev_mlp_ready.wait_on(copy.get());
+    const int tl = tl_begin(copy.get(), "offload mlp", l);
+    const size_t n = size_t(dec.step.T) * size_t(d.F) * sizeof(bf16);
+    bf16* h = mlp_host_slot(j);
+    const LayerActs<CudaBackend>& a = dec.acts[size_t(l)];
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(h, a.gate, n, cudaMemcpyDeviceToHost, copy.get()));
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(h + size_t(d.T) * size_t(d.F), a.up, n, cudaMemcpyDeviceToHost, copy.get()));
+    tl_end(tl, copy.get());
+    ev_mlp_offloaded[j % 2].record(copy.get());
+}
+
+// Backward: layer l's gate / up, host slot j -> device slot j % 2, once the compute stream has finished the MLP
+// backward that last read that slot (layer j + 2's, which recorded ev_mlp_used just before this call).
+void CudaModel::Impl::reload_mlp(int l) {
+    const int j = dec.mlp_offload_index[size_t(l)];
+    if (j >= y.mlp_host_slots) return;
+    ev_mlp_used[j % 2].wait_on(copy.get());
+    const int tl = tl_begin(copy.get(), "reload mlp", l);
+    const size_t n = size_t(dec.step.T) * size_t(d.F) * sizeof(bf16);
+    const bf16* h = mlp_host_slot(j);
+    LayerActs<CudaBackend>& a = dec.acts[size_t(l)];
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.gate, h, n, cudaMemcpyHostToDevice, copy.get()));
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.up, h + size_t(d.T) * size_t(d.F), n, cudaMemcpyHostToDevice, copy.get()));
+    tl_end(tl, copy.get());
+    ev_mlp_reloaded[j % 2].record(copy.get());
+}
+
+// Backward, before layer l's MLP backward reads its gate / up: the reload must be in place.
+void CudaModel::Impl::wait_mlp_reloaded(int l) {
+    const int j = dec.mlp_offload_index[size_t(l)];
+    if (j < y.mlp_host_slots) ev_mlp_reloaded[j % 2].wait_on(stream());
 }
 
 // Row losses [T] -> their sum (device double) -> the pinned slot. dhidden nullptr: evaluation. The gradient

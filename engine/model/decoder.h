@@ -184,6 +184,15 @@ public:
     virtual void reload_input(int l) = 0;
     virtual void wait_reloaded(int l) = 0;
     virtual void input_used(int l) = 0;  // backward finished reading layer l's input buffer
+    // Offloaded MLP layers (plan.h PlanOptions::mlp_offloaded_layers; the j-th such layer's gate / up are in slot
+    // j % 2): forward waits until the slot's previous layer (j - 2) reached the host before writing gate / up and
+    // offloads them after; backward reloads layer j - 2's into the slot once layer j's MLP backward has read it,
+    // and waits before an MLP backward reads a reloaded slot. Only training plans have such layers.
+    virtual void wait_mlp_slot(int /*l*/) {}
+    virtual void offload_mlp(int /*l*/) {}
+    virtual void mlp_used(int /*l*/) {}
+    virtual void reload_mlp(int /*l*/) {}
+    virtual void wait_mlp_reloaded(int /*l*/) {}
     virtual void before_layer() {}       // the metadata ablation (CUDA bench only)
     // MoE layer l's choice of experts injected into idx [T,K] (checks only: the CPU's routing in a CUDA step, a
     // fixture's); false: the router chooses.
@@ -213,6 +222,8 @@ public:
     bool recomputes = false;                       // the policy drops buffers: backward recomputes them
     std::array<bool, kBufCount> dropped{};         // per buffer (plan.h)
     int mlp_kept_layers = 0;                       // layers 0..K-1 keep the MLP buffers dropped[] names (plan.h)
+    std::vector<int> mlp_offloaded;                // the layers whose MLP buffers go to host memory (plan.h)
+    std::vector<int> mlp_offload_index;            // [L]: layer l's index in mlp_offloaded, or -1
     const typename B::RopeTable* rope = nullptr;
     const typename B::RopeTable* rope_local = nullptr;  // the sliding layers' table (Dims::local_rope), or nullptr
     DecoderRuntime<B>* rt = nullptr;
@@ -472,6 +483,8 @@ public:
             project(l, kUp, a.up, a.ln2, train);
             return;
         }
+        const bool offload = train && mlp_offloaded_at(l);  // its gate / up: a slot, then host memory
+        if (offload) rt->wait_mlp_slot(l);
         Act* act = d_big3;                        // [rows,F] scratch
         Act* o = d.sandwich ? a.mlp_out : d_ln;  // [T,C] (d_ln: scratch)
         for (int r0 = 0; r0 < T; r0 += mlp_rows) {
@@ -482,6 +495,7 @@ public:
                 project(l, kGate, a.gate, in, train, r0, n);
                 project(l, kUp, a.up, in, train, r0, n);
             }
+            if (offload) rt->offload_mlp(l);  // the copy reads gate / up beside the activation (one chunk: plan.h)
             activation(act, a.gate, a.up, n);
             project(l, kDown, o + int64_t(r0) * d.C, act, train, r0, n);
         }
@@ -587,6 +601,7 @@ public:
     // projection's LoRA tmp (its output backward does not need). Recompute and smart drop everything but the
     // block input: the whole forward of the layer but the down projection.
     bool dropped_at(int l, Buf b) const;
+    bool mlp_offloaded_at(int l) const { return !mlp_offload_index.empty() && mlp_offload_index[size_t(l)] >= 0; }
     bool dropped_any(int l, std::initializer_list<Buf> bufs) const;
     void recompute_layer(int l);
     // d_res: gradient of this layer's output on entry, of mid on exit.

@@ -3,7 +3,7 @@
 // The recompute and backward members of tandem::Decoder<B> (model/decoder.h, which declares them and includes
 // this file at its end): which buffers a checkpointing policy dropped, a layer's forward again as far as they were
 // dropped, the MLP and attention sub-blocks' backward, and the backward through every layer (reloading offloaded
-// block inputs, handing each layer's finished LoRA gradients to the runtime). Written once for every backend.
+// block inputs and MLP buffers, handing each layer's finished LoRA gradients to the runtime). Written once for every backend.
 #pragma once
 
 #include "model/decoder.h"
@@ -17,7 +17,7 @@ namespace tandem {
 // block input: the whole forward of the layer but the down projection.
 template <class B>
 bool Decoder<B>::dropped_at(int l, Buf b) const {
-    return dropped[size_t(b)] && !(l < mlp_kept_layers && buffer_decl(b).mlp);
+    return dropped[size_t(b)] && !((l < mlp_kept_layers || mlp_offloaded_at(l)) && buffer_decl(b).mlp);
 }
 
 template <class B>
@@ -171,7 +171,13 @@ void Decoder<B>::backward() {
         rt->before_layer();
         const int span = rt->span_begin("backward", l);
         if (recomputes && l + 1 < d.L) recompute_layer(l);
+        const int j = mlp_offloaded_at(l) ? mlp_offload_index[size_t(l)] : -1;
+        if (j >= 0) rt->wait_mlp_reloaded(l);
         mlp_block_backward(l);
+        if (j >= 0) {
+            rt->mlp_used(l);                                                // slot j % 2 is free
+            if (j >= 2) rt->reload_mlp(mlp_offloaded[size_t(j - 2)]);  // for layer j - 2, during the layers between
+        }
         attention_block_backward(l);
         rt->span_end(span);
         if (nb > 0) rt->input_used(l);  // buffer l % nb free for the reload of layer l - nb

@@ -65,7 +65,15 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
     int offloaded = 0;                                     // layers whose input goes to x_host (plan.h)
     std::vector<float> x_host;                             // [offloaded, T, C] offloaded block inputs
 
+    std::vector<float> mlp_host;                           // [mlp_host_slots, 2, T, F] offloaded gate / up
+
     float* host_slot(int l) { return x_host.data() + size_t(l) * size_t(d.T) * size_t(d.C); }
+    // Layer l's offloaded gate / up: host slot j (plan.h ModelPlan::mlp_offloaded); nullptr for the last two
+    // offloaded layers, which stay in their device slots.
+    float* mlp_host_slot(int l) {
+        const int j = dec.mlp_offload_index[size_t(l)];
+        return j < y.mlp_host_slots ? mlp_host.data() + size_t(j) * 2 * size_t(d.T) * size_t(d.F) : nullptr;
+    }
 
     // The LoRA pointers of the decoder, from params (refreshed per batch: the trainer may replace values).
     void bind_lora() {
@@ -113,6 +121,20 @@ struct CpuModel::Impl final : DecoderRuntime<CpuBackend> {
     }
     void wait_reloaded(int) override {}
     void input_used(int) override {}
+    void offload_mlp(int l) override {
+        if (float* h = mlp_host_slot(l)) {
+            const size_t n = size_t(dec.step.T) * size_t(d.F);
+            std::memcpy(h, dec.acts[size_t(l)].gate, n * sizeof(float));
+            std::memcpy(h + size_t(d.T) * size_t(d.F), dec.acts[size_t(l)].up, n * sizeof(float));
+        }
+    }
+    void reload_mlp(int l) override {
+        if (const float* h = mlp_host_slot(l)) {
+            const size_t n = size_t(dec.step.T) * size_t(d.F);
+            std::memcpy(dec.acts[size_t(l)].gate, h, n * sizeof(float));
+            std::memcpy(dec.acts[size_t(l)].up, h + size_t(d.T) * size_t(d.F), n * sizeof(float));
+        }
+    }
 };
 
 CpuModel::MemoryNeeds CpuModel::plan(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens,
@@ -162,6 +184,7 @@ CpuModel CpuModel::load(const std::filesystem::path& model_dir, const LoraConfig
     m.meta = m.y.acts.ptr<int32_t>(m.acts_mem.data(), m.y.meta);
     m.offloaded = offloaded_layers(m.y.checkpointing, d.L);
     m.x_host.assign(size_t(m.offloaded) * size_t(d.T) * size_t(d.C), 0.0f);
+    m.mlp_host.assign(size_t(m.y.mlp_host_slots) * 2 * size_t(d.T) * size_t(d.F), 0.0f);
 
     // Weights, converted to fp32 into their pieces of the weights arena (4-bit ones as planned).
     load_weights_fp32(m.y, m.weights_mem.data(), d, md.weights);

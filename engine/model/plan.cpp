@@ -253,6 +253,17 @@ int mlp_kept_layers_that_fit(const Dims& d, CheckpointPolicy policy, uint64_t bu
     return lo;
 }
 
+std::vector<int> mlp_offload_layers(int L, int K, int M) {
+    const int n = L - 1 - K;  // the candidates K..L-2
+    if (M < 0 || K < 0 || (M > 0 && M > n))
+        throw_internal("make_plan: " + std::to_string(M) + " layers offloading their MLP buffers, but only " +
+                       std::to_string(std::max(n, 0)) + " of " + std::to_string(L) + " layers after the " +
+                       std::to_string(K) + " that keep them (and before the last) can");
+    std::vector<int> layers(static_cast<size_t>(M));
+    for (int i = 0; i < M; ++i) layers[size_t(i)] = K + int((int64_t(i) * n) / M);
+    return layers;
+}
+
 ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
                     CheckpointPolicy policy, const PlanTraits& tr, const PlanOptions& options) {
     const int mlp_kept_layers = options.mlp_kept_layers;
@@ -263,6 +274,10 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         throw_internal("make_plan: " + std::to_string(mlp_kept_layers) + " layers keeping their MLP buffers of " +
                        std::to_string(d.L));
     y.mlp_kept_layers = mlp_buffers_dropped(policy) ? mlp_kept_layers : 0;
+    if (mlp_buffers_dropped(policy) && options.mlp_offloaded_layers > 0)
+        y.mlp_offloaded = mlp_offload_layers(d.L, y.mlp_kept_layers, options.mlp_offloaded_layers);
+    const int M = int(y.mlp_offloaded.size());
+    y.mlp_host_slots = std::max(M - 2, 0);
     y.fp8_transposed = d.fp8 && options.fp8_transposed;
     const size_t T = size_t(d.T);
     auto act = [&](size_t n) { return n * tr.act_bytes; };
@@ -388,21 +403,25 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                          res(Buf::Up) == Residency::Dropped && res(Buf::TmpMlp) == Residency::Dropped &&
                          !d.dropout && !d.sandwich && d.E == 0;
     y.mlp_rows = chunked ? chunk : d.T;
-    if (y.mlp_kept_layers > 0 && (chunked || d.E > 0))
-        throw_internal("make_plan: layers that keep their MLP buffers need a dense model whose MLP is not chunked");
+    if ((y.mlp_kept_layers > 0 || M > 0) && (chunked || d.E > 0))
+        throw_internal("make_plan: layers that keep or offload their MLP buffers need a dense model whose MLP is not "
+                       "chunked");
     // An MoE layer's gate / up hold [N, Fe] (the experts' rows), a dense layer's [rows, F].
     const size_t moeF = size_t(d.N()) * size_t(d.Fe);
     const size_t rowsF = std::max(size_t(y.mlp_rows) * size_t(d.F), moeF);
     const size_t allF = std::max(T * size_t(d.F), moeF);
     const MoeRouteParts route = moe_route_parts(d, tr.act_bytes);
     // Reserves the buffers of one set whose residency is `which` (the block input only if with_x).
-    // keep_mlp: a layer's own set that also keeps the MLP buffers the policy drops (mlp_kept_layers).
+    // keep_mlp: a layer's own set that also keeps the MLP buffers the policy drops (mlp_kept_layers); without
+    // gate_up (an offloaded layer's: its gate / up are a slot) all of them but gate and up.
     auto make_set = [&](const std::string& p, bool with_x, Residency which,
-                        const std::array<bool, kNumModules>& adapted, bool moe, bool keep_mlp = false) {
+                        const std::array<bool, kNumModules>& adapted, bool moe, bool keep_mlp = false,
+                        bool gate_up = true) {
         ArenaLayout& a = y.acts;
         ActHandles s;
         auto want = [&](Buf b) {
             if (which == Residency::Dropped && buffer_decl(b).mlp && y.mlp_kept_layers == d.L) return false;
+            if (!gate_up && (b == Buf::Gate || b == Buf::Up)) return false;
             return res(b) == which || (keep_mlp && buffer_decl(b).mlp && res(b) == Residency::Dropped);
         };
         if (with_x) s.x = a.reserve(act(T * d.C), p + "x");
@@ -477,17 +496,29 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                 y.x_store.push_back(y.acts.reserve(act(T * d.C), std::string("block input ") + char('A' + b)));
         }
         const int nb = offload_buffers(policy);
+        // The offloaded MLP layers' gate / up: two slots, the j-th such layer's in slot j % 2.
+        std::vector<int> offload_index(size_t(d.L), -1);
+        for (int j = 0; j < M; ++j) offload_index[size_t(y.mlp_offloaded[size_t(j)])] = j;
+        int slot_gate[2] = {-1, -1}, slot_up[2] = {-1, -1};
+        for (int s = 0; s < std::min(M, 2); ++s) {
+            const std::string p = std::string("offloaded MLP slot ") + char('A' + s) + " ";
+            slot_gate[s] = y.acts.reserve(act(allF), p + "gate");
+            slot_up[s] = y.acts.reserve(act(allF), p + "up");
+        }
+        auto own_mlp = [&](size_t l) { return int(l) < y.mlp_kept_layers || offload_index[l] >= 0; };
         y.sets.resize(size_t(d.L));
         for (int l = 0; l < d.L; ++l) {
+            const int j = offload_index[size_t(l)];
             y.sets[size_t(l)].x = y.x_store.at(nb > 0 ? size_t(l % nb) : size_t(l));
             merge(y.sets[size_t(l)], make_set("layer " + std::to_string(l) + " ", false, Residency::Kept,
-                                              adapted[size_t(l)], d.is_moe(l), l < y.mlp_kept_layers));
+                                              adapted[size_t(l)], d.is_moe(l), own_mlp(size_t(l)), j < 0));
+            if (j >= 0) y.sets[size_t(l)].gate = slot_gate[j % 2], y.sets[size_t(l)].up = slot_up[j % 2];
         }
         const ActHandles shared = make_set("recompute ", false, Residency::Dropped, any_adapted, d.E > 0);
         for (size_t l = 0; l < y.sets.size(); ++l) {
             ActHandles own = y.sets[l];
             merge(y.sets[l], shared);
-            if (int(l) < y.mlp_kept_layers) merge(y.sets[l], own);  // its own MLP pieces over the shared ones
+            if (own_mlp(l)) merge(y.sets[l], own);  // its own MLP pieces over the shared ones
         }
     }
     y.x_final = y.acts.reserve(act(T * d.C), "x final");
@@ -580,7 +611,8 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     b.workspace = y.work.size() + tr.library_workspace;
     b.context = tr.context;
     b.total = b.weights + b.lora_optimizer + b.activations + b.workspace + b.context;
-    b.pinned_host = uint64_t(offloaded_layers(policy, d.L)) * act(T * d.C);  // one slot per offloaded layer
+    b.pinned_host = uint64_t(offloaded_layers(policy, d.L)) * act(T * d.C) +  // one slot per offloaded layer
+                    uint64_t(y.mlp_host_slots) * act(2 * allF);                // and per copied MLP layer
     return y;
 }
 

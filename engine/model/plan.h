@@ -198,7 +198,7 @@ struct PlanTraits {
 };
 
 // Bytes by purpose. total = weights + lora_optimizer + activations + workspace + context; pinned_host is host
-// memory for offloaded block inputs and not in total.
+// memory for offloaded block inputs and MLP buffers, and not in total.
 struct PlanBytes {
     uint64_t weights = 0;         // base weights + norms (+ the RoPE table on CUDA)
     uint64_t lora_optimizer = 0;  // fp32 values + grads + 2 AdamW moments (+ bf16 copies and descriptors on CUDA)
@@ -303,6 +303,10 @@ struct ModelPlan {
     int mx_dequant = -1;          // Dims::mxfp4: one expert parameter dequantized, [E, out, in] act
     int mlp_rows = 0;             // rows of one MLP chunk (= max_tokens when the MLP is not chunked)
     int mlp_kept_layers = 0;      // layers 0..K-1 keep the MLP buffers the policy drops (make_plan)
+    // PlanOptions::mlp_offloaded_layers: offloaded[j] is the j-th layer whose gate / up go to host memory (its
+    // gate / up pieces are slot j % 2); host slot j (j < mlp_host_slots) holds gate then up, [2, T, F] act.
+    std::vector<int> mlp_offloaded;
+    int mlp_host_slots = 0;       // max(M - 2, 0)
     bool fp8_transposed = false;  // FP8 slots' transposed weights are in the weights arena (PlanOptions)
     int64_t quant_max_blocks = 0;  // the most absmax blocks of any 4-bit projection (the load's fp32 scratch)
     size_t att_ws_bytes = 0;
@@ -348,10 +352,26 @@ std::vector<WeightEntry> weight_entries(const ModelPlan& y, const Dims& d);
 //    (Error{Internal} otherwise).
 //  - fp8_transposed: FP8 models keep every slot's transposed weight (codes [IN, OUT] + block scales, made once at
 //    load: Decoder::transpose_fp8_weights) instead of transposing it before each input-gradient GEMM.
+//  - mlp_offloaded_layers M: M more layers, spread evenly over K..L-2 (mlp_offload_layers), keep their MLP buffers
+//    too, but their gate / up live in one of two device slots shared by them and go to pinned host memory in
+//    forward and back in backward on the copy stream (the last two of them are still in their slots when their
+//    backward comes: never copied). Their backward does not redo the gate / up GEMMs either; what it costs is
+//    host-link time, hidden behind the other layers' compute when the link is fast enough for the share of
+//    layers offloaded (kMlpOffloadShare). Same conditions as mlp_kept_layers.
 struct PlanOptions {
     int mlp_kept_layers = 0;
     bool fp8_transposed = false;
+    int mlp_offloaded_layers = 0;
 };
+// The layers whose MLP buffers go to host memory: M of the L-1-K layers K..L-2 spread evenly, in order (the last
+// layer's buffers are still in place when its backward starts, so it is never one). Error{Internal} when M does
+// not fit.
+std::vector<int> mlp_offload_layers(int L, int K, int M);
+// The share of the layers that still recompute their MLP that the trainer offloads (the rest keep recomputing):
+// measured on H100 / H200 (docs/benchmarks.md): one layer's gate / up are 2*T*F bf16 values, about 4.5 ms over a
+// 55 GB/s host link at 4096 tokens of an 8B model, against about 3.3 ms of one layer's forward, so about 2 of 3
+// layers' copies hide behind the compute of the others.
+inline constexpr int kMlpOffloadShareNum = 2, kMlpOffloadShareDen = 3;
 ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
                     CheckpointPolicy policy, const PlanTraits& traits, const PlanOptions& options = {});
 

@@ -762,11 +762,13 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
         double loss = 0;
         std::vector<std::pair<std::string, std::vector<float>>> grads;
     };
-    auto run = [&](CheckpointPolicy policy, int mlp_kept_layers = 0, bool fp8_transposed = false) {
+    auto run = [&](CheckpointPolicy policy, int mlp_kept_layers = 0, bool fp8_transposed = false,
+                   int mlp_offloaded_layers = 0) {
         CudaModelOptions opt;
         opt.fp8 = ref.variant.fp8;
         opt.quantize_4bit = ref.variant.nf4;
         opt.mlp_kept_layers = mlp_kept_layers;
+        opt.mlp_offloaded_layers = mlp_offloaded_layers;
         opt.fp8_transposed = fp8_transposed;
         opt.max_tokens = ref.variant.token_budget;
         opt.max_seqlen = batch.max_seqlen;
@@ -837,6 +839,17 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
             for (size_t k = 0; k < got.size(); ++k)
                 compare(policy_name(policy) + " with " + std::to_string(kept) + " layers keeping their MLP buffers step " +
                             std::to_string(k + 1),
+                        got[k]);
+        }
+        // Layers sending their MLP buffers to host memory through two shared slots (with 5 layers: the first two
+        // offloaded ones are copied out and back, on the copy stream, inside the captured graph of step 2).
+        for (const auto& [policy, kept] : {std::pair{CheckpointPolicy::Selective, 0}, std::pair{CheckpointPolicy::Selective, 1},
+                                           std::pair{CheckpointPolicy::Smart, 0}}) {
+            const int offloaded = L - 1 - kept;
+            const std::vector<Result> got = run(policy, kept, false, offloaded);
+            for (size_t k = 0; k < got.size(); ++k)
+                compare(policy_name(policy) + " with " + std::to_string(kept) + " layers keeping and " +
+                            std::to_string(offloaded) + " offloading their MLP buffers step " + std::to_string(k + 1),
                         got[k]);
         }
     }

@@ -45,6 +45,7 @@ CudaModelOptions options_for(const RunConfig& c) {
     o.quantize_4bit = c.quantization == Quantization::Nf4;
     o.fp8 = c.precision == Precision::Fp8;
     o.mlp_kept_layers = c.memory.mlp_kept_layers;
+    o.mlp_offloaded_layers = c.memory.mlp_offloaded_layers;
     o.fp8_transposed = c.memory.fp8_transposed;
     if (const char* env = std::getenv("TANDEM_CUDA_GRAPHS")) {
         const std::string v = env;
@@ -276,6 +277,7 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
     // Selective with memory to spare: as many layers as fit keep their MLP buffers (no gate / up GEMMs again in
     // their backward), each one closer to 'off' (plan.h mlp_kept_layers_that_fit).
     config.memory.mlp_kept_layers = 0;
+    config.memory.mlp_offloaded_layers = 0;
     if (fits(chosen) && config.memory.checkpointing == CheckpointPolicy::Selective) {
         const Dims d = make_dims(mc, config.lora, config.training.batch_tokens, 0, 64);
         auto with = [&](int k) {
@@ -292,6 +294,35 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
             chosen = with(k);
             notes.push_back("checkpointing: 'selective' keeps the MLP buffers of " + std::to_string(k) + " of " +
                             std::to_string(d.L) + " layers (" + gib(chosen.total) + " planned)");
+        }
+        // The layers left (but the last) recompute gate / up in backward. A share of them (kMlpOffloadShare) can
+        // send gate / up to pinned host memory instead, through two device slots that cost about what two kept
+        // layers cost: taken when it leaves more layers without the recompute than keeping alone does.
+        const int chunk = mlp_chunk_rows();
+        if (!(chunk > 0 && d.T > chunk) && d.E == 0) {
+            auto offloaded_for = [&](int kept) {
+                return std::max(d.L - 1 - kept, 0) * kMlpOffloadShareNum / kMlpOffloadShareDen;
+            };
+            auto with_offload = [&](int kept) {
+                RunConfig c = config;
+                c.memory.mlp_kept_layers = kept;
+                c.memory.mlp_offloaded_layers = offloaded_for(kept);
+                return CudaModel::plan(mc, config.lora, options_for(c));
+            };
+            int best = -1;  // the most layers kept with the slots and host memory fitting
+            for (int kept = k; kept >= 0 && best < 0; --kept) {
+                const CudaMemoryPlan p = with_offload(kept);
+                if (p.total <= budget && p.pinned_host <= pinned_budget) best = kept;
+            }
+            if (best >= 0 && offloaded_for(best) > 2 && best + offloaded_for(best) > k) {
+                config.memory.mlp_kept_layers = best;
+                config.memory.mlp_offloaded_layers = offloaded_for(best);
+                chosen = with_offload(best);
+                notes.push_back("checkpointing: 'selective' keeps the MLP buffers of " + std::to_string(best) + " of " +
+                                std::to_string(d.L) + " layers on the GPU and offloads those of " +
+                                std::to_string(offloaded_for(best)) + " more to pinned host memory (" +
+                                gib(chosen.total) + " planned on the GPU + " + gib(chosen.pinned_host) + " pinned)");
+            }
         }
     }
     // FP8 with memory still to spare: the weights' transposes made once at load instead of before every

@@ -107,6 +107,9 @@ struct MemoryConfig {
     // 'auto'), layers 0..N-1 keep their MLP buffers (gate, up) in the memory the GPU has left, so backward redoes
     // fewer GEMMs.
     int mlp_kept_layers = 0;
+    // Resolved the same way: N more layers send their gate / up to pinned host memory in forward and take them
+    // back in backward instead of recomputing them (the share of the rest the host link can hide).
+    int mlp_offloaded_layers = 0;
     // Resolved the same way: precision fp8 keeps every weight's transpose (for the input-gradient GEMMs) when it
     // still fits after everything else.
     bool fp8_transposed = false;
