@@ -367,11 +367,11 @@ struct PlanOptions {
 // layer's buffers are still in place when its backward starts, so it is never one). Error{Internal} when M does
 // not fit.
 std::vector<int> mlp_offload_layers(int L, int K, int M);
-// The share of the layers that still recompute their MLP that the trainer offloads (the rest keep recomputing):
-// measured on H100 / H200 (docs/benchmarks.md): one layer's gate / up are 2*T*F bf16 values, about 4.5 ms over a
-// 55 GB/s host link at 4096 tokens of an 8B model, against about 3.3 ms of one layer's forward, so about 2 of 3
-// layers' copies hide behind the compute of the others.
-inline constexpr int kMlpOffloadShareNum = 2, kMlpOffloadShareDen = 3;
+// The share of the layers that still recompute their MLP that the trainer offloads (the rest keep recomputing).
+// Measured on an H200 (docs/benchmarks.md, "Selective with MLP buffers offloaded"): Llama-3.1-8B at 4096 tokens,
+// one layer's gate / up (2 x 117 MB) take 4.25 ms over the host link against 3.3 ms of one layer's forward, so
+// about 3 of 4 layers' copies hide behind the forward of the others (24 of 31 was the fastest; all 31 waited).
+inline constexpr int kMlpOffloadShareNum = 3, kMlpOffloadShareDen = 4;
 ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, const LoraIndex& lora_index,
                     CheckpointPolicy policy, const PlanTraits& traits, const PlanOptions& options = {});
 

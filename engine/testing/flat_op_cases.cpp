@@ -1,9 +1,12 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The self-test's cases for the ops over n flat elements: dropout (whose keep mask must match exactly),
-// AdamW with the global gradient norm, the elementwise ops and conversions, sum and fill_uniform, each against
-// its CPU twin (fill_uniform: against the distribution), and add_flat_op_cases, which lists them. They run
-// after the layer ops of op_cases.cpp. Only with TANDEM_WITH_CUDA.
+// The self-test's cases for the ops over n flat elements: dropout (whose keep mask must match exactly), the
+// elementwise ops and conversions and sum, each against its CPU twin, with their generators (gen_*, registered in
+// runner.cpp); and, outside the op table, AdamW with the global gradient norm, fill_uniform (against the
+// distribution) and the collectives' rank-ordered sum. Only with TANDEM_WITH_CUDA.
+// Decisions a reader must know:
+//  - The flat grids: one element, fewer than one 16-byte vector (7) and exactly one (8), an odd count (1001),
+//    a million (the grid-stride loops), unaligned pointers (the scalar fallback), and each flag.
 #include "testing/harness.h"
 
 #if TANDEM_WITH_CUDA
@@ -382,30 +385,67 @@ void sum_ranks_case(Check& c, int ranks, size_t n) {
     }
 }
 
-void add_flat_op_cases(std::vector<Case>& cs) {
-    auto add = [&](std::string name, std::function<void(Check&)> fn) {
-        cs.push_back({std::move(name), std::move(fn)});
-    };
+namespace {
+struct Drop {
+    int64_t n;
+    double p = 0.1;
+    int layer = 0, module = 0;
+    bool in_place = false;
+    bool operator==(const Drop&) const = default;
+};
+struct Flat {
+    int64_t n;
+    int offset = 0;  // 1: pointers not 16-byte aligned
+    bool operator==(const Flat&) const = default;
+};
+}  // namespace
 
-    add("dropout n=1001 p=0.1", [](Check& c) { dropout_case(c, 1001, 0.1, 0, 0, false); });
-    add("dropout n=65539 p=0.5 layer=3 module=6", [](Check& c) { dropout_case(c, 65539, 0.5, 3, 6, false); });
-    add("dropout in-place n=4099 p=0.3 layer=1 module=2", [](Check& c) { dropout_case(c, 4099, 0.3, 1, 2, true); });
-    add("dropout n=1048581 p=0.1 layer=27 module=4",
-        [](Check& c) { dropout_case(c, (1 << 20) + 5, 0.1, 27, 4, false); });
+// One element, fewer than a vector, a million (the grid-stride loop), each p, layer and module in the hash, in
+// place.
+void gen_dropout(CaseList& cs) {
+    const Drop base{1001};
+    std::vector<Drop> v{base, Drop{65539, 0.5, 3, 6}, Drop{4099, 0.3, 1, 2, true}, Drop{(1 << 20) + 5, 0.1, 27, 4}};
+    vary(v, base, &Drop::n, {int64_t(1), int64_t(7)});
+    for (const Drop& s : v) {
+        std::string l = std::string("dropout ") + (s.in_place ? "in-place " : "") + "n=" + std::to_string(s.n) +
+                        " p=" + g3(s.p);
+        if (s.layer || s.module) l += " layer=" + std::to_string(s.layer) + " module=" + std::to_string(s.module);
+        cs.add(l, [=](Check& c) { dropout_case(c, s.n, s.p, s.layer, s.module, s.in_place); });
+    }
+}
 
-    add("adamw no clip", [](Check& c) { adamw_case(c, Clip::None); });
-    add("adamw clip inactive", [](Check& c) { adamw_case(c, Clip::Inactive); });
-    add("adamw clip active", [](Check& c) { adamw_case(c, Clip::Active); });
-    add("adamw non-finite grad skips the update", [](Check& c) { adamw_case(c, Clip::NonFinite); });
+// One element, exactly one 16-byte vector, an odd count, a million, and unaligned pointers (the scalar path).
+void gen_elementwise(CaseList& cs) {
+    const Flat base{1001};
+    std::vector<Flat> v{base};
+    vary(v, base, &Flat::n, {int64_t((1 << 20) + 3), int64_t(1), int64_t(8)});
+    vary(v, base, &Flat::offset, {1});
+    for (const Flat& s : v)
+        cs.add(std::string("elementwise ") + (s.offset ? "unaligned " : "") + "n=" + std::to_string(s.n),
+               [=](Check& c) { elementwise_case(c, s.n, s.offset); });
+}
 
-    add("elementwise n=1001", [](Check& c) { elementwise_case(c, 1001, 0); });
-    add("elementwise n=1048579", [](Check& c) { elementwise_case(c, (1 << 20) + 3, 0); });
-    add("elementwise unaligned n=1001", [](Check& c) { elementwise_case(c, 1001, 1); });
-    for (int64_t n : {int64_t(1), int64_t(1001), int64_t((1 << 22) + 7)})
-        add("sum n=" + std::to_string(n), [=](Check& c) { sum_case(c, n); });
-    add("fill_uniform", [](Check& c) { fill_uniform_case(c); });
-    add("sum_ranks ranks=3 n=100003", [](Check& c) { sum_ranks_case(c, 3, 100003); });
-    add("sum_ranks ranks=2 n=1", [](Check& c) { sum_ranks_case(c, 2, 1); });
+// One element, a block's worth (1024), an odd count, four million (several passes).
+void gen_sum(CaseList& cs) {
+    for (int64_t n : {int64_t(1), int64_t(1001), int64_t((1 << 22) + 7), int64_t(1024)})
+        cs.add("sum n=" + std::to_string(n), [=](Check& c) { sum_case(c, n); });
+}
+
+// Outside the op table: the optimizer's two forms differ by design (backend/backend.h). Four clip modes.
+void gen_adamw(CaseList& cs) {
+    cs.add("adamw no clip", [](Check& c) { adamw_case(c, Clip::None); });
+    cs.add("adamw clip inactive", [](Check& c) { adamw_case(c, Clip::Inactive); });
+    cs.add("adamw clip active", [](Check& c) { adamw_case(c, Clip::Active); });
+    cs.add("adamw non-finite grad skips the update", [](Check& c) { adamw_case(c, Clip::NonFinite); });
+}
+
+void gen_fill_uniform(CaseList& cs) {
+    cs.add("fill_uniform", [](Check& c) { fill_uniform_case(c); });
+}
+
+void gen_sum_ranks(CaseList& cs) {
+    cs.add("sum_ranks ranks=3 n=100003", [](Check& c) { sum_ranks_case(c, 3, 100003); });
+    cs.add("sum_ranks ranks=2 n=1", [](Check& c) { sum_ranks_case(c, 2, 1); });
 }
 
 }  // namespace tandem::testing

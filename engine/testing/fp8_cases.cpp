@@ -1,11 +1,16 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Self-test cases of the FP8 ops (kernels/*/fp8): the quantization of weights and rows and the weight transpose
-// exactly equal to their CPU twins (the same rounding code on both sides, inputs that bf16 represents), and the
-// block-scaled cuBLASLt GEMM against the CPU's block-scaled GEMM on the same codes (fp32 accumulation on both
-// sides, in other orders; the output rounded to bf16 here), with and without bias, accumulating (beta 1), for
-// shapes whose inner dimension is and is not a multiple of 128, and rows of very different magnitudes so a
-// scale applied to the wrong row or block shows.
+// Self-test cases of the FP8 ops (kernels/*/fp8) and their generators (gen_*, registered in runner.cpp): the
+// quantization of weights and rows and the weight transpose exactly equal to their CPU twins (the same rounding
+// code on both sides, inputs that bf16 represents), and the block-scaled cuBLASLt GEMM against the CPU's
+// block-scaled GEMM on the same codes (fp32 accumulation on both sides, in other orders; the output rounded to
+// bf16 here), with and without bias, accumulating (beta 1), for shapes whose inner dimension is and is not a
+// multiple of 128, and rows of very different magnitudes so a scale applied to the wrong row or block shows.
+// Decisions a reader must know:
+//  - Grids: one row, one column (K or IN = 1: one block, mostly padding), sizes that are and are not multiples
+//    of the 128-wide block and of the GEMM's 16-row alignment. fp8_matmul's M stays a multiple of 16, as the
+//    layers' widths are. The weight's quantization (outside the table) is tested in fp8_transpose's cases,
+//    which need its output.
 #include "testing/harness.h"
 
 #if TANDEM_WITH_CUDA
@@ -110,25 +115,53 @@ void matmul_case(Check& c, int N, int K, int M, bool bias, bool accumulate) {
 
 }  // namespace
 
-void add_fp8_cases(std::vector<Case>& cs) {
-    auto add = [&](std::string name, std::function<void(Check&)> fn) { cs.push_back({std::move(name), std::move(fn)}); };
-    for (auto [rows, K] : {std::pair{37, 352}, std::pair{256, 4096}, std::pair{4096, 1024}, std::pair{3, 128}})
-        add("fp8 quantize_fp8_rows " + std::to_string(rows) + "x" + std::to_string(K),
-            [=](Check& c) { quantize_rows_case(c, rows, K); });
-    for (auto [out, in] : {std::pair{300, 352}, std::pair{1024, 3072}, std::pair{128, 128}, std::pair{352, 128}})
-        add("fp8 weight quantize + fp8_transpose " + std::to_string(out) + "x" + std::to_string(in),
-            [=](Check& c) { weight_case(c, out, in); });
-    struct Shape {
-        int N, K, M;
-        bool bias, acc;
-    };
-    for (const Shape s : {Shape{256, 1024, 2048, false, false}, Shape{4096, 4096, 1024, false, false},
-                          Shape{512, 1024, 512, true, false}, Shape{512, 3072, 1024, false, true},
-                          Shape{384, 352, 128, false, false}, Shape{37, 256, 384, false, false}, Shape{213, 256, 256, true, false}, Shape{9, 384, 256, false, true},
-                          Shape{64, 128, 352, false, true}})
-        add("fp8 fp8_matmul " + std::to_string(s.N) + "x" + std::to_string(s.K) + "x" + std::to_string(s.M) +
-                (s.bias ? " bias" : "") + (s.acc ? " accumulate" : ""),
-            [=](Check& c) { matmul_case(c, s.N, s.K, s.M, s.bias, s.acc); });
+namespace {
+struct Rows {
+    int rows, K;
+    bool operator==(const Rows&) const = default;
+};
+struct Fp8Mm {
+    int N, K, M;
+    bool bias = false, acc = false;
+    bool operator==(const Fp8Mm&) const = default;
+};
+}  // namespace
+
+// One row, one column (K = 1: one block of padding), K not a multiple of the 128-wide block (352), many rows.
+void gen_quantize_fp8_rows(CaseList& cs) {
+    const Rows base{37, 352};
+    std::vector<Rows> v{base, Rows{256, 4096}, Rows{4096, 1024}, Rows{3, 128}};
+    vary(v, base, &Rows::rows, {1});
+    vary(v, base, &Rows::K, {1});
+    for (const Rows& s : v)
+        cs.add("fp8 quantize_fp8_rows " + std::to_string(s.rows) + "x" + std::to_string(s.K),
+               [=](Check& c) { quantize_rows_case(c, s.rows, s.K); });
+}
+
+// The weight's quantization (outside the table) and its transpose, one case: one row, one column, sizes that
+// are and are not multiples of the block.
+void gen_fp8_transpose(CaseList& cs) {
+    const Rows base{300, 352};
+    std::vector<Rows> v{base, Rows{1024, 3072}, Rows{128, 128}, Rows{352, 128}};
+    vary(v, base, &Rows::rows, {1});
+    vary(v, base, &Rows::K, {1});
+    for (const Rows& s : v)
+        cs.add("fp8 weight quantize + fp8_transpose " + std::to_string(s.rows) + "x" + std::to_string(s.K),
+               [=](Check& c) { weight_case(c, s.rows, s.K); });
+}
+
+// N x K x M: one row (all in the 16-row tail), rows not a multiple of 16 (head and tail), K not a multiple of
+// 128; bias, accumulate. M stays a multiple of 16 (the layers' widths).
+void gen_fp8_matmul(CaseList& cs) {
+    const Fp8Mm base{37, 256, 384};
+    std::vector<Fp8Mm> v{Fp8Mm{256, 1024, 2048}, {4096, 4096, 1024}, {512, 1024, 512, true}, {512, 3072, 1024, false, true},
+                         {384, 352, 128}, base, {213, 256, 256, true}, {9, 384, 256, false, true},
+                         {64, 128, 352, false, true}};
+    vary(v, base, &Fp8Mm::N, {1});
+    for (const Fp8Mm& s : v)
+        cs.add("fp8 fp8_matmul " + std::to_string(s.N) + "x" + std::to_string(s.K) + "x" + std::to_string(s.M) +
+                   (s.bias ? " bias" : "") + (s.acc ? " accumulate" : ""),
+               [=](Check& c) { matmul_case(c, s.N, s.K, s.M, s.bias, s.acc); });
 }
 
 }  // namespace tandem::testing

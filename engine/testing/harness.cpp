@@ -1,7 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The self-test harness's definitions (testing/harness.h): formatting, bf16 rounding, device transfers on the
-// compute stream, and Check's comparisons. Empty without TANDEM_WITH_CUDA.
+// The self-test harness's definitions (testing/harness.h): formatting (shape_label for case names), bf16
+// rounding, device transfers on the compute stream, and Check's comparisons. Empty without TANDEM_WITH_CUDA.
 #include "testing/harness.h"
 
 #if TANDEM_WITH_CUDA
@@ -19,6 +19,12 @@ std::string fmt(const char* f, double a) {
 }
 std::string g3(double x) {
     return fmt("%.3g", x);
+}
+
+std::string shape_label(std::initializer_list<std::pair<const char*, int64_t>> dims) {
+    std::string s;
+    for (const auto& [k, v] : dims) s += std::string(s.empty() ? "" : " ") + k + "=" + std::to_string(v);
+    return s;
 }
 
 std::string policy_name(CheckpointPolicy p) {

@@ -1,9 +1,10 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The CUDA self-test's harness (tandem/selftest.h), shared by the case files (op_cases.cpp, flat_op_cases.cpp,
-// moe_cases.cpp, step_cases.cpp, fixture_cases.cpp) and runner.cpp: tolerances, seeded random inputs, device
-// buffers and transfers, and Check, which compares a GPU result with its CPU twin and reports it. All in
-// tandem::testing and only with TANDEM_WITH_CUDA (runner.cpp alone also compiles without, to its no-CUDA stub).
+// moe_cases.cpp, quant4_cases.cpp, fp8_cases.cpp, infer_op_cases.cpp, step_cases.cpp, fixture_cases.cpp) and
+// runner.cpp: tolerances, seeded random inputs, device buffers and transfers, Check, which compares a GPU result
+// with its CPU twin and reports it, and the op generators with their shape-grid helpers. All in tandem::testing
+// and only with TANDEM_WITH_CUDA (runner.cpp alone also compiles without, to its no-CUDA stub).
 // Legend: N = rows, C = channels, V = vocab, F = intermediate, T = tokens, S = samples, H = heads,
 // D = head_dim, R = LoRA rank, n = element count.
 // Decisions a reader must know:
@@ -16,6 +17,11 @@
 //    "wrote instead of added" and "added twice" fail.
 //  - Every transfer goes through the compute stream: ops run on the non-blocking context().stream, which
 //    the legacy default stream (plain cudaMemcpy) is not ordered against. Each download synchronises.
+//  - Op cases are not listed by hand: each op of the op table has a generator (gen_*, below; the registry
+//    that maps op names to them is in runner.cpp) that enumerates the op's shapes as a grid around a base
+//    shape (add_unique / vary: edge sizes one field at a time, each flag, then the shapes a kernel path or a
+//    model needs) and adds one case per shape through CaseList. A case's name starts with the generator's
+//    label (the op, or its family: "lora", "elementwise"), so --filter by op works; Case::ops names the ops.
 //  - Always compiled by the host compiler; everything that needs CUDA is inside #if TANDEM_WITH_CUDA.
 #pragma once
 
@@ -24,8 +30,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -207,23 +215,103 @@ private:
 struct Case {
     std::string name;
     std::function<void(Check&)> run;
+    // The op-table ops (or, outside the table, the kernels) whose generator made this case: every registry
+    // entry that names that generator (runner.cpp). Empty for step and fixture cases.
+    std::vector<std::string_view> ops = {};
 };
 
-// Each case file appends its cases; runner.cpp calls them in this order (layer ops, flat ops, MoE ops, whole
-// steps, fixtures), which is the order of --list and of a run.
-void add_op_cases(std::vector<Case>& cases);
-void add_flat_op_cases(std::vector<Case>& cases);
-// The mixture-of-experts ops (moe_cases.cpp): router, sort + count, permute / unpermute, grouped GEMMs.
-void add_moe_cases(std::vector<Case>& cases);
+// What an op's generator appends its cases to. A case's name starts with the generator's label (the op's
+// name, or the family name its sibling ops share: "lora", "elementwise"), then the shape and the variant.
+class CaseList {
+public:
+    CaseList(std::vector<Case>& out, const std::string& fixtures_dir) : out_(out), fixtures_dir_(fixtures_dir) {}
+    void add(std::string name, std::function<void(Check&)> run) { out_.push_back({std::move(name), std::move(run), {}}); }
+    // The repository's tests/fixtures folder, or empty (only the 4-bit generator reads it).
+    const std::string& fixtures_dir() const { return fixtures_dir_; }
+
+private:
+    std::vector<Case>& out_;
+    const std::string& fixtures_dir_;
+};
+
+// One generator per op (or per family of sibling ops tested together): it enumerates the op's shapes and
+// variants and adds one case each. The registry (runner.cpp) maps every op of TANDEM_BACKEND_OPS to one.
+using OpGenerator = void (*)(CaseList&);
+
+// ---------------------------------------------------------------------------------------------------------
+// Shape grids
+// ---------------------------------------------------------------------------------------------------------
+// A generator's shapes are a grid around one base shape: the base, then the base with ONE field changed to
+// each of that field's edge values (vary), then each flag variant of the base (vary with {true}), then the
+// shapes a kernel path or a model needs (add_unique). Duplicates are dropped, the order is kept. The edge
+// values of a dimension are chosen from: 1 (one row / one element), a small odd size (below a warp, not a
+// multiple of the 16-byte vector of 8 bf16), an odd size above a tile (130, 1001), a size that is a multiple
+// of the vector width (the vectorised path), and one large size (the grid-stride loops, several tiles).
+
+template <class P>
+void add_unique(std::vector<P>& shapes, const P& p) {
+    if (std::find(shapes.begin(), shapes.end(), p) == shapes.end()) shapes.push_back(p);
+}
+
+template <class P, class T>
+void vary(std::vector<P>& shapes, const P& base, T P::*field, std::initializer_list<T> values) {
+    for (const T& v : values) {
+        P p = base;
+        p.*field = v;
+        add_unique(shapes, p);
+    }
+}
+
+// "N=37 C=96": the dimensions of a case name, in order.
+std::string shape_label(std::initializer_list<std::pair<const char*, int64_t>> dims);
+
+// The generators, one per op or family of ops, in the order the registry runs them (and --list shows them).
+// op_cases.cpp: the layer ops.
+void gen_embedding(CaseList& cs);          // embedding_forward, embedding_backward
+void gen_rmsnorm_forward(CaseList& cs);
+void gen_residual_rmsnorm_forward(CaseList& cs);
+void gen_rmsnorm_backward(CaseList& cs);
+void gen_rope(CaseList& cs);               // rope_forward, rope_backward
+void gen_swiglu(CaseList& cs);             // swiglu_forward, swiglu_backward
+void gen_geglu(CaseList& cs);              // geglu_forward, geglu_backward
+void gen_clamped_swiglu(CaseList& cs);     // clamped_swiglu_forward, clamped_swiglu_backward
+void gen_attention_sinks(CaseList& cs);
+void gen_dequantize_mxfp4(CaseList& cs);
+void gen_matmul_forward(CaseList& cs);
+void gen_matmul_backward(CaseList& cs);
+void gen_lora(CaseList& cs);               // lora_forward, lora_tmp_forward, lora_backward
+void gen_lm_head_cross_entropy(CaseList& cs);
+void gen_lm_head_logits(CaseList& cs);
+void gen_attention(CaseList& cs);          // attention_forward, attention_backward (in-house and cuDNN)
+// flat_op_cases.cpp: the ops over flat element counts, and the optimizer and collectives outside the table.
+void gen_dropout(CaseList& cs);            // dropout_forward, dropout_backward
+void gen_elementwise(CaseList& cs);        // add, accumulate, axpy, scale, copy, fill, zero (+ conversions)
+void gen_sum(CaseList& cs);
+void gen_adamw(CaseList& cs);              // outside the table: adamw_update, global_grad_norm
+void gen_fill_uniform(CaseList& cs);       // outside the table
+void gen_sum_ranks(CaseList& cs);          // outside the table
+// moe_cases.cpp: the mixture-of-experts ops.
+void gen_moe_router(CaseList& cs);         // moe_router_forward, moe_router_backward
+void gen_moe_aux(CaseList& cs);            // moe_aux_stats, moe_aux_loss
+void gen_moe_sort_count(CaseList& cs);
+void gen_moe_permute(CaseList& cs);        // moe_permute, moe_permute_backward
+void gen_moe_unpermute(CaseList& cs);      // moe_unpermute, moe_unpermute_backward
+void gen_grouped_matmul(CaseList& cs);     // grouped_matmul_forward, _backward, _weight_grad
+// quant4_cases.cpp: outside the table (the 4-bit base weights); with a fixtures folder also bitsandbytes'.
+void gen_nf4(CaseList& cs);
+// fp8_cases.cpp
+void gen_quantize_fp8_rows(CaseList& cs);
+void gen_fp8_transpose(CaseList& cs);      // with quantize_fp8_weight (outside the table), which feeds it
+void gen_fp8_matmul(CaseList& cs);
+// infer_op_cases.cpp
+void gen_kv_cache_write(CaseList& cs);
+void gen_decode_attention(CaseList& cs);
+void gen_sampling(CaseList& cs);           // outside the table: repetition_penalty, sample_tokens
+
+// The cases that are no op's: whole steps (step_cases.cpp), then the PyTorch fixture cases and the
+// out-of-memory case (fixture_cases.cpp; none when fixtures_dir is empty).
 void add_step_cases(std::vector<Case>& cases);
-// The PyTorch fixture cases and the out-of-memory case; none when fixtures_dir is empty.
 void add_fixture_cases(std::vector<Case>& cases, const std::string& fixtures_dir);
-// The 4-bit weight ops (quant4_cases.cpp): CUDA vs CPU, and with a fixtures folder vs bitsandbytes.
-void add_quant4_cases(std::vector<Case>& cases, const std::string& fixtures_dir);
-// The FP8 ops (fp8_cases.cpp): quantization and transpose exactly as the CPU's, the block-scaled GEMM.
-void add_fp8_cases(std::vector<Case>& cases);
-// Inference's ops (infer_op_cases.cpp): the KV cache write, decode attention, repetition penalty, sampling.
-void add_infer_op_cases(std::vector<Case>& cases);
 
 }  // namespace tandem::testing
 #endif  // TANDEM_WITH_CUDA

@@ -1,8 +1,9 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Self-test cases of inference's ops (kernels/*/kv_cache, kernels/*/sampling), each CUDA op against its CPU
-// twin: kv_cache_write exactly; decode_attention at the bf16 tolerance (GQA, MQA, groups wider than one
-// block's 8 heads, windows, soft-caps, several slots and rows per slot, caches of a few thousand positions,
+// twin, with their generators (gen_*, registered in runner.cpp; sampling outside the op table): kv_cache_write
+// exactly; decode_attention at the bf16 tolerance (one head on a one-position cache, GQA, MQA, groups wider than
+// one block's 8 heads, windows, soft-caps, several slots and rows per slot, caches of a few thousand positions,
 // head dims 64 / 96 / 128 / 256 and an odd one for the scalar path), both without a workspace (the op
 // table's call) and with the split-K workspace; repetition_penalty exactly; sample_tokens at V = 151936:
 // greedy ids exact with planted ties, and seeded sampling (temperature, top-k, top-p, min-p and mixes) the
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -257,21 +259,34 @@ void sampling_case(Check& c, int V, float spread, bool peaked, bool integer_logi
 
 }  // namespace
 
-void add_infer_op_cases(std::vector<Case>& cs) {
-    auto add = [&](std::string name, std::function<void(Check&)> fn) {
-        cs.push_back({std::move(name), std::move(fn)});
-    };
-    // T, N, L, M, KV, layer
-    add("kv_cache_write T=1 N=1 L=1 M=16 KV=128", [](Check& c) { kv_cache_write_case(c, 1, 1, 1, 16, 128, 0); });
-    add("kv_cache_write T=7 N=3 L=4 M=100 KV=512 layer=2",
-        [](Check& c) { kv_cache_write_case(c, 7, 3, 4, 100, 512, 2); });
-    add("kv_cache_write T=300 N=4 L=2 M=1000 KV=1024 layer=1",
-        [](Check& c) { kv_cache_write_case(c, 300, 4, 2, 1000, 1024, 1); });
-    add("kv_cache_write T=5 N=2 L=3 M=50 KV=36 layer=2 (scalar path)",
-        [](Check& c) { kv_cache_write_case(c, 5, 2, 3, 50, 36, 2); });
+namespace {
+struct Kvw {
+    int T, N, L, M, KV, layer;
+    std::string_view note = {};
+    bool operator==(const Kvw&) const = default;
+};
+}  // namespace
 
+// T, N, L, M, KV, layer: one row of one width-1 head into a one-position cache, one row, several layers and
+// slots, a long cache, an odd KV (the scalar path).
+void gen_kv_cache_write(CaseList& cs) {
+    std::vector<Kvw> v{Kvw{1, 1, 1, 16, 128, 0}, {7, 3, 4, 100, 512, 2}, {300, 4, 2, 1000, 1024, 1},
+                       {5, 2, 3, 50, 36, 2, "(scalar path)"}};
+    add_unique(v, Kvw{1, 1, 1, 1, 1, 0, "(scalar path)"});
+    for (const Kvw& s : v) {
+        std::string l = "kv_cache_write " + shape_label({{"T", s.T}, {"N", s.N}, {"L", s.L}, {"M", s.M}, {"KV", s.KV}});
+        if (s.layer) l += " layer=" + std::to_string(s.layer);
+        if (!s.note.empty()) l += " " + std::string(s.note);
+        cs.add(l, [=](Check& c) { kv_cache_write_case(c, s.T, s.N, s.L, s.M, s.KV, s.layer); });
+    }
+}
+
+// T, N, L, M, Hq, Hkv, D, max_pos: a single key of a single head, GQA, MQA, groups wider than a block's 8
+// heads, long caches, head dims 36 / 64 / 96 / 128 / 256, windows, soft-cap, prompt chunks, sinks.
+void gen_decode_attention(CaseList& cs) {
     std::vector<DecShape> dec;
     // T, N, L, M, Hq, Hkv, D, max_pos
+    dec.push_back({1, 1, 1, 1, 1, 1, 64, 1});                      // one head, a one-position cache
     dec.push_back({1, 1, 1, 16, 2, 1, 64, 1});                     // a single key
     dec.push_back({4, 3, 2, 64, 8, 2, 64, 64});                    // GQA, G = 4
     dec.push_back({3, 2, 1, 300, 8, 1, 128, 300});                 // MQA
@@ -307,14 +322,18 @@ void add_infer_op_cases(std::vector<Case>& cs) {
         s.sinks = true;
         dec.push_back(s);
     }
-    for (const auto& s : dec) add("decode_attention " + dec_label(s), [=](Check& c) { decode_attention_case(c, s); });
+    for (const auto& s : dec) cs.add("decode_attention " + dec_label(s), [=](Check& c) { decode_attention_case(c, s); });
+}
 
-    add("repetition_penalty T=5 V=151936", [](Check& c) { repetition_penalty_case(c); });
-    add("sample_tokens greedy V=151936 (ties: lowest id)", [](Check& c) { greedy_case(c); });
-    add("sample_tokens seeded V=151936 flat", [](Check& c) { sampling_case(c, kVocab, 4.0f, false, false); });
-    add("sample_tokens seeded V=151936 peaked", [](Check& c) { sampling_case(c, kVocab, 3.0f, true, false); });
-    add("sample_tokens seeded V=1000 ties (integer logits)",
-        [](Check& c) { sampling_case(c, 1000, 3.0f, false, true); });
+// Outside the op table (inference calls kernels/*/sampling.h after the lm_head): the repetition penalty and
+// sample_tokens (greedy, seeded over twelve modes, ties).
+void gen_sampling(CaseList& cs) {
+    cs.add("repetition_penalty T=5 V=151936", [](Check& c) { repetition_penalty_case(c); });
+    cs.add("sample_tokens greedy V=151936 (ties: lowest id)", [](Check& c) { greedy_case(c); });
+    cs.add("sample_tokens seeded V=151936 flat", [](Check& c) { sampling_case(c, kVocab, 4.0f, false, false); });
+    cs.add("sample_tokens seeded V=151936 peaked", [](Check& c) { sampling_case(c, kVocab, 3.0f, true, false); });
+    cs.add("sample_tokens seeded V=1000 ties (integer logits)",
+           [](Check& c) { sampling_case(c, 1000, 3.0f, false, true); });
 }
 
 }  // namespace tandem::testing

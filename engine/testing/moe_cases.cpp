@@ -1,7 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Self-test cases of the mixture-of-experts ops (kernels/*/moe.h), each CUDA op against its CPU twin, and
-// add_moe_cases, which lists them: the router (forward, backward), the sort of the assignments by expert,
+// Self-test cases of the mixture-of-experts ops (kernels/*/moe.h), each CUDA op against its CPU twin, and their
+// generators (gen_*, registered in runner.cpp; each adds an edge of one token / one expert / one channel to the
+// shapes below): the router (forward, backward), the sort of the assignments by expert,
 // permute / unpermute (+ backward) and the grouped GEMMs (forward, input gradient, weight gradient).
 // How they compare:
 //  - Exactly: the router's expert ids, the sort's order / inv / offsets, permute's copies. The router's logits
@@ -36,12 +37,6 @@
 
 namespace tandem::testing {
 namespace {
-
-std::string shape(std::initializer_list<std::pair<const char*, int64_t>> dims) {
-    std::string s;
-    for (const auto& [k, v] : dims) s += std::string(s.empty() ? "" : " ") + k + "=" + std::to_string(v);
-    return s;
-}
 
 std::vector<int32_t> get_i32(const int32_t* p, int64_t n) {
     std::vector<int32_t> v(static_cast<size_t>(n));
@@ -357,7 +352,7 @@ struct Grouped {
 
 std::string grouped_label(const Grouped& g) {
     std::string l =
-        shape({{"T", g.T}, {"E", g.E}, {"K", g.K}, {"IN", g.IN}, {"OUT", g.OUT}}) + routing_label(g.routing);
+        shape_label({{"T", g.T}, {"E", g.E}, {"K", g.K}, {"IN", g.IN}, {"OUT", g.OUT}}) + routing_label(g.routing);
     if (g.weights == Weights::Fused) l += " fused gate/up";
     if (g.weights == Weights::Overlapping) l += " overlapping weights";
     if (g.bias) l += " bias";
@@ -442,55 +437,98 @@ void grouped_case(Check& c, const Grouped& g) {
 
 }  // namespace
 
-void add_moe_cases(std::vector<Case>& cs) {
-    auto add = [&](std::string name, std::function<void(Check&)> fn) {
-        cs.push_back({std::move(name), std::move(fn)});
-    };
+namespace {
+struct Router {
+    int T, E, K;
+    bool renorm = true;
+    bool ties = false;
+    bool operator==(const Router&) const = default;
+};
+struct Aux {
+    int T, E, K, real;
+    bool operator==(const Aux&) const = default;
+};
+struct Sort {
+    int T, K, E;
+    Routing kind = Routing::Random;
+    bool operator==(const Sort&) const = default;
+};
+struct Perm {
+    int T, K, E, C;
+    bool operator==(const Perm&) const = default;
+};
+}  // namespace
 
-    // T, E, K, renorm
-    for (auto [T, E, K, renorm] : {std::tuple{7, 5, 2, true},
-                                   {7, 5, 2, false},
-                                   {33, 8, 2, true},
-                                   {512, 128, 8, true},
-                                   {100, 60, 4, false},
-                                   {64, 512, 8, true},
-                                   {5, 4, 4, true},
-                                   {9, 32, 1, false}})
-        add("moe_router " + shape({{"T", T}, {"E", E}, {"K", K}}) + (renorm ? " renorm" : ""),
-            [=](Check& c) { router_case(c, T, E, K, renorm, false); });
-    add("moe_router ties T=40 E=16 K=4 renorm", [](Check& c) { router_case(c, 40, 16, 4, true, true); });
-    for (auto [T, E, K, real] : {std::tuple{33, 8, 2, 29}, std::tuple{512, 128, 8, 500}, std::tuple{7, 5, 1, 7}})
-        add("moe_aux " + shape({{"T", T}, {"E", E}, {"K", K}, {"real", real}}),
-            [=](Check& c) { aux_case(c, T, E, K, real); });
-    add("moe_router ties T=40 E=128 K=8", [](Check& c) { router_case(c, 40, 128, 8, false, true); });
+// One token, one expert (K = E = 1), K = E, renorm on and off, planted ties; Qwen3-MoE (E = 128, K = 8) and a
+// 512-expert router.
+void gen_moe_router(CaseList& cs) {
+    const Router base{7, 5, 2};
+    std::vector<Router> v{base};
+    vary(v, base, &Router::renorm, {false});
+    for (Router s : {Router{33, 8, 2}, {512, 128, 8}, {100, 60, 4, false}, {64, 512, 8}, {5, 4, 4}, {9, 32, 1, false}})
+        add_unique(v, s);
+    vary(v, base, &Router::T, {1});
+    add_unique(v, Router{7, 1, 1});
+    add_unique(v, Router{40, 16, 4, true, true});
+    add_unique(v, Router{40, 128, 8, false, true});
+    for (const Router& s : v)
+        cs.add(std::string("moe_router ") + (s.ties ? "ties " : "") + shape_label({{"T", s.T}, {"E", s.E}, {"K", s.K}}) +
+                   (s.renorm ? " renorm" : ""),
+               [=](Check& c) { router_case(c, s.T, s.E, s.K, s.renorm, s.ties); });
+}
 
-    // T, K, E: one chunk (N < E, N > E), two chunks with the histograms just fitting in order[] (N = 1025 with
-    // E = 512), many chunks, a million assignments.
-    for (auto [T, K, E, kind] : {std::tuple{7, 2, 5, Routing::Random},
-                                 {3, 1, 512, Routing::Random},
-                                 {41, 25, 512, Routing::Random},
-                                 {512, 8, 128, Routing::Random},
-                                 {4096, 8, 128, Routing::Random},
-                                 {131072, 8, 512, Routing::Random},
-                                 {2500, 2, 64, Routing::Sparse},
-                                 {70000, 1, 8, Routing::OneExpert},
-                                 {3000, 4, 8, Routing::OneExpert}})
-        add("moe_sort_count " + shape({{"T", T}, {"K", K}, {"E", E}}) + routing_label(kind),
-            [=](Check& c) { sort_case(c, T, K, E, kind); });
+// Padding rows (real < T), one token, K = 1, Qwen3-MoE's sizes.
+void gen_moe_aux(CaseList& cs) {
+    std::vector<Aux> v{Aux{33, 8, 2, 29}, Aux{512, 128, 8, 500}, Aux{7, 5, 1, 7}};
+    add_unique(v, Aux{1, 8, 2, 1});
+    for (const Aux& s : v)
+        cs.add("moe_aux " + shape_label({{"T", s.T}, {"E", s.E}, {"K", s.K}, {"real", s.real}}),
+               [=](Check& c) { aux_case(c, s.T, s.E, s.K, s.real); });
+}
 
-    // T, K, E, C: 16-byte vectors (C % 8 == 0) and single elements (C = 33).
-    for (auto [T, K, E, C] : {std::tuple{7, 2, 5, 24}, {7, 2, 5, 33}, {512, 8, 128, 2048}, {100, 2, 8, 1000}}) {
-        add("moe_permute " + shape({{"T", T}, {"K", K}, {"E", E}, {"C", C}}),
-            [=](Check& c) { permute_case(c, T, K, E, C); });
-        add("moe_unpermute " + shape({{"T", T}, {"K", K}, {"E", E}, {"C", C}}),
-            [=](Check& c) { unpermute_case(c, T, K, E, C); });
-    }
+// One assignment to one expert; one chunk (N < E, N > E), two chunks with the histograms just fitting in
+// order[] (N = 1025 with E = 512), many chunks, a million assignments; experts without rows, one expert with
+// every row.
+void gen_moe_sort_count(CaseList& cs) {
+    std::vector<Sort> v{Sort{7, 2, 5},       {3, 1, 512},           {41, 25, 512},
+                        {512, 8, 128},       {4096, 8, 128},        {131072, 8, 512},
+                        {2500, 2, 64, Routing::Sparse}, {70000, 1, 8, Routing::OneExpert}, {3000, 4, 8, Routing::OneExpert}};
+    add_unique(v, Sort{1, 1, 1});
+    for (const Sort& s : v)
+        cs.add("moe_sort_count " + shape_label({{"T", s.T}, {"K", s.K}, {"E", s.E}}) + routing_label(s.kind),
+               [=](Check& c) { sort_case(c, s.T, s.K, s.E, s.kind); });
+}
 
+namespace {
+// 16-byte vectors (C % 8 == 0), single elements (C = 33), one token of one channel, Qwen3-MoE's sizes.
+std::vector<Perm> permute_shapes() {
+    std::vector<Perm> v{Perm{7, 2, 5, 24}, {7, 2, 5, 33}, {512, 8, 128, 2048}, {100, 2, 8, 1000}};
+    add_unique(v, Perm{1, 1, 2, 1});
+    return v;
+}
+}  // namespace
+
+void gen_moe_permute(CaseList& cs) {
+    for (const Perm& s : permute_shapes())
+        cs.add("moe_permute " + shape_label({{"T", s.T}, {"K", s.K}, {"E", s.E}, {"C", s.C}}),
+               [=](Check& c) { permute_case(c, s.T, s.K, s.E, s.C); });
+}
+
+void gen_moe_unpermute(CaseList& cs) {
+    for (const Perm& s : permute_shapes())
+        cs.add("moe_unpermute " + shape_label({{"T", s.T}, {"K", s.K}, {"E", s.E}, {"C", s.C}}),
+               [=](Check& c) { unpermute_case(c, s.T, s.K, s.E, s.C); });
+}
+
+void gen_grouped_matmul(CaseList& cs) {
     std::vector<Grouped> gs;
     // Small and odd: 40/24 take the 16-byte path, 33 the per-element one; tails in every dimension.
     gs.push_back({.T = 7, .E = 5, .K = 2, .IN = 40, .OUT = 24, .bias = true});
     gs.push_back({.T = 7, .E = 5, .K = 2, .IN = 33, .OUT = 24, .accumulate = true, .alpha = 0.5f});
     gs.push_back({.T = 7, .E = 5, .K = 2, .IN = 40, .OUT = 33, .bias = true, .accumulate = true});
+    // The edges: one row for one expert (one 16-byte vector each way), one input and one output column.
+    gs.push_back({.T = 1, .E = 1, .K = 1, .IN = 8, .OUT = 8});
+    gs.push_back({.T = 5, .E = 3, .K = 1, .IN = 1, .OUT = 1, .bias = true});
     gs.push_back({.T = 100, .E = 8, .K = 2, .IN = 200, .OUT = 136, .bias = true, .alpha = 1.5f});
     gs.push_back({.T = 50, .E = 16, .K = 2, .IN = 64, .OUT = 48, .routing = Routing::Sparse});
     gs.push_back({.T = 300, .E = 4, .K = 1, .IN = 96, .OUT = 64, .routing = Routing::OneExpert, .bias = true});
@@ -514,7 +552,7 @@ void add_moe_cases(std::vector<Case>& cs) {
                   .wgrad = false});
     gs.push_back({.T = 128, .E = 8, .K = 2, .IN = 1024, .OUT = 3584, .weights = Weights::Fused, .wgrad = false});
     gs.push_back({.T = 128, .E = 8, .K = 2, .IN = 3584, .OUT = 1024, .wgrad = false});
-    for (const Grouped& g : gs) add("grouped_matmul " + grouped_label(g), [=](Check& c) { grouped_case(c, g); });
+    for (const Grouped& g : gs) cs.add("grouped_matmul " + grouped_label(g), [=](Check& c) { grouped_case(c, g); });
 }
 
 }  // namespace tandem::testing

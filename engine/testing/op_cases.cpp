@@ -1,9 +1,17 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The self-test's cases for the model's layer ops (embedding, RMSNorm, RoPE, SwiGLU, matmul, LoRA, lm_head +
-// cross-entropy, attention), each against its fp32 twin in engine/kernels/cpu on fresh random inputs, and
-// add_op_cases, which lists them with their shapes (letters: the legend in harness.h). The ops over flat
-// element counts are in flat_op_cases.cpp. Only with TANDEM_WITH_CUDA.
+// The self-test's cases for the model's layer ops (embedding, RMSNorm, RoPE, the gated activations, attention
+// sinks, MXFP4 dequantization, matmul, LoRA, lm_head + cross-entropy, attention), each against its fp32 twin in
+// engine/kernels/cpu on fresh random inputs, and their generators (gen_*, registered in runner.cpp), which
+// enumerate each op's shapes (letters: the legend in harness.h). The ops over flat element counts are in
+// flat_op_cases.cpp. Only with TANDEM_WITH_CUDA.
+// Decisions a reader must know:
+//  - Each generator's grid is a base shape, that shape with one field at a time set to an edge value (one row,
+//    one channel, an odd size, a thousand rows), each flag on the base (in place, (1+w) weights, bias, ...),
+//    then the shapes a kernel path or a model needs (decode GEMVs, Gemma's 2304 and head_dim 256, Llama 3's
+//    positions). Case names keep the form "<op> [flags] <dims>", so the names of the shapes listed before the
+//    generators existed are unchanged.
+//  - Attention's generator adds both paths (in-house and cuDNN) of the same shapes; cuDNN skips what it rejects.
 #include "testing/harness.h"
 
 #if TANDEM_WITH_CUDA
@@ -14,6 +22,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -572,152 +581,353 @@ void cudnn_attention_case(Check& c, const AttnShape& s, bool split = false) {
     c.tensor("dv", get(d_dv), a.dv, kTolBf16);
 }
 
-std::string shape(std::initializer_list<std::pair<const char*, int64_t>> dims) {
-    std::string s;
-    for (const auto& [k, v] : dims) s += std::string(s.empty() ? "" : " ") + k + "=" + std::to_string(v);
-    return s;
+// ---------------------------------------------------------------------------------------------------------
+// The shapes of each generator (harness.h, "Shape grids": base, one field at a time, flags, kept shapes)
+// ---------------------------------------------------------------------------------------------------------
+
+struct Emb {
+    int N, C, V;
+    bool operator==(const Emb&) const = default;
+};
+
+// offset: Gemma's (1 + w) weights. flag: in-place (forward), the residual written into a
+// (residual_rmsnorm_forward), no dweight (backward).
+struct Norm {
+    int N, C;
+    bool flag = false;
+    float offset = 0.0f;
+    bool operator==(const Norm&) const = default;
+};
+
+void add_norm_cases(CaseList& cs, const char* op, const char* flag_word, const std::vector<Norm>& shapes,
+                    void (*body)(Check&, int, int, bool, float), bool flag_means_off) {
+    for (const Norm& s : shapes) {
+        const std::string name = std::string(op) + " " + (s.flag ? std::string(flag_word) + " " : "") +
+                                 (s.offset != 0.0f ? "(1+w) " : "") + shape_label({{"N", s.N}, {"C", s.C}});
+        const bool flag = flag_means_off ? !s.flag : s.flag;
+        cs.add(name, [=](Check& c) { body(c, s.N, s.C, flag, s.offset); });
+    }
 }
 
 }  // namespace
 
-void add_op_cases(std::vector<Case>& cs) {
-    auto add = [&](std::string name, std::function<void(Check&)> fn) {
-        cs.push_back({std::move(name), std::move(fn)});
-    };
+// One row, one channel, and an odd channel count above a few vectors; the shapes of several kernel paths
+// (C of 4096 and 5000: one block per row; N of 1696 and 848: many rows of a short C) and Gemma's (1 + w).
+void gen_rmsnorm_forward(CaseList& cs) {
+    const Norm base{37, 96};
+    std::vector<Norm> v{base};
+    vary(v, base, &Norm::N, {1});
+    vary(v, base, &Norm::C, {1, 4099});
+    for (Norm s : {Norm{64, 200}, {7, 37}, {17, 4096}, {9, 5000}, {1696, 128}, {848, 64}}) add_unique(v, s);
+    vary(v, base, &Norm::flag, {true});
+    vary(v, base, &Norm::offset, {1.0f});
+    add_unique(v, Norm{17, 2304, false, 1.0f});
+    add_norm_cases(cs, "rmsnorm_forward", "in-place", v, rmsnorm_forward_case, false);
+}
 
-    for (auto [N, C, V] : {std::tuple{37, 96, 101}, {130, 200, 53}, {5, 37, 7}})
-        add("embedding " + shape({{"N", N}, {"C", C}, {"V", V}}), [=](Check& c) { embedding_case(c, N, C, V); });
+void gen_residual_rmsnorm_forward(CaseList& cs) {
+    const Norm base{37, 96};
+    std::vector<Norm> v{base};
+    vary(v, base, &Norm::N, {1});
+    vary(v, base, &Norm::C, {1});
+    for (Norm s : {Norm{7, 37}, {17, 4096}}) add_unique(v, s);
+    vary(v, base, &Norm::flag, {true});
+    vary(v, base, &Norm::offset, {1.0f});
+    add_norm_cases(cs, "residual_rmsnorm_forward", "residual=a", v, residual_rmsnorm_case, false);
+}
 
-    for (auto [N, C] : {std::pair{37, 96}, {64, 200}, {7, 37}, {17, 4096}, {9, 5000}, {1696, 128}, {848, 64}})
-        add("rmsnorm_forward " + shape({{"N", N}, {"C", C}}), [=](Check& c) { rmsnorm_forward_case(c, N, C, false); });
-    add("rmsnorm_forward in-place N=37 C=96", [](Check& c) { rmsnorm_forward_case(c, 37, 96, true); });
-    for (auto [N, C] : {std::pair{37, 96}, {7, 37}, {17, 4096}})
-        add("residual_rmsnorm_forward " + shape({{"N", N}, {"C", C}}),
-            [=](Check& c) { residual_rmsnorm_case(c, N, C, false); });
-    add("residual_rmsnorm_forward residual=a N=37 C=96", [](Check& c) { residual_rmsnorm_case(c, 37, 96, true); });
-    for (auto [N, C] : {std::pair{37, 96}, {64, 200}, {7, 37}, {17, 4096}, {1696, 128}})
-        add("rmsnorm_backward " + shape({{"N", N}, {"C", C}}), [=](Check& c) { rmsnorm_backward_case(c, N, C, true); });
-    add("rmsnorm_backward no dweight N=37 C=96", [](Check& c) { rmsnorm_backward_case(c, 37, 96, false); });
-    // Gemma's (1 + w) weights.
-    add("rmsnorm_forward (1+w) N=37 C=96", [](Check& c) { rmsnorm_forward_case(c, 37, 96, false, 1.0f); });
-    add("rmsnorm_forward (1+w) N=17 C=2304", [](Check& c) { rmsnorm_forward_case(c, 17, 2304, false, 1.0f); });
-    add("residual_rmsnorm_forward (1+w) N=37 C=96", [](Check& c) { residual_rmsnorm_case(c, 37, 96, false, 1.0f); });
-    add("rmsnorm_backward (1+w) N=37 C=96", [](Check& c) { rmsnorm_backward_case(c, 37, 96, true, 1.0f); });
-    add("rmsnorm_backward (1+w) N=1696 C=256", [](Check& c) { rmsnorm_backward_case(c, 1696, 256, false, 1.0f); });
+void gen_rmsnorm_backward(CaseList& cs) {
+    const Norm base{37, 96};
+    std::vector<Norm> v{base};
+    vary(v, base, &Norm::N, {1});
+    vary(v, base, &Norm::C, {1});
+    for (Norm s : {Norm{64, 200}, {7, 37}, {17, 4096}, {1696, 128}}) add_unique(v, s);
+    vary(v, base, &Norm::flag, {true});
+    vary(v, base, &Norm::offset, {1.0f});
+    add_unique(v, Norm{1696, 256, true, 1.0f});
+    add_norm_cases(cs, "rmsnorm_backward", "no dweight", v, rmsnorm_backward_case, true);
+}
 
-    {
-        const RopeScaling none;
-        RopeScaling llama3;
-        llama3.type = RopeScalingType::Llama3;
-        llama3.factor = 8;
-        llama3.low_freq_factor = 1;
-        llama3.high_freq_factor = 4;
-        llama3.original_max_position_embeddings = 8192;
-        RopeScaling linear;
-        linear.type = RopeScalingType::Linear;
-        linear.factor = 2;
-        const auto packed = packed_positions({1, 17, 64, 130});
-        add("rope D=64 H=8 default lengths=1,17,64,130",
-            [=](Check& c) { rope_case(c, 8, 64, 10000.0, none, packed, 256, false); });
-        add("rope D=128 H=2 default in-place lengths=1,17,64,130",
-            [=](Check& c) { rope_case(c, 2, 128, 10000.0, none, packed, 256, true); });
-        add("rope D=36 H=5 linear lengths=1,17,64,130",
-            [=](Check& c) { rope_case(c, 5, 36, 10000.0, linear, packed, 256, false); });
-        // Partial rotary (Phi-4-mini: 96 of 128 channels; the rest pass through, copied when not in place).
-        add("rope D=128 H=4 partial rotary 96 lengths=1,17,64,130",
-            [=](Check& c) { rope_case(c, 4, 128, 10000.0, none, packed, 256, false, 96); });
-        add("rope D=128 H=3 partial rotary 96 in-place lengths=1,17,64,130",
-            [=](Check& c) { rope_case(c, 3, 128, 10000.0, none, packed, 256, true, 96); });
-        add("rope D=16 H=2 partial rotary 12 (scalar path) lengths=1,17,64,130",
-            [=](Check& c) { rope_case(c, 2, 16, 10000.0, none, packed, 256, false, 12); });
-        add("rope D=128 H=4 llama3 positions up to 16383", [=](Check& c) {
-            std::vector<int32_t> pos = {0, 1, 2, 17, 255, 1000, 2047, 4095, 8191, 8192, 9001, 16383};
-            while (pos.size() < 77) pos.push_back(c.rng.below(16384));
-            rope_case(c, 4, 128, 500000.0, llama3, pos, 16384, false);
+// One row, one channel, an odd channel count, one row of the table (V = 1).
+void gen_embedding(CaseList& cs) {
+    const Emb base{37, 96, 101};
+    std::vector<Emb> v{base};
+    for (Emb s : {Emb{130, 200, 53}, {5, 37, 7}}) add_unique(v, s);
+    vary(v, base, &Emb::N, {1});
+    vary(v, base, &Emb::C, {37});
+    vary(v, base, &Emb::V, {1});
+    for (const Emb& s : v)
+        cs.add("embedding " + shape_label({{"N", s.N}, {"C", s.C}, {"V", s.V}}),
+               [=](Check& c) { embedding_case(c, s.N, s.C, s.V); });
+}
+
+namespace {
+
+enum class RopeKind { Default, Linear, Llama3 };
+
+// Positions: packed samples of lengths 1, 17, 64, 130 (restarting at 0), or (Llama3) positions up to 16383.
+struct RopeShape {
+    int H, D;
+    RopeKind kind = RopeKind::Default;
+    bool in_place = false;
+    int rotary = 0;               // partial rotary: the rotated channels (0: all of D)
+    std::string_view note = {};   // the kernel path a shape is for, in its name
+    bool operator==(const RopeShape&) const = default;
+};
+
+std::string rope_label(const RopeShape& s) {
+    std::string l = "rope D=" + std::to_string(s.D) + " H=" + std::to_string(s.H);
+    if (s.rotary > 0)
+        l += " partial rotary " + std::to_string(s.rotary);
+    else
+        l += s.kind == RopeKind::Linear ? " linear" : s.kind == RopeKind::Llama3 ? " llama3" : " default";
+    if (!s.note.empty()) l += " " + std::string(s.note);
+    if (s.in_place) l += " in-place";
+    return l + (s.kind == RopeKind::Llama3 ? " positions up to 16383" : " lengths=1,17,64,130");
+}
+
+}  // namespace
+
+// One head, the smallest head (D = 2), each scaling, in place, partial rotary (Phi-4-mini: 96 of 128 channels,
+// the rest pass through, copied when not in place) and its scalar path, Llama 3's long positions.
+void gen_rope(CaseList& cs) {
+    const RopeShape base{8, 64};
+    std::vector<RopeShape> v{base};
+    vary(v, base, &RopeShape::H, {1});
+    vary(v, base, &RopeShape::D, {2});
+    for (RopeShape s : {RopeShape{2, 128, RopeKind::Default, true}, {5, 36, RopeKind::Linear},
+                        {4, 128, RopeKind::Default, false, 96}, {3, 128, RopeKind::Default, true, 96},
+                        {2, 16, RopeKind::Default, false, 12, "(scalar path)"}, {4, 128, RopeKind::Llama3}})
+        add_unique(v, s);
+    for (const RopeShape& s : v) {
+        cs.add(rope_label(s), [=](Check& c) {
+            RopeScaling scaling;
+            if (s.kind == RopeKind::Linear) {
+                scaling.type = RopeScalingType::Linear;
+                scaling.factor = 2;
+            }
+            if (s.kind == RopeKind::Llama3) {
+                scaling.type = RopeScalingType::Llama3;
+                scaling.factor = 8;
+                scaling.low_freq_factor = 1;
+                scaling.high_freq_factor = 4;
+                scaling.original_max_position_embeddings = 8192;
+                std::vector<int32_t> pos = {0, 1, 2, 17, 255, 1000, 2047, 4095, 8191, 8192, 9001, 16383};
+                while (pos.size() < 77) pos.push_back(c.rng.below(16384));
+                return rope_case(c, s.H, s.D, 500000.0, scaling, pos, 16384, s.in_place, s.rotary);
+            }
+            rope_case(c, s.H, s.D, 10000.0, scaling, packed_positions({1, 17, 64, 130}), 256, s.in_place, s.rotary);
         });
     }
+}
 
-    for (auto [N, F] : {std::pair{37, 200}, {130, 96}, {3, 37}})
-        add("swiglu " + shape({{"N", N}, {"F", F}}), [=](Check& c) { swiglu_case(c, N, F, false); });
-    add("swiglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true); });
-    for (auto [N, F] : {std::pair{37, 200}, {130, 96}, {3, 37}})
-        add("geglu " + shape({{"N", N}, {"F", F}}), [=](Check& c) { swiglu_case(c, N, F, false, Gated::Gelu); });
-    add("geglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true, Gated::Gelu); });
-    add("clamped_swiglu N=64 F=2880", [](Check& c) { swiglu_case(c, 64, 2880, false, Gated::Clamped); });
-    add("clamped_swiglu in-place N=37 F=200", [](Check& c) { swiglu_case(c, 37, 200, true, Gated::Clamped); });
-    add("attention_sinks T=300 Hq=64 D=64", [](Check& c) { attention_sinks_case(c, 300, 64, 64); });
-    add("attention_sinks T=37 Hq=8 D=128", [](Check& c) { attention_sinks_case(c, 37, 8, 128); });
-    add("dequantize_mxfp4 G=4 R=192 C=64 interleaved", [](Check& c) { dequantize_mxfp4_case(c, 4, 192, 64, true); });
-    add("dequantize_mxfp4 G=32 R=2880 C=2880", [](Check& c) { dequantize_mxfp4_case(c, 32, 2880, 2880, false); });
+namespace {
 
-    for (auto [N, IN, OUT, bias] : {std::tuple{37, 96, 200, false},
-                                    {37, 96, 200, true},
-                                    {130, 64, 96, true},
-                                    {17, 37, 53, true},
-                                    {1, 128, 256, false},
-                                    {1, 4096, 520, true},  // the decode GEMV (N <= 4, IN % 8 == 0)
-                                    {2, 1024, 33, false},
-                                    {3, 64, 200, true},
-                                    {4, 2048, 96, false}})
-        add("matmul_forward " + shape({{"N", N}, {"IN", IN}, {"OUT", OUT}}) + (bias ? " bias" : ""),
-            [=](Check& c) { matmul_forward_case(c, N, IN, OUT, bias); });
-    for (auto [N, IN, OUT] : {std::tuple{37, 96, 200}, {130, 64, 96}, {17, 37, 53}, {1, 128, 256}})
-        add("matmul_backward " + shape({{"N", N}, {"IN", IN}, {"OUT", OUT}}),
-            [=](Check& c) { matmul_backward_case(c, N, IN, OUT, true, true, true); });
-    add("matmul_backward dinp only N=37 IN=96 OUT=200",
-        [](Check& c) { matmul_backward_case(c, 37, 96, 200, true, false, false); });
-    add("matmul_backward dweight+dbias only N=37 IN=96 OUT=200",
-        [](Check& c) { matmul_backward_case(c, 37, 96, 200, false, true, true); });
+struct Glu {
+    int N, F;
+    bool in_place = false;
+    bool operator==(const Glu&) const = default;
+};
 
-    for (auto [N, IN, OUT, R, s] :
-         {std::tuple{37, 96, 200, 8, 2.0f}, {130, 64, 96, 16, 0.5f}, {17, 37, 53, 4, 4.0f}, {5, 64, 37, 1, 2.0f},
-          // a decode step's rows (the GEMV paths of both products), and R not a multiple of 8 (the GEMM again)
-          {1, 4096, 1024, 16, 2.0f}, {2, 1024, 3000, 8, 0.5f}, {3, 256, 96, 64, 1.0f}, {4, 512, 300, 12, 2.0f}})
-        add("lora " + shape({{"N", N}, {"IN", IN}, {"OUT", OUT}, {"R", R}}),
-            [=](Check& c) { lora_case(c, N, IN, OUT, R, s); });
+// The gated activations share one grid: one row, one element per row, in place; plus each one's kept shapes
+// (odd sizes, a tile's worth of rows, gpt-oss's F).
+void add_gated(CaseList& cs, const char* op, Gated kind, std::initializer_list<Glu> kept) {
+    const Glu base{37, 200};
+    std::vector<Glu> v{base};
+    for (const Glu& s : kept) add_unique(v, s);
+    vary(v, base, &Glu::N, {1});
+    vary(v, base, &Glu::F, {1});
+    vary(v, base, &Glu::in_place, {true});
+    for (const Glu& s : v)
+        cs.add(std::string(op) + (s.in_place ? " in-place " : " ") + shape_label({{"N", s.N}, {"F", s.F}}),
+               [=](Check& c) { swiglu_case(c, s.N, s.F, s.in_place, kind); });
+}
 
-    for (auto [N, C, V, K] : {std::tuple{37, 96, 101, 16}, {130, 64, 1000, 64}, {37, 96, 2053, 128}, {17, 37, 53, 5}})
-        add("lm_head_cross_entropy " + shape({{"N", N}, {"C", C}, {"V", V}, {"chunk", K}}),
-            [=](Check& c) { cross_entropy_case(c, N, C, V, K, 1.0f, true); });
-    add("lm_head_cross_entropy large logits N=37 C=64 V=301 chunk=16",
-        [](Check& c) { cross_entropy_case(c, 37, 64, 301, 16, 8.0f, true); });
-    add("lm_head_cross_entropy no dhidden N=37 C=96 V=101 chunk=16",
-        [](Check& c) { cross_entropy_case(c, 37, 96, 101, 16, 1.0f, false); });
-    add("lm_head_cross_entropy softcap=3 large logits N=37 C=64 V=301 chunk=16",
-        [](Check& c) { cross_entropy_case(c, 37, 64, 301, 16, 8.0f, true, 3.0f); });
-    add("lm_head_cross_entropy softcap=30 N=130 C=64 V=1000 chunk=64",
-        [](Check& c) { cross_entropy_case(c, 130, 64, 1000, 64, 1.0f, true, 30.0f); });
-    for (auto [N, C, V] : {std::tuple{37, 96, 1001}, {5, 37, 53}})
-        add("lm_head_logits " + shape({{"N", N}, {"C", C}, {"V", V}}),
-            [=](Check& c) { lm_head_logits_case(c, N, C, V); });
-    add("lm_head_logits softcap=2 N=37 C=96 V=1001", [](Check& c) { lm_head_logits_case(c, 37, 96, 1001, 2.0f); });
+}  // namespace
 
+void gen_swiglu(CaseList& cs) {
+    add_gated(cs, "swiglu", Gated::Silu, {Glu{130, 96}, Glu{3, 37}});
+}
+void gen_geglu(CaseList& cs) {
+    add_gated(cs, "geglu", Gated::Gelu, {Glu{130, 96}, Glu{3, 37}});
+}
+void gen_clamped_swiglu(CaseList& cs) {
+    add_gated(cs, "clamped_swiglu", Gated::Clamped, {Glu{64, 2880}});
+}
+
+namespace {
+struct Sinks {
+    int T, Hq, D;
+    bool operator==(const Sinks&) const = default;
+};
+struct Mx {
+    int G, R, C;
+    bool interleaved = false;
+    bool operator==(const Mx&) const = default;
+};
+}  // namespace
+
+// One token, one head; gpt-oss's 64 heads of 64.
+void gen_attention_sinks(CaseList& cs) {
+    const Sinks base{37, 8, 128};
+    std::vector<Sinks> v{Sinks{300, 64, 64}, base};
+    vary(v, base, &Sinks::T, {1});
+    vary(v, base, &Sinks::Hq, {1});
+    for (const Sinks& s : v)
+        cs.add("attention_sinks " + shape_label({{"T", s.T}, {"Hq", s.Hq}, {"D", s.D}}),
+               [=](Check& c) { attention_sinks_case(c, s.T, s.Hq, s.D); });
+}
+
+// The smallest tensor (one 32-value block; interleaved needs an even R), an odd R, and gpt-oss's experts.
+void gen_dequantize_mxfp4(CaseList& cs) {
+    std::vector<Mx> v{Mx{4, 192, 64, true}, Mx{32, 2880, 2880}};
+    add_unique(v, Mx{1, 2, 32, true});
+    add_unique(v, Mx{3, 7, 96});
+    for (const Mx& s : v)
+        cs.add("dequantize_mxfp4 " + shape_label({{"G", s.G}, {"R", s.R}, {"C", s.C}}) +
+                   (s.interleaved ? " interleaved" : ""),
+               [=](Check& c) { dequantize_mxfp4_case(c, s.G, s.R, s.C, s.interleaved); });
+}
+
+namespace {
+// flag: the bias (matmul_forward); want: which of dinp / dweight+dbias (matmul_backward).
+struct Mm {
+    int N, IN, OUT;
+    bool bias = false;
+    int want = 3;  // matmul_backward: 1 dinp only, 2 dweight+dbias only, 3 all
+    bool operator==(const Mm&) const = default;
+};
+}  // namespace
+
+// One output column, a thousand rows; the decode GEMV (N <= 4, IN % 8 == 0) and its fallbacks.
+void gen_matmul_forward(CaseList& cs) {
+    const Mm base{37, 96, 200};
+    std::vector<Mm> v{base};
+    vary(v, base, &Mm::bias, {true});
+    for (Mm s : {Mm{130, 64, 96, true}, {17, 37, 53, true}, {1, 128, 256}, {1, 4096, 520, true}, {2, 1024, 33},
+                 {3, 64, 200, true}, {4, 2048, 96}})
+        add_unique(v, s);
+    vary(v, base, &Mm::OUT, {1});
+    vary(v, base, &Mm::N, {1001});
+    for (const Mm& s : v)
+        cs.add("matmul_forward " + shape_label({{"N", s.N}, {"IN", s.IN}, {"OUT", s.OUT}}) + (s.bias ? " bias" : ""),
+               [=](Check& c) { matmul_forward_case(c, s.N, s.IN, s.OUT, s.bias); });
+}
+
+void gen_matmul_backward(CaseList& cs) {
+    const Mm base{37, 96, 200};
+    std::vector<Mm> v{base};
+    for (Mm s : {Mm{130, 64, 96}, {17, 37, 53}, {1, 128, 256}}) add_unique(v, s);
+    vary(v, base, &Mm::OUT, {1});
+    vary(v, base, &Mm::N, {1001});
+    vary(v, base, &Mm::want, {1, 2});
+    for (const Mm& s : v)
+        cs.add(std::string("matmul_backward ") +
+                   (s.want == 1 ? "dinp only " : s.want == 2 ? "dweight+dbias only " : "") +
+                   shape_label({{"N", s.N}, {"IN", s.IN}, {"OUT", s.OUT}}),
+               [=](Check& c) { matmul_backward_case(c, s.N, s.IN, s.OUT, s.want & 1, s.want & 2, s.want & 2); });
+}
+
+namespace {
+struct Lora {
+    int N, IN, OUT, R;
+    float scaling = 2.0f;
+    bool operator==(const Lora&) const = default;
+};
+}  // namespace
+
+// One output column, a thousand rows, rank 1; a decode step's rows (the GEMV paths of both products), and R
+// not a multiple of 8 (the GEMM again).
+void gen_lora(CaseList& cs) {
+    const Lora base{37, 96, 200, 8};
+    std::vector<Lora> v{base};
+    for (Lora s : {Lora{130, 64, 96, 16, 0.5f}, {17, 37, 53, 4, 4.0f}, {5, 64, 37, 1}, {1, 4096, 1024, 16},
+                   {2, 1024, 3000, 8, 0.5f}, {3, 256, 96, 64, 1.0f}, {4, 512, 300, 12}})
+        add_unique(v, s);
+    vary(v, base, &Lora::OUT, {1});
+    vary(v, base, &Lora::N, {1001});
+    for (const Lora& s : v)
+        cs.add("lora " + shape_label({{"N", s.N}, {"IN", s.IN}, {"OUT", s.OUT}, {"R", s.R}}),
+               [=](Check& c) { lora_case(c, s.N, s.IN, s.OUT, s.R, s.scaling); });
+}
+
+namespace {
+struct Ce {
+    int N, C, V, chunk;
+    float logit_scale = 1.0f;  // 8: logits of tens ("large logits")
+    bool grad = true;
+    float softcap = 0.0f;
+    bool operator==(const Ce&) const = default;
+};
+struct Logits {
+    int N, C, V;
+    float softcap = 0.0f;
+    bool operator==(const Logits&) const = default;
+};
+}  // namespace
+
+// Chunks of one row, two rows (the first is always ignored, so one label), a vocabulary of chunk size and not;
+// large logits, no dhidden, soft-caps.
+void gen_lm_head_cross_entropy(CaseList& cs) {
+    const Ce base{37, 96, 101, 16};
+    std::vector<Ce> v{base};
+    for (Ce s : {Ce{130, 64, 1000, 64}, {37, 96, 2053, 128}, {17, 37, 53, 5}}) add_unique(v, s);
+    vary(v, base, &Ce::chunk, {1});
+    vary(v, base, &Ce::N, {2});
+    for (Ce s : {Ce{37, 64, 301, 16, 8.0f}, {37, 96, 101, 16, 1.0f, false}, {37, 64, 301, 16, 8.0f, true, 3.0f},
+                 {130, 64, 1000, 64, 1.0f, true, 30.0f}})
+        add_unique(v, s);
+    for (const Ce& s : v) {
+        std::string l = "lm_head_cross_entropy ";
+        if (s.softcap > 0) l += "softcap=" + std::to_string(int(s.softcap)) + " ";
+        if (s.logit_scale != 1.0f) l += "large logits ";
+        if (!s.grad) l += "no dhidden ";
+        cs.add(l + shape_label({{"N", s.N}, {"C", s.C}, {"V", s.V}, {"chunk", s.chunk}}),
+               [=](Check& c) { cross_entropy_case(c, s.N, s.C, s.V, s.chunk, s.logit_scale, s.grad, s.softcap); });
+    }
+}
+
+// One row, one vocabulary entry, an odd C.
+void gen_lm_head_logits(CaseList& cs) {
+    const Logits base{37, 96, 1001};
+    std::vector<Logits> v{base, Logits{5, 37, 53}};
+    vary(v, base, &Logits::N, {1});
+    vary(v, base, &Logits::V, {1});
+    vary(v, base, &Logits::softcap, {2.0f});
+    for (const Logits& s : v)
+        cs.add(std::string("lm_head_logits ") + (s.softcap > 0 ? "softcap=" + std::to_string(int(s.softcap)) + " " : "") +
+                   shape_label({{"N", s.N}, {"C", s.C}, {"V", s.V}}),
+               [=](Check& c) { lm_head_logits_case(c, s.N, s.C, s.V, s.softcap); });
+}
+
+// Both attention paths on the same shapes: packed samples of 1 to 257 tokens, GQA / MQA / MHA, head dims 64
+// and 128; the edges one token with one head, and the smallest head (D = 16) with a two-sample batch. Sliding
+// windows narrower than a key tile, across several tiles, and wider than some samples (no effect there; cuDNN
+// takes them as its mask's left bound). The GQA backward once per kv head (cuDNN's split backward, what long
+// sequences use), with and without a window. Soft-capped scores (Gemma 2: 50; a small cap bends every score)
+// with and without a window, and Gemma's head_dim 256: in-house only (cuDNN takes no soft-cap).
+void gen_attention(CaseList& cs) {
     const std::vector<AttnShape> attn = {
         {{1, 17, 64, 130}, 8, 2, 64}, {{1, 17, 64, 130}, 8, 2, 128}, {{130, 1, 1, 64, 17}, 4, 4, 64},
-        {{257, 1}, 4, 4, 128},        {{33, 96}, 6, 1, 64},
+        {{257, 1}, 4, 4, 128},        {{33, 96}, 6, 1, 64},          {{1}, 1, 1, 64},
+        {{3, 5}, 2, 1, 16},
     };
-    for (const auto& s : attn) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
-    for (const auto& s : attn) add("cudnn_attention " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s); });
-    // Sliding windows: narrower than a key tile, across several tiles, and wider than some samples (no effect
-    // there); cuDNN takes them as its mask's left bound.
     const std::vector<AttnShape> windowed = {
         {{1, 17, 64, 130}, 8, 2, 64, 16}, {{300, 5, 129}, 4, 2, 128, 50}, {{257, 1, 40}, 4, 4, 128, 100},
         {{200, 70}, 6, 1, 64, 64},
     };
-    for (const auto& s : windowed) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
-    for (const auto& s : windowed)
-        add("cudnn_attention " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s); });
-    // The GQA backward once per kv head (what long sequences use; cudnn_attention_split_backward), with and
-    // without a window.
-    for (const AttnShape& s : {attn[0], attn[1], windowed[0], windowed[1], windowed[3]})
-        add("cudnn_attention split " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s, true); });
-    // Soft-capped scores (Gemma 2: 50; a small cap bends every score), with and without a window, and
-    // Gemma's head_dim 256.
     const std::vector<AttnShape> capped = {
         {{1, 17, 64, 130}, 8, 2, 64, 0, 1.0f}, {{300, 5, 129}, 4, 2, 128, 50, 2.0f}, {{130, 33}, 4, 2, 256, 0, 50.0f},
         {{200, 70}, 8, 4, 256, 64, 1.0f},
     };
-    for (const auto& s : capped) add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
+    for (const auto& s : attn) cs.add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
+    for (const auto& s : attn) cs.add("cudnn_attention " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s); });
+    for (const auto& s : windowed) cs.add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
+    for (const auto& s : windowed)
+        cs.add("cudnn_attention " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s); });
+    for (const AttnShape& s : {attn[0], attn[1], windowed[0], windowed[1], windowed[3]})
+        cs.add("cudnn_attention split " + attn_label(s), [=](Check& c) { cudnn_attention_case(c, s, true); });
+    for (const auto& s : capped) cs.add("attention " + attn_label(s), [=](Check& c) { attention_case(c, s); });
 }
 
 }  // namespace tandem::testing

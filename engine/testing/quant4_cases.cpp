@@ -1,10 +1,11 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// Self-test cases of the 4-bit weight ops (kernels/*/nf4): dequantize_4bit (in the op table) exactly equal
-// to its CPU twin rounded to bf16, whole tensors and sub-ranges (the fast and the per-element path); the
-// quantization kernels against their CPU twins (codes may differ only next to a decision threshold, where the
-// GPU's approximate reciprocal and the CPU's exact one can round apart); and, with a fixtures folder, against
-// bitsandbytes' own CUDA output (tests/fixtures/nf4): bit for bit.
+// Self-test cases of the 4-bit weight ops (kernels/*/nf4; outside the op table, generator gen_nf4 registered in
+// runner.cpp's kOtherKernels): dequantize_4bit exactly equal to its CPU twin rounded to bf16, whole tensors and
+// sub-ranges (the fast and the per-element path); the quantization kernels against their CPU twins (codes may
+// differ only next to a decision threshold, where the GPU's approximate reciprocal and the CPU's exact one can
+// round apart); and, with a fixtures folder, against bitsandbytes' own CUDA output (tests/fixtures/nf4): bit
+// for bit. Every case name starts "nf4 " (bench/gpu_checks.sh runs them under compute-sanitizer by that filter).
 #include "testing/harness.h"
 
 #if TANDEM_WITH_CUDA
@@ -225,20 +226,22 @@ void bnb_case(Check& c, const fs::path& dir, const nlohmann::json& meta) {
 
 }  // namespace
 
-void add_quant4_cases(std::vector<Case>& cs, const std::string& fixtures_dir) {
-    auto add = [&](std::string name, std::function<void(Check&)> fn) { cs.push_back({std::move(name), std::move(fn)}); };
-    for (int64_t n : {int64_t(64), int64_t(1023), int64_t(4096 * 11), int64_t(14336) * 64})
+// Outside the op table (the 4-bit base weights are dequantized by the CUDA runtime before the GEMMs). A single
+// value, one block, an odd count (a partial last block and byte), 11 x 4096 and a 14336 x 4096 layer, each with
+// double quantization and with fp32 absmax; the quantization kernels; with a fixtures folder bitsandbytes' cases.
+void gen_nf4(CaseList& cs) {
+    for (int64_t n : {int64_t(64), int64_t(1023), int64_t(4096 * 11), int64_t(14336) * 64, int64_t(1)})
         for (bool nested : {true, false})
-            add("nf4 dequantize n=" + std::to_string(n) + (nested ? " double-quant" : " fp32 absmax"),
-                [=](Check& c) { dequantize_case(c, n, nested); });
+            cs.add("nf4 dequantize n=" + std::to_string(n) + (nested ? " double-quant" : " fp32 absmax"),
+                   [=](Check& c) { dequantize_case(c, n, nested); });
     for (int64_t n : {int64_t(1023), int64_t(4096) * 96})
-        add("nf4 quantize n=" + std::to_string(n), [=](Check& c) { quantize_case(c, n); });
-    if (fixtures_dir.empty()) return;
-    const fs::path dir = fs::path(fixtures_dir) / "nf4";
+        cs.add("nf4 quantize n=" + std::to_string(n), [=](Check& c) { quantize_case(c, n); });
+    if (cs.fixtures_dir().empty()) return;
+    const fs::path dir = fs::path(cs.fixtures_dir()) / "nf4";
     if (!fs::exists(dir / "cases.json")) return;
     const nlohmann::json all = read_json_file(dir / "cases.json");
     for (const auto& meta : all.at("cases"))
-        add("nf4 bitsandbytes " + meta.at("name").get<std::string>(), [=](Check& c) { bnb_case(c, dir, meta); });
+        cs.add("nf4 bitsandbytes " + meta.at("name").get<std::string>(), [=](Check& c) { bnb_case(c, dir, meta); });
 }
 
 }  // namespace tandem::testing
