@@ -1,10 +1,11 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The CUDA self-test's harness (tandem/selftest.h), shared by the case files (op_cases.cpp, flat_op_cases.cpp,
-// moe_cases.cpp, quant4_cases.cpp, fp8_cases.cpp, infer_op_cases.cpp, step_cases.cpp, fixture_cases.cpp) and
-// runner.cpp: tolerances, seeded random inputs, device buffers and transfers, Check, which compares a GPU result
-// with its CPU twin and reports it, and the op generators with their shape-grid helpers. All in tandem::testing
-// and only with TANDEM_WITH_CUDA (runner.cpp alone also compiles without, to its no-CUDA stub).
+// The CUDA self-test's harness (tandem/selftest.h), shared by the case files (op_cases.cpp, gemm_op_cases.cpp,
+// flat_op_cases.cpp, moe_cases.cpp, quant4_cases.cpp, fp8_cases.cpp, infer_op_cases.cpp, step_cases.cpp,
+// step_check_cases.cpp, fixture_cases.cpp) and runner.cpp: tolerances, seeded random inputs, device buffers and
+// transfers, Check, which compares a GPU result with its CPU twin and reports it, and the op generators with
+// their shape-grid helpers. All in tandem::testing and only with TANDEM_WITH_CUDA (runner.cpp alone also
+// compiles without, to its no-CUDA stub). step_support.h: what step_cases.cpp and step_check_cases.cpp share.
 // Legend: N = rows, C = channels, V = vocab, F = intermediate, T = tokens, S = samples, H = heads,
 // D = head_dim, R = LoRA rank, n = element count.
 // Decisions a reader must know:
@@ -108,6 +109,11 @@ private:
 uint64_t fnv1a(const std::string& s);
 
 float fan_in_bound(int in);  // uniform with std 1/sqrt(in)
+
+// a * b in 64 bits: the element count of an [a, b] tensor.
+inline int64_t numel(int a, int b) {
+    return int64_t(a) * int64_t(b);
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Device buffers and transfers (all on the compute stream)
@@ -266,7 +272,7 @@ void vary(std::vector<P>& shapes, const P& base, T P::*field, std::initializer_l
 std::string shape_label(std::initializer_list<std::pair<const char*, int64_t>> dims);
 
 // The generators, one per op or family of ops, in the order the registry runs them (and --list shows them).
-// op_cases.cpp: the layer ops.
+// op_cases.cpp: the layer ops outside the GEMMs.
 void gen_embedding(CaseList& cs);          // embedding_forward, embedding_backward
 void gen_rmsnorm_forward(CaseList& cs);
 void gen_residual_rmsnorm_forward(CaseList& cs);
@@ -277,6 +283,7 @@ void gen_geglu(CaseList& cs);              // geglu_forward, geglu_backward
 void gen_clamped_swiglu(CaseList& cs);     // clamped_swiglu_forward, clamped_swiglu_backward
 void gen_attention_sinks(CaseList& cs);
 void gen_dequantize_mxfp4(CaseList& cs);
+// gemm_op_cases.cpp: the GEMM-family layer ops.
 void gen_matmul_forward(CaseList& cs);
 void gen_matmul_backward(CaseList& cs);
 void gen_lora(CaseList& cs);               // lora_forward, lora_tmp_forward, lora_backward
@@ -308,8 +315,8 @@ void gen_kv_cache_write(CaseList& cs);
 void gen_decode_attention(CaseList& cs);
 void gen_sampling(CaseList& cs);           // outside the table: repetition_penalty, sample_tokens
 
-// The cases that are no op's: whole steps (step_cases.cpp), then the PyTorch fixture cases and the
-// out-of-memory case (fixture_cases.cpp; none when fixtures_dir is empty).
+// The cases that are no op's: whole steps (step_cases.cpp, with the bodies of step_check_cases.cpp), then the
+// PyTorch fixture cases and the out-of-memory case (fixture_cases.cpp; none when fixtures_dir is empty).
 void add_step_cases(std::vector<Case>& cases);
 void add_fixture_cases(std::vector<Case>& cases, const std::string& fixtures_dir);
 

@@ -3,7 +3,8 @@
 // The CUDA self-test's entry points (tandem/selftest.h; run by `tandem-cli selftest --device cuda` and
 // tests/test_cuda.cpp): the op registry, the case list in its fixed order and the loop that runs it, one Check per
 // case, stopping at a device that broke. Harness and decisions: harness.h; generators and case bodies: op_cases,
-// flat_op_cases, moe_cases, quant4_cases, fp8_cases, infer_op_cases.cpp; step_cases and fixture_cases.cpp.
+// gemm_op_cases, flat_op_cases, moe_cases, quant4_cases, fp8_cases, infer_op_cases.cpp; step_cases and
+// step_check_cases.cpp (with step_support.h), fixture_cases.cpp.
 // Without TANDEM_WITH_CUDA only the stub at the end: no names, Error{Unsupported}.
 // Decisions a reader must know:
 //  - kOpRegistry lists every op of TANDEM_BACKEND_OPS (backend/backend.h) with the generator of its cases; a
