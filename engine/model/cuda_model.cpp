@@ -35,6 +35,7 @@
 #include "model/cuda_quant4_load.h"
 #include "model/expert_layout.h"
 #include "io/mxfp4.h"
+#include "kernels/cuda/expert_gemm.h"
 #include "kernels/cuda/mxfp4.h"
 #include "model/quant4_load.h"
 #include "tandem/model_dir.h"
@@ -119,6 +120,7 @@ ModelPlan cuda_plan(const Dims& d, const cpu::RopeTable& rope, const cpu::RopeTa
     tr.adamw_descriptor_bytes = sizeof(cuda::AdamWTensor);
     tr.metadata_slots = 2;
     tr.library_workspace = cuda::kLtWorkspaceBytes;  // the context's cuBLASLt workspace
+    if (d.E > 0) tr.library_workspace += cuda::kExpertScratchBytes;  // the experts' batched GEMM (expert_gemm.h)
     tr.context = kContextBytes;
     return make_plan(d, specs, lora_index, o.checkpointing, tr, {o.mlp_kept_layers, o.fp8_transposed, o.mlp_offloaded_layers});
 }

@@ -552,6 +552,14 @@ void gen_grouped_matmul(CaseList& cs) {
                   .wgrad = false});
     gs.push_back({.T = 128, .E = 8, .K = 2, .IN = 1024, .OUT = 3584, .weights = Weights::Fused, .wgrad = false});
     gs.push_back({.T = 128, .E = 8, .K = 2, .IN = 3584, .OUT = 1024, .wgrad = false});
+    // Enough rows per expert for the batched cuBLASLt head (kernels/cuda/expert_gemm.h: IN, OUT >= 256, >= 128
+    // rows per expert on average): every expert past cap (random), experts without rows beside full ones
+    // (zero-row experts), and one hot expert with the others under cap (their batches write the dummy).
+    gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 512, .OUT = 768, .wgrad = false});
+    gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 768, .OUT = 512, .routing = Routing::Sparse, .accumulate = true,
+                  .alpha = 0.5f, .wgrad = false});
+    gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 512, .OUT = 512, .routing = Routing::OneExpert,
+                  .weights = Weights::Overlapping, .wgrad = false});
     for (const Grouped& g : gs) cs.add("grouped_matmul " + grouped_label(g), [=](Check& c) { grouped_case(c, g); });
 }
 

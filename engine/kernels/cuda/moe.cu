@@ -19,6 +19,7 @@
 //    A warp's 16-row / 16-column slabs outside the tile's valid rows / columns are skipped, which keeps an
 //    expert's short last tile and the LoRA shapes (R columns) cheap; out-of-range loads are zero-filled.
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/expert_gemm.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/vec.cuh"
 
@@ -465,6 +466,8 @@ struct GemmArgs {
     const bf16* bias;  // forward only; may be nullptr
     int64_t bias_stride;
     const int32_t* offsets;  // [E+1], device
+    const int32_t* starts;   // [E], device, or nullptr: expert e's rows start at starts[e] instead of offsets[e]
+                             // (forward / backward after the batched head, kernels/cuda/expert_gemm.h)
     int E, IN, OUT;
     float alpha;
     bool accumulate;  // forward only (backward and the weight gradient always add)
@@ -542,13 +545,14 @@ __device__ __forceinline__ void mma_stage(float (&acc)[kRM][kN8][4], const bf16*
 // Warp 0: the expert and row tile of row tile number `target`, counting each expert's ceil(rows / kBM) tiles in
 // expert order: info = {e, first row, end row}, or e = -1 past the last tile. The loops unroll fully (no early
 // exit), so the per-lane tile counts stay in registers and all their loads are in flight at once.
-__device__ __forceinline__ void find_row_tile(int* info, const int32_t* __restrict__ offsets, int E, int target) {
+__device__ __forceinline__ void find_row_tile(int* info, const int32_t* __restrict__ offsets,
+                                              const int32_t* __restrict__ starts, int E, int target) {
     const int lane = threadIdx.x % 32;
     int tiles[kMaxExperts / 32];
 #pragma unroll
     for (int i = 0; i < kMaxExperts / 32; i++) {
         const int e = i * 32 + lane;
-        tiles[i] = e < E ? max(0, offsets[e + 1] - offsets[e] + kBM - 1) / kBM : 0;
+        tiles[i] = e < E ? max(0, offsets[e + 1] - (starts ? starts[e] : offsets[e]) + kBM - 1) / kBM : 0;
     }
     int before = 0;  // tiles of the experts below i * 32
     bool found = false;
@@ -568,7 +572,7 @@ __device__ __forceinline__ void find_row_tile(int* info, const int32_t* __restri
                     const int e = i * 32 + lane;
                     const int tile = target - (before + incl - tiles[i]);
                     info[0] = e;
-                    info[1] = offsets[e] + tile * kBM;
+                    info[1] = (starts ? starts[e] : offsets[e]) + tile * kBM;
                     info[2] = offsets[e + 1];
                 }
             }
@@ -604,7 +608,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) grouped_gemm_kernel(GemmArgs 
         ldb = p.IN;
     } else {
         __shared__ int info[3];
-        if (threadIdx.x < 32) find_row_tile(info, p.offsets, p.E, static_cast<int>(blockIdx.y));
+        if (threadIdx.x < 32) find_row_tile(info, p.offsets, p.starts, p.E, static_cast<int>(blockIdx.y));
         __syncthreads();
         e = info[0];
         if (e < 0) return;
@@ -947,6 +951,9 @@ void grouped_matmul_forward(bf16* out, const bf16* inp, const bf16* w, int64_t w
     a.accumulate = accumulate;
     const bool vec =
         IN % 8 == 0 && OUT % 8 == 0 && w_stride % 8 == 0 && aligned16(out) && aligned16(inp) && aligned16(w);
+    if (!bias)  // the first rows of the experts as one batched cuBLASLt GEMM; the kernel does the rest
+        a.starts = expert_batched_head(ExpertGemm::Forward, out, inp, w, w_stride, offsets, N, IN, OUT, E, alpha,
+                                       accumulate);
     gemm_dispatch<Op::Forward>(a, dim3(col_tiles(OUT), row_tiles(N, E)), vec);
 }
 
@@ -969,6 +976,7 @@ void grouped_matmul_backward(bf16* dinp, const bf16* dout, const bf16* w, int64_
     a.alpha = alpha;
     const bool vec =
         IN % 8 == 0 && OUT % 8 == 0 && w_stride % 8 == 0 && aligned16(dinp) && aligned16(dout) && aligned16(w);
+    a.starts = expert_batched_head(ExpertGemm::Backward, dinp, dout, w, w_stride, offsets, N, IN, OUT, E, alpha, true);
     gemm_dispatch<Op::Backward>(a, dim3(col_tiles(IN), row_tiles(N, E)), vec);
 }
 

@@ -1,0 +1,198 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// The batched head of the experts' GEMMs (kernels/cuda/expert_gemm.h says what and why).
+#include "kernels/cuda/expert_gemm.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "core/cuda/memory.h"
+#include "tandem/error.h"
+
+namespace tandem::cuda {
+
+namespace {
+
+constexpr int kMinMeanRows = 128;          // fewer rows per expert on average: the grouped kernel alone
+constexpr int kMinDim = 256;               // IN and OUT at least this (LoRA's r-column products stay grouped)
+constexpr int kChunkThreads = 512;         // the chunk kernel's one block (>= kMaxExperts of moe.cu)
+
+// Rows per chunk: 256 when the experts average at least 512 rows, else 128.
+int chunk_rows(int N, int E) { return N / E >= 512 ? 256 : 128; }
+
+bool enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("TANDEM_EXPERT_BATCHED");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    return on;
+}
+
+// One scratch per thread (like its context): pointer arrays [3][E], starts [E], then the dummy output.
+struct Scratch {
+    int device = -1;
+    DeviceBuffer buf;
+};
+thread_local Scratch t_scratch;
+
+constexpr size_t round256(size_t n) { return (n + 255) / 256 * 256; }
+
+// The cuBLASLt descriptors of one batched shape, cached per thread (the context's handle and stream are).
+struct BatchKey {
+    int device;
+    bool backward;
+    int cap, IN, OUT, B;
+    bool operator==(const BatchKey&) const = default;
+};
+struct BatchKeyHash {
+    size_t operator()(const BatchKey& k) const noexcept {
+        uint64_t h = 1469598103934665603ull;
+        for (uint64_t v : {uint64_t(k.device), uint64_t(k.backward), uint64_t(k.cap), uint64_t(k.IN), uint64_t(k.OUT),
+                           uint64_t(k.B)})
+            h = (h ^ v) * 1099511628211ull;
+        return size_t(h);
+    }
+};
+struct BatchPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A (the weights), B (the rows), C/D
+    cublasLtMatmulAlgo_t algo{};
+    bool ok = false;  // the heuristic found an algorithm (else the grouped kernel does all rows)
+    BatchPlan() = default;
+    BatchPlan(const BatchPlan&) = delete;
+    BatchPlan& operator=(const BatchPlan&) = delete;
+    ~BatchPlan() {
+        if (c) cublasLtMatrixLayoutDestroy(c);
+        if (b) cublasLtMatrixLayoutDestroy(b);
+        if (a) cublasLtMatrixLayoutDestroy(a);
+        if (op) cublasLtMatmulDescDestroy(op);
+    }
+};
+thread_local std::unordered_map<BatchKey, std::unique_ptr<BatchPlan>, BatchKeyHash> t_plans;
+
+cublasLtMatrixLayout_t pointer_array_layout(uint64_t rows, uint64_t cols, int64_t ld, int E) {
+    cublasLtMatrixLayout_t l = nullptr;
+    TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, rows, cols, ld));
+    const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+    const int32_t count = E;
+    TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof(mode)));
+    TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    return l;
+}
+
+// Column-major views (cuBLASLt's) of the row-major matrices: W_e [OUT, IN] is [IN, OUT] with ld IN; a block of
+// cap rows of width n is [n, cap] with ld n. Forward: D [OUT, cap] = W_e^T-view (T) x rows [IN, cap]; backward:
+// D [IN, cap] = W_e-view [IN, OUT] (N) x dout rows [OUT, cap].
+std::unique_ptr<BatchPlan> make_batch_plan(const BatchKey& k, Context& ctx) {
+    auto p = std::make_unique<BatchPlan>();
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = k.backward ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    const int in_rows = k.backward ? k.OUT : k.IN, out_rows = k.backward ? k.IN : k.OUT;
+    p->a = pointer_array_layout(uint64_t(k.IN), uint64_t(k.OUT), k.IN, k.B);
+    p->b = pointer_array_layout(uint64_t(in_rows), uint64_t(k.cap), in_rows, k.B);
+    p->c = pointer_array_layout(uint64_t(out_rows), uint64_t(k.cap), out_rows, k.B);
+    cublasLtMatmulPreference_t pref = nullptr;
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = ctx.lt_workspace_bytes;
+    const uint32_t align = 16;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p->ok = s == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+    if (p->ok) p->algo = result.algo;
+    return p;
+}
+
+// One block: expert e owns floor(rows_e / cap) chunks of cap rows, numbered in expert order by an exclusive
+// scan; batch j < (all chunks) is chunk j, the batches after them (up to B = N / cap, the most there can be)
+// multiply expert 0's first rows into the dummy. starts[e]: the first row past e's chunks.
+__global__ void __launch_bounds__(kChunkThreads)
+expert_chunks_kernel(const void** wp, const void** ap, void** cp, int32_t* starts, const int32_t* __restrict__ offsets,
+                     const bf16* a, const bf16* w, int64_t w_stride, bf16* out, bf16* dummy, int E, int cap, int B,
+                     int lda, int ldc) {
+    __shared__ int scan[kChunkThreads];
+    const int e = static_cast<int>(threadIdx.x);
+    const int first = e < E ? offsets[e] : 0;
+    const int n = e < E ? (offsets[e + 1] - first) / cap : 0;
+    scan[e] = n;
+    __syncthreads();
+    for (int d = 1; d < kChunkThreads; d *= 2) {  // inclusive Hillis-Steele scan
+        const int v = e >= d ? scan[e - d] : 0;
+        __syncthreads();
+        scan[e] += v;
+        __syncthreads();
+    }
+    const int base = scan[e] - n, total = scan[kChunkThreads - 1];
+    if (e < E) {
+        for (int k = 0; k < n; ++k) {
+            const int r = first + k * cap;
+            wp[base + k] = w + static_cast<int64_t>(e) * w_stride;
+            ap[base + k] = a + static_cast<int64_t>(r) * lda;
+            cp[base + k] = out + static_cast<int64_t>(r) * ldc;
+        }
+        starts[e] = first + n * cap;
+    }
+    for (int j = total + e; j < B; j += kChunkThreads) {
+        wp[j] = w;
+        ap[j] = a;
+        cp[j] = dummy;
+    }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+const int32_t* expert_batched_head(ExpertGemm g, bf16* out, const bf16* a, const bf16* w, int64_t w_stride,
+                                   const int32_t* offsets, int N, int IN, int OUT, int E, float alpha,
+                                   bool accumulate) {
+    if (!enabled() || E <= 0 || N / E < kMinMeanRows || IN < kMinDim || OUT < kMinDim || IN % 8 || OUT % 8 ||
+        w_stride % 8 || !aligned16(out) || !aligned16(a) || !aligned16(w))
+        return nullptr;
+    const int cap = chunk_rows(N, E), B = N / cap;
+    if (E > kChunkThreads) return nullptr;
+    const bool backward = g == ExpertGemm::Backward;
+    const int lda = backward ? OUT : IN, ldc = backward ? IN : OUT;
+    const size_t arrays = round256(3 * sizeof(void*) * size_t(B)), starts_bytes = round256(sizeof(int32_t) * size_t(E));
+    if (arrays + starts_bytes + sizeof(bf16) * size_t(cap) * size_t(ldc) > kExpertScratchBytes) return nullptr;
+
+    Context& ctx = context();
+    const BatchKey key{ctx.device, backward, cap, IN, OUT, B};
+    auto it = t_plans.find(key);
+    if (it == t_plans.end()) it = t_plans.emplace(key, make_batch_plan(key, ctx)).first;
+    const BatchPlan& plan = *it->second;
+    if (!plan.ok) return nullptr;
+    if (t_scratch.device != ctx.device || !t_scratch.buf.data()) {
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        TANDEM_CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capturing));
+        if (capturing != cudaStreamCaptureStatusNone) return nullptr;  // never allocate inside a capture
+        t_scratch.buf = DeviceBuffer(kExpertScratchBytes, "expert GEMM pointer arrays and dummy output");
+        t_scratch.device = ctx.device;
+    }
+    char* base = t_scratch.buf.as<char>();
+    const void** wp = reinterpret_cast<const void**>(base);
+    const void** ap = wp + B;
+    void** cp = const_cast<void**>(reinterpret_cast<const void**>(ap + B));
+    int32_t* starts = reinterpret_cast<int32_t*>(base + arrays);
+    bf16* dummy = reinterpret_cast<bf16*>(base + arrays + starts_bytes);
+    expert_chunks_kernel<<<1, kChunkThreads, 0, ctx.stream>>>(wp, ap, cp, starts, offsets, a, w, w_stride, out, dummy,
+                                                              E, cap, B, lda, ldc);
+    TANDEM_CUDA_LAUNCH_CHECK();
+    const float beta = backward || accumulate ? 1.0f : 0.0f;
+    TANDEM_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.op, &alpha, wp, plan.a, ap, plan.b, &beta, cp, plan.c, cp, plan.c,
+                                       &plan.algo, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
+    return starts;
+}
+
+}  // namespace tandem::cuda
