@@ -560,6 +560,11 @@ void gen_grouped_matmul(CaseList& cs) {
                   .alpha = 0.5f, .wgrad = false});
     gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 512, .OUT = 512, .routing = Routing::OneExpert,
                   .weights = Weights::Overlapping, .wgrad = false});
+    // With biases (gpt-oss): written into the chunk rows in front of the batched GEMM, or added to them.
+    gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 512, .OUT = 768, .routing = Routing::OneExpert, .bias = true,
+                  .wgrad = false});
+    gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 768, .OUT = 512, .weights = Weights::Fused, .bias = true,
+                  .accumulate = true, .alpha = 0.5f, .wgrad = false});
     for (const Grouped& g : gs) cs.add("grouped_matmul " + grouped_label(g), [=](Check& c) { grouped_case(c, g); });
 }
 

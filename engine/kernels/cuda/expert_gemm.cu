@@ -150,13 +150,35 @@ expert_chunks_kernel(const void** wp, const void** ap, void** cp, int32_t* start
     }
 }
 
+// The bias of the rows the batched GEMM covers (rows before starts[e] of expert e), put in front of it: out[r,:] =
+// (accumulate ? out[r,:] : 0) + bias_e; the GEMM then adds its product (beta 1). One warp per row.
+__global__ void expert_bias_kernel(bf16* out, const bf16* __restrict__ bias, int64_t bias_stride,
+                                   const int32_t* __restrict__ offsets, const int32_t* __restrict__ starts, int N,
+                                   int E, int OUT, bool accumulate) {
+    const int row = static_cast<int>(blockIdx.x) * 8 + static_cast<int>(threadIdx.x) / 32;
+    if (row >= N) return;
+    int lo = 0, hi = E - 1;  // the expert whose rows hold `row`: the last e with offsets[e] <= row
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (offsets[mid] <= row)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    if (row >= starts[lo]) return;  // the grouped kernel's row: it adds the bias itself
+    const bf16* b = bias + static_cast<int64_t>(lo) * bias_stride;
+    bf16* o = out + static_cast<int64_t>(row) * OUT;
+    for (int c = static_cast<int>(threadIdx.x) % 32; c < OUT; c += 32)
+        o[c] = __float2bfloat16_rn((accumulate ? __bfloat162float(o[c]) : 0.0f) + __bfloat162float(b[c]));
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
 const int32_t* expert_batched_head(ExpertGemm g, bf16* out, const bf16* a, const bf16* w, int64_t w_stride,
                                    const int32_t* offsets, int N, int IN, int OUT, int E, float alpha,
-                                   bool accumulate) {
+                                   bool accumulate, const bf16* bias, int64_t bias_stride) {
     if (!enabled() || E <= 0 || N / E < kMinMeanRows || IN < kMinDim || OUT < kMinDim || IN % 8 || OUT % 8 ||
         w_stride % 8 || !aligned16(out) || !aligned16(a) || !aligned16(w))
         return nullptr;
@@ -189,7 +211,12 @@ const int32_t* expert_batched_head(ExpertGemm g, bf16* out, const bf16* a, const
     expert_chunks_kernel<<<1, kChunkThreads, 0, ctx.stream>>>(wp, ap, cp, starts, offsets, a, w, w_stride, out, dummy,
                                                               E, cap, B, lda, ldc);
     TANDEM_CUDA_LAUNCH_CHECK();
-    const float beta = backward || accumulate ? 1.0f : 0.0f;
+    if (bias && !backward) {
+        expert_bias_kernel<<<(N + 7) / 8, 256, 0, ctx.stream>>>(out, bias, bias_stride, offsets, starts, N, E, OUT,
+                                                                accumulate);
+        TANDEM_CUDA_LAUNCH_CHECK();
+    }
+    const float beta = backward || accumulate || bias ? 1.0f : 0.0f;
     TANDEM_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.op, &alpha, wp, plan.a, ap, plan.b, &beta, cp, plan.c, cp, plan.c,
                                        &plan.algo, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
     return starts;

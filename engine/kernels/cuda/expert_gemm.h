@@ -14,7 +14,9 @@
 //    the kernel. No host sync, no allocation inside a captured step.
 //  - The batches past the real chunks (about E / 2 of them) multiply expert 0's first rows into a dummy output
 //    that nobody reads (they race on it; the results are discarded): the price of a batch count fixed on the host.
-//  - Taken only for the large expert projections (IN and OUT >= 256, multiples of 8, 16-byte aligned, no bias,
+//  - A forward's bias (gpt-oss) is written into (or added to) the chunk rows by a kernel in front of the GEMM,
+//    which then adds its product (beta 1); the kernel's rows get theirs in its epilogue as before.
+//  - Taken only for the large expert projections (IN and OUT >= 256, multiples of 8, 16-byte aligned,
 //    at least 128 rows per expert on average) and while the dummy output fits kExpertScratchBytes; else nullptr
 //    and the grouped kernel does all rows, as before. TANDEM_EXPERT_BATCHED=0 in the environment turns it off
 //    (the ablation of bench --grouped-gemm).
@@ -34,12 +36,13 @@ inline constexpr size_t kExpertScratchBytes = size_t(32) << 20;
 
 enum class ExpertGemm { Forward, Backward };
 
-// Forward: out[r,:] = (accumulate ? out[r,:] : 0) + alpha * inp[r,:] @ W_e^T for the rows r of every whole chunk
+// Forward: out[r,:] = (accumulate ? out[r,:] : 0) + alpha * inp[r,:] @ W_e^T (+ bias_e when bias: bias + e *
+// bias_stride, [OUT]) for the rows r of every whole chunk
 // of cap rows of each expert. Backward: dinp[r,:] += alpha * dout[r,:] @ W_e for the same rows (a = dout,
 // out = dinp, accumulate ignored). Returns starts[E] on the device (the first row each expert still needs from
 // the grouped kernel), or nullptr when the batched head is not taken (nothing was launched).
 const int32_t* expert_batched_head(ExpertGemm g, bf16* out, const bf16* a, const bf16* w, int64_t w_stride,
                                    const int32_t* offsets, int N, int IN, int OUT, int E, float alpha,
-                                   bool accumulate);
+                                   bool accumulate, const bf16* bias = nullptr, int64_t bias_stride = 0);
 
 }  // namespace tandem::cuda

@@ -951,9 +951,9 @@ void grouped_matmul_forward(bf16* out, const bf16* inp, const bf16* w, int64_t w
     a.accumulate = accumulate;
     const bool vec =
         IN % 8 == 0 && OUT % 8 == 0 && w_stride % 8 == 0 && aligned16(out) && aligned16(inp) && aligned16(w);
-    if (!bias)  // the first rows of the experts as one batched cuBLASLt GEMM; the kernel does the rest
-        a.starts = expert_batched_head(ExpertGemm::Forward, out, inp, w, w_stride, offsets, N, IN, OUT, E, alpha,
-                                       accumulate);
+    // The experts' rows in whole chunks as one batched cuBLASLt GEMM; the kernel does the rest.
+    a.starts = expert_batched_head(ExpertGemm::Forward, out, inp, w, w_stride, offsets, N, IN, OUT, E, alpha, accumulate,
+                                   bias, bias_stride);
     gemm_dispatch<Op::Forward>(a, dim3(col_tiles(OUT), row_tiles(N, E)), vec);
 }
 

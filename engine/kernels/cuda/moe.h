@@ -19,8 +19,8 @@
 //    (OUT or IN = R <= 64) and an expert's last, short tile run the same kernel without a separate path.
 //    16-byte loads when IN and OUT are multiples of 8 and the pointers and w_stride are aligned; otherwise the
 //    same kernel with per-element loads (any IN / OUT).
-//  - The large expert projections (IN and OUT >= 256, no bias, enough rows per expert) first run the first `cap`
-//    rows of every expert that has them as one cuBLASLt GEMM batched over device-built pointer arrays
+//  - The large expert projections (IN and OUT >= 256, enough rows per expert) first run every expert's whole
+//    chunks of 256 (128) rows as one cuBLASLt GEMM batched over device-built pointer arrays
 //    (kernels/cuda/expert_gemm.h); the kernel then does each expert's remaining rows. Same op, rows split
 //    differently (the sum order inside a row's dot products may differ: bf16-rounding level).
 //  - grouped_matmul_weight_grad is the same kernel over (IN tile, OUT tile, expert): the reduction runs over
