@@ -308,14 +308,8 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
     ref.prepare(c.base_seed());
     const PackedBatch& batch = ref.batch;
     const double k = ref.variant.tol;
-    CudaModelOptions opt;
-    opt.fp8 = ref.variant.fp8;
-    opt.quantize_4bit = ref.variant.nf4;
+    CudaModelOptions opt = ref.options(batch.max_seqlen, ckpt, attn);
     opt.moe_routing_loop = moe_loop;
-    opt.max_tokens = ref.variant.token_budget;
-    opt.max_seqlen = batch.max_seqlen;
-    opt.checkpointing = ckpt;
-    opt.attention = attn;
     CudaModel g = CudaModel::load(ref.dir, ref.variant.lora, kLoraInitSeed, opt);
     g.set_lora(ref.lora);
     g.inject_routing(ref.routing);

@@ -79,13 +79,7 @@ void async_step_case(Check& c, StepReference& ref, CheckpointPolicy policy) {
         LoraTensors values;
     };
     auto load = [&](bool rebuild) {
-        CudaModelOptions opt;
-        opt.fp8 = ref.variant.fp8;
-        opt.quantize_4bit = ref.variant.nf4;
-        opt.max_tokens = ref.variant.token_budget;
-        opt.max_seqlen = ref.variant.token_budget;
-        opt.checkpointing = policy;
-        opt.attention = AttentionBackend::Inhouse;
+        CudaModelOptions opt = ref.options(ref.variant.token_budget, policy, AttentionBackend::Inhouse);
         opt.rebuild_metadata_per_layer = rebuild;
         CudaModel g = CudaModel::load(ref.dir, ref.variant.lora, kLoraInitSeed, opt);
         g.set_lora(ref.lora);
@@ -176,13 +170,7 @@ void cuda_graphs_case(Check& c, StepReference& ref, CheckpointPolicy policy, Att
         CudaGraphStats stats;
     };
     auto run = [&](bool graphs) {
-        CudaModelOptions opt;
-        opt.fp8 = ref.variant.fp8;
-        opt.quantize_4bit = ref.variant.nf4;
-        opt.max_tokens = ref.variant.token_budget;
-        opt.max_seqlen = ref.variant.token_budget;
-        opt.checkpointing = policy;
-        opt.attention = attention;
+        CudaModelOptions opt = ref.options(ref.variant.token_budget, policy, attention);
         opt.cuda_graphs = graphs;
         CudaModel g = CudaModel::load(ref.dir, ref.variant.lora, kLoraInitSeed, opt);
         g.set_lora(ref.lora);
@@ -358,16 +346,10 @@ void checkpointing_agree_case(Check& c, StepReference& ref) {
     };
     auto run = [&](CheckpointPolicy policy, int mlp_kept_layers = 0, bool fp8_transposed = false,
                    int mlp_offloaded_layers = 0) {
-        CudaModelOptions opt;
-        opt.fp8 = ref.variant.fp8;
-        opt.quantize_4bit = ref.variant.nf4;
+        CudaModelOptions opt = ref.options(batch.max_seqlen, policy, AttentionBackend::Inhouse);
         opt.mlp_kept_layers = mlp_kept_layers;
         opt.mlp_offloaded_layers = mlp_offloaded_layers;
         opt.fp8_transposed = fp8_transposed;
-        opt.max_tokens = ref.variant.token_budget;
-        opt.max_seqlen = batch.max_seqlen;
-        opt.checkpointing = policy;
-        opt.attention = AttentionBackend::Inhouse;
         CudaModel g = CudaModel::load(ref.dir, ref.variant.lora, kLoraInitSeed, opt);
         g.set_lora(ref.lora);
         std::vector<Result> steps(2);

@@ -73,6 +73,18 @@ public:
     }
 
     void prepare(uint64_t base_seed);
+    // The options every GPU load of this variant starts from: its weight format, token budget, the longest sample,
+    // the policy and the attention path (each check then sets what it varies).
+    CudaModelOptions options(int max_seqlen, CheckpointPolicy policy, AttentionBackend attention) const {
+        CudaModelOptions o;
+        o.fp8 = variant.fp8;
+        o.quantize_4bit = variant.nf4;
+        o.max_tokens = variant.token_budget;
+        o.max_seqlen = max_seqlen;
+        o.checkpointing = policy;
+        o.attention = attention;
+        return o;
+    }
 
     StepVariant variant;
     bool ready = false;
