@@ -139,7 +139,8 @@ Run add_train_command(CLI::App& app) {
     sub->add_option("--device", o->device, "cpu|cuda|auto");
     sub->add_option("--checkpointing", o->checkpointing,
                     "off (keep every activation) | selective (keep block inputs and attention outputs, recompute "
-                    "norms and the MLP in backward) | recompute (keep block inputs, recompute in backward) | smart "
+                    "norms and the MLP in backward; the plan keeps or offloads the MLP's buffers of as many layers as "
+                    "memory and the host link allow) | recompute (keep block inputs, recompute in backward) | smart "
                     "(block inputs in pinned host memory, double-buffered reload) | smart-single | auto (the fastest "
                     "that fits the GPU)");
     add_memory_flags(sub, o->memory);
