@@ -1,6 +1,6 @@
 // SPDX-FileCopyrightText: 2026 The Tandem developers
 // SPDX-License-Identifier: GPL-3.0-or-later
-// The head of an expert GEMM as ONE cuBLASLt GEMM batched over the experts (internal to kernels/cuda/moe.cu's
+// The bulk of an expert GEMM as ONE cuBLASLt GEMM batched over chunks of the experts' rows (internal to kernels/cuda/moe.cu's
 // grouped_matmul_forward / _backward; no twin: the op's result is the same, the rows are only split differently).
 // Decisions a reader must know:
 //  - The grouped mma.sync kernel runs at 32-42% of cuBLASLt's dense bf16 rate on the experts' shapes; cuBLASLt
@@ -20,9 +20,9 @@
 //    at least 128 rows per expert on average) and while the dummy output fits kExpertScratchBytes; else nullptr
 //    and the grouped kernel does all rows, as before. TANDEM_EXPERT_BATCHED=0 in the environment turns it off
 //    (the ablation of bench --grouped-gemm).
-//  - The pointer arrays, starts[] and the dummy live in a per-thread, per-device scratch sized on first use
-//    (the first micro-batch of a shape runs eagerly, so a capture never grows it); the memory plan counts it with
-//    the library workspace (kExpertScratchBytes).
+//  - The pointer arrays, starts[] and the dummy live in a per-thread, per-device scratch of kExpertScratchBytes,
+//    allocated on first use (the first micro-batch of a shape runs eagerly, so a capture never allocates; a call
+//    inside a capture without it falls back to the kernel); the memory plan counts it with the library workspace.
 #pragma once
 
 #include <cstddef>
