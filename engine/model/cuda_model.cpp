@@ -241,7 +241,8 @@ std::unique_ptr<CudaModel::Impl> make_impl(const ModelConfig& cfg, const LoraCon
         const size_t x_bytes = size_t(m.offloaded) * size_t(m.d.T) * size_t(m.d.C) * sizeof(bf16);
         if (x_bytes > 0) m.x_host = PinnedBuffer(x_bytes, "offloaded block inputs");
         if (m.y.mlp_host_slots > 0)
-            m.mlp_host = PinnedBuffer(m.y.bytes.pinned_host - x_bytes, "offloaded MLP buffers (gate, up)");
+            m.mlp_host = PinnedBuffer(size_t(m.y.mlp_host_slots) * 2 * size_t(m.d.T) * size_t(m.d.F) * sizeof(bf16),
+                                      "offloaded MLP buffers (gate, up)");
         m.copy = Stream::make_non_blocking();
         m.ev_mlp_ready = Event::make(cudaEventDisableTiming);
         for (int b = 0; b < 2; ++b) {

@@ -223,7 +223,7 @@ public:
     std::array<bool, kBufCount> dropped{};         // per buffer (plan.h)
     int mlp_kept_layers = 0;                       // layers 0..K-1 keep the MLP buffers dropped[] names (plan.h)
     std::vector<int> mlp_offloaded;                // the layers whose MLP buffers go to host memory (plan.h)
-    std::vector<int> mlp_offload_index;            // [L]: layer l's index in mlp_offloaded, or -1
+    std::vector<int> mlp_offload_index;            // [L] or empty: layer l's index in mlp_offloaded, or -1
     const typename B::RopeTable* rope = nullptr;
     const typename B::RopeTable* rope_local = nullptr;  // the sliding layers' table (Dims::local_rope), or nullptr
     DecoderRuntime<B>* rt = nullptr;

@@ -17,11 +17,7 @@ void Decoder<B>::bind(const ModelPlan& y, void* weights_base, void* acts_base, v
     for (int b = 0; b < kBufCount; ++b) dropped[size_t(b)] = y.residency[size_t(b)] == Residency::Dropped;
     mlp_kept_layers = y.mlp_kept_layers;
     mlp_offloaded = y.mlp_offloaded;
-    mlp_offload_index.clear();
-    if (!mlp_offloaded.empty()) {
-        mlp_offload_index.assign(size_t(d.L), -1);
-        for (size_t j = 0; j < mlp_offloaded.size(); ++j) mlp_offload_index[size_t(mlp_offloaded[j])] = int(j);
-    }
+    mlp_offload_index = y.mlp_offload_index;
     const ArenaLayout& W = y.weights;
     embed = W.ptr<Act>(weights_base, y.embed);
     const Act* lm_head = W.ptr<Act>(weights_base, y.lm_head);

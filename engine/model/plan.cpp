@@ -278,6 +278,11 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         y.mlp_offloaded = mlp_offload_layers(d.L, y.mlp_kept_layers, options.mlp_offloaded_layers);
     const int M = int(y.mlp_offloaded.size());
     y.mlp_host_slots = std::max(M - 2, 0);
+    if (M > 0) {
+        y.mlp_offload_index.assign(size_t(d.L), -1);
+        for (int j = 0; j < M; ++j) y.mlp_offload_index[size_t(y.mlp_offloaded[size_t(j)])] = j;
+    }
+    auto offload_j = [&](size_t l) { return M > 0 ? y.mlp_offload_index[l] : -1; };
     y.fp8_transposed = d.fp8 && options.fp8_transposed;
     const size_t T = size_t(d.T);
     auto act = [&](size_t n) { return n * tr.act_bytes; };
@@ -497,18 +502,16 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         }
         const int nb = offload_buffers(policy);
         // The offloaded MLP layers' gate / up: two slots, the j-th such layer's in slot j % 2.
-        std::vector<int> offload_index(size_t(d.L), -1);
-        for (int j = 0; j < M; ++j) offload_index[size_t(y.mlp_offloaded[size_t(j)])] = j;
         int slot_gate[2] = {-1, -1}, slot_up[2] = {-1, -1};
         for (int s = 0; s < std::min(M, 2); ++s) {
             const std::string p = std::string("offloaded MLP slot ") + char('A' + s) + " ";
             slot_gate[s] = y.acts.reserve(act(allF), p + "gate");
             slot_up[s] = y.acts.reserve(act(allF), p + "up");
         }
-        auto own_mlp = [&](size_t l) { return int(l) < y.mlp_kept_layers || offload_index[l] >= 0; };
+        auto own_mlp = [&](size_t l) { return int(l) < y.mlp_kept_layers || offload_j(l) >= 0; };
         y.sets.resize(size_t(d.L));
         for (int l = 0; l < d.L; ++l) {
-            const int j = offload_index[size_t(l)];
+            const int j = offload_j(size_t(l));
             y.sets[size_t(l)].x = y.x_store.at(nb > 0 ? size_t(l % nb) : size_t(l));
             merge(y.sets[size_t(l)], make_set("layer " + std::to_string(l) + " ", false, Residency::Kept,
                                               adapted[size_t(l)], d.is_moe(l), own_mlp(size_t(l)), j < 0));

@@ -306,6 +306,7 @@ struct ModelPlan {
     // PlanOptions::mlp_offloaded_layers: offloaded[j] is the j-th layer whose gate / up go to host memory (its
     // gate / up pieces are slot j % 2); host slot j (j < mlp_host_slots) holds gate then up, [2, T, F] act.
     std::vector<int> mlp_offloaded;
+    std::vector<int> mlp_offload_index;  // [L] when there are such layers (else empty): l's j, or -1
     int mlp_host_slots = 0;       // max(M - 2, 0)
     bool fp8_transposed = false;  // FP8 slots' transposed weights are in the weights arena (PlanOptions)
     int64_t quant_max_blocks = 0;  // the most absmax blocks of any 4-bit projection (the load's fp32 scratch)
