@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/cuda/memory.h"
+#include "kernels/cuda/lt_plan.h"
 #include "tandem/error.h"
 
 namespace tandem::cuda {
@@ -31,7 +32,7 @@ bool enabled() {
     return on;
 }
 
-// One scratch per thread (like its context): pointer arrays [3][E], starts [E], then the dummy output.
+// One scratch per thread (like its context): pointer arrays [3][B], starts [E], then the dummy output.
 struct Scratch {
     int device = -1;
     DeviceBuffer buf;
@@ -56,28 +57,14 @@ struct BatchKeyHash {
         return size_t(h);
     }
 };
-struct BatchPlan {
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A (the weights), B (the rows), C/D
-    cublasLtMatmulAlgo_t algo{};
-    bool ok = false;  // the heuristic found an algorithm (else the grouped kernel does all rows)
-    BatchPlan() = default;
-    BatchPlan(const BatchPlan&) = delete;
-    BatchPlan& operator=(const BatchPlan&) = delete;
-    ~BatchPlan() {
-        if (c) cublasLtMatrixLayoutDestroy(c);
-        if (b) cublasLtMatrixLayoutDestroy(b);
-        if (a) cublasLtMatrixLayoutDestroy(a);
-        if (op) cublasLtMatmulDescDestroy(op);
-    }
-};
-thread_local std::unordered_map<BatchKey, std::unique_ptr<BatchPlan>, BatchKeyHash> t_plans;
+// nullptr: the heuristic has no algorithm for the shape (the grouped kernel then does all rows).
+thread_local std::unordered_map<BatchKey, std::unique_ptr<LtPlan>, BatchKeyHash> t_plans;
 
-cublasLtMatrixLayout_t pointer_array_layout(uint64_t rows, uint64_t cols, int64_t ld, int E) {
+cublasLtMatrixLayout_t pointer_array_layout(uint64_t rows, uint64_t cols, int64_t ld, int batches) {
     cublasLtMatrixLayout_t l = nullptr;
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, rows, cols, ld));
     const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
-    const int32_t count = E;
+    const int32_t count = batches;
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof(mode)));
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
     return l;
@@ -86,31 +73,17 @@ cublasLtMatrixLayout_t pointer_array_layout(uint64_t rows, uint64_t cols, int64_
 // Column-major views (cuBLASLt's) of the row-major matrices: W_e [OUT, IN] is [IN, OUT] with ld IN; a block of
 // cap rows of width n is [n, cap] with ld n. Forward: D [OUT, cap] = W_e^T-view (T) x rows [IN, cap]; backward:
 // D [IN, cap] = W_e-view [IN, OUT] (N) x dout rows [OUT, cap].
-std::unique_ptr<BatchPlan> make_batch_plan(const BatchKey& k, Context& ctx) {
-    auto p = std::make_unique<BatchPlan>();
+std::unique_ptr<LtPlan> make_batch_plan(const BatchKey& k, Context& ctx) {
+    auto p = std::make_unique<LtPlan>();
     TANDEM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = k.backward ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    set_desc(p->op, CUBLASLT_MATMUL_DESC_TRANSA, k.backward ? CUBLAS_OP_N : CUBLAS_OP_T);
+    set_desc(p->op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
     const int in_rows = k.backward ? k.OUT : k.IN, out_rows = k.backward ? k.IN : k.OUT;
     p->a = pointer_array_layout(uint64_t(k.IN), uint64_t(k.OUT), k.IN, k.B);
     p->b = pointer_array_layout(uint64_t(in_rows), uint64_t(k.cap), in_rows, k.B);
     p->c = pointer_array_layout(uint64_t(out_rows), uint64_t(k.cap), out_rows, k.B);
-    cublasLtMatmulPreference_t pref = nullptr;
-    TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const uint64_t ws = ctx.lt_workspace_bytes;
-    const uint32_t align = 16;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-        cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t s =
-        cublasLtMatmulAlgoGetHeuristic(ctx.lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    p->ok = s == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-    if (p->ok) p->algo = result.algo;
+    // Every pointer the chunk kernel writes is 16-byte aligned (rows of multiples of 8 bf16).
+    if (lt_choose_algo(*p, ctx, 16, 16, 16)) return nullptr;
     return p;
 }
 
@@ -193,8 +166,8 @@ const int32_t* expert_batched_head(ExpertGemm g, bf16* out, const bf16* a, const
     const BatchKey key{ctx.device, backward, cap, IN, OUT, B};
     auto it = t_plans.find(key);
     if (it == t_plans.end()) it = t_plans.emplace(key, make_batch_plan(key, ctx)).first;
-    const BatchPlan& plan = *it->second;
-    if (!plan.ok) return nullptr;
+    if (!it->second) return nullptr;
+    const LtPlan& plan = *it->second;
     if (t_scratch.device != ctx.device || !t_scratch.buf.data()) {
         cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
         TANDEM_CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capturing));

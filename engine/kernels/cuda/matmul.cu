@@ -19,6 +19,7 @@
 //    bound by reading the weights, and cuBLASLt's GEMM tiles left a third of the bandwidth unused there.
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/fp8.h"
+#include "kernels/cuda/lt_plan.h"
 #include "kernels/cuda/vec.cuh"
 
 #include <cstdint>
@@ -199,21 +200,8 @@ struct PlanKeyHash {
     }
 };
 
-// Owns the descriptors of one shape; D uses C's layout (same pointer, in-place accumulate).
-struct Plan {
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A (our B), B (our A), C/D
-    cublasLtMatmulAlgo_t algo{};
-    Plan() = default;
-    Plan(const Plan&) = delete;
-    Plan& operator=(const Plan&) = delete;
-    ~Plan() {
-        if (c) cublasLtMatrixLayoutDestroy(c);
-        if (b) cublasLtMatrixLayoutDestroy(b);
-        if (a) cublasLtMatrixLayoutDestroy(a);
-        if (op) cublasLtMatmulDescDestroy(op);
-    }
-};
+// One shape's descriptors (lt_plan.h): cuBLASLt's A is our B, its B our A (see the file comment).
+using Plan = LtPlan;
 
 struct PrefGuard {
     cublasLtMatmulPreference_t p = nullptr;
@@ -237,10 +225,6 @@ uint32_t alignment_of(const void* p) {
 }
 
 template <class T>
-void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
-    TANDEM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
-}
-template <class T>
 void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const T& v) {
     TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)));
 }
@@ -251,27 +235,6 @@ std::string describe(const PlanKey& k) {
            ") @ " + (k.trans_b ? "B^T" : "B") + " (ldb " + std::to_string(k.ldb) + "), K = " + std::to_string(k.K) +
            (k.bias ? ", bias epilogue" : "") + ", alignments A/B/C " + std::to_string(k.align_a) + "/" +
            std::to_string(k.align_b) + "/" + std::to_string(k.align_c) + " bytes";
-}
-
-// The heuristic's best algorithm for a plan's descriptors (alignments of cuBLASLt's A, B and C/D in bytes) into
-// plan.algo; the status when there is none.
-std::optional<cublasStatus_t> choose_algo(Plan& plan, Context& ctx, uint32_t align_a, uint32_t align_b,
-                                          uint32_t align_c) {
-    PrefGuard pref;
-    TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(ctx.lt_workspace_bytes));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t s =
-        cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan.op, plan.a, plan.b, plan.c, plan.c, pref.p, 1, &result, &found);
-    if (s != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
-        return s != CUBLAS_STATUS_SUCCESS ? s : CUBLAS_STATUS_NOT_SUPPORTED;
-    plan.algo = result.algo;
-    return std::nullopt;
 }
 
 std::unique_ptr<Plan> make_plan(const PlanKey& k, Context& ctx, const bf16* bias) {
@@ -297,7 +260,7 @@ std::unique_ptr<Plan> make_plan(const PlanKey& k, Context& ctx, const bf16* bias
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, c_type, k.N, k.M, k.ldc));
 
     // cuBLASLt's A is our B, its B is our A (alignments swapped accordingly).
-    if (const std::optional<cublasStatus_t> bad = choose_algo(*plan, ctx, k.align_b, k.align_a, k.align_c))
+    if (const std::optional<cublasStatus_t> bad = lt_choose_algo(*plan, ctx, k.align_b, k.align_a, k.align_c))
         throw Error(ErrorCategory::Device, std::string("cuBLASLt has no algorithm for ") + describe(k) + " on " +
                                                ctx.name + " (" + cublasLtGetStatusName(*bad) +
                                                "); a shape or alignment this GPU's cuBLASLt does not support");
@@ -350,7 +313,7 @@ std::unique_ptr<Plan> make_fp8_plan(const PlanKey& k, Context& ctx, const bf16* 
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, k.K, k.M, k.lda));
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, k.K, k.N, k.ldb));
     TANDEM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_16BF, k.M, k.N, k.ldc));
-    if (const std::optional<cublasStatus_t> bad = choose_algo(*plan, ctx, k.align_a, k.align_b, k.align_c))
+    if (const std::optional<cublasStatus_t> bad = lt_choose_algo(*plan, ctx, k.align_a, k.align_b, k.align_c))
         throw Error(ErrorCategory::Unsupported,
                     "cuBLASLt has no block-scaled FP8 algorithm for out[" + std::to_string(k.N) + "," +
                         std::to_string(k.M) + "] = x[" + std::to_string(k.N) + "," + std::to_string(k.K) + "] @ w[" +
@@ -362,6 +325,26 @@ std::unique_ptr<Plan> make_fp8_plan(const PlanKey& k, Context& ctx, const bf16* 
 }
 
 }  // namespace
+
+// lt_plan.h: the heuristic's best algorithm for a plan's descriptors into plan.algo.
+std::optional<cublasStatus_t> lt_choose_algo(LtPlan& plan, Context& ctx, uint32_t align_a, uint32_t align_b,
+                                             uint32_t align_c) {
+    PrefGuard pref;
+    TANDEM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(ctx.lt_workspace_bytes));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan.op, plan.a, plan.b, plan.c, plan.c, pref.p, 1, &result, &found);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+        return s != CUBLAS_STATUS_SUCCESS ? s : CUBLAS_STATUS_NOT_SUPPORTED;
+    plan.algo = result.algo;
+    return std::nullopt;
+}
 
 // ----------------------------------------------------------------------------------------------------------
 // launchers
