@@ -1185,7 +1185,7 @@ private slots:
             return out;
         };
         vecf xs(N * C), gate(N * F), up(N * F), act(N * F), ys(N * C), out(T * C);
-        moe_permute(xs.data(), x.data(), order.data(), N, K, C);
+        moe_permute(xs.data(), x.data(), inv.data(), T, K, C);
         grouped_matmul_forward(gate.data(), xs.data(), Wgu.data(), 2 * F * C, nullptr, 0, off.data(), N, C, F, E, 1.0f, false);
         grouped_matmul_forward(up.data(), xs.data(), Wgu.data() + F * C, 2 * F * C, nullptr, 0, off.data(), N, C, F, E, 1.0f, false);
         swiglu_forward(act.data(), gate.data(), up.data(), N, F);

@@ -87,10 +87,12 @@
 //    counts every rank's (one each). Memory is GPU 0's; no forward / backward split (the ranks' events are
 //    their own), no MFU (the peak GEMM would need every GPU).
 //  - --grouped-gemm: the MoE expert GEMMs of Qwen3-30B-A3B at 16384 tokens x 8 experts each = 131072 rows
-//    spread evenly over 128 experts (1024 rows each), for gate/up (2048 -> 768) and down (768 -> 2048):
-//    cuda::grouped_matmul_forward and cuda::grouped_matmul_backward (the input gradient) against one
-//    cuda::gemm of the same total FLOPs (M = 131072 rows, the same K and N, one weight), 3 untimed + 20 timed
-//    calls each, CUDA events; TFLOP/s of both and grouped / dense (the target: at least 0.60). No model.
+//    over 128 experts, for gate/up (2048 -> 768) and down (768 -> 2048) with the rows spread evenly (1024 each)
+//    and unevenly (512 to 1536 rows, none a multiple of 32: what a router gives), and the r = 16 LoRA products
+//    of both (A: 2048 -> 16, 768 -> 16; B: 16 -> 768, 16 -> 2048; uneven): cuda::grouped_matmul_forward and
+//    cuda::grouped_matmul_backward (the input gradient) against one cuda::gemm of the same shape and total
+//    FLOPs (M = 131072 rows, one weight), 3 untimed + 20 timed calls each, CUDA events; TFLOP/s of both and
+//    grouped / dense (the target: at least 0.60). No model.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -268,19 +270,33 @@ json grouped_gemm_bench() {
     cudaStream_t stream = cuda::context().stream;
     const RandomBf16 random(20240605);
     auto random_buffer = [&](size_t elems, const char* what) { return random.buffer(elems, what); };
-    // Even routing: expert e owns rows [e * rows / E, (e + 1) * rows / E).
-    std::vector<int32_t> offsets(kExperts + 1);
-    for (int e = 0; e <= kExperts; ++e) offsets[size_t(e)] = int32_t(int64_t(e) * kRows / kExperts);
-    const cuda::DeviceBuffer d_offsets(offsets.size() * sizeof(int32_t), "grouped GEMM offsets");
+    // Even routing: expert e owns rows [e * rows / E, (e + 1) * rows / E). Uneven: expert e's share grows with
+    // (e * 37) % 128 from 512 to 1536 rows; no count is a multiple of 32 (the last expert takes what is left).
+    std::vector<int32_t> even(kExperts + 1), uneven(kExperts + 1);
+    for (int e = 0; e <= kExperts; ++e) even[size_t(e)] = int32_t(int64_t(e) * kRows / kExperts);
+    for (int e = 0; e < kExperts; ++e) {
+        int rows = 512 + ((e * 37) % 128) * 8 + 3;
+        if (rows % 32 == 0) ++rows;
+        uneven[size_t(e) + 1] = uneven[size_t(e)] + rows;
+    }
+    uneven[kExperts] = kRows;
+    if (uneven[kExperts - 1] >= kRows) throw_internal("grouped GEMM bench: the uneven routing overflows");
+    const cuda::DeviceBuffer d_even(even.size() * sizeof(int32_t), "grouped GEMM offsets");
+    const cuda::DeviceBuffer d_uneven(uneven.size() * sizeof(int32_t), "grouped GEMM offsets");
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(d_even.data(), even.data(), d_even.bytes(), cudaMemcpyHostToDevice, stream));
     TANDEM_CUDA_CHECK(
-        cudaMemcpyAsync(d_offsets.data(), offsets.data(), d_offsets.bytes(), cudaMemcpyHostToDevice, stream));
+        cudaMemcpyAsync(d_uneven.data(), uneven.data(), d_uneven.bytes(), cudaMemcpyHostToDevice, stream));
     auto time_ms = [](const auto& f) { return time_calls_ms(f); };
     struct Shape {
         const char* name;
         int in, out;
+        bool even;
     };
     json rows = json::array();
-    for (const Shape& sh : {Shape{"gate/up", 2048, 768}, Shape{"down", 768, 2048}}) {
+    for (const Shape& sh : {Shape{"gate/up", 2048, 768, true}, Shape{"down", 768, 2048, true},
+                            Shape{"gate/up", 2048, 768, false}, Shape{"down", 768, 2048, false},
+                            Shape{"lora A", 2048, 16, false}, Shape{"lora A", 768, 16, false},
+                            Shape{"lora B", 16, 768, false}, Shape{"lora B", 16, 2048, false}}) {
         const int N = kRows, IN = sh.in, OUT = sh.out;
         const int64_t w_stride = int64_t(OUT) * IN;  // expert e's [OUT, IN] weight at w + e * OUT * IN
         const cuda::DeviceBuffer inp = random_buffer(size_t(N) * IN, "grouped GEMM input");
@@ -289,7 +305,7 @@ json grouped_gemm_bench() {
         const cuda::DeviceBuffer dinp = random_buffer(size_t(N) * IN, "grouped GEMM input gradient");
         const auto* x = inp.as<cuda::bf16>();
         const auto* wp = w.as<cuda::bf16>();
-        const auto* offs = d_offsets.as<int32_t>();
+        const auto* offs = (sh.even ? d_even : d_uneven).as<int32_t>();
         const double flops = 2.0 * double(N) * double(IN) * double(OUT);
         // forward: out[N,OUT] = inp @ W_e^T per expert | one W for all rows (NT, as every linear layer)
         const double g_fwd = time_ms([&] {
@@ -311,7 +327,7 @@ json grouped_gemm_bench() {
         for (const auto& [dir, g, d] : {std::tuple{"forward", g_fwd, d_fwd}, std::tuple{"backward", g_bwd, d_bwd}}) {
             const double g_rate = flops / (g * 1e-3), d_rate = flops / (d * 1e-3);
             rows.push_back({{"shape", sh.name}, {"direction", dir}, {"rows", N}, {"experts", kExperts},
-                            {"rows_per_expert", N / kExperts}, {"in", IN}, {"out", OUT}, {"flops", flops},
+                            {"rows_per_expert", N / kExperts}, {"routing", sh.even ? "even" : "uneven"}, {"in", IN}, {"out", OUT}, {"flops", flops},
                             {"grouped_ms", g}, {"dense_ms", d}, {"grouped_tflops", g_rate / 1e12},
                             {"dense_tflops", d_rate / 1e12}, {"ratio", g_rate / d_rate}});
         }
@@ -648,15 +664,16 @@ int run_cuda_bench(const CudaBenchOptions& o) {
         g["target_ratio"] = 0.60;
         g["rows"] = grouped_gemm_bench();
         std::printf("grouped GEMM vs dense GEMM of the same FLOPs on %s (131072 rows = 16384 tokens x 8, "
-                    "128 experts x 1024 rows; bf16, fp32 accumulation)\n",
+                    "128 experts x 1024 rows on average; bf16, fp32 accumulation)\n",
                     g["device"].get<std::string>().c_str());
-        std::printf("  %-8s %-9s %6s %6s  %9s %9s  %7s\n", "shape", "direction", "in", "out", "grouped",
-                    "dense", "ratio");
+        std::printf("  %-8s %-7s %-9s %6s %6s  %9s %9s  %7s %9s\n", "shape", "routing", "direction", "in", "out",
+                    "grouped", "dense", "ratio", "grouped");
         for (const auto& r : g["rows"])
-            std::printf("  %-8s %-9s %6d %6d  %6.1f TF %6.1f TF  %6.1f %%\n",
-                        r["shape"].get<std::string>().c_str(), r["direction"].get<std::string>().c_str(),
-                        r["in"].get<int>(), r["out"].get<int>(), r["grouped_tflops"].get<double>(),
-                        r["dense_tflops"].get<double>(), 100.0 * r["ratio"].get<double>());
+            std::printf("  %-8s %-7s %-9s %6d %6d  %6.1f TF %6.1f TF  %6.1f %% %6.1f us\n",
+                        r["shape"].get<std::string>().c_str(), r["routing"].get<std::string>().c_str(),
+                        r["direction"].get<std::string>().c_str(), r["in"].get<int>(), r["out"].get<int>(),
+                        r["grouped_tflops"].get<double>(), r["dense_tflops"].get<double>(),
+                        100.0 * r["ratio"].get<double>(), 1e3 * r["grouped_ms"].get<double>());
         std::printf("  target: grouped at least 60 %% of the dense rate (TF = TFLOP/s)\n");
         if (!o.json_path.empty()) write_json_file(o.json_path, g);
         return 0;

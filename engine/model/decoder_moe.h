@@ -155,7 +155,7 @@ void Decoder<B>::moe_forward(int l, bool stats) {
         B::moe_aux_stats(aux_stats, a.probs, a.idx, step.cu_seqlens + step.S, T, d.E, d.topk, l == d.first_moe);
     B::moe_sort_count(a.order, a.inv, a.offsets, a.idx, N, d.E);
     if (moe_loop) read_loop_offsets(a);
-    B::moe_permute(a.xs, a.ln2, a.order, N, d.topk, d.C);
+    B::moe_permute(a.xs, a.ln2, a.inv, T, d.topk, d.C);
     expert_project(l, kGate, a.gate, a.xs);
     expert_project(l, kUp, a.up, a.xs);
     Act* act = d_big3;  // [N,Fe] scratch

@@ -284,13 +284,13 @@ void sort_case(Check& c, int T, int K, int E, Routing kind) {
 void permute_case(Check& c, int T, int K, int E, int C) {
     const int N = T * K;
     const Sorted s = cpu_sort(routing(c, T, E, K, Routing::Random), E);
-    const auto d_order = dev_i32(s.order), d_inv = dev_i32(s.inv);
+    const auto d_inv = dev_i32(s.inv);
     const auto x = c.rng.bf16_values(int64_t(T) * C, 2.0f);
     std::vector<float> want(size_t(int64_t(N) * C));
-    cpu::moe_permute(want.data(), x.data(), s.order.data(), N, K, C);
+    cpu::moe_permute(want.data(), x.data(), s.inv.data(), T, K, C);
     const auto d_x = dev_bf16(x);
     const auto d_xs = poisoned<bf16>(int64_t(N) * C);
-    cuda::moe_permute(d_xs.p(), d_x.p(), d_order.p(), N, K, C);
+    cuda::moe_permute(d_xs.p(), d_x.p(), d_inv.p(), T, K, C);
     c.tensor("xs", get(d_xs), want, kTolExact);
 
     const auto dxs = c.rng.bf16_values(int64_t(N) * C, 1.0f);

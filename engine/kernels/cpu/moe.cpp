@@ -176,15 +176,15 @@ void moe_sort_count(int32_t* order, int32_t* inv, int32_t* offsets, const int32_
     }
 }
 
-void moe_permute(float* xs, const float* x, const int32_t* order, int N, int K, int C) {
+void moe_permute(float* xs, const float* x, const int32_t* inv, int T, int K, int C) {
     TANDEM_KCHECK_PTR(xs);
     TANDEM_KCHECK_PTR(x);
-    TANDEM_KCHECK_PTR(order);
-    TANDEM_KCHECK(N > 0 && K > 0 && C > 0);
+    TANDEM_KCHECK_PTR(inv);
+    TANDEM_KCHECK(T > 0 && K > 0 && C > 0);
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; ++i) {
-        const float* src = x + at(order[i] / K, C);
-        std::copy(src, src + C, xs + at(i, C));
+    for (int t = 0; t < T; ++t) {
+        const float* src = x + at(t, C);
+        for (int j = 0; j < K; ++j) std::copy(src, src + C, xs + at(inv[int64_t(t) * K + j], C));
     }
 }
 

@@ -55,8 +55,8 @@ void moe_aux_loss(float* dense, double* loss_sum, const float* stats, const int3
 // offsets[E+1]: exclusive prefix sum of the per-expert counts (offsets[E] = N). idx[N] = the router's [T,K].
 void moe_sort_count(int32_t* order, int32_t* inv, int32_t* offsets, const int32_t* idx, int N, int E);
 
-// xs[N,C]: row i = x[order[i] / K] (written).
-void moe_permute(float* xs, const float* x, const int32_t* order, int N, int K, int C);
+// xs[N,C] (written; N = T*K): row inv[t*K + j] = x[t] for every j (row i = x[order[i] / K]).
+void moe_permute(float* xs, const float* x, const int32_t* inv, int T, int K, int C);
 // dx[T,C] += sum over j of dxs[inv[t*K + j]] (j in order).
 void moe_permute_backward(float* dx, const float* dxs, const int32_t* inv, int T, int K, int C);
 

@@ -3,6 +3,7 @@
 // The batched head of the experts' GEMMs (kernels/cuda/expert_gemm.h says what and why).
 #include "kernels/cuda/expert_gemm.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -18,21 +19,81 @@ namespace tandem::cuda {
 namespace {
 
 constexpr int kMinMeanRows = 128;          // fewer rows per expert on average: the grouped kernel alone
-constexpr int kMinDim = 256;               // IN and OUT at least this (LoRA's r-column products stay grouped)
+constexpr int kMinLargeDim = 256;          // a large projection: IN and OUT at least this
+constexpr int kMaxNarrow = 64;             // a LoRA A product: at most this many output columns ...
+constexpr int kMinLevelRows = 32;          // the smallest chunk of the lower levels
+constexpr int kMaxLevels = 4;              // 256, 128, 64, 32
 constexpr int kChunkThreads = 512;         // the chunk kernel's one block (>= kMaxExperts of moe.cu)
 
-// Rows per chunk: 256 when the experts average at least 512 rows, else 128.
-int chunk_rows(int N, int E) { return N / E >= 512 ? 256 : 128; }
-
-bool enabled() {
-    static const bool on = [] {
-        const char* v = std::getenv("TANDEM_EXPERT_BATCHED");
-        return !(v && std::strcmp(v, "0") == 0);
+// Rows per chunk of the first level: 128 (TANDEM_EXPERT_CHUNK overrides it for measurements: 64 to 1024, a
+// power of two). Measured on Qwen3-30B-A3B's experts under a router's uneven counts (H200, bench --grouped-gemm
+// and the model): 128 beats 256 by 7-12% on the large projections (fewer rows left to the grouped kernel)
+// and by 2% on the model, though 256 is 2-3% faster when every expert's rows are a multiple of 256.
+int chunk_rows(int /*N*/, int /*E*/) {
+    static const int forced = [] {
+        const char* v = std::getenv("TANDEM_EXPERT_CHUNK");
+        const int c = v ? std::atoi(v) : 0;
+        return c >= 64 && c <= 1024 && (c & (c - 1)) == 0 ? c : 0;
     }();
-    return on;
+    return forced ? forced : 128;
 }
 
-// One scratch per thread (like its context): pointer arrays [3][B], starts [E], then the dummy output.
+// TANDEM_EXPERT_BATCHED (the ablations of bench --grouped-gemm and the MoE benchmark): 0 off; 1 the large
+// projections only; 2 every level for the large projections too; unset or anything else the default.
+enum class Mode { Off, Large, LargeLevels, Default };
+Mode mode() {
+    static const Mode m = [] {
+        const char* v = std::getenv("TANDEM_EXPERT_BATCHED");
+        if (!v || !*v) return Mode::Default;
+        switch (v[0]) {
+        case '0': return Mode::Off;
+        case '1': return Mode::Large;
+        case '2': return Mode::LargeLevels;
+        default: return Mode::Default;
+        }
+    }();
+    return m;
+}
+
+// Which products take the batched head, and with how many levels (measured on an H200 with bench
+// --grouped-gemm, docs/benchmarks.md): a large projection with level 0 only (its lower levels' dummy batches
+// cost more than the grouped kernel saves on the last rows), a LoRA A product (at most kMaxNarrow output
+// columns from at least kMinLargeDim: the forward's x A^T, the backward's dout B) with every level (2.2x
+// and 2x faster than the grouped kernel); the other LoRA products (kMaxNarrow inputs or fewer, accumulated
+// into a wide output) stay in the grouped kernel (no faster batched).
+enum class Route { Kernel, LevelZero, Levels };
+Route route(int width, int reduce) {
+    const Mode m = mode();
+    if (m == Mode::Off) return Route::Kernel;
+    if (width >= kMinLargeDim && reduce >= kMinLargeDim) return m == Mode::LargeLevels ? Route::Levels : Route::LevelZero;
+    if (m == Mode::Default && width <= kMaxNarrow && reduce >= kMinLargeDim) return Route::Levels;
+    return Route::Kernel;
+}
+
+// The levels of one call: level l runs B[l] batches of cap[l] rows; its pointers are slots [slot[l], slot[l] +
+// B[l]) of each array.
+struct Levels {
+    int count = 0;
+    int cap[kMaxLevels] = {}, B[kMaxLevels] = {}, slot[kMaxLevels] = {};
+    int slots = 0;  // the sum of B, each rounded up to 4
+};
+
+Levels make_levels(int N, int E, bool one_level) {
+    Levels lv;
+    for (int cap = chunk_rows(N, E); cap >= kMinLevelRows && lv.count < kMaxLevels; cap /= 2) {
+        // Level 0 has at most N / cap chunks; a lower level at most one per expert (the rows left are < 2 cap).
+        const int B = lv.count == 0 ? N / cap : std::min(E, N / cap);
+        lv.cap[lv.count] = cap;
+        lv.B[lv.count] = B;
+        lv.slot[lv.count] = lv.slots;
+        lv.slots += (B + 3) / 4 * 4;  // every level's pointers start 32-byte aligned
+        ++lv.count;
+        if (one_level) break;
+    }
+    return lv;
+}
+
+// One scratch per thread (like its context): pointer arrays [3][slots], starts [E], then the dummy output.
 struct Scratch {
     int device = -1;
     DeviceBuffer buf;
@@ -87,40 +148,45 @@ std::unique_ptr<LtPlan> make_batch_plan(const BatchKey& k, Context& ctx) {
     return p;
 }
 
-// One block: expert e owns floor(rows_e / cap) chunks of cap rows, numbered in expert order by an exclusive
-// scan; batch j < (all chunks) is chunk j, the batches after them (up to B = N / cap, the most there can be)
-// multiply expert 0's first rows into the dummy. starts[e]: the first row past e's chunks.
+// One block. Level 0: expert e owns floor(rows_e / cap) chunks of cap rows; each lower level (cap halved) takes
+// one more chunk of an expert when the rows it has left reach that cap. A level's chunks are numbered in expert
+// order by an exclusive scan; its batch j < (its chunks) is chunk j, the batches after them (up to B, the most
+// there can be) multiply expert 0's first rows into the dummy. starts[e]: the first row past e's chunks.
 __global__ void __launch_bounds__(kChunkThreads)
 expert_chunks_kernel(const void** wp, const void** ap, void** cp, int32_t* starts, const int32_t* __restrict__ offsets,
-                     const bf16* a, const bf16* w, int64_t w_stride, bf16* out, bf16* dummy, int E, int cap, int B,
-                     int lda, int ldc) {
+                     const bf16* a, const bf16* w, int64_t w_stride, bf16* out, bf16* dummy, int E, Levels lv, int lda,
+                     int ldc) {
     __shared__ int scan[kChunkThreads];
     const int e = static_cast<int>(threadIdx.x);
-    const int first = e < E ? offsets[e] : 0;
-    const int n = e < E ? (offsets[e + 1] - first) / cap : 0;
-    scan[e] = n;
-    __syncthreads();
-    for (int d = 1; d < kChunkThreads; d *= 2) {  // inclusive Hillis-Steele scan
-        const int v = e >= d ? scan[e - d] : 0;
+    int r = e < E ? offsets[e] : 0;
+    int left = e < E ? offsets[e + 1] - r : 0;
+    for (int l = 0; l < lv.count; ++l) {
+        const int cap = lv.cap[l], n = left / cap;
+        scan[e] = n;
         __syncthreads();
-        scan[e] += v;
-        __syncthreads();
-    }
-    const int base = scan[e] - n, total = scan[kChunkThreads - 1];
-    if (e < E) {
-        for (int k = 0; k < n; ++k) {
-            const int r = first + k * cap;
-            wp[base + k] = w + static_cast<int64_t>(e) * w_stride;
-            ap[base + k] = a + static_cast<int64_t>(r) * lda;
-            cp[base + k] = out + static_cast<int64_t>(r) * ldc;
+        for (int d = 1; d < kChunkThreads; d *= 2) {  // inclusive Hillis-Steele scan
+            const int v = e >= d ? scan[e - d] : 0;
+            __syncthreads();
+            scan[e] += v;
+            __syncthreads();
         }
-        starts[e] = first + n * cap;
+        const int base = lv.slot[l] + scan[e] - n, total = scan[kChunkThreads - 1];
+        for (int k = 0; k < n; ++k) {
+            const int row = r + k * cap;
+            wp[base + k] = w + static_cast<int64_t>(e) * w_stride;
+            ap[base + k] = a + static_cast<int64_t>(row) * lda;
+            cp[base + k] = out + static_cast<int64_t>(row) * ldc;
+        }
+        for (int j = total + e; j < lv.B[l]; j += kChunkThreads) {
+            wp[lv.slot[l] + j] = w;
+            ap[lv.slot[l] + j] = a;
+            cp[lv.slot[l] + j] = dummy;
+        }
+        r += n * cap;
+        left -= n * cap;
+        __syncthreads();  // every thread has read the scan before the next level rewrites it
     }
-    for (int j = total + e; j < B; j += kChunkThreads) {
-        wp[j] = w;
-        ap[j] = a;
-        cp[j] = dummy;
-    }
+    if (e < E) starts[e] = r;
 }
 
 // The bias of the rows the batched GEMM covers (rows before starts[e] of expert e), put in front of it: out[r,:] =
@@ -152,22 +218,26 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 const int32_t* expert_batched_head(ExpertGemm g, bf16* out, const bf16* a, const bf16* w, int64_t w_stride,
                                    const int32_t* offsets, int N, int IN, int OUT, int E, float alpha,
                                    bool accumulate, const bf16* bias, int64_t bias_stride) {
-    if (!enabled() || E <= 0 || N / E < kMinMeanRows || IN < kMinDim || OUT < kMinDim || IN % 8 || OUT % 8 ||
-        w_stride % 8 || !aligned16(out) || !aligned16(a) || !aligned16(w))
-        return nullptr;
-    const int cap = chunk_rows(N, E), B = N / cap;
-    if (E > kChunkThreads) return nullptr;
     const bool backward = g == ExpertGemm::Backward;
     const int lda = backward ? OUT : IN, ldc = backward ? IN : OUT;
-    const size_t arrays = round256(3 * sizeof(void*) * size_t(B)), starts_bytes = round256(sizeof(int32_t) * size_t(E));
-    if (arrays + starts_bytes + sizeof(bf16) * size_t(cap) * size_t(ldc) > kExpertScratchBytes) return nullptr;
+    const Route r = route(ldc, lda);
+    if (r == Route::Kernel || E <= 0 || E > kChunkThreads || N / E < kMinMeanRows || IN % 8 || OUT % 8 ||
+        w_stride % 8 || !aligned16(out) || !aligned16(a) || !aligned16(w))
+        return nullptr;
+    const Levels lv = make_levels(N, E, r == Route::LevelZero);
+    const size_t arrays = round256(3 * sizeof(void*) * size_t(lv.slots)),
+                 starts_bytes = round256(sizeof(int32_t) * size_t(E));
+    if (arrays + starts_bytes + sizeof(bf16) * size_t(lv.cap[0]) * size_t(ldc) > kExpertScratchBytes) return nullptr;
 
     Context& ctx = context();
-    const BatchKey key{ctx.device, backward, cap, IN, OUT, B};
-    auto it = t_plans.find(key);
-    if (it == t_plans.end()) it = t_plans.emplace(key, make_batch_plan(key, ctx)).first;
-    if (!it->second) return nullptr;
-    const LtPlan& plan = *it->second;
+    const LtPlan* plans[kMaxLevels] = {};
+    for (int l = 0; l < lv.count; ++l) {
+        const BatchKey key{ctx.device, backward, lv.cap[l], IN, OUT, lv.B[l]};
+        auto it = t_plans.find(key);
+        if (it == t_plans.end()) it = t_plans.emplace(key, make_batch_plan(key, ctx)).first;
+        if (!it->second) return nullptr;
+        plans[l] = it->second.get();
+    }
     if (t_scratch.device != ctx.device || !t_scratch.buf.data()) {
         cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
         TANDEM_CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capturing));
@@ -177,12 +247,12 @@ const int32_t* expert_batched_head(ExpertGemm g, bf16* out, const bf16* a, const
     }
     char* base = t_scratch.buf.as<char>();
     const void** wp = reinterpret_cast<const void**>(base);
-    const void** ap = wp + B;
-    void** cp = const_cast<void**>(reinterpret_cast<const void**>(ap + B));
+    const void** ap = wp + lv.slots;
+    void** cp = const_cast<void**>(reinterpret_cast<const void**>(ap + lv.slots));
     int32_t* starts = reinterpret_cast<int32_t*>(base + arrays);
     bf16* dummy = reinterpret_cast<bf16*>(base + arrays + starts_bytes);
     expert_chunks_kernel<<<1, kChunkThreads, 0, ctx.stream>>>(wp, ap, cp, starts, offsets, a, w, w_stride, out, dummy,
-                                                              E, cap, B, lda, ldc);
+                                                              E, lv, lda, ldc);
     TANDEM_CUDA_LAUNCH_CHECK();
     if (bias && !backward) {
         expert_bias_kernel<<<(N + 7) / 8, 256, 0, ctx.stream>>>(out, bias, bias_stride, offsets, starts, N, E, OUT,
@@ -190,8 +260,14 @@ const int32_t* expert_batched_head(ExpertGemm g, bf16* out, const bf16* a, const
         TANDEM_CUDA_LAUNCH_CHECK();
     }
     const float beta = backward || accumulate || bias ? 1.0f : 0.0f;
-    TANDEM_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.op, &alpha, wp, plan.a, ap, plan.b, &beta, cp, plan.c, cp, plan.c,
-                                       &plan.algo, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
+    for (int l = 0; l < lv.count; ++l) {
+        const LtPlan& plan = *plans[l];
+        const void** wl = wp + lv.slot[l];
+        const void** al = ap + lv.slot[l];
+        void** cl = cp + lv.slot[l];
+        TANDEM_CUBLAS_CHECK(cublasLtMatmul(ctx.lt, plan.op, &alpha, wl, plan.a, al, plan.b, &beta, cl, plan.c, cl,
+                                           plan.c, &plan.algo, ctx.lt_workspace, ctx.lt_workspace_bytes, ctx.stream));
+    }
     return starts;
 }
 

@@ -344,14 +344,19 @@ __device__ __forceinline__ int64_t row_stride() {
     return static_cast<int64_t>(gridDim.x) * kRowWarps;
 }
 
+// One warp per token: its row is read once and stored to its K rows (the K stores in flight together; a
+// gather by order[] reads each token K times and keeps one load per warp in flight: 4-5x slower).
 template <int W>
 __global__ void __launch_bounds__(kRowWarps * 32)
-    permute_kernel(bf16* __restrict__ xs, const bf16* __restrict__ x, const int32_t* __restrict__ order, int N, int K,
+    permute_kernel(bf16* __restrict__ xs, const bf16* __restrict__ x, const int32_t* __restrict__ inv, int T, int K,
                    int C) {
     const int lane = threadIdx.x % 32;
-    for (int64_t i = warp_row(); i < N; i += row_stride()) {
-        const int64_t t = order[i] / K;
-        for (int c = lane * W; c < C; c += 32 * W) store_pack<W>(xs + i * C + c, load_pack<W>(x + t * C + c));
+    for (int64_t t = warp_row(); t < T; t += row_stride()) {
+        const int32_t* irow = inv + t * K;
+        for (int c = lane * W; c < C; c += 32 * W) {
+            const Pack<bf16, W> v = load_pack<W>(x + t * C + c);
+            for (int j = 0; j < K; j++) store_pack<W>(xs + static_cast<int64_t>(irow[j]) * C + c, v);
+        }
     }
 }
 
@@ -871,16 +876,16 @@ void moe_sort_count(int32_t* order, int32_t* inv, int32_t* offsets, const int32_
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
-void moe_permute(bf16* xs, const bf16* x, const int32_t* order, int N, int K, int C) {
+void moe_permute(bf16* xs, const bf16* x, const int32_t* inv, int T, int K, int C) {
     TANDEM_KCHECK_PTR(xs);
     TANDEM_KCHECK_PTR(x);
-    TANDEM_KCHECK_PTR(order);
-    TANDEM_KCHECK(N > 0 && K > 0 && C > 0);
+    TANDEM_KCHECK_PTR(inv);
+    TANDEM_KCHECK(T > 0 && K > 0 && C > 0);
     const cudaStream_t s = context().stream;
     if (C % 8 == 0 && aligned16(xs) && aligned16(x))
-        permute_kernel<8><<<row_grid(N), kRowWarps * 32, 0, s>>>(xs, x, order, N, K, C);
+        permute_kernel<8><<<row_grid(T), kRowWarps * 32, 0, s>>>(xs, x, inv, T, K, C);
     else
-        permute_kernel<1><<<row_grid(N), kRowWarps * 32, 0, s>>>(xs, x, order, N, K, C);
+        permute_kernel<1><<<row_grid(T), kRowWarps * 32, 0, s>>>(xs, x, inv, T, K, C);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 

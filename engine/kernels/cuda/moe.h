@@ -27,8 +27,9 @@
 //    the expert's rows, and each block owns its [OUT, IN] tile, so dW is added to without atomics
 //    (deterministic). One block loops over all of an expert's rows: fast for the balanced routing of training,
 //    slow (but correct) when one expert takes most of the batch.
-//  - permute / unpermute and their backward are gathers (no atomics), summing a token's K rows in j order in
-//    fp32; 16-byte vectors when C % 8 == 0 and the pointers are aligned, single elements otherwise.
+//  - permute scatters each token's row to its K rows (read once); unpermute and the backwards are gathers (no
+//    atomics), summing a token's K rows in j order in fp32; 16-byte vectors when C % 8 == 0 and the pointers are
+//    aligned, single elements otherwise.
 //  - The router runs one warp per token: fp32 softmax (expf, as on the CPU), top-K by repeated argmax (ties: the
 //    lower expert), renorm optional. Its backward writes bf16 dlogits.
 #pragma once
@@ -59,8 +60,8 @@ void moe_aux_loss(float* dense, double* loss_sum, const float* stats, const int3
 // outside [0, E) are not counted (a caller bug: order and inv are then incomplete).
 void moe_sort_count(int32_t* order, int32_t* inv, int32_t* offsets, const int32_t* idx, int N, int E);
 
-// xs[N,C] (written): row i = x[order[i] / K].
-void moe_permute(bf16* xs, const bf16* x, const int32_t* order, int N, int K, int C);
+// xs[N,C] (written; N = T*K): row inv[t*K + j] = x[t] (a scatter: each token's row is read once).
+void moe_permute(bf16* xs, const bf16* x, const int32_t* inv, int T, int K, int C);
 // dx[T,C] += sum over j of dxs[inv[t*K + j]] (j in order, fp32).
 void moe_permute_backward(bf16* dx, const bf16* dxs, const int32_t* inv, int T, int K, int C);
 
