@@ -552,9 +552,10 @@ void gen_grouped_matmul(CaseList& cs) {
                   .wgrad = false});
     gs.push_back({.T = 128, .E = 8, .K = 2, .IN = 1024, .OUT = 3584, .weights = Weights::Fused, .wgrad = false});
     gs.push_back({.T = 128, .E = 8, .K = 2, .IN = 3584, .OUT = 1024, .wgrad = false});
-    // Enough rows per expert for the batched cuBLASLt head (kernels/cuda/expert_gemm.h: IN, OUT >= 256, >= 128
-    // rows per expert on average): every expert past cap (random), experts without rows beside full ones
-    // (zero-row experts), and one hot expert with the others under cap (their batches write the dummy).
+    // Enough rows per expert for the batched cuBLASLt head (kernels/cuda/expert_gemm.h: the large projections,
+    // IN, OUT >= 256, >= 128 rows per expert on average): every expert past cap (random), experts without rows
+    // beside full ones (zero-row experts), and one hot expert with the others under cap (their batches write the
+    // dummy).
     gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 512, .OUT = 768, .wgrad = false});
     gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 768, .OUT = 512, .routing = Routing::Sparse, .accumulate = true,
                   .alpha = 0.5f, .wgrad = false});
@@ -565,6 +566,13 @@ void gen_grouped_matmul(CaseList& cs) {
                   .wgrad = false});
     gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 768, .OUT = 512, .weights = Weights::Fused, .bias = true,
                   .accumulate = true, .alpha = 0.5f, .wgrad = false});
+    // LoRA with enough rows for the batched head: A's products take every level (uneven routing, experts without
+    // rows, one hot expert), B's forward and A's input gradient the widening kernel (K = R <= 64).
+    gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 512, .OUT = 16, .alpha = 2.0f});
+    gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 768, .OUT = 16, .routing = Routing::Sparse});
+    gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 16, .OUT = 512, .routing = Routing::OneExpert, .accumulate = true,
+                  .alpha = 0.5f});
+    gs.push_back({.T = 1024, .E = 8, .K = 2, .IN = 64, .OUT = 520, .bias = true, .alpha = 0.5f});
     for (const Grouped& g : gs) cs.add("grouped_matmul " + grouped_label(g), [=](Check& c) { grouped_case(c, g); });
 }
 

@@ -20,6 +20,7 @@
 //    expert's short last tile and the LoRA shapes (R columns) cheap; out-of-range loads are zero-filled.
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/expert_gemm.h"
+#include "kernels/cuda/expert_widen.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/vec.cuh"
 
@@ -954,9 +955,13 @@ void grouped_matmul_forward(bf16* out, const bf16* inp, const bf16* w, int64_t w
     a.OUT = OUT;
     a.alpha = alpha;
     a.accumulate = accumulate;
+    // A few input columns widened into the output (LoRA B): the widening kernel does every row.
+    if (IN <= kWidenMaxK && expert_widen(ExpertWiden::Forward, out, inp, w, w_stride, bias, bias_stride, offsets, N,
+                                         IN, OUT, E, alpha, accumulate))
+        return;
     const bool vec =
         IN % 8 == 0 && OUT % 8 == 0 && w_stride % 8 == 0 && aligned16(out) && aligned16(inp) && aligned16(w);
-    // The experts' rows in whole chunks as one batched cuBLASLt GEMM; the kernel does the rest.
+    // The experts' rows in whole chunks as batched cuBLASLt GEMMs; the kernel does the rest.
     a.starts = expert_batched_head(ExpertGemm::Forward, out, inp, w, w_stride, offsets, N, IN, OUT, E, alpha, accumulate,
                                    bias, bias_stride);
     gemm_dispatch<Op::Forward>(a, dim3(col_tiles(OUT), row_tiles(N, E)), vec);
@@ -979,6 +984,10 @@ void grouped_matmul_backward(bf16* dinp, const bf16* dout, const bf16* w, int64_
     a.IN = IN;
     a.OUT = OUT;
     a.alpha = alpha;
+    // A few output-gradient columns widened into the input gradient (LoRA A): the widening kernel.
+    if (OUT <= kWidenMaxK && expert_widen(ExpertWiden::Backward, dinp, dout, w, w_stride, nullptr, 0, offsets, N, OUT,
+                                          IN, E, alpha, true))
+        return;
     const bool vec =
         IN % 8 == 0 && OUT % 8 == 0 && w_stride % 8 == 0 && aligned16(dinp) && aligned16(dout) && aligned16(w);
     a.starts = expert_batched_head(ExpertGemm::Backward, dinp, dout, w, w_stride, offsets, N, IN, OUT, E, alpha, true);

@@ -19,10 +19,12 @@
 //    (OUT or IN = R <= 64) and an expert's last, short tile run the same kernel without a separate path.
 //    16-byte loads when IN and OUT are multiples of 8 and the pointers and w_stride are aligned; otherwise the
 //    same kernel with per-element loads (any IN / OUT).
-//  - The large expert projections (IN and OUT >= 256, enough rows per expert) first run every expert's whole
-//    chunks of 256 (128) rows as one cuBLASLt GEMM batched over device-built pointer arrays
-//    (kernels/cuda/expert_gemm.h); the kernel then does each expert's remaining rows. Same op, rows split
-//    differently (the sum order inside a row's dot products may differ: bf16-rounding level).
+//  - The large expert projections and the LoRA A products (enough rows per expert) first run every expert's
+//    whole chunks of rows as cuBLASLt GEMMs batched over device-built pointer arrays
+//    (kernels/cuda/expert_gemm.h); the kernel then does each expert's remaining rows. The products that widen
+//    a few (<= 64) columns into a wide output (LoRA B forward, LoRA A input gradient) run in a kernel of their
+//    own (kernels/cuda/expert_widen.h). Same op, rows split differently (the sum order inside a row's dot
+//    products may differ: bf16-rounding level).
 //  - grouped_matmul_weight_grad is the same kernel over (IN tile, OUT tile, expert): the reduction runs over
 //    the expert's rows, and each block owns its [OUT, IN] tile, so dW is added to without atomics
 //    (deterministic). One block loops over all of an expert's rows: fast for the balanced routing of training,
