@@ -770,6 +770,98 @@ private slots:
         expect_error([&] { resolve_lora_targets(llama(), dense); }, ErrorCategory::InvalidInput, {"experts", "has none"});
     }
 
+    // rank_pattern with one scaling, as PEFT writes it when it turns an MoE model's gate_proj / up_proj targets
+    // into gate_up_proj of rank 2r and alpha 2 alpha (tests/fixtures/models/qwen3-moe/meta.json): the smaller
+    // ranks are zero-padded to the largest, which leaves every module's B A as the file's tensors give it in
+    // PEFT's layouts (computed here from the file, not through the reader); written back: one rank, no patterns.
+    void rankPatternPaddedToTheLargest() {
+        const ModelConfig m = qwen3_moe();
+        const int64_t E = 4;
+        LoraConfig small;
+        small.r = 4;
+        small.alpha = 8;
+        LoraConfig wide = small;
+        wide.r = 8;
+        wide.alpha = 16;
+        QTemporaryDir tmp;
+        const fs::path root(tmp.path().toStdString());
+        write_peft_adapter(root / "r4", small, m, "", make_tensors(m, small));
+        write_peft_adapter(root / "r8", wide, m, "", make_tensors(m, wide));
+        const SafetensorsFile f4(root / "r4" / kPeftWeightsName), f8(root / "r8" / kPeftWeightsName);
+        auto is_gate_up = [](const std::string& name) { return name.find("experts.base_layer.lora_") != std::string::npos; };
+        std::vector<OwnedTensor> mixed;
+        std::map<std::string, std::pair<std::vector<float>, std::vector<int64_t>>> disk;
+        for (const TensorInfo& t : f4.tensors()) {
+            const TensorInfo& s = is_gate_up(t.name) ? f8.at(t.name) : t;
+            disk[t.name] = {tensor_to_f32(s), s.shape};
+            mixed.push_back(owned_f32(t.name, s.shape, disk[t.name].first));
+        }
+        const fs::path dir = root / "pattern";
+        fs::create_directories(dir);
+        write_owned(dir / kPeftWeightsName, mixed);
+        json cfg = read_json_file(root / "r4" / kPeftConfigName);
+        cfg["rank_pattern"] = {{".*\\.gate_up_proj", 8}};
+        cfg["alpha_pattern"] = {{".*\\.gate_up_proj", 16}};
+        write_json(dir / kPeftConfigName, cfg);
+
+        const PeftAdapter a = read_peft_adapter(dir, m);
+        QCOMPARE(a.config.r, 8);
+        QCOMPARE(a.config.alpha, 16.0);
+        QCOMPARE(a.config.scaling(), 2.0);
+        QCOMPARE(int(a.ranks.size()), 4 * 3 + 2);  // attention in 3 layers, down_proj in the 2 MoE layers: r 4
+        for (const auto& [key, r] : a.ranks) QVERIFY(r == 4 && key.second != "mlp.experts.gate_up_proj");
+        // B A of every module (per expert), from the file in PEFT's layouts and from what the reader holds.
+        int checked = 0;
+        const std::vector<LoraTensorSpec> specs = lora_tensor_specs(m, a.config);
+        for (const auto& s : specs) {
+            if (!s.is_a) continue;
+            const auto& spec_b = *std::find_if(specs.begin(), specs.end(), [&](const LoraTensorSpec& x) {
+                return !x.is_a && x.layer == s.layer && x.module == s.module;
+            });
+            const int64_t R = 8, r = disk.at(s.name).second[0] / (s.experts > 0 ? E : 1), in = s.shape[1];
+            const int64_t out = spec_b.shape[0], experts = std::max<int64_t>(s.experts, 1);
+            const auto& fa = disk.at(s.name).first;
+            const auto& fb = disk.at(spec_b.name).first;
+            const auto& ma = a.tensors.at(s.name);
+            const auto& mb = a.tensors.at(spec_b.name);
+            for (int64_t e = 0; e < experts; ++e)
+                for (int64_t o = 0; o < out; o += 3)
+                    for (int64_t i = 0; i < in; i += 5) {
+                        double want = 0, got = 0;
+                        for (int64_t j = 0; j < r; ++j) {
+                            const double b = s.experts > 0 ? fb[size_t(o * r * E + j * E + e)] : fb[size_t(o * r + j)];
+                            want += b * fa[size_t((e * r + j) * in + i)];
+                        }
+                        for (int64_t j = 0; j < R; ++j) {
+                            const double b = s.experts > 0 ? mb[size_t((e * out + o) * R + j)] : mb[size_t(o * R + j)];
+                            got += b * ma[size_t((e * R + j) * in + i)];
+                        }
+                        QCOMPARE(got, want);
+                    }
+            ++checked;
+        }
+        QCOMPARE(checked, 4 * 3 + 2 * 2);
+        // Written back: rank 8 everywhere, no patterns, and read again the same tensors.
+        write_peft_adapter(root / "back", a.config, m, "", a.tensors);
+        const json back_cfg = read_json_file(root / "back" / kPeftConfigName);
+        QCOMPARE(back_cfg.at("r").get<int>(), 8);
+        QVERIFY(back_cfg.at("rank_pattern").empty());
+        const PeftAdapter b = read_peft_adapter(root / "back", m);
+        QVERIFY(b.ranks.empty());
+        QVERIFY(b.tensors == a.tensors);
+
+        // The rank without the alpha that keeps the scaling is refused; a tensor of another rank than its pattern's
+        // says which rank it expected.
+        edit_config(dir, [](json& j) { j.erase("alpha_pattern"); });
+        expect_error([&] { read_peft_adapter(dir, m); }, ErrorCategory::Unsupported,
+                     {"gate_up_proj 1 (r 8, alpha 8)", "q_proj 2 (r 4, alpha 8)", "one LoRA scaling"});
+        edit_config(dir, [](json& j) {
+            j["rank_pattern"] = {{".*\\.gate_up_proj", 6}};
+            j["alpha_pattern"] = {{".*\\.gate_up_proj", 12}};
+        });
+        expect_error([&] { read_peft_adapter(dir, m); }, ErrorCategory::InvalidInput, {"with r 6"});
+    }
+
     void atomicity() {
         const auto m = llama();
         LoraConfig c;
@@ -887,8 +979,16 @@ private slots:
         bad({{"bias", "lora_only"}}, U, {"lora_only"});
         bad({{"lora_bias", true}}, U, {"lora_bias"});
         bad({{"fan_in_fan_out", true}}, U, {"fan_in_fan_out"});
-        bad({{"rank_pattern", {{"q_proj", 8}}}}, U, {"rank_pattern", "q_proj", "per-module ranks"});
-        bad({{"alpha_pattern", {{"v_proj", 16}}}}, U, {"alpha_pattern"});
+        // Patterns that change a module's scaling (alpha / r) are refused; bad values are invalid input.
+        bad({{"rank_pattern", {{"q_proj", 8}}}}, U, {"rank_pattern", "q_proj", "one LoRA scaling"});
+        bad({{"alpha_pattern", {{"v_proj", 16}}}}, U, {"alpha_pattern", "v_proj", "one LoRA scaling"});
+        bad({{"rank_pattern", {{"q_proj", 0}}}}, I, {"rank_pattern", "not a rank"});
+        bad({{"rank_pattern", {{"q_proj", 2.5}}}}, I, {"rank_pattern", "not a rank"});
+        bad({{"rank_pattern", {{"q_proj", "8"}}}}, I, {"rank_pattern", "expected a number"});
+        bad({{"rank_pattern", json::array({8})}}, I, {"rank_pattern", "expected an object"});
+        bad({{"alpha_pattern", {{"q_proj", -1}}}}, I, {"alpha_pattern", "positive alpha"});
+        bad({{"rank_pattern", {{"q_proj", 8}, {".*_proj", 6}}}, {"alpha_pattern", {{".*", 16}}}}, U, {"both match"});
+        bad({{"rank_pattern", {{"q_proj(", 8}}}}, U, {"rank_pattern", "cannot evaluate"});
         bad({{"modules_to_save", {"lm_head"}}}, U, {"modules_to_save", "lm_head"});
         bad({{"trainable_token_indices", {1, 2}}}, U, {"trainable_token_indices"});
         bad({{"layer_replication", {{0, 1}}}}, U, {"layer_replication"});

@@ -14,8 +14,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <list>
+#include <memory>
 #include <set>
 #include <system_error>
 
@@ -362,6 +364,105 @@ std::string describe_layer_modules(const TargetResolution& r, const ModelConfig&
     return "layer " + std::to_string(layer) + ": " + (ms.empty() ? std::string("none") : join(ms));
 }
 
+// One of rank_pattern / alpha_pattern: its keys as PEFT's get_pattern_key evaluates them (re.match(rf"(.*\.)?
+// ({key})$", name): a full match of "(.*\.)?(key)"), and the value of the key matching a module's name.
+class Patterns {
+public:
+    Patterns(const ConfigReader& cr, const char* field, bool rank) : cr_(cr), field_(field) {
+        if (cr.empty_or_null(field)) return;
+        const json& o = cr.j.at(field);
+        if (!o.is_object()) cr.bad(field, "expected an object of module-name patterns, got " + o.dump());
+        for (const auto& [key, v] : o.items()) {
+            if (!v.is_number()) cr.bad(field, "\"" + key + "\": expected a number, got " + v.dump());
+            const double x = v.get<double>();
+            if (rank && (x != std::floor(x) || x < 1 || x > kLoraMaxRank))
+                cr.bad(field, "\"" + key + "\": " + v.dump() + " is not a rank between 1 and " +
+                                  std::to_string(kLoraMaxRank));
+            if (!rank && !(std::isfinite(x) && x > 0))
+                cr.bad(field, "\"" + key + "\": " + v.dump() + " is not a positive alpha");
+            auto re = std::make_unique<FullMatch>("(?:.*\\.)?(?:" + key + ")");
+            if (!re->error().empty())
+                cr.unsupported(std::string(field) + " key \"" + key.substr(0, 80) + "\" is a regular expression " +
+                               "Tandem cannot evaluate (" + re->error() + ")");
+            keys_.push_back({key, x, std::move(re)});
+        }
+    }
+    // The value for the module `name`, or `def` when no key matches it. PEFT takes the first matching key in the
+    // file's order, which the parsed JSON does not keep: keys that disagree on one module are refused.
+    double value(const std::string& name, double def) const {
+        const Key* hit = nullptr;
+        for (const Key& k : keys_) {
+            const int m = k.re->match(name);
+            if (m < 0)
+                cr_.unsupported(std::string(field_) + " key \"" + k.key.substr(0, 80) +
+                                "\" is too costly to evaluate on " + name);
+            if (m == 0) continue;
+            if (hit && hit->value != k.value)
+                cr_.unsupported(std::string(field_) + " keys \"" + hit->key + "\" and \"" + k.key + "\" both match " +
+                                name + " with different values; keep one key per module");
+            hit = &k;
+        }
+        return hit ? hit->value : def;
+    }
+
+private:
+    struct Key {
+        std::string key;
+        double value;
+        std::unique_ptr<FullMatch> re;
+    };
+    const ConfigReader& cr_;
+    const char* field_;
+    std::vector<Key> keys_;
+};
+
+// rank_pattern / alpha_pattern: Tandem runs one rank and one scaling for every adapted module, so a module of a
+// smaller rank is zero-padded to the largest (read_peft_adapter; B A is unchanged, and the padding's gradients
+// are zero, so training keeps it zero). That needs every module's scaling alpha / r (alpha / sqrt(r) with
+// rsLoRA) to be the same, as PEFT's own rewrite of gate_proj / up_proj targets into an MoE model's gate_up_proj
+// keeps it (rank 2r, alpha 2 alpha). The experts' parameters are matched by their names
+// ("model.layers.0.mlp.experts.gate_up_proj"), the other modules by their paths, as PEFT matches them.
+void apply_patterns(const ConfigReader& cr, const ModelConfig& model, const TargetResolution& res, PeftAdapter& out) {
+    const Patterns ranks(cr, "rank_pattern", true), alphas(cr, "alpha_pattern", false);
+    LoraConfig& c = out.config;
+    auto scaling = [&](double r, double alpha) { return alpha / (c.use_rslora ? std::sqrt(r) : r); };
+    struct Module {
+        int64_t layer;
+        std::string target, name;
+        int r;
+        double alpha;
+    };
+    std::vector<Module> ms;
+    for (const LoraModuleRef& m : lora_modules(model)) {
+        if (!res.pairs.count({m.layer, m.target})) continue;
+        const std::string name = is_expert_target(m.target) ? m.path + m.target.substr(m.target.rfind('.')) : m.path;
+        ms.push_back({m.layer, m.target, name, int(ranks.value(name, c.r)), alphas.value(name, c.alpha)});
+    }
+    if (ms.empty()) return;
+    int R = 0;
+    const Module* widest = nullptr;
+    for (const Module& m : ms)
+        if (m.r > R) R = m.r, widest = &m;
+    const double s = scaling(widest->r, widest->alpha);
+    auto num = [](double x) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%g", x);
+        return std::string(b);
+    };
+    auto describe = [&](const Module& m) {
+        return m.name + " " + num(scaling(m.r, m.alpha)) + " (r " + std::to_string(m.r) + ", alpha " + num(m.alpha) + ")";
+    };
+    for (const Module& m : ms)
+        if (std::abs(scaling(m.r, m.alpha) - s) > 1e-9 * s)
+            cr.unsupported("rank_pattern / alpha_pattern give the modules different scalings: " + describe(m) +
+                           ", " + describe(*widest) + "; Tandem applies one LoRA scaling (alpha / r" +
+                           (c.use_rslora ? "^0.5" : "") + ") to every module: patterns must keep it the same");
+    for (const Module& m : ms)
+        if (m.r != R) out.ranks[{m.layer, m.target}] = m.r;
+    c.r = R;
+    c.alpha = widest->alpha;
+}
+
 }  // namespace
 
 PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, const std::string& src) {
@@ -389,10 +490,6 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
         cr.unsupported(
             "fan_in_fan_out is true (transposed weights, as for GPT-2's Conv1D); Llama-family models "
             "never need it, so this adapter was made for another architecture");
-    for (const char* key : {"rank_pattern", "alpha_pattern"})
-        if (!cr.empty_or_null(key))
-            cr.unsupported(std::string(key) + " has entries (" + j.at(key).dump() +
-                           "); per-module ranks or alphas are not supported");
     if (!cr.empty_or_null("modules_to_save"))
         cr.unsupported("modules_to_save lists " + j.at("modules_to_save").dump() +
                        "; adapters that also save full modules are not supported");
@@ -521,6 +618,7 @@ PeftAdapter parse_peft_adapter_config(const json& j, const ModelConfig& model, c
     c.target_modules = res.modules;
     if (int64_t(used_layers.size()) != model.num_hidden_layers)
         c.layers_to_transform.assign(used_layers.begin(), used_layers.end());
+    apply_patterns(cr, model, res, out);
 
     validate_lora_config(c, src);  // dropout/alpha ranges; messages name the file
     return out;
@@ -617,6 +715,10 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
     }
     SafetensorsFile file(weights_path);
     const std::string fname = weights_path.string();
+    auto rank_of = [&](int64_t layer, const std::string& target) -> int64_t {
+        const auto it = out.ranks.find({layer, target});
+        return it == out.ranks.end() ? out.config.r : it->second;
+    };
 
     std::map<std::string, LoraTensorSpec> specs;
     for (auto& s : lora_tensor_specs(model, out.config)) specs.emplace(s.name, std::move(s));
@@ -632,18 +734,35 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
                 plain = plain.substr(0, plain.size() - std::strlen(ab)) + std::string(ab).substr(0, 7) + ".weight";
         if (auto it = specs.find(plain); it != specs.end() && it->second.experts > 0) {
             const LoraTensorSpec& spec = it->second;
+            const int64_t E = spec.experts, R = out.config.r, r = rank_of(spec.layer, spec.module);
+            // PEFT's layouts: lora_A [E*r, in] (expert e's rows at e*r), lora_B [out, r*E] (B_e[o, j] at column
+            // j*E + e); a smaller rank is padded to R with zero rows of A (per expert) and zero columns of B.
+            const std::vector<int64_t> shape =
+                spec.is_a ? std::vector<int64_t>{E * r, spec.shape[1]} : std::vector<int64_t>{spec.shape[0], r * E};
             if (auto [at, fresh] = source_name.emplace(plain, t.name); !fresh)
                 throw_invalid(fname + ": tensors " + at->second + " and " + t.name + " are the same LoRA weight");
             if (!dtype_converts_to_f32(t.dtype))
                 throw_unsupported(fname + ": tensor " + t.name + " has dtype " + std::string(dtype_name(t.dtype)) +
                                   "; LoRA weights must be F32, F16 or BF16");
-            if (t.shape != spec.shape)
+            if (t.shape != shape)
                 throw_invalid(fname + ": tensor " + t.name + " has shape " + shape_to_string(t.shape) +
-                              ", expected " + shape_to_string(spec.shape) + " (" +
+                              ", expected " + shape_to_string(shape) + " (" +
                               (spec.is_a ? "lora_A [experts * r, in_features]" : "lora_B [out_features, r * experts]") +
-                              " with r " + std::to_string(out.config.r) + " and " + std::to_string(spec.experts) +
+                              " with r " + std::to_string(r) + " and " + std::to_string(spec.experts) +
                               " experts); was this adapter trained for another model?");
             std::vector<float> v = tensor_to_f32(t);
+            if (r != R) {
+                std::vector<float> p(size_t(spec.shape[0] * spec.shape[1]), 0.0f);
+                if (spec.is_a) {
+                    const int64_t in = spec.shape[1];
+                    for (int64_t e = 0; e < E; ++e)
+                        std::copy_n(v.begin() + e * r * in, r * in, p.begin() + e * R * in);
+                } else {
+                    for (int64_t o = 0; o < spec.shape[0]; ++o)
+                        std::copy_n(v.begin() + o * r * E, r * E, p.begin() + o * R * E);
+                }
+                v = std::move(p);
+            }
             if (!spec.is_a) v = expert_b_from_peft(v, spec.experts, spec.shape[0], out.config.r, spec.interleaved);
             out.tensors.emplace(plain, std::move(v));
             continue;
@@ -671,14 +790,26 @@ PeftAdapter read_peft_adapter(const fs::path& dir, const ModelConfig& model) {
         if (!dtype_converts_to_f32(t.dtype))
             throw_unsupported(fname + ": tensor " + t.name + " has dtype " + std::string(dtype_name(t.dtype)) +
                               "; LoRA weights must be F32, F16 or BF16");
-        if (t.shape != spec.shape)
+        // A smaller rank (rank_pattern) is padded to R: zero rows of lora_A, zero columns of lora_B.
+        const int64_t R = out.config.r, r = rank_of(p.layer, module_target.at(path));
+        const std::vector<int64_t> shape =
+            spec.is_a ? std::vector<int64_t>{r, spec.shape[1]} : std::vector<int64_t>{spec.shape[0], r};
+        if (t.shape != shape)
             throw_invalid(fname + ": tensor " + t.name + " has shape " + shape_to_string(t.shape) + ", expected " +
-                          shape_to_string(spec.shape) + " (" +
+                          shape_to_string(shape) + " (" +
                           (spec.is_a ? "lora_A [r, in_features]" : "lora_B [out_features, r]") + " with r " +
-                          std::to_string(out.config.r) +
-                          " from adapter_config.json); was this adapter "
+                          std::to_string(r) + " from adapter_config.json); was this adapter "
                           "trained for another model?");
-        out.tensors.emplace(canon, tensor_to_f32(t));
+        std::vector<float> v = tensor_to_f32(t);
+        if (r != R) {
+            std::vector<float> padded(size_t(spec.shape[0] * spec.shape[1]), 0.0f);
+            if (spec.is_a)
+                std::copy(v.begin(), v.end(), padded.begin());
+            else
+                for (int64_t o = 0; o < spec.shape[0]; ++o) std::copy_n(v.begin() + o * r, r, padded.begin() + o * R);
+            v = std::move(padded);
+        }
+        out.tensors.emplace(canon, std::move(v));
     }
     std::vector<std::string> missing;
     for (const auto& [name, spec] : specs)

@@ -14,7 +14,11 @@
 //    PEFT's json.dumps writes them) and nothing else, so any PEFT version loads it without warnings.
 //  - The reader accepts what PEFT writes for plain LoRA on the seven projections and refuses, with
 //    Error{Unsupported} saying which feature, what changes the math in a way we do not implement (DoRA,
-//    rank/alpha patterns, biases, modules_to_save, fan_in_fan_out, ...). F16/BF16 files are converted to fp32.
+//    biases, modules_to_save, fan_in_fan_out, rank/alpha patterns that give modules different scalings, ...).
+//    rank_pattern with one scaling (PEFT writes it when it turns an MoE model's gate_proj / up_proj targets
+//    into gate_up_proj of rank 2r, alpha 2 alpha) is read by zero-padding the smaller ranks to the largest: the
+//    same B A; written back, the adapter has that one rank everywhere and no patterns (the same update in
+//    PEFT). F16/BF16 files are converted to fp32.
 //  - Each file is written atomically. The two files are not one transaction: the weights are written
 //    first, then the config (readers look for the config first); if the config cannot be written, a
 //    weights file we just created is removed again (an overwritten one cannot be restored).
@@ -41,6 +45,9 @@ struct PeftAdapter {
     LoraConfig config;
     std::string base_model_name_or_path;  // as written in adapter_config.json ("" for null)
     LoraTensors tensors;                  // exactly the names lora_tensor_specs() gives
+    // rank_pattern: the (layer, target) modules whose file tensors hold fewer ranks than config.r (the largest);
+    // read_peft_adapter zero-pads them to config.r, which leaves their B A as it was.
+    std::map<std::pair<int64_t, std::string>, int> ranks;
 };
 
 // adapter_config.json as we write it (PEFT's keys for a LoRA CAUSAL_LM adapter).
