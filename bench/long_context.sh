@@ -12,6 +12,9 @@ BUDGETS=${*:-16 24 40 80}
 POLICY=${POLICY:-smart}
 QUANT=${QUANT:-nf4}   # nf4 (QLoRA) or none (bf16 LoRA)
 HF=${HF:-0}           # 1: also HF PEFT + gradient checkpointing (bf16) at the same length and budget
+HF_SEARCH=${HF_SEARCH:-0}  # 1: also HF PEFT + gradient checkpointing's own longest sample under each budget:
+                           # 1024 tokens doubled until out of memory, then 3 halvings of the gap (multiples of
+                           # 256); each try one warmup + one timed step, OUT/hf-search-B-N.json
 mkdir -p "$OUT/llama-3.1-8b"
 echo "quantization $QUANT, checkpointing $POLICY"
 python3 - "$OUT/llama-3.1-8b/config.json" <<'PY'
@@ -24,7 +27,38 @@ json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden
            "hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "torch_dtype": "bfloat16",
            "bos_token_id": 128000, "eos_token_id": 128001}, open(sys.argv[1], "w"), indent=1)
 PY
+# hf_try B N: 0 when HF PEFT + GC trained one step of N tokens under B GiB, 1 when it ran out of memory, 2 when
+# it failed otherwise (no JSON: see OUT/hf-search-B-N.log; e.g. bitsandbytes missing for QUANT=nf4).
+hf_try() {
+  local b=$1 n=$2 j="$OUT/hf-search-$1-$2.json"
+  local load=""; [ "$QUANT" = nf4 ] && load=--load-in-4bit
+  rm -f "$j"
+  python3 bench/hf_peft_baseline.py --config llama-3.1-8b --batch 1 --seq-len "$n" --steps 1 --warmup 1 --gc on \
+    --rank 32 --alpha 64 --vram-budget "$b" $load --json "$j" > "${j%.json}.log" 2>&1
+  [ -f "$j" ] || return 2
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(1 if j.get('oom') else 0)" "$j"
+}
+hf_search() {
+  local b=$1 lo=0 hi=0 n=1024 rc
+  while [ "$n" -le 131072 ]; do
+    hf_try "$b" "$n"; rc=$?
+    [ $rc = 2 ] && { echo "  HF PEFT + GC at $n tokens failed: $OUT/hf-search-$b-$n.log"; return; }
+    if [ $rc = 0 ]; then lo=$n; n=$((n * 2)); else hi=$n; break; fi
+  done
+  if [ "$hi" -gt 0 ] && [ "$lo" -gt 0 ]; then
+    for _ in 1 2 3; do
+      local mid=$(( (lo + hi) / 2 / 256 * 256 ))
+      [ "$mid" -le "$lo" ] && break
+      hf_try "$b" "$mid"; rc=$?
+      [ $rc = 2 ] && { echo "  HF PEFT + GC at $mid tokens failed: $OUT/hf-search-$b-$mid.log"; break; }
+      if [ $rc = 0 ]; then lo=$mid; else hi=$mid; fi
+    done
+  fi
+  echo "  HF PEFT + GC longest sample under $b GiB: ${lo} tokens (out of memory at ${hi:-none})"
+  [ "$lo" -gt 0 ] && python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('    %.0f tokens/s, peak %.2f GiB' % (j['tokens_per_s'], j['peak_reserved_gib']))" "$OUT/hf-search-$b-$lo.json" 2>/dev/null
+}
 for b in $BUDGETS; do
+  [ "$HF_SEARCH" = 1 ] && hf_search "$b"
   "$CLI" plan --model "$OUT/llama-3.1-8b" --quantization "$QUANT" --lora-r 32 --checkpointing "$POLICY" --device cuda \
     --vram-budget "$b" --max-context > "$OUT/plan-$b.txt" 2>&1
   n=$(sed -n 's/^longest sample that fits: \([0-9]*\).*/\1/p' "$OUT/plan-$b.txt" | head -1)
