@@ -5,23 +5,25 @@
 # as the plan finds it (`tandem-cli plan --max-context`), then one real step at that length under the same
 # budget (`tandem-cli bench --vram-budget`: the allocator refuses anything past it), measured.
 #   bench/long_context.sh TANDEM_CLI OUTDIR [BUDGETS...]    (default budgets: 16 24 40 80 GiB)
-# The model's config is Llama-3.1-8B's (max_position_embeddings 131072: the search stops there).
+# The model's config is Llama-3.1-8B's (max_position_embeddings 131072: the search stops there; CONTEXT raises it).
 set -u -o pipefail
 CLI=${1:?TANDEM_CLI}; OUT=${2:?OUTDIR}; shift 2
 BUDGETS=${*:-16 24 40 80}
 POLICY=${POLICY:-smart}
 QUANT=${QUANT:-nf4}   # nf4 (QLoRA) or none (bf16 LoRA)
 HF=${HF:-0}           # 1: also HF PEFT + gradient checkpointing (bf16) at the same length and budget
+CONTEXT=${CONTEXT:-131072}  # the model's max_position_embeddings (Llama-3.1-8B's 131072; more: context extension,
+                           # the config and tandem-cli bench --max-position raised alike, the RoPE scaling kept)
 HF_SEARCH=${HF_SEARCH:-0}  # 1: also HF PEFT + gradient checkpointing's own longest sample under each budget:
                            # 1024 tokens doubled until out of memory, then 3 halvings of the gap (multiples of
                            # 256); each try one warmup + one timed step, OUT/hf-search-B-N.json
 mkdir -p "$OUT/llama-3.1-8b"
 echo "quantization $QUANT, checkpointing $POLICY"
-python3 - "$OUT/llama-3.1-8b/config.json" <<'PY'
+python3 - "$OUT/llama-3.1-8b/config.json" "$CONTEXT" <<'PY'
 import json, sys
 json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
            "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-           "head_dim": 128, "vocab_size": 128256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5,
+           "head_dim": 128, "vocab_size": 128256, "max_position_embeddings": int(sys.argv[2]), "rms_norm_eps": 1e-5,
            "rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
            "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "tie_word_embeddings": False,
            "hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "torch_dtype": "bfloat16",
@@ -40,7 +42,7 @@ hf_try() {
 }
 hf_search() {
   local b=$1 lo=0 hi=0 n=1024 rc
-  while [ "$n" -le 131072 ]; do
+  while [ "$n" -le "$CONTEXT" ]; do
     hf_try "$b" "$n"; rc=$?
     [ $rc = 2 ] && { echo "  HF PEFT + GC at $n tokens failed: $OUT/hf-search-$b-$n.log"; return; }
     if [ $rc = 0 ]; then lo=$n; n=$((n * 2)); else hi=$n; break; fi
@@ -66,7 +68,8 @@ for b in $BUDGETS; do
   echo "budget $b GiB: plan says ${n:-?} tokens (attention $att)"
   [ -n "$n" ] && [ "$n" -gt 0 ] || continue
   "$CLI" bench --config llama-3.1-8b --batch-tokens "$n" --seq-len "$n" --checkpointing "$POLICY" --quantization "$QUANT" \
-    --rank 32 --alpha 64 --attention "$att" --vram-budget "$b" --steps 1 --warmup 1 --json "$OUT/bench-$b.json" \
+    --rank 32 --alpha 64 --attention "$att" --vram-budget "$b" --max-position "$CONTEXT" --steps 1 --warmup 1 \
+    --json "$OUT/bench-$b.json" \
     > "$OUT/bench-$b.log" 2>&1 \
     || { echo "  bench at $n FAILED"; tail -3 "$OUT/bench-$b.log"; continue; }
   grep -E "throughput|memory  " "$OUT/bench-$b.log" | sed 's/^/  /'

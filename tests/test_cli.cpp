@@ -95,6 +95,9 @@ private slots:
         QVERIFY(help.out.contains("tokenize"));
         const CliResult bad = run_cli({"info"});  // missing MODEL_DIR
         QCOMPARE(bad.exit_code, 2);
+        // bench --max-position only extends a preset's context (checked before the GPU is needed).
+        expect_failure({"bench", "--config", "llama-3.1-8b", "--max-position", "1000"}, 2, "only extends the context");
+        expect_failure({"bench", "--config", "llama-3.1-8b", "--max-position", "-5"}, 2, "--max-position");
     }
 
     void demo_model_is_deterministic_and_inspectable() {

@@ -46,6 +46,10 @@ Run add_bench_command(CLI::App& app) {
     sub->add_option("--layers", o->layers,
                     "decoder layers to build: the preset's config with num_hidden_layers = N (0: the preset's)")
         ->capture_default_str();
+    sub->add_option("--max-position", o->max_position,
+                    "raise the preset's max_position_embeddings to N (context extension: samples longer than the "
+                    "published context; 0: the preset's)")
+        ->capture_default_str();
     sub->add_option("--batch-tokens", o->batch_tokens, "tokens per step (packed)")->capture_default_str();
     sub->add_option("--seq-len", o->seq_len, "tokens per sample")->capture_default_str();
     sub->add_option("--steps", o->steps, "timed steps")->capture_default_str();
@@ -106,6 +110,13 @@ Run add_bench_command(CLI::App& app) {
     sub->add_option("--timeline", o->timeline_path, "write per-layer CUDA events of one micro-batch as JSON");
     return [o, devices]() {
         if (!devices->empty()) o->devices = parse_devices(*devices);
+        if (o->max_position < 0) throw_invalid("--max-position must be 0 (the preset's) or a number of positions");
+        if (o->max_position > 0 && !o->config.empty()) {  // before the GPU is needed
+            const int64_t published = architecture_preset_json(o->config)->value("max_position_embeddings", int64_t(0));
+            if (o->max_position < published)
+                throw_invalid("--max-position " + std::to_string(o->max_position) + " is below " + o->config + "'s " +
+                              std::to_string(published) + " positions; it only extends the context");
+        }
         return run_cuda_bench(*o);
     };
 }

@@ -23,6 +23,9 @@
 //  - --layers N: the preset's config.json with num_hidden_layers = N (every other field as published), parsed
 //    like the preset itself, before planning and loading (a 48-layer MoE does not fit one GPU with its LoRA
 //    state: bench/moe_bench.sh). 0 = the preset's. The JSON says both ("layers", "layers_preset").
+//  - --max-position N: the preset's max_position_embeddings raised to N, as a user extending the context edits
+//    config.json (the RoPE table grows; the scaling stays the preset's): samples longer than the published
+//    context (bench/long_context.sh CONTEXT=...). It measures memory and speed, not what such a model learns.
 //  - LoRA targets are the default seven names, resolved for the model (resolve_lora_targets): a dense model's
 //    seven projections; an MoE model's attention projections plus its experts' mlp.experts.gate_up_proj and
 //    mlp.experts.down_proj (PEFT target_parameters: one LoRA per expert and parameter). The JSON lists them.
@@ -709,8 +712,10 @@ int run_cuda_bench(const CudaBenchOptions& o) {
         auto& types = model_json["layer_types"];  // one entry per layer (gpt-oss): the first ones kept
         if (types.is_array() && int64_t(types.size()) > o.layers) types.erase(types.begin() + o.layers, types.end());
     }
+    if (o.max_position > 0) model_json["max_position_embeddings"] = o.max_position;  // checked by the CLI
     const ModelConfig config = parse_model_config(
-        model_json, "preset " + o.config + (o.layers > 0 ? " with --layers " + std::to_string(o.layers) : ""));
+        model_json, "preset " + o.config + (o.layers > 0 ? " with --layers " + std::to_string(o.layers) : "") +
+                        (o.max_position > 0 ? " with --max-position " + std::to_string(o.max_position) : ""));
     const bool moe = config.num_experts > 0;
     if (!moe && o.moe_routing != "sort")
         throw_invalid("--moe-routing " + o.moe_routing + ": " + o.config + " is not a mixture-of-experts model");
@@ -758,6 +763,7 @@ int run_cuda_bench(const CudaBenchOptions& o) {
     j["device"] = device_name();
     j["layers"] = config.num_hidden_layers;
     j["layers_preset"] = preset_layers;
+    j["max_position_embeddings"] = config.max_position_embeddings;
     j["parameters"] = config.parameter_count();
     j["active_parameters"] = config.active_parameter_count();
     j["experts"] = config.num_experts;

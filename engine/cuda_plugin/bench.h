@@ -22,6 +22,7 @@ struct CudaBenchOptions {
     std::string cuda_graphs = "on";     // on|off
     std::string moe_routing = "sort";   // sort|loop
     int batch_tokens = 16384, seq_len = 2048, min_seq_len = 0, steps = 20, warmup = 3, rank = 16, layers = 0;
+    int64_t max_position = 0;           // > 0: the preset's max_position_embeddings raised to this (context extension)
     int keep_mlp_layers = 0;            // layers 0..N-1 keep the MLP buffers the policy drops (make_plan)
     int offload_mlp_layers = 0;         // and M more send them to host memory (PlanOptions::mlp_offloaded_layers)
     bool fp8_transposed = false;        // precision fp8: the weights' transposes resident (PlanOptions)
