@@ -8,8 +8,9 @@
 //  - Memory-bound: the multiply-adds are K per output element, the traffic the output's read and write. The
 //    grouped kernel's 128x256 tiles with one block per SM run them at a quarter of the bandwidth (a tile does
 //    one K step, then waits on its epilogue's memory). Here a block owns 64 rows and walks their columns 64 at a
-//    time with 4 warps and 36 KiB of shared memory (six blocks per SM), the next column tile's old values
-//    loaded while this one is computed.
+//    time with 4 warps and 36 KiB of shared memory, the next column tile's old values loaded while this one is
+//    computed. ptxas gives it 164 registers a thread: 3 blocks per SM, not the 6 the shared memory allows (a
+//    register prefetch of the weight tiles was slower; measured, docs/benchmarks.md).
 //  - A block's rows are the global rows [64 i, 64 i + 64), whatever the experts: per column tile it runs one
 //    pass per expert whose rows meet the block (one or two for training's 1000-row experts) and each pass
 //    writes only its expert's rows, so every output element is written once (no atomics, deterministic). The
