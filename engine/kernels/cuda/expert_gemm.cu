@@ -22,7 +22,7 @@ constexpr int kMinMeanRows = 128;          // fewer rows per expert on average: 
 constexpr int kMinLargeDim = 256;          // a large projection: IN and OUT at least this
 constexpr int kMaxNarrow = 64;             // a LoRA A product: at most this many output columns ...
 constexpr int kMinLevelRows = 32;          // the smallest chunk of the lower levels
-constexpr int kMaxLevels = 4;              // 256, 128, 64, 32
+constexpr int kMaxLevels = 4;              // 128, 64, 32 (256 first when TANDEM_EXPERT_CHUNK=256)
 constexpr int kChunkThreads = 512;         // the chunk kernel's one block (>= kMaxExperts of moe.cu)
 
 // Rows per chunk of the first level: 128 (TANDEM_EXPERT_CHUNK overrides it for measurements: 64 to 1024, a
@@ -60,7 +60,7 @@ Mode mode() {
 // cost more than the grouped kernel saves on the last rows), a LoRA A product (at most kMaxNarrow output
 // columns from at least kMinLargeDim: the forward's x A^T, the backward's dout B) with every level (2.2x
 // and 2x faster than the grouped kernel); the other LoRA products (kMaxNarrow inputs or fewer, accumulated
-// into a wide output) stay in the grouped kernel (no faster batched).
+// into a wide output) are no faster batched: moe.cu gives them to the widening kernel (expert_widen.h) first.
 enum class Route { Kernel, LevelZero, Levels };
 Route route(int width, int reduce) {
     const Mode m = mode();
