@@ -488,6 +488,25 @@ void add_step_cases(std::vector<Case>& cs) {
         v.nf4 = true;
         add_format_cases(v);
     }
+    {
+        // Wide enough projections (>= 256) and enough rows per expert (512 on average) for the batched cuBLASLt
+        // paths inside a whole step (kernels/cuda/expert_gemm.h: the base projections in 128-row chunks, the LoRA
+        // A products at every level; the grouped kernel on each expert's last rows), with the router's own uneven
+        // counts; the widening kernel for LoRA B (expert_widen.h). The op cases test those paths alone.
+        StepVariant v = qwen3_moe_variant();
+        v.name = "qwen3-moe-wide";
+        v.config["hidden_size"] = 256;
+        v.config["moe_intermediate_size"] = 256;
+        v.config["num_experts"] = 4;
+        v.lengths = {1, 300, 450, 273};
+        v.token_budget = 1024;
+        auto ref = std::make_shared<StepReference>(v);
+        for (auto ckpt : {CheckpointPolicy::Off, CheckpointPolicy::Recompute})
+            add("step " + v.name + " checkpointing=" + policy_name(ckpt) + " attention=inhouse",
+                [=](Check& c) { step_case(c, *ref, ckpt, AttentionBackend::Inhouse); });
+        add("cuda graphs match eager " + v.name + " checkpointing=recompute attention=inhouse",
+            [=](Check& c) { cuda_graphs_case(c, *ref, CheckpointPolicy::Recompute, AttentionBackend::Inhouse); });
+    }
     for (auto variant : {qwen3_moe_variant(), mixtral_variant(), gpt_oss_variant()}) {
         // Mixture of experts: the CPU's routing injected; every policy; the loop-over-experts ablation gives the
         // same step; graphs capture the MoE layers (no host sync inside them) and replay them bit for bit.
