@@ -3,7 +3,8 @@
 // Fuzzes reading a PEFT adapter folder's weights (read_peft_adapter, engine/export/peft_adapter.cpp): the
 // tensor names PEFT writes (base_model.model.model.layers.N.<module>.lora_A.weight, ...), their pairing,
 // shapes and dtypes, on top of the safetensors reader. The first input byte picks one of the four
-// adapter_config.json files of tests/fixtures/peft (for the 2-layer Qwen3 of tests/fixtures/models/qwen3);
+// adapter_config.json files of tests/fixtures/peft (for the 2-layer Qwen3 of tests/fixtures/models/qwen3) or
+// a fifth with a rank_pattern (the reader zero-pads the smaller rank);
 // the rest is adapter_model.safetensors.
 #include <array>
 #include <cstring>
@@ -22,14 +23,17 @@ const tandem::ModelConfig& qwen3() {
     return c;
 }
 
-// The LoRA keys of tests/fixtures/peft/{bf16,layers,regex,regex_layer}/adapter_config.json.
-constexpr std::array<const char*, 4> kConfigs = {
+// The LoRA keys of tests/fixtures/peft/{bf16,layers,regex,regex_layer}/adapter_config.json, and one with patterns.
+constexpr std::array<const char*, 5> kConfigs = {
     R"j({"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "gate_proj"]})j",
     R"j({"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2, "lora_alpha": 4, "target_modules": ["k_proj", "o_proj"],
         "layers_to_transform": [0]})j",
     R"j({"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2, "lora_alpha": 4, "target_modules": ".*\\.(q_proj|v_proj)"})j",
     R"j({"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2, "lora_alpha": 4,
         "target_modules": "model\\.layers\\.1\\.mlp\\.(up|down)_proj"})j",
+    // rank_pattern with one scaling: q_proj's rank-2 tensors are zero-padded to v_proj's rank 4.
+    R"j({"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "v_proj"],
+        "rank_pattern": {"v_proj": 4}, "alpha_pattern": {"v_proj": 8}})j",
 };
 
 }  // namespace
