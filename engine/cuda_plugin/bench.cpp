@@ -330,7 +330,8 @@ json grouped_gemm_bench() {
         for (const auto& [dir, g, d] : {std::tuple{"forward", g_fwd, d_fwd}, std::tuple{"backward", g_bwd, d_bwd}}) {
             const double g_rate = flops / (g * 1e-3), d_rate = flops / (d * 1e-3);
             rows.push_back({{"shape", sh.name}, {"direction", dir}, {"rows", N}, {"experts", kExperts},
-                            {"rows_per_expert", N / kExperts}, {"routing", sh.even ? "even" : "uneven"}, {"in", IN}, {"out", OUT}, {"flops", flops},
+                            {"rows_per_expert", N / kExperts}, {"routing", sh.even ? "even" : "uneven"}, {"in", IN},
+                            {"out", OUT}, {"flops", flops},
                             {"grouped_ms", g}, {"dense_ms", d}, {"grouped_tflops", g_rate / 1e12},
                             {"dense_tflops", d_rate / 1e12}, {"ratio", g_rate / d_rate}});
         }

@@ -212,6 +212,11 @@ const char* const kOtherLinear[] = {"lm_head", "model.embed_tokens"};
 
 bool is_expert_target(const std::string& t) { return t == kExpertsGateUp || t == kExpertsDown; }
 
+// An expert target's parameter as PEFT names it: "model.layers.0.mlp.experts.down_proj".
+std::string expert_parameter_name(const LoraModuleRef& m) {
+    return m.path + m.target.substr(m.target.rfind('.'));
+}
+
 bool list_entry_matches(const std::string& path, const std::string& entry) {
     return path == entry ||
            (path.size() > entry.size() && path.compare(path.size() - entry.size(), entry.size(), entry) == 0 &&
@@ -251,8 +256,7 @@ void resolve_parameters(const ConfigReader& cr, const json& list, const ModelCon
         bool any = false;
         for (const LoraModuleRef& m : lora_modules(model)) {
             if (!is_expert_target(m.target)) continue;
-            const std::string param = m.path + m.target.substr(m.target.rfind('.'));  // ...mlp.experts.down_proj
-            if (list_entry_matches(param, entry)) {
+            if (list_entry_matches(expert_parameter_name(m), entry)) {
                 add_pair(r, m.layer, m.target);
                 any = true;
             }
@@ -425,7 +429,12 @@ private:
 void apply_patterns(const ConfigReader& cr, const ModelConfig& model, const TargetResolution& res, PeftAdapter& out) {
     const Patterns ranks(cr, "rank_pattern", true), alphas(cr, "alpha_pattern", false);
     LoraConfig& c = out.config;
-    auto scaling = [&](double r, double alpha) { return alpha / (c.use_rslora ? std::sqrt(r) : r); };
+    auto scaling = [&](int r, double alpha) {  // LoraConfig's rule (rsLoRA or not) for another rank and alpha
+        LoraConfig m = c;
+        m.r = r;
+        m.alpha = alpha;
+        return m.scaling();
+    };
     struct Module {
         int64_t layer;
         std::string target, name;
@@ -435,7 +444,7 @@ void apply_patterns(const ConfigReader& cr, const ModelConfig& model, const Targ
     std::vector<Module> ms;
     for (const LoraModuleRef& m : lora_modules(model)) {
         if (!res.pairs.count({m.layer, m.target})) continue;
-        const std::string name = is_expert_target(m.target) ? m.path + m.target.substr(m.target.rfind('.')) : m.path;
+        const std::string name = is_expert_target(m.target) ? expert_parameter_name(m) : m.path;
         ms.push_back({m.layer, m.target, name, int(ranks.value(name, c.r)), alphas.value(name, c.alpha)});
     }
     if (ms.empty()) return;
