@@ -34,6 +34,10 @@ What it does, so the numbers compare with tandem-cli bench:
   - Memory: torch.cuda.max_memory_reserved / max_memory_allocated over the whole run (weights included),
     and device used (mem_get_info total - free, includes the CUDA context) after the timed steps.
   - Out of memory prints {"oom": true, ...} instead of a traceback (exit code 0, so a sweep goes on).
+  - --search-longest CAP (long context): the model is built once, then one sample of 1024 tokens, doubled until
+    a step runs out of memory (or CAP), then 3 halvings of the gap (multiples of 256), one untimed step each
+    (out of memory caught, gradients and the allocator's cache dropped before the next try); the longest that
+    trained then runs --warmup + --steps steps as usual: "longest_trained", "oom_at" and "tries" in the JSON.
   - Several GPUs: started by torchrun (WORLD_SIZE > 1), each process takes the GPU LOCAL_RANK, builds the same
     model (same seed), wraps the PEFT model in DistributedDataParallel (NCCL; gradients all-reduced in buckets
     during the backward, overlapped) and runs --batch rows of its own per step: a step is world x batch rows,
@@ -239,6 +243,8 @@ def parse_args():
     p.add_argument("--load-in-4bit", action="store_true",
                    help="QLoRA: every decoder Linear replaced by bitsandbytes' Linear4bit (nf4, double quantization, "
                         "blocksize 64, compute bf16), quantized from the random bf16 weights; needs bitsandbytes")
+    p.add_argument("--search-longest", type=int, default=0, metavar="CAP",
+                   help="the longest single sample (batch 1) that trains, up to CAP tokens (see the header)")
     a = p.parse_args()
     if a.batch < 1 or a.seq_len < 2 or a.steps < 1 or a.warmup < 0 or a.layers < 0 or a.sync_steps < 0:
         p.error("--batch >= 1, --seq-len >= 2, --steps >= 1, --warmup >= 0, --layers >= 0 and --sync-steps >= 0 "
@@ -368,6 +374,82 @@ def emit(result, path):
 
 
 def run(a, result):
+    model, params, opt = setup(a, result)
+    vocab = CONFIGS[a.config]["vocab_size"]
+    if a.search_longest > 0:
+        a.batch = 1
+        a.seq_len = search_longest(a, result, model, params, opt, vocab)
+        result.update({"batch": 1, "seq_len": a.seq_len, "batch_tokens": a.seq_len})
+        if a.seq_len == 0:
+            result.update({"oom": True, "error": "not even 1024 tokens train"})
+            return
+    timed_steps(a, result, model, params, opt, vocab)
+
+
+def one_step(model, params, opt, ids, ev=None):
+    if ev:
+        ev[0].record()
+    loss = model(input_ids=ids, labels=ids).loss
+    if ev:
+        ev[1].record()
+    loss.backward()
+    if ev:
+        ev[2].record()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    if ev:
+        ev[3].record()
+    return loss
+
+
+def search_longest(a, result, model, params, opt, vocab):
+    import gc
+    tries = []
+
+    def fits(n):
+        ids = torch.randint(0, vocab, (1, n), device="cuda")
+        ok = True
+        try:
+            one_step(model, params, opt, ids).item()
+            torch.cuda.synchronize()
+        except torch.cuda.OutOfMemoryError:
+            ok = False
+        if not ok:  # outside the except block: the traceback's frames (and their tensors) are gone by now
+            opt.zero_grad(set_to_none=True)
+            gc.collect()
+            torch.cuda.empty_cache()
+        tries.append({"tokens": n, "trained": ok})
+        print(f"search: {n} tokens {'trained' if ok else 'out of memory'}", file=sys.stderr, flush=True)
+        return ok
+
+    lo, hi, n = 0, 0, 1024
+    while n <= a.search_longest:
+        if fits(n):
+            lo, n = n, n * 2
+        else:
+            hi = n
+            break
+    if lo > 0 and hi == 0 and lo < a.search_longest:  # doubling passed the cap: the cap itself
+        if fits(a.search_longest):
+            lo = a.search_longest
+        else:
+            hi = a.search_longest
+    if lo > 0 and hi > 0:
+        for _ in range(3):
+            mid = (lo + hi) // 2 // 256 * 256
+            if mid <= lo:
+                break
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid
+    result.update({"search_cap": a.search_longest, "longest_trained": lo, "oom_at": hi or None, "tries": tries})
+    torch.cuda.reset_peak_memory_stats()
+    return lo
+
+
+def setup(a, result):
     torch.manual_seed(0)
     if a.vram_budget > 0:
         total = torch.cuda.get_device_properties(0).total_memory
@@ -400,27 +482,17 @@ def run(a, result):
     result["lora_dtype"] = str(params[0].dtype).replace("torch.", "")
     result["lora_dtypes"] = sorted({str(p.dtype).replace("torch.", "") for p in params})
     opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, fused=True)
+    return model, params, opt
 
-    vocab = CONFIGS[a.config]["vocab_size"]
+
+def timed_steps(a, result, model, params, opt, vocab):
+    world = int(os.environ.get("WORLD_SIZE", "1"))
     gen = torch.Generator(device="cuda").manual_seed(1000 + int(os.environ.get("RANK", "0")))
     batches = [torch.randint(0, vocab, (a.batch, a.seq_len), device="cuda", generator=gen)
                for _ in range(min(a.steps + a.warmup, 4))]
 
     def train_step(ids, ev=None):
-        if ev:
-            ev[0].record()
-        loss = model(input_ids=ids, labels=ids).loss
-        if ev:
-            ev[1].record()
-        loss.backward()
-        if ev:
-            ev[2].record()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if ev:
-            ev[3].record()
-        return loss
+        return one_step(model, params, opt, ids, ev)
 
     step_ms, fwd_ms, bwd_ms, opt_ms, losses = [], [], [], [], []
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]

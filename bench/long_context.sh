@@ -16,8 +16,14 @@ CONTEXT=${CONTEXT:-131072}  # the model's max_position_embeddings (Llama-3.1-8B'
                            # the config and tandem-cli bench --max-position raised alike, the RoPE scaling kept)
 HF_SEARCH=${HF_SEARCH:-0}  # 1: also HF PEFT + gradient checkpointing's own longest sample under each budget:
                            # 1024 tokens doubled until out of memory, then 3 halvings of the gap (multiples of
-                           # 256); each try one warmup + one timed step, OUT/hf-search-B-N.json
+                           # 256), in one process; then one warmup + one timed step there, OUT/hf-search-B.json
+HOST_BUDGET=${HOST_BUDGET:-}  # GiB of pinned host memory smart checkpointing may take (tandem-cli --host-budget;
+                              # default: half of the available RAM)
+TRAIN_CAP=${TRAIN_CAP:-0}     # >0: train at most this many tokens (a step at the plan's longest may outlast the
+                              # machine's time); the plan's longest is still reported
+WARMUP=${WARMUP:-1}           # untimed steps before the timed one (0: the one step is timed, first-use costs in)
 mkdir -p "$OUT/llama-3.1-8b"
+hb=(); [ -n "$HOST_BUDGET" ] && hb=(--host-budget "$HOST_BUDGET")
 echo "quantization $QUANT, checkpointing $POLICY"
 python3 - "$OUT/llama-3.1-8b/config.json" "$CONTEXT" <<'PY'
 import json, sys
@@ -29,46 +35,38 @@ json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden
            "hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "torch_dtype": "bfloat16",
            "bos_token_id": 128000, "eos_token_id": 128001}, open(sys.argv[1], "w"), indent=1)
 PY
-# hf_try B N: 0 when HF PEFT + GC trained one step of N tokens under B GiB, 1 when it ran out of memory, 2 when
-# it failed otherwise (no JSON: see OUT/hf-search-B-N.log; e.g. bitsandbytes missing for QUANT=nf4).
-hf_try() {
-  local b=$1 n=$2 j="$OUT/hf-search-$1-$2.json"
-  local load=""; [ "$QUANT" = nf4 ] && load=--load-in-4bit
-  rm -f "$j"
-  python3 bench/hf_peft_baseline.py --config llama-3.1-8b --batch 1 --seq-len "$n" --steps 1 --warmup 1 --gc on \
-    --rank 32 --alpha 64 --vram-budget "$b" $load --json "$j" > "${j%.json}.log" 2>&1
-  [ -f "$j" ] || return 2
-  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(1 if j.get('oom') else 0)" "$j"
-}
+# HF PEFT + gradient checkpointing's longest sample under B GiB, searched in one process (the model built once:
+# hf_peft_baseline.py --search-longest), then one warmup + one timed step at that length: OUT/hf-search-B.json.
 hf_search() {
-  local b=$1 lo=0 hi=0 n=1024 rc
-  while [ "$n" -le "$CONTEXT" ]; do
-    hf_try "$b" "$n"; rc=$?
-    [ $rc = 2 ] && { echo "  HF PEFT + GC at $n tokens failed: $OUT/hf-search-$b-$n.log"; return; }
-    if [ $rc = 0 ]; then lo=$n; n=$((n * 2)); else hi=$n; break; fi
-  done
-  if [ "$hi" -gt 0 ] && [ "$lo" -gt 0 ]; then
-    for _ in 1 2 3; do
-      local mid=$(( (lo + hi) / 2 / 256 * 256 ))
-      [ "$mid" -le "$lo" ] && break
-      hf_try "$b" "$mid"; rc=$?
-      [ $rc = 2 ] && { echo "  HF PEFT + GC at $mid tokens failed: $OUT/hf-search-$b-$mid.log"; break; }
-      if [ $rc = 0 ]; then lo=$mid; else hi=$mid; fi
-    done
-  fi
-  echo "  HF PEFT + GC longest sample under $b GiB: ${lo} tokens (out of memory at ${hi:-none})"
-  [ "$lo" -gt 0 ] && python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('    %.0f tokens/s, peak %.2f GiB' % (j['tokens_per_s'], j['peak_reserved_gib']))" "$OUT/hf-search-$b-$lo.json" 2>/dev/null
+  local b=$1 j="$OUT/hf-search-$1.json" load=""
+  [ "$QUANT" = nf4 ] && load=--load-in-4bit
+  python3 bench/hf_peft_baseline.py --config llama-3.1-8b --batch 1 --seq-len 1024 --steps 1 --warmup 1 --gc on \
+    --rank 32 --alpha 64 --vram-budget "$b" $load --search-longest "$CONTEXT" --sync-steps 0 --json "$j" \
+    > "${j%.json}.log" 2>&1
+  python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+print('  HF PEFT + GC longest sample under %s GiB: %s tokens (out of memory at %s)' % (sys.argv[2], j.get('longest_trained'), j.get('oom_at')))
+if not j.get('oom'): print('    %.0f tokens/s, peak reserved %.2f GiB' % (j['tokens_per_s'], j['peak_reserved_gib']))
+" "$j" "$b" 2>/dev/null || echo "  HF PEFT + GC search failed: ${j%.json}.log"
 }
 for b in $BUDGETS; do
   [ "$HF_SEARCH" = 1 ] && hf_search "$b"
   "$CLI" plan --model "$OUT/llama-3.1-8b" --quantization "$QUANT" --lora-r 32 --checkpointing "$POLICY" --device cuda \
-    --vram-budget "$b" --max-context > "$OUT/plan-$b.txt" 2>&1
+    --vram-budget "$b" "${hb[@]}" --max-context > "$OUT/plan-$b.txt" 2>&1
   n=$(sed -n 's/^longest sample that fits: \([0-9]*\).*/\1/p' "$OUT/plan-$b.txt" | head -1)
   att=auto; grep -q "attention: in-house kernels" "$OUT/plan-$b.txt" && att=inhouse
   echo "budget $b GiB: plan says ${n:-?} tokens (attention $att)"
   [ -n "$n" ] && [ "$n" -gt 0 ] || continue
+  if [ "$TRAIN_CAP" -gt 0 ] && [ "$n" -gt "$TRAIN_CAP" ]; then
+    n=$TRAIN_CAP  # the plan at that length says which attention kernels fit
+    "$CLI" plan --model "$OUT/llama-3.1-8b" --quantization "$QUANT" --lora-r 32 --checkpointing "$POLICY" \
+      --device cuda --vram-budget "$b" "${hb[@]}" --batch-tokens "$n" --max-seq-len "$n" > "$OUT/plan-$b-cap.txt" 2>&1
+    att=auto; grep -q "attention: in-house kernels" "$OUT/plan-$b-cap.txt" && att=inhouse
+    echo "  training $n tokens (TRAIN_CAP; attention $att)"
+  fi
   "$CLI" bench --config llama-3.1-8b --batch-tokens "$n" --seq-len "$n" --checkpointing "$POLICY" --quantization "$QUANT" \
-    --rank 32 --alpha 64 --attention "$att" --vram-budget "$b" --max-position "$CONTEXT" --steps 1 --warmup 1 \
+    --rank 32 --alpha 64 --attention "$att" --vram-budget "$b" --max-position "$CONTEXT" --steps 1 --warmup "$WARMUP" \
     --json "$OUT/bench-$b.json" \
     > "$OUT/bench-$b.log" 2>&1 \
     || { echo "  bench at $n FAILED"; tail -3 "$OUT/bench-$b.log"; continue; }

@@ -30,6 +30,7 @@
 #include "kernels/cpu/nf4.h"
 #include "kernels/cpu/threads.h"
 #include "model/expert_layout.h"
+#include "model/lora_table.h"
 #include "model/model.h"
 #include "model/plan.h"
 #include "model/quant4_load.h"
@@ -755,6 +756,44 @@ private slots:
         set_mlp_chunk_rows(kMlpChunkRows);
         QVERIFY2(plan_chunked.activations < plan_whole.activations,
                  qPrintable(QString("activations %1 (chunked) vs %2").arg(plan_chunked.activations).arg(plan_whole.activations)));
+    }
+
+    // Long sequences under recompute / smart: the whole block but attention runs in chunks, so ln1, mid, ln2
+    // (and their rstds) and d_ln hold one chunk of rows, d_att the attention output's gradient [T,Q]; selective
+    // (which keeps mid) chunks only the MLP.
+    void plan_chunks_the_block_but_attention() {
+        const ModelConfig cfg = load_model_config(fixtures() / "models" / "llama");
+        LoraConfig lora;
+        const Dims d = make_dims(cfg, lora, 640, 0, 64);
+        const auto specs = lora_tensor_specs(cfg, lora);
+        PlanTraits tr;
+        tr.act_bytes = 4;
+        auto bytes = [](const ArenaLayout& a, int h) {
+            if (h < 0) return size_t(0);
+            return (h + 1 < a.count() ? a.offset(h + 1) : a.size()) - a.offset(h);
+        };
+        auto rows = [](size_t n) { return (n + ArenaLayout::kAlign - 1) / ArenaLayout::kAlign * ArenaLayout::kAlign; };
+        set_mlp_chunk_rows(256);
+        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::Selective}) {
+            const ModelPlan y = make_plan(d, specs, lora_index_of(specs, d.L), p, tr);
+            const bool block = p != CheckpointPolicy::Selective;
+            QCOMPARE(y.block_chunked, block);
+            QCOMPARE(y.mlp_rows, 256);
+            const size_t R = block ? 256 : 640, C = size_t(d.C);
+            const ActHandles& s = y.sets[1];
+            QCOMPARE(bytes(y.acts, s.ln1), rows(R * C * 4));
+            QCOMPARE(bytes(y.acts, s.ln1_rstd), rows(R * 4));
+            if (block) {  // selective keeps mid (a GEMM's output) per layer, at every row
+                QCOMPARE(bytes(y.acts, s.mid), rows(R * C * 4));
+                QCOMPARE(bytes(y.acts, s.ln2), rows(R * C * 4));
+                QCOMPARE(bytes(y.acts, y.d_att), rows(640 * size_t(d.Q) * 4));
+            } else {
+                QCOMPARE(y.d_att, -1);
+            }
+            QCOMPARE(bytes(y.acts, y.d_ln), rows(R * C * 4));
+            QCOMPARE(bytes(y.acts, s.qr), rows(640 * size_t(d.Q) * 4));  // attention's inputs stay whole
+        }
+        set_mlp_chunk_rows(kMlpChunkRows);
     }
 
     // Same dropout seed -> bitwise the same gradients; another seed -> different; p = 0 ignores the seed.

@@ -1032,6 +1032,11 @@ private slots:
         gpus.devices = {0, 1};
         QCOMPARE(json(gpus)["devices"], json({0, 1}));
         QVERIFY(json(gpus).get<RunConfig>() == gpus);
+        QVERIFY(!j["memory"].contains("host_budget_gib"));  // the default (half of the RAM) is not written
+        RunConfig host = c;
+        host.memory.host_budget_gib = 100;
+        QCOMPARE(json(host)["memory"]["host_budget_gib"], json(100.0));
+        QVERIFY(json(host).get<RunConfig>() == host);
         // Every checkpointing policy survives a round trip by its name.
         for (CheckpointPolicy p : {CheckpointPolicy::Off, CheckpointPolicy::Recompute, CheckpointPolicy::Smart,
                                    CheckpointPolicy::SmartSingle, CheckpointPolicy::Auto}) {
@@ -1107,6 +1112,7 @@ private slots:
         bad([](json& j) { j["training"]["keep_checkpoints"] = 1.5; }, {"training.keep_checkpoints", "integer"});
         bad([](json& j) { j["training"]["max_nonfinite_steps"] = "x"; }, {"training.max_nonfinite_steps", "integer"});
         bad([](json& j) { j["memory"]["checkpointing"] = "always"; }, {"memory.checkpointing", "always"});
+        bad([](json& j) { j["memory"]["host_budget_gib"] = -1; }, {"memory.host_budget_gib", "positive number of GiB"});
         bad([](json& j) { j["training"] = 3; }, {"training", "object"});
         bad([](json& j) { j["data"]["columns"] = {{"answer", "output"}}; }, {"answer", "not a dataset key"});
         bad([](json& j) { j["data"]["columns"] = {{"output", 3}}; }, {"data.columns.output"});

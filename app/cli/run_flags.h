@@ -50,10 +50,11 @@ struct MemoryFlags {
     std::string quantization;
     std::string precision;
     std::optional<double> vram_budget;
+    std::optional<double> host_budget;
     std::string devices;
 };
 
-// Registers --quantization, --precision, --vram-budget and --devices on a subcommand.
+// Registers --quantization, --precision, --vram-budget, --host-budget and --devices on a subcommand.
 inline void add_memory_flags(CLI::App* sub, MemoryFlags& f) {
     sub->add_option("--quantization", f.quantization,
                     "none (base weights as the checkpoint stores them) | nf4 (4-bit base weights: QLoRA; a *-bnb-4bit "
@@ -62,6 +63,9 @@ inline void add_memory_flags(CLI::App* sub, MemoryFlags& f) {
                     "bf16 (default) | fp8 (FP8 base weights and GEMMs with block scales: faster on Hopper GPUs; "
                     "LoRA, norms, attention and loss stay bf16)");
     sub->add_option("--vram-budget", f.vram_budget, "plan and allocate as if the GPU had this many GiB");
+    sub->add_option("--host-budget", f.host_budget,
+                    "GiB of pinned host memory smart checkpointing may use for block inputs (default: half of the "
+                    "available RAM; long sequences need about layers x tokens x hidden x 2 bytes)");
     sub->add_option("--devices", f.devices,
                     "GPUs to train on together, e.g. 0,1 or all: one replica each, micro-batch i of a step on GPU i mod "
                     "N (grad_accum >= N keeps every GPU busy); default: GPU 0");
@@ -103,6 +107,11 @@ inline void apply_memory_flags(RunConfig& c, const MemoryFlags& f) {
         if (!(*f.vram_budget > 0) || *f.vram_budget > 1e6)
             throw_invalid("--vram-budget " + std::to_string(*f.vram_budget) + ": expected a positive number of GiB");
         c.memory.vram_budget_gib = *f.vram_budget;
+    }
+    if (f.host_budget) {
+        if (!(*f.host_budget > 0) || *f.host_budget > 1e6)
+            throw_invalid("--host-budget " + std::to_string(*f.host_budget) + ": expected a positive number of GiB");
+        c.memory.host_budget_gib = *f.host_budget;
     }
     if (!f.devices.empty()) c.devices = parse_devices(f.devices);
 }

@@ -285,6 +285,10 @@ public:
     float* aux_stats = nullptr;  // [2E] the load-balancing loss's sums over the MoE layers (d.aux_coef > 0)
     float* aux_dense = nullptr;  // [E] its gradient of each router probability
     int mlp_rows = 0;            // rows of one MLP chunk (plan.h kMlpChunkRows); >= step.T: one chunk
+    // ModelPlan::block_chunked: everything but attention runs in chunks of mlp_rows rows; ln1, mid, ln2 (and
+    // their rstds) and d_ln hold one chunk, d_att [T,Q] the attention output's gradient.
+    bool block_chunked = false;
+    Act* d_att = nullptr;
     // Ablation (CudaModelOptions::moe_routing_loop): the experts the old way, one GEMM (and LoRA) per expert over
     // its rows, the row counts read back by the host once per MoE layer forward and once in backward.
     bool moe_loop = false;
@@ -435,12 +439,22 @@ public:
     }
 
     // From a.ln1 (already computed) to a.mid = x + o_proj(attention) (sandwich: x + norm(o_proj(...))) and
-    // a.ln2 = rmsnorm(mid).
+    // a.ln2 = rmsnorm(mid). A chunked block (block_chunked) stops after attention: ln1 and q / k / v chunk by
+    // chunk from x here; o_proj, mid and ln2 chunk by chunk with the MLP (block_chunks_forward).
     void attention_block_forward(int l, bool train) {
         LayerActs<B>& a = acts[size_t(l)];
         const LayerWeights<B>& w = layers[size_t(l)];
         const int T = step.T;
-        {
+        if (block_chunked) {
+            for (int r0 = 0; r0 < T; r0 += mlp_rows) {
+                const int n = std::min(mlp_rows, T - r0);
+                norm(a.ln1, a.ln1_rstd, a.x + int64_t(r0) * d.C, w.ln1, n, d.C);
+                SharedInput once(*this);
+                project(l, kQ, (d.qk_norm ? a.q : a.qr) + int64_t(r0) * d.Q, a.ln1, train, r0, n);
+                project(l, kK, (d.qk_norm ? a.k : a.kr) + int64_t(r0) * d.KV, a.ln1, train, r0, n);
+                project(l, kV, a.v + int64_t(r0) * d.KV, a.ln1, train, r0, n);
+            }
+        } else {
             SharedInput once(*this);
             project(l, kQ, d.qk_norm ? a.q : a.qr, a.ln1, train);
             project(l, kK, d.qk_norm ? a.k : a.kr, a.ln1, train);
@@ -453,6 +467,7 @@ public:
         B::rope_forward(a.qr, a.qr, step.positions, rope_of(l), T, d.Hq, d.D);
         B::rope_forward(a.kr, a.kr, step.positions, rope_of(l), T, d.Hkv, d.D);
         rt->attention_forward(l, a, step);
+        if (block_chunked) return;
         Act* o = d.sandwich ? a.attn_out : d_ln;  // [T,C] (d_ln: scratch)
         project(l, kO, o, a.att, train);
         if (d.sandwich) {
@@ -470,6 +485,10 @@ public:
     void mlp_block_forward(int l, bool train, bool tail) {
         LayerActs<B>& a = acts[size_t(l)];
         const int T = step.T;
+        if (block_chunked) {  // recompute_layer never asks a chunked block for gate / up alone
+            block_chunks_forward(l, train);
+            return;
+        }
         if (d.is_moe(l)) {  // recompute_layer: everything backward reads; forward: then the weighted sum
             moe_forward(l, tail);
             if (!tail) return;
@@ -504,6 +523,42 @@ public:
             o = d_ln;
         }
         residual_tail(l, o);
+    }
+
+    // A chunked block's o_proj of rows [r0, r0 + n) of the attention output (its LoRA tmp rows too), added to
+    // the block input's rows: mid and ln2 of the chunk.
+    void post_attention_chunk(int l, bool train, int r0, int n) {
+        LayerActs<B>& a = acts[size_t(l)];
+        project(l, kO, d_ln, a.att + int64_t(r0) * d.Q, train, r0, n);  // d_ln: [n,C] scratch
+        B::residual_rmsnorm_forward(a.mid, a.ln2, a.ln2_rstd, a.x + int64_t(r0) * d.C, d_ln, layers[size_t(l)].ln2, n,
+                                    d.C, d.eps, d.norm_offset);
+    }
+    // A chunked block after attention, chunk by chunk: mid and ln2, gate / up / act / down, and the residual: the
+    // next layer's x rows (its ln1 is made again from them, chunk by chunk), the last layer's x_final and lnf rows.
+    void block_chunks_forward(int l, bool train) {
+        LayerActs<B>& a = acts[size_t(l)];
+        const int T = step.T;
+        const bool last = l + 1 == d.L;
+        for (int r0 = 0; r0 < T; r0 += mlp_rows) {
+            const int n = std::min(mlp_rows, T - r0);
+            const int64_t rc = int64_t(r0) * d.C;
+            post_attention_chunk(l, train, r0, n);
+            {
+                SharedInput once(*this);
+                project(l, kGate, a.gate, a.ln2, train, r0, n);
+                project(l, kUp, a.up, a.ln2, train, r0, n);
+            }
+            activation(d_big3, a.gate, a.up, n);
+            project(l, kDown, d_ln, d_big3, train, r0, n);
+            if (last) {
+                B::residual_rmsnorm_forward(x_final + rc, lnf + rc, lnf_rstd + r0, a.mid, d_ln, norm_f, n, d.C, d.eps,
+                                            d.norm_offset);
+            } else {
+                LayerActs<B>& next = acts[size_t(l) + 1];  // its ln1 / ln1_rstd: one chunk, written and not read
+                B::residual_rmsnorm_forward(next.x + rc, next.ln1, next.ln1_rstd, a.mid, d_ln,
+                                            layers[size_t(l) + 1].ln1, n, d.C, d.eps, d.norm_offset);
+            }
+        }
     }
 
     // The MLP's output o [T,C] added to mid and normed: the next layer's x and ln1 (the last: x_final, lnf).
@@ -582,11 +637,11 @@ public:
         B::embedding_forward(a0.x, step.tokens, embed, T, d.C, d.V);
         if (embed_scale != 1.0f) B::scale(a0.x, embed_scale, int64_t(T) * d.C);
         if (offload) rt->offload_input(0);
-        norm(a0.ln1, a0.ln1_rstd, a0.x, layers[0].ln1, T, d.C);
+        if (!block_chunked) norm(a0.ln1, a0.ln1_rstd, a0.x, layers[0].ln1, T, d.C);  // else chunk by chunk
         for (int l = 0; l < d.L; ++l) {
             rt->before_layer();
             const int span = rt->span_begin("forward", l);
-            attention_block_forward(l, train);  // the last read of layer l's input in forward
+            attention_block_forward(l, train);  // (a chunked block reads layer l's input again in its tail)
             const bool next = l + 1 < d.L;
             if (offload && next) rt->wait_offloaded(l + 1);  // the tail writes layer l+1's input into its buffer
             mlp_block_forward(l, train, true);
@@ -606,6 +661,9 @@ public:
     void recompute_layer(int l);
     // d_res: gradient of this layer's output on entry, of mid on exit.
     void mlp_block_backward(int l);
+    // block_chunked: the MLP's and o_proj's backward chunk by chunk (d_res: the output's gradient on entry, mid's on
+    // exit; d_att: the attention output's).
+    void block_chunks_backward(int l);
     // d_res: gradient of mid on entry, of the layer input x on exit.
     void attention_block_backward(int l);
     // From d_lnf (written by the loss, grad_scale inside) through every layer; LoRA grads accumulate.

@@ -30,6 +30,10 @@ bool Decoder<B>::dropped_any(int l, std::initializer_list<Buf> bufs) const {
 template <class B>
 void Decoder<B>::recompute_layer(int l) {
     LayerActs<B>& a = acts[size_t(l)];
+    if (block_chunked) {  // ln1 and q / k / v chunk by chunk, attention; the rest chunk by chunk in backward
+        attention_block_forward(l, true);
+        return;
+    }
     const bool attention = dropped_any(l, {Buf::Q, Buf::K, Buf::QRstd, Buf::KRstd, Buf::Qr, Buf::Kr, Buf::V,
                                         Buf::Att, Buf::Stats, Buf::Mid, Buf::TmpAttn}) ||
                            (d.sandwich && dropped_any(l, {Buf::AttnOut, Buf::AttnOutRstd}));
@@ -68,6 +72,10 @@ void Decoder<B>::mlp_block_backward(int l) {
     LayerActs<B>& a = acts[size_t(l)];
     const LayerWeights<B>& w = layers[size_t(l)];
     const int T = step.T;
+    if (block_chunked) {
+        block_chunks_backward(l);
+        return;
+    }
     if (mlp_chunked()) {
         // Chunk by chunk: gate / up (and the LoRA tmps) again, act, down's backward, the activation's, then
         // gate's and up's into d_ln's rows (no sandwich norms and no dropout here: plan.h).
@@ -121,21 +129,63 @@ void Decoder<B>::mlp_block_backward(int l) {
     norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
 }
 
-// d_res: gradient of mid on entry, of the layer input x on exit.
+// A chunked block's MLP and o_proj backward, chunk by chunk: o_proj again (and its LoRA tmp rows), mid and ln2,
+// gate / up / act again, down's backward, the activation's, gate's and up's into d_ln, ln2's into d_res's rows
+// (then mid's gradient), and o_proj's into d_att's rows. d_res: the layer output's gradient on entry, mid's on
+// exit; d_att: the attention output's.
+template <class B>
+void Decoder<B>::block_chunks_backward(int l) {
+    LayerActs<B>& a = acts[size_t(l)];
+    const LayerWeights<B>& w = layers[size_t(l)];
+    const int T = step.T;
+    B::zero(d_att, int64_t(T) * d.Q);
+    for (int r0 = 0; r0 < T; r0 += mlp_rows) {
+        const int n = std::min(mlp_rows, T - r0);
+        Act* dres = d_res + int64_t(r0) * d.C;
+        post_attention_chunk(l, true, r0, n);
+        {
+            SharedInput once(*this);
+            project(l, kGate, a.gate, a.ln2, true, r0, n);
+            project(l, kUp, a.up, a.ln2, true, r0, n);
+        }
+        Act* act = d_big3;
+        activation(act, a.gate, a.up, n);
+        lora_tmp_forward(l, kDown, act, r0, n);
+        Act* dact = d_big;
+        B::zero(dact, int64_t(n) * d.F);
+        project_backward(l, kDown, dact, dres, act, r0, n);
+        Act* dgate = d_big2;
+        Act* dup = d_big3;
+        if (d.gelu)
+            B::geglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
+        else
+            B::swiglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
+        B::zero(d_ln, int64_t(n) * d.C);
+        project_backward(l, kGate, d_ln, dgate, a.ln2, r0, n);
+        project_backward(l, kUp, d_ln, dup, a.ln2, r0, n);
+        norm_backward(dres, d_ln, a.mid, w.ln2, a.ln2_rstd, n, d.C);
+        project_backward(l, kO, d_att + int64_t(r0) * d.Q, dres, a.att + int64_t(r0) * d.Q, r0, n);
+    }
+}
+
+// d_res: gradient of mid on entry, of the layer input x on exit (a chunked block: d_att holds the attention
+// output's gradient already, and ln1 is made again chunk by chunk for q / k / v's backward).
 template <class B>
 void Decoder<B>::attention_block_backward(int l) {
     LayerActs<B>& a = acts[size_t(l)];
     const LayerWeights<B>& w = layers[size_t(l)];
     const int T = step.T;
-    Act* datt = d_big;
-    B::zero(datt, int64_t(T) * d.Q);
-    const Act* do_ = d_res;  // gradient of o_proj's output
-    if (d.sandwich) {
-        B::zero(d_ln, int64_t(T) * d.C);
-        norm_backward(d_ln, d_res, a.attn_out, w.attn_out_norm, a.attn_out_rstd, T, d.C);
-        do_ = d_ln;
+    Act* datt = block_chunked ? d_att : d_big;
+    if (!block_chunked) {
+        B::zero(datt, int64_t(T) * d.Q);
+        const Act* do_ = d_res;  // gradient of o_proj's output
+        if (d.sandwich) {
+            B::zero(d_ln, int64_t(T) * d.C);
+            norm_backward(d_ln, d_res, a.attn_out, w.attn_out_norm, a.attn_out_rstd, T, d.C);
+            do_ = d_ln;
+        }
+        project_backward(l, kO, datt, do_, a.att);
     }
-    project_backward(l, kO, datt, do_, a.att);
     Act* dq = d_big2;
     Act* dk = d_k;
     rt->attention_backward(l, a, dq, dk, d_v, datt, step);
@@ -148,6 +198,19 @@ void Decoder<B>::attention_block_backward(int l) {
         norm_backward(d_k2, dk, a.k, w.k_norm, a.k_rstd, T * d.Hkv, d.D);
         dq = d_big3;
         dk = d_k2;
+    }
+    if (block_chunked) {
+        for (int r0 = 0; r0 < T; r0 += mlp_rows) {
+            const int n = std::min(mlp_rows, T - r0);
+            const Act* x = a.x + int64_t(r0) * d.C;
+            norm(a.ln1, a.ln1_rstd, x, w.ln1, n, d.C);
+            B::zero(d_ln, int64_t(n) * d.C);
+            project_backward(l, kQ, d_ln, dq + int64_t(r0) * d.Q, a.ln1, r0, n);
+            project_backward(l, kK, d_ln, dk + int64_t(r0) * d.KV, a.ln1, r0, n);
+            project_backward(l, kV, d_ln, d_v + int64_t(r0) * d.KV, a.ln1, r0, n);
+            norm_backward(d_res + int64_t(r0) * d.C, d_ln, x, w.ln1, a.ln1_rstd, n, d.C);
+        }
+        return;
     }
     B::zero(d_ln, int64_t(T) * d.C);
     project_backward(l, kQ, d_ln, dq, a.ln1);

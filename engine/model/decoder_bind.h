@@ -135,6 +135,8 @@ void Decoder<B>::bind(const ModelPlan& y, void* weights_base, void* acts_base, v
     aux_stats = y.work.ptr<float>(work_base, y.moe_aux);
     aux_dense = aux_stats ? aux_stats + 2 * d.E : nullptr;
     mlp_rows = y.mlp_rows;
+    block_chunked = y.block_chunked;
+    d_att = A.ptr<Act>(acts_base, y.d_att);
 }
 
 // The pointers of a 4-bit projection's pieces.

@@ -408,6 +408,11 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                          res(Buf::Up) == Residency::Dropped && res(Buf::TmpMlp) == Residency::Dropped &&
                          !d.dropout && !d.sandwich && d.E == 0;
     y.mlp_rows = chunked ? chunk : d.T;
+    y.block_chunked = chunked && res(Buf::Ln1) == Residency::Dropped && res(Buf::Ln1Rstd) == Residency::Dropped &&
+                      res(Buf::Mid) == Residency::Dropped && res(Buf::Ln2) == Residency::Dropped &&
+                      res(Buf::Ln2Rstd) == Residency::Dropped;
+    // Rows of the pieces a chunked block holds one chunk of (ln1, mid, ln2 and their rstds).
+    const size_t rows_of_block = y.block_chunked ? size_t(chunk) : T;
     if ((y.mlp_kept_layers > 0 || M > 0) && (chunked || d.E > 0))
         throw_internal("make_plan: layers that keep or offload their MLP buffers need a dense model whose MLP is not "
                        "chunked");
@@ -430,8 +435,9 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
             return res(b) == which || (keep_mlp && buffer_decl(b).mlp && res(b) == Residency::Dropped);
         };
         if (with_x) s.x = a.reserve(act(T * d.C), p + "x");
-        if (want(Buf::Ln1)) s.ln1 = a.reserve(act(T * d.C), p + "ln1");
-        if (want(Buf::Ln1Rstd)) s.ln1_rstd = a.reserve(f32(T), p + "ln1 rstd");
+        const size_t bt = which == Residency::Dropped ? rows_of_block : T;  // one chunk when the block is chunked
+        if (want(Buf::Ln1)) s.ln1 = a.reserve(act(bt * d.C), p + "ln1");
+        if (want(Buf::Ln1Rstd)) s.ln1_rstd = a.reserve(f32(bt), p + "ln1 rstd");
         if (d.qk_norm) {
             if (want(Buf::Q)) s.q = a.reserve(act(T * d.Q), p + "q");
             if (want(Buf::K)) s.k = a.reserve(act(T * d.KV), p + "k");
@@ -443,9 +449,9 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         if (want(Buf::V)) s.v = a.reserve(act(T * d.KV), p + "v");
         if (want(Buf::Att)) s.att = a.reserve(act(T * d.Q), p + "attention out");
         if (want(Buf::Stats)) s.stats = a.reserve(y.stats_bytes, p + "attention stats");
-        if (want(Buf::Mid)) s.mid = a.reserve(act(T * d.C), p + "mid");
-        if (want(Buf::Ln2)) s.ln2 = a.reserve(act(T * d.C), p + "ln2");
-        if (want(Buf::Ln2Rstd)) s.ln2_rstd = a.reserve(f32(T), p + "ln2 rstd");
+        if (want(Buf::Mid)) s.mid = a.reserve(act(bt * d.C), p + "mid");
+        if (want(Buf::Ln2)) s.ln2 = a.reserve(act(bt * d.C), p + "ln2");
+        if (want(Buf::Ln2Rstd)) s.ln2_rstd = a.reserve(f32(bt), p + "ln2 rstd");
         // Dropped gate / up hold one MLP chunk (all T rows when the MLP is not chunked).
         const size_t gate_rows = which == Residency::Dropped ? rowsF : allF;
         if (want(Buf::Gate)) s.gate = a.reserve(act(gate_rows), p + "gate");
@@ -528,13 +534,16 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     y.lnf = y.acts.reserve(act(T * d.C), "final norm");
     y.lnf_rstd = y.acts.reserve(f32(T), "final norm rstd");
     y.d_res = y.acts.reserve(act(T * d.C), "d residual");
-    y.d_ln = y.acts.reserve(act(T * d.C), "d ln");
+    y.d_ln = y.acts.reserve(act(rows_of_block * d.C), "d ln");
     y.d_lnf = y.acts.reserve(act(T * d.C), "d final norm");
-    // Backward scratch: attention's [T,Q] gradients, and the MLP's [rows,F] ones of one chunk.
+    // Backward scratch: attention's [T,Q] gradients, and the MLP's [rows,F] ones of one chunk. A chunked block
+    // fills the attention output's gradient chunk by chunk while the MLP's scratch is in use: its own d_att;
+    // then d_big is the MLP's only, and d_big3 too unless it holds dq after the q norm.
     const size_t big = std::max(T * size_t(d.Q), rowsF);
-    y.d_big = y.acts.reserve(act(big), "d big");
+    if (y.block_chunked) y.d_att = y.acts.reserve(act(T * size_t(d.Q)), "d attention out");
+    y.d_big = y.acts.reserve(act(y.block_chunked ? rowsF : big), "d big");
     y.d_big2 = y.acts.reserve(act(big), "d big2");
-    y.d_big3 = y.acts.reserve(act(big), "d big3");
+    y.d_big3 = y.acts.reserve(act(y.block_chunked && !d.qk_norm ? rowsF : big), "d big3");
     y.d_k = y.acts.reserve(act(T * d.KV), "d k");
     if (d.qk_norm) y.d_k2 = y.acts.reserve(act(T * d.KV), "d k2");
     y.d_v = y.acts.reserve(act(T * d.KV), "d v");

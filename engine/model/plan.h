@@ -289,6 +289,7 @@ struct ModelPlan {
     size_t stats_bytes = 0;
     int x_final = -1, lnf = -1, lnf_rstd = -1;
     int d_res = -1, d_ln = -1, d_lnf = -1, d_big = -1, d_big2 = -1, d_big3 = -1, d_k = -1, d_k2 = -1, d_v = -1;
+    int d_att = -1;  // block_chunked: [T,Q] the attention output's gradient (else d_big holds it)
     int d_tmp = -1, xd = -1, d_drop = -1, losses = -1, meta = -1;
     int d_xs = -1, d_ys = -1, d_route_w = -1;  // MoE: [N,C], [N,C], [T,K] fp32
     int64_t meta_ints = 0;  // int32 of one metadata slot
@@ -302,6 +303,10 @@ struct ModelPlan {
     int moe_aux = -1;             // the load-balancing loss: stats [2E] + the probabilities' gradient [E], fp32
     int mx_dequant = -1;          // Dims::mxfp4: one expert parameter dequantized, [E, out, in] act
     int mlp_rows = 0;             // rows of one MLP chunk (= max_tokens when the MLP is not chunked)
+    // The whole block but attention runs in chunks of mlp_rows rows (the MLP is chunked and the policy drops
+    // the norms and mid too): ln1, mid, ln2 (and their rstds), d_ln and the MLP scratch hold one chunk; only
+    // the block input, q / k / v, the attention output and their gradients stay [T, *].
+    bool block_chunked = false;
     int mlp_kept_layers = 0;      // layers 0..K-1 keep the MLP buffers the policy drops (make_plan)
     // PlanOptions::mlp_offloaded_layers: offloaded[j] is the j-th layer whose gate / up go to host memory (its
     // gate / up pieces are slot j % 2); host slot j (j < mlp_host_slots) holds gate then up, [2, T, F] act.

@@ -422,6 +422,29 @@ void add_step_cases(std::vector<Case>& cs) {
             });
     }
     {
+        // Long context (issue "Long context"): one 4,096-token sample of the Llama variant (no dropout), the block
+        // in chunks of 1024 rows (ln1 / q / k / v, then o_proj / mid / ln2 / MLP / residual chunk by chunk around
+        // whole-sequence attention) and unchunked, both against the CPU reference's unchunked fp32 step.
+        StepVariant v = llama_variant();
+        v.name = "llama-4k";
+        v.config["max_position_embeddings"] = 4096;
+        v.lora.dropout = 0;
+        v.lengths = {4096};
+        v.token_budget = 4096;
+        auto ref = std::make_shared<StepReference>(v);
+        for (int rows : {1024, 0})
+            for (auto p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart})
+                add("step " + v.name + " block-chunks=" + (rows ? std::to_string(rows) : std::string("off")) +
+                        " checkpointing=" + policy_name(p) + " attention=auto",
+                    [=](Check& c) {
+                        struct Rows {
+                            explicit Rows(int r) { set_mlp_chunk_rows(r); }
+                            ~Rows() { set_mlp_chunk_rows(kMlpChunkRows); }
+                        } chunk(rows);
+                        step_case(c, *ref, p, AttentionBackend::Auto);
+                    });
+    }
+    {
         // Two layers offload nothing under smart (the last two inputs stay in the two buffers): five layers
         // make both buffers rotate and three inputs go through the host and back.
         StepVariant deep = qwen3_variant();

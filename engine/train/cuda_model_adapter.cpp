@@ -6,6 +6,7 @@
 // of the free device memory (the rest is headroom for the driver and fragmentation) and whose pinned host
 // memory fits in half of the available RAM; otherwise the run is refused before loading, with the numbers and
 // what to change.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -212,9 +213,15 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
         }
     }
     const uint64_t budget = uint64_t(double(free_b) * 0.95);
-    // Pinned memory cannot be swapped: smart checkpointing may take at most half of the host's available RAM.
+    // Pinned memory cannot be swapped: smart checkpointing may take at most half of the host's available RAM, or
+    // what memory.host_budget_gib says (up to 90% of it: the rest of the machine needs some).
     const HostMemory host = host_memory();
-    const uint64_t pinned_budget = host.available / 2;
+    const bool host_set = config.memory.host_budget_gib > 0;
+    const uint64_t host_asked = uint64_t(config.memory.host_budget_gib * double(uint64_t(1) << 30));
+    const uint64_t pinned_budget = host_set ? std::min(host_asked, host.available / 10 * 9) : host.available / 2;
+    if (host_set && host_asked > pinned_budget)
+        notes.push_back("memory: host_budget_gib " + gib(host_asked) + " is more than 90% of the " +
+                        gib(host.available) + " of RAM available; planning with " + gib(pinned_budget));
     auto plan_for = [&](CheckpointPolicy p, AttentionKernels a) {
         RunConfig c = config;
         c.memory.checkpointing = p;
@@ -355,9 +362,11 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
     } else if (chosen.pinned_host > pinned_budget) {
         out.fits = false;
         out.refusal = "checkpointing '" + std::string(checkpoint_policy_name(config.memory.checkpointing)) +
-                      "' needs " + gib(chosen.pinned_host) + " of pinned host memory but only " +
-                      gib(host.available) + " of RAM are available (at most half of it is pinned); use " +
-                      "checkpointing 'recompute' or 'auto', or lower training.batch_tokens";
+                      "' needs " + gib(chosen.pinned_host) + " of pinned host memory but may pin " +
+                      gib(pinned_budget) + " (" + gib(host.available) + " of RAM available; " +
+                      (host_set ? "memory.host_budget_gib" : "half of it by default: memory.host_budget_gib / "
+                                                            "--host-budget allows more") +
+                      "); use checkpointing 'recompute' or 'auto', or lower training.batch_tokens";
     } else {
         notes.push_back("device: cuda (" + std::string(prop.name) + "), planned peak " + gib(chosen.total) + " of " +
                         gib(total_b));

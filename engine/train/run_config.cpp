@@ -175,6 +175,9 @@ void validate_run_config(const RunConfig& c) {
     if (!(c.memory.vram_budget_gib >= 0) || c.memory.vram_budget_gib > 1e6)
         throw_invalid("memory.vram_budget_gib: " + std::to_string(c.memory.vram_budget_gib) +
                       " must be 0 (the GPU's own size) or a positive number of GiB");
+    if (!(c.memory.host_budget_gib >= 0) || c.memory.host_budget_gib > 1e6)
+        throw_invalid("memory.host_budget_gib: " + std::to_string(c.memory.host_budget_gib) +
+                      " must be 0 (half of the available RAM) or a positive number of GiB");
     if (c.schema_version != kRunConfigSchemaVersion)
         throw_invalid("schema_version: " + std::to_string(c.schema_version) + " is not supported; this Tandem reads " +
                       std::to_string(kRunConfigSchemaVersion));
@@ -268,6 +271,7 @@ void to_json(nlohmann::json& j, const RunConfig& c) {
     if (c.quantization != Quantization::None) j["quantization"] = std::string(quantization_name(c.quantization));
     if (c.precision != Precision::Bf16) j["precision"] = std::string(precision_name(c.precision));
     if (c.memory.vram_budget_gib > 0) j["memory"]["vram_budget_gib"] = c.memory.vram_budget_gib;
+    if (c.memory.host_budget_gib > 0) j["memory"]["host_budget_gib"] = c.memory.host_budget_gib;
     if (c.memory.attention != AttentionKernels::Auto)
         j["memory"]["attention"] = std::string(attention_kernels_name(c.memory.attention));
     if (c.data.train_on_all_tokens) j["data"]["train_on_all_tokens"] = true;
@@ -347,8 +351,9 @@ RunConfig parse_run_config(const nlohmann::json& j) {
     read_choice(j, "", "precision", parse_precision, "bf16 or fp8", c.precision);
     if (j.contains("memory")) {
         const json& m = j.at("memory");
-        check_keys(m, "memory", {"checkpointing", "vram_budget_gib", "attention"});
+        check_keys(m, "memory", {"checkpointing", "vram_budget_gib", "host_budget_gib", "attention"});
         read_number(m, "memory", "vram_budget_gib", c.memory.vram_budget_gib);
+        read_number(m, "memory", "host_budget_gib", c.memory.host_budget_gib);
         read_choice(m, "memory", "attention", parse_attention_kernels, "auto or inhouse", c.memory.attention);
         read_choice(m, "memory", "checkpointing", parse_checkpoint_policy,
                     "off, recompute, selective, smart, smart-single or auto", c.memory.checkpointing);

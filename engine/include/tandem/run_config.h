@@ -101,6 +101,9 @@ struct MemoryConfig {
     CheckpointPolicy checkpointing = CheckpointPolicy::Auto;
     // Plan and allocate as if the GPU had this many GiB (0: its real size): emulates a smaller card.
     double vram_budget_gib = 0.0;
+    // Pinned host memory smart checkpointing may take for the offloaded block inputs, in GiB (0: half of the RAM
+    // available when the run starts). Pinned pages cannot be swapped: more starves the rest of the machine.
+    double host_budget_gib = 0.0;
     // auto: the memory plan falls back to the in-house kernels when cuDNN's workspace is what does not fit.
     AttentionKernels attention = AttentionKernels::Auto;
     // Resolved by the CUDA memory plan, not read from or written to run.json: under 'selective' (chosen or by
