@@ -867,6 +867,7 @@ private slots:
         c.training.keep_checkpoints = 5;
         c.data.validation_fraction = 0.2;
         c.memory.vram_budget_gib = 20;
+        c.memory.host_budget_gib = 100;  // the "Pinned host memory" box
 
         // Into a page whose fields all differ, and back.
         TrainPage other;
@@ -888,6 +889,14 @@ private slots:
         QVERIFY(back == c);
         child<QDoubleSpinBox>(&other, "checkpointMinutesSpin")->setValue(15);
         QCOMPARE(other.config().training.checkpoint_minutes, 15.0);
+        // The pinned host memory box shows the config's value and sets it; 0 is "auto (half the RAM)".
+        auto* host = child<QDoubleSpinBox>(&other, "hostBudgetSpin");
+        QCOMPARE(host->value(), 100.0);
+        host->setValue(64);
+        QCOMPARE(other.config().memory.host_budget_gib, 64.0);
+        host->setValue(0);
+        QCOMPARE(other.config().memory.host_budget_gib, 0.0);
+        QVERIFY(host->text().contains(QStringLiteral("auto")));
     }
 
     void trainPageMemoryEstimate() {
@@ -1456,6 +1465,11 @@ private slots:
                  QStringLiteral("GPU memory budget: -1 must be 0 (the GPU's own size)"));
         QCOMPARE(inScreenWords("--vram-budget 0: expected a positive number of GiB"),
                  QStringLiteral("GPU memory budget 0: expected a positive number of GiB"));
+        // The pinned host memory of smart checkpointing (a field of the Train page).
+        QCOMPARE(inScreenWords("only 60 GiB (half of it by default: memory.host_budget_gib / --host-budget allows more)"),
+                 QStringLiteral("only 60 GiB (half of it by default: Pinned host memory allows more)"));
+        QCOMPARE(inScreenWords("memory.host_budget_gib: -1.000000 must be 0"),
+                 QStringLiteral("Pinned host memory: -1.000000 must be 0"));
         // Precision's flag and key the same way.
         QCOMPARE(
             inScreenWords("precision: fp8 cannot be combined with quantization nf4 (FP8 stores the base weights "

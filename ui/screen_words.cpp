@@ -32,6 +32,7 @@ QList<Words> screenWords() {
         {QStringLiteral("--precision bf16"), QStringLiteral("Precision: 16-bit (bf16) on the Train page")},
         {QStringLiteral("--precision"), QStringLiteral("Precision")},
         {QStringLiteral("--vram-budget"), QStringLiteral("GPU memory budget")},
+        {QStringLiteral("--host-budget"), QStringLiteral("Pinned host memory")},
         {QStringLiteral("training.lr"), QStringLiteral("Learning rate")},
         {QStringLiteral("training.schedule"), QStringLiteral("Schedule")},
         {QStringLiteral("training.warmup_steps"), QStringLiteral("Warmup steps")},
@@ -57,6 +58,8 @@ QList<Words> screenWords() {
         {QStringLiteral("memory.checkpointing"), QStringLiteral("Checkpointing")},
         {QStringLiteral("memory.vram_budget_gib"), QStringLiteral("GPU memory budget")},
         {QStringLiteral("vram_budget_gib"), QStringLiteral("GPU memory budget")},
+        {QStringLiteral("memory.host_budget_gib / --host-budget"), QStringLiteral("Pinned host memory")},
+        {QStringLiteral("memory.host_budget_gib"), QStringLiteral("Pinned host memory")},
         // The key alone only where it starts a field's message ("quantization: 'x' is unknown"): the word
         // is also prose ("double quantization", "4-bit quantization reads BF16").
         {QStringLiteral("quantization nf4"), QStringLiteral("Base weights: 4-bit (QLoRA) on the Train page")},

@@ -557,6 +557,12 @@ QWidget* TrainPage::buildMemoryBox() {
     m_checkpointingHelp = new QLabel;
     m_checkpointingHelp->setObjectName(QStringLiteral("checkpointingHelp"));
     m_checkpointingHelp->setWordWrap(true);
+    m_hostBudget = decimalBox("hostBudgetSpin", 0, 65'536, 1, 8,
+                              tr("Pinned host memory smart checkpointing may use for the layers' inputs (GiB). "
+                                 "Very long samples need about layers x tokens x hidden size x 2 bytes. Auto: half "
+                                 "of the RAM available when the run starts; at most 90% of it"));
+    m_hostBudget->setSpecialValueText(tr("auto (half the RAM)"));
+    m_hostBudget->setSuffix(tr(" GiB"));
     m_memoryBar = new QProgressBar;
     m_memoryBar->setObjectName(QStringLiteral("memoryBar"));
     m_memoryBar->setRange(0, 1000);
@@ -611,6 +617,7 @@ QWidget* TrainPage::buildMemoryBox() {
     });
     connect(m_gradAccum, &QSpinBox::valueChanged, this, [this] { updateGpuList(); });
     connect(m_checkpointing, &QComboBox::currentIndexChanged, this, &TrainPage::onFieldEdited);
+    connect(m_hostBudget, &QDoubleSpinBox::valueChanged, this, &TrainPage::onFieldEdited);
     form->addRow(tr("Device"), m_device);
     form->addRow(gpuBox);
     form->addRow(m_packing, m_packingHelp);
@@ -620,6 +627,7 @@ QWidget* TrainPage::buildMemoryBox() {
     form->addRow(QString(), m_precisionHelp);
     form->addRow(tr("Checkpointing"), m_checkpointing);
     form->addRow(QString(), m_checkpointingHelp);
+    form->addRow(tr("Pinned host memory"), m_hostBudget);
     form->addRow(tr("Memory"), m_memoryBar);
     form->addRow(QString(), m_memoryLabel);
     form->addRow(QString(), m_longestLabel);
@@ -748,6 +756,7 @@ void TrainPage::fillFields(const RunConfig& c) {
     selectOrAuto(m_device, device_choice_name(c.device));
     m_packing->setChecked(c.data.packing);
     selectOrAuto(m_checkpointing, checkpoint_policy_name(c.memory.checkpointing));
+    m_hostBudget->setValue(c.memory.host_budget_gib);
     if (!modelPrequantized()) {  // else m_base has them
         selectOrAuto(m_quantization, quantization_name(c.quantization));
         selectPrecision(c.precision);
@@ -804,6 +813,7 @@ RunConfig TrainPage::config() const {
     c.precision = parse_precision(m_precision->currentData().toString().toStdString()).value_or(Precision::Bf16);
     // The boxes round to their decimals: a reopened value shown rounded stays exact until its box changes.
     c.training.checkpoint_minutes = exactOr(m_checkpointMinutes, m_base.training.checkpoint_minutes);
+    c.memory.host_budget_gib = exactOr(m_hostBudget, m_base.memory.host_budget_gib);
     c.training.warmup_ratio = exactOr(m_warmupRatio, m_base.training.warmup_ratio);
     c.training.weight_decay = exactOr(m_weightDecay, m_base.training.weight_decay);
     c.training.max_grad_norm = exactOr(m_maxGradNorm, m_base.training.max_grad_norm);
@@ -1234,6 +1244,7 @@ void TrainPage::markFields(const QString& message, const QString& shown) {
         {"training.max_grad_norm", {m_maxGradNorm}},
         {"data.validation_fraction", {m_validationShare}},
         {"data.max_seq_len", {m_maxSeqLen}},
+        {"memory.host_budget_gib", {m_hostBudget}},
         {"output_dir", {m_runsFolderEdit}},
         {"precision", {m_precision, m_quantization}},  // "precision: fp8 cannot be combined with quantization nf4"
     };
@@ -1260,6 +1271,7 @@ void TrainPage::clearMarks() {
                                                       m_gradAccum,
                                                       m_maxSeqLen,
                                                       m_checkpointMinutes,
+                                                      m_hostBudget,
                                                       m_runsFolderEdit,
                                                       m_checkpointEvery,
                                                       m_evalEvery,

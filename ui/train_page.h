@@ -216,6 +216,7 @@ private:
     QLabel* m_precisionHelp = nullptr;
     std::optional<QString> m_fp8Unsupported;  // fp8_unsupported_reason's answer ("" = FP8 trains here); none yet
     QComboBox* m_checkpointing = nullptr;
+    QDoubleSpinBox* m_hostBudget = nullptr;  // memory.host_budget_gib (0: half of the available RAM)
     QLabel* m_checkpointingHelp = nullptr;
     QDoubleSpinBox* m_checkpointMinutes = nullptr;  // training.checkpoint_minutes
     QSpinBox* m_checkpointEvery = nullptr;          // training.checkpoint_every

@@ -220,7 +220,7 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
     const uint64_t host_asked = uint64_t(config.memory.host_budget_gib * double(uint64_t(1) << 30));
     const uint64_t pinned_budget = host_set ? std::min(host_asked, host.available / 10 * 9) : host.available / 2;
     if (host_set && host_asked > pinned_budget)
-        notes.push_back("memory: host_budget_gib " + gib(host_asked) + " is more than 90% of the " +
+        notes.push_back("memory: memory.host_budget_gib " + gib(host_asked) + " is more than 90% of the " +
                         gib(host.available) + " of RAM available; planning with " + gib(pinned_budget));
     auto plan_for = [&](CheckpointPolicy p, AttentionKernels a) {
         RunConfig c = config;
