@@ -689,15 +689,23 @@ private slots:
     void mlp_chunks_match_the_whole_mlp_data() {
         QTest::addColumn<QString>("model");
         QTest::addColumn<bool>("nf4");
+        QTest::addColumn<bool>("fp8");
         QTest::addColumn<bool>("bitwise");
-        QTest::newRow("babyllama") << QString::fromStdString((babyllama() / "hf").string()) << false << true;
-        QTest::newRow("qwen3") << QString::fromStdString((fixtures() / "models" / "qwen3").string()) << false << true;
-        QTest::newRow("phi3") << QString::fromStdString((fixtures() / "models" / "phi3").string()) << false << false;
-        QTest::newRow("llama nf4") << QString::fromStdString((fixtures() / "models" / "llama").string()) << true << true;
+        QTest::newRow("babyllama") << QString::fromStdString((babyllama() / "hf").string()) << false << false << true;
+        QTest::newRow("qwen3") << QString::fromStdString((fixtures() / "models" / "qwen3").string()) << false << false
+                               << true;
+        QTest::newRow("phi3") << QString::fromStdString((fixtures() / "models" / "phi3").string()) << false << false
+                              << false;
+        QTest::newRow("llama nf4") << QString::fromStdString((fixtures() / "models" / "llama").string()) << true
+                                   << false << true;
+        // FP8 quantizes each row's 1x128 tiles: chunks of rows change nothing.
+        QTest::newRow("llama fp8") << QString::fromStdString((fixtures() / "models" / "llama").string()) << false
+                                   << true << true;
     }
     void mlp_chunks_match_the_whole_mlp() {
         QFETCH(QString, model);
         QFETCH(bool, nf4);
+        QFETCH(bool, fp8);
         QFETCH(bool, bitwise);
         const fs::path dir = model.toStdString();
         TANDEM_REQUIRE_ASSET(dir);
@@ -720,7 +728,7 @@ private slots:
             std::vector<std::vector<float>> grads;
         };
         auto run = [&](CheckpointPolicy p) -> Run {
-            CpuModel m = CpuModel::load(dir, lora, 5, 640, p, nf4);
+            CpuModel m = CpuModel::load(dir, lora, 5, 640, p, nf4, fp8);
             for (auto& prm : m.lora_params())
                 if (!prm.spec.is_a)
                     for (size_t i = 0; i < prm.value.size(); ++i) prm.value[i] = 0.01f * float(int(i % 5) - 2);
@@ -733,7 +741,8 @@ private slots:
         };
         set_mlp_chunk_rows(0);
         const Run whole = run(CheckpointPolicy::Recompute);
-        const auto plan_whole = CpuModel::plan(nf4 ? with_quantization(cfg) : cfg, lora, 640, CheckpointPolicy::Recompute);
+        const ModelConfig planned = nf4 ? with_quantization(cfg) : fp8 ? with_fp8(cfg) : cfg;
+        const auto plan_whole = CpuModel::plan(planned, lora, 640, CheckpointPolicy::Recompute);
         set_mlp_chunk_rows(256);
         for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::Selective}) {
             const Run r = run(p);
@@ -752,7 +761,7 @@ private slots:
         }
         const Run off = run(CheckpointPolicy::Off);  // never chunked: bitwise the unchunked recompute
         QCOMPARE(off.loss, whole.loss);
-        const auto plan_chunked = CpuModel::plan(nf4 ? with_quantization(cfg) : cfg, lora, 640, CheckpointPolicy::Recompute);
+        const auto plan_chunked = CpuModel::plan(planned, lora, 640, CheckpointPolicy::Recompute);
         set_mlp_chunk_rows(kMlpChunkRows);
         QVERIFY2(plan_chunked.activations < plan_whole.activations,
                  qPrintable(QString("activations %1 (chunked) vs %2").arg(plan_chunked.activations).arg(plan_whole.activations)));
