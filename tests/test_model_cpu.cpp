@@ -714,8 +714,10 @@ private slots:
         LoraConfig lora;
         lora.r = 4;
         std::vector<std::vector<int32_t>> seqs;
-        for (int s = 0, total = 0; total < 600; ++s) {
-            const int n = std::min(positions, 600 - total);
+        // 1,200 tokens in chunks of 256 rows (kLoraGradRows: the CPU's LoRA weight gradients sum rows in blocks of
+        // 256 whether chunked or not): five chunks, so the whole block but attention runs in them (kBlockChunkMinChunks).
+        for (int s = 0, total = 0; total < 1200; ++s) {
+            const int n = std::min(positions, 1200 - total);
             std::vector<int32_t> q;
             for (int t = 0; t < n; ++t) q.push_back(int32_t((t * 5 + s * 17 + 1) % cfg.vocab_size));
             seqs.push_back(q);
@@ -728,7 +730,7 @@ private slots:
             std::vector<std::vector<float>> grads;
         };
         auto run = [&](CheckpointPolicy p) -> Run {
-            CpuModel m = CpuModel::load(dir, lora, 5, 640, p, nf4, fp8);
+            CpuModel m = CpuModel::load(dir, lora, 5, 1280, p, nf4, fp8);
             for (auto& prm : m.lora_params())
                 if (!prm.spec.is_a)
                     for (size_t i = 0; i < prm.value.size(); ++i) prm.value[i] = 0.01f * float(int(i % 5) - 2);
@@ -742,7 +744,7 @@ private slots:
         set_mlp_chunk_rows(0);
         const Run whole = run(CheckpointPolicy::Recompute);
         const ModelConfig planned = nf4 ? with_quantization(cfg) : fp8 ? with_fp8(cfg) : cfg;
-        const auto plan_whole = CpuModel::plan(planned, lora, 640, CheckpointPolicy::Recompute);
+        const auto plan_whole = CpuModel::plan(planned, lora, 1280, CheckpointPolicy::Recompute);
         set_mlp_chunk_rows(256);
         for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::Selective}) {
             const Run r = run(p);
@@ -761,15 +763,16 @@ private slots:
         }
         const Run off = run(CheckpointPolicy::Off);  // never chunked: bitwise the unchunked recompute
         QCOMPARE(off.loss, whole.loss);
-        const auto plan_chunked = CpuModel::plan(planned, lora, 640, CheckpointPolicy::Recompute);
+        const auto plan_chunked = CpuModel::plan(planned, lora, 1280, CheckpointPolicy::Recompute);
         set_mlp_chunk_rows(kMlpChunkRows);
         QVERIFY2(plan_chunked.activations < plan_whole.activations,
                  qPrintable(QString("activations %1 (chunked) vs %2").arg(plan_chunked.activations).arg(plan_whole.activations)));
     }
 
-    // Long sequences under recompute / smart: the whole block but attention runs in chunks, so ln1, mid, ln2
-    // (and their rstds) and d_ln hold one chunk of rows, d_att the attention output's gradient [T,Q]; selective
-    // (which keeps mid) chunks only the MLP.
+    // Long sequences under recompute / smart: the whole block but attention runs in chunks (more than
+    // kBlockChunkMinChunks of them: 640 rows in chunks of 128), so ln1, mid, ln2 (and their rstds) and d_ln hold one
+    // chunk of rows, d_att the attention output's gradient [T,Q]; selective (which keeps mid) chunks only the MLP,
+    // and so does smart with at most four chunks' rows (640 in chunks of 160).
     void plan_chunks_the_block_but_attention() {
         const ModelConfig cfg = load_model_config(fixtures() / "models" / "llama");
         LoraConfig lora;
@@ -782,13 +785,13 @@ private slots:
             return (h + 1 < a.count() ? a.offset(h + 1) : a.size()) - a.offset(h);
         };
         auto rows = [](size_t n) { return (n + ArenaLayout::kAlign - 1) / ArenaLayout::kAlign * ArenaLayout::kAlign; };
-        set_mlp_chunk_rows(256);
+        set_mlp_chunk_rows(128);
         for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::Selective}) {
             const ModelPlan y = make_plan(d, specs, lora_index_of(specs, d.L), p, tr);
             const bool block = p != CheckpointPolicy::Selective;
             QCOMPARE(y.block_chunked, block);
-            QCOMPARE(y.mlp_rows, 256);
-            const size_t R = block ? 256 : 640, C = size_t(d.C);
+            QCOMPARE(y.mlp_rows, 128);
+            const size_t R = block ? 128 : 640, C = size_t(d.C);
             const ActHandles& s = y.sets[1];
             QCOMPARE(bytes(y.acts, s.ln1), rows(R * C * 4));
             QCOMPARE(bytes(y.acts, s.ln1_rstd), rows(R * 4));
@@ -802,6 +805,12 @@ private slots:
             QCOMPARE(bytes(y.acts, y.d_ln), rows(R * C * 4));
             QCOMPARE(bytes(y.acts, s.qr), rows(640 * size_t(d.Q) * 4));  // attention's inputs stay whole
         }
+        set_mlp_chunk_rows(160);  // four chunks: the MLP only, the rest of the block whole
+        const ModelPlan four = make_plan(d, specs, lora_index_of(specs, d.L), CheckpointPolicy::Smart, tr);
+        QVERIFY(!four.block_chunked);
+        QCOMPARE(four.mlp_rows, 160);
+        QCOMPARE(bytes(four.acts, four.sets[1].ln1), rows(640 * size_t(d.C) * 4));
+        QCOMPARE(four.d_att, -1);
         set_mlp_chunk_rows(kMlpChunkRows);
     }
 

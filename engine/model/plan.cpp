@@ -408,7 +408,9 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                          res(Buf::Up) == Residency::Dropped && res(Buf::TmpMlp) == Residency::Dropped &&
                          !d.dropout && !d.sandwich && d.E == 0;
     y.mlp_rows = chunked ? chunk : d.T;
-    y.block_chunked = chunked && res(Buf::Ln1) == Residency::Dropped && res(Buf::Ln1Rstd) == Residency::Dropped &&
+    // The whole block but attention too (plan.h kBlockChunkMinChunks) when the policy drops the norms and mid.
+    y.block_chunked = chunked && int64_t(d.T) > int64_t(kBlockChunkMinChunks) * chunk &&
+                      res(Buf::Ln1) == Residency::Dropped && res(Buf::Ln1Rstd) == Residency::Dropped &&
                       res(Buf::Mid) == Residency::Dropped && res(Buf::Ln2) == Residency::Dropped &&
                       res(Buf::Ln2Rstd) == Residency::Dropped;
     // Rows of the pieces a chunked block holds one chunk of (ln1, mid, ln2 and their rstds).

@@ -125,6 +125,11 @@ struct Dims {
 // backward scratch) are bounded by the chunk, not by the sequence (decoder.h mlp_block_forward / _backward). Not
 // with LoRA dropout (its mask is keyed by the element index from row 0) nor with sandwich norms.
 inline constexpr int kMlpChunkRows = 4096;
+// Under recompute and smart (which drop the norms and mid too) the whole block but attention runs in those chunks
+// (ModelPlan::block_chunked) once a micro-batch has more than this many chunks' rows (16,384 tokens): up to there
+// the step is the one measured before block chunking (whole-batch projections); past it attention dominates the
+// step, and the chunks' few extra passes (ln1 normed again in backward) are noise beside the memory they free.
+inline constexpr int kBlockChunkMinChunks = 4;
 // The chunk size the planner uses (kMlpChunkRows unless a test or a benchmark changes it; 0: never chunk).
 int mlp_chunk_rows();
 void set_mlp_chunk_rows(int rows);
