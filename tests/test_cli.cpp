@@ -99,7 +99,7 @@ private slots:
         expect_failure({"bench", "--config", "llama-3.1-8b", "--max-position", "1000"}, 2, "only extends the context");
         expect_failure({"bench", "--config", "llama-3.1-8b", "--max-position", "-5"}, 2, "--max-position");
         // --host-budget (pinned host memory for smart checkpointing) wants a positive number of GiB.
-        expect_failure({"plan", "--model", "no-such-model", "--host-budget", "0"}, 2, "--host-budget");
+        expect_failure({"plan", "--model", "no-such-model", "--host-budget", "-2"}, 2, "--host-budget");
     }
 
     void demo_model_is_deterministic_and_inspectable() {

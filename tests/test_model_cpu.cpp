@@ -746,7 +746,8 @@ private slots:
         const ModelConfig planned = nf4 ? with_quantization(cfg) : fp8 ? with_fp8(cfg) : cfg;
         const auto plan_whole = CpuModel::plan(planned, lora, 1280, CheckpointPolicy::Recompute);
         set_mlp_chunk_rows(256);
-        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::Selective}) {
+        for (CheckpointPolicy p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle,
+                                   CheckpointPolicy::Selective}) {
             const Run r = run(p);
             if (bitwise) {
                 QCOMPARE(r.loss, whole.loss);

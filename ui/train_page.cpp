@@ -557,7 +557,7 @@ QWidget* TrainPage::buildMemoryBox() {
     m_checkpointingHelp = new QLabel;
     m_checkpointingHelp->setObjectName(QStringLiteral("checkpointingHelp"));
     m_checkpointingHelp->setWordWrap(true);
-    m_hostBudget = decimalBox("hostBudgetSpin", 0, 65'536, 1, 8,
+    m_hostBudget = decimalBox("hostBudgetSpin", 0, 1'000'000, 1, 8,
                               tr("Pinned host memory smart checkpointing may use for the layers' inputs (GiB). "
                                  "Very long samples need about layers x tokens x hidden size x 2 bytes. Auto: half "
                                  "of the RAM available when the run starts; at most 90% of it"));

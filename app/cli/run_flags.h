@@ -64,8 +64,9 @@ inline void add_memory_flags(CLI::App* sub, MemoryFlags& f) {
                     "LoRA, norms, attention and loss stay bf16)");
     sub->add_option("--vram-budget", f.vram_budget, "plan and allocate as if the GPU had this many GiB");
     sub->add_option("--host-budget", f.host_budget,
-                    "GiB of pinned host memory smart checkpointing may use for block inputs (default: half of the "
-                    "available RAM; long sequences need about layers x tokens x hidden x 2 bytes)");
+                    "GiB of pinned host memory smart checkpointing may use for block inputs, all GPUs of this process "
+                    "together (0, the default: half of the available RAM; long sequences need about layers x tokens x "
+                    "hidden x 2 bytes)");
     sub->add_option("--devices", f.devices,
                     "GPUs to train on together, e.g. 0,1 or all: one replica each, micro-batch i of a step on GPU i mod "
                     "N (grad_accum >= N keeps every GPU busy); default: GPU 0");
@@ -109,8 +110,9 @@ inline void apply_memory_flags(RunConfig& c, const MemoryFlags& f) {
         c.memory.vram_budget_gib = *f.vram_budget;
     }
     if (f.host_budget) {
-        if (!(*f.host_budget > 0) || *f.host_budget > 1e6)
-            throw_invalid("--host-budget " + std::to_string(*f.host_budget) + ": expected a positive number of GiB");
+        if (!(*f.host_budget >= 0) || *f.host_budget > 1e6)
+            throw_invalid("--host-budget " + std::to_string(*f.host_budget) +
+                          ": expected a number of GiB (0: half of the available RAM)");
         c.memory.host_budget_gib = *f.host_budget;
     }
     if (!f.devices.empty()) c.devices = parse_devices(f.devices);

@@ -447,6 +447,23 @@ void add_step_cases(std::vector<Case>& cs) {
                     });
     }
     {
+        // The chunked block with block inputs through the host: five layers (smart offloads three, smart-single
+        // four, asynchronously), chunks of 16 rows, against the CPU's unchunked step.
+        StepVariant v = qwen3_variant();
+        v.name = "qwen3-5layers-nodropout";
+        v.config["num_hidden_layers"] = 5;
+        v.lora.dropout = 0;
+        auto ref = std::make_shared<StepReference>(v);
+        for (auto p : {CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle})
+            add("step " + v.name + " block-chunks=16 checkpointing=" + policy_name(p), [=](Check& c) {
+                struct Rows {
+                    Rows() { set_mlp_chunk_rows(16); }
+                    ~Rows() { set_mlp_chunk_rows(kMlpChunkRows); }
+                } rows;
+                step_case(c, *ref, p, AttentionBackend::Inhouse);
+            });
+    }
+    {
         // Two layers offload nothing under smart (the last two inputs stay in the two buffers): five layers
         // make both buffers rotate and three inputs go through the host and back.
         StepVariant deep = qwen3_variant();

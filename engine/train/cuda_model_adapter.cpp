@@ -4,8 +4,8 @@
 // device memory plan of a run (see backends.h).
 // Decisions: Auto checkpointing takes the first of Off, Selective, Recompute, Smart, SmartSingle whose plan fits in 95%
 // of the free device memory (the rest is headroom for the driver and fragmentation) and whose pinned host
-// memory fits in half of the available RAM; otherwise the run is refused before loading, with the numbers and
-// what to change.
+// memory (every replica of this process together) fits in half of the available RAM, or memory.host_budget_gib;
+// otherwise the run is refused before loading, with the numbers and what to change.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -229,7 +229,10 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
         return CudaModel::plan(mc, config.lora, options_for(c));
     };
     const AttentionKernels attention = config.memory.attention;
-    auto fits = [&](const CudaMemoryPlan& p) { return p.total <= budget && p.pinned_host <= pinned_budget; };
+    // Every replica of this process (--devices) pins its own block inputs: the budget is for all of them.
+    const uint64_t host_replicas = uint64_t(devices.size());
+    auto pinned_of = [&](const CudaMemoryPlan& p) { return p.pinned_host * host_replicas; };
+    auto fits = [&](const CudaMemoryPlan& p) { return p.total <= budget && pinned_of(p) <= pinned_budget; };
     const bool is_auto = config.memory.checkpointing == CheckpointPolicy::Auto;
     // auto: the fastest policy that fits: off, then selective (recomputes only norms and the MLP's gate/up),
     // then recompute, then smart (block inputs in pinned host memory, double-buffered reload: as fast as
@@ -294,7 +297,7 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
         };
         const int k = mlp_kept_layers_that_fit(d, CheckpointPolicy::Selective, budget, [&](int n) {
             const CudaMemoryPlan p = with(n);
-            return p.pinned_host <= pinned_budget ? p.total : ~uint64_t(0);
+            return pinned_of(p) <= pinned_budget ? p.total : ~uint64_t(0);
         });
         if (k > 0) {
             config.memory.mlp_kept_layers = k;
@@ -319,7 +322,7 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
             int best = -1;  // the most layers kept with the slots and host memory fitting
             for (int kept = k; kept >= 0 && best < 0; --kept) {
                 const CudaMemoryPlan p = with_offload(kept);
-                if (p.total <= budget && p.pinned_host <= pinned_budget) best = kept;
+                if (p.total <= budget && pinned_of(p) <= pinned_budget) best = kept;
             }
             if (best >= 0 && offloaded_for(best) > 2 && best + offloaded_for(best) > k) {
                 config.memory.mlp_kept_layers = best;
@@ -359,10 +362,12 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
                       gib(chosen.weights) + ", LoRA + optimizer " + gib(chosen.lora_optimizer) + ", activations " +
                       gib(chosen.activations) + ", workspace " + gib(chosen.workspace) + ", CUDA context " +
                       gib(chosen.context) + ") but " + gib(free_b) + " of " + gib(total_b) + " are free; " + advice;
-    } else if (chosen.pinned_host > pinned_budget) {
+    } else if (pinned_of(chosen) > pinned_budget) {
         out.fits = false;
         out.refusal = "checkpointing '" + std::string(checkpoint_policy_name(config.memory.checkpointing)) +
-                      "' needs " + gib(chosen.pinned_host) + " of pinned host memory but may pin " +
+                      "' needs " + gib(pinned_of(chosen)) + " of pinned host memory" +
+                      (host_replicas > 1 ? " (" + std::to_string(host_replicas) + " replicas)" : std::string()) +
+                      " but may pin " +
                       gib(pinned_budget) + " (" + gib(host.available) + " of RAM available; " +
                       (host_set ? "memory.host_budget_gib" : "half of it by default: memory.host_budget_gib / "
                                                             "--host-budget allows more") +
