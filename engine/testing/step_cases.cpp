@@ -388,6 +388,15 @@ void step_case(Check& c, StepReference& ref, CheckpointPolicy ckpt, AttentionBac
     c.result("optimizer update", worst_step, k * kTolStep, "max |gpu - cpu| / lr, worst " + worst_step_name);
 }
 
+// A step with the planner's chunk rows set to `rows` (0: never chunk) for its duration.
+void chunked_step_case(Check& c, StepReference& ref, CheckpointPolicy p, AttentionBackend at, int rows) {
+    struct Rows {
+        explicit Rows(int r) { set_mlp_chunk_rows(r); }
+        ~Rows() { set_mlp_chunk_rows(kMlpChunkRows); }
+    } chunk(rows);
+    step_case(c, ref, p, at);
+}
+
 }  // namespace
 
 void add_step_cases(std::vector<Case>& cs) {
@@ -414,13 +423,8 @@ void add_step_cases(std::vector<Case>& cs) {
         v.lora.dropout = 0;
         auto ref = std::make_shared<StepReference>(v);
         for (auto p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart, CheckpointPolicy::Selective})
-            add("step " + v.name + " mlp-chunks=16 checkpointing=" + policy_name(p), [=](Check& c) {
-                struct Rows {
-                    Rows() { set_mlp_chunk_rows(16); }
-                    ~Rows() { set_mlp_chunk_rows(kMlpChunkRows); }
-                } rows;
-                step_case(c, *ref, p, AttentionBackend::Inhouse);
-            });
+            add("step " + v.name + " mlp-chunks=16 checkpointing=" + policy_name(p),
+                [=](Check& c) { chunked_step_case(c, *ref, p, AttentionBackend::Inhouse, 16); });
     }
     {
         // Long context (issue "Long context"): one 4,096-token sample of the Llama variant (no dropout), the block
@@ -438,13 +442,7 @@ void add_step_cases(std::vector<Case>& cs) {
             for (auto p : {CheckpointPolicy::Recompute, CheckpointPolicy::Smart})
                 add("step " + v.name + " block-chunks=" + (rows ? std::to_string(rows) : std::string("off")) +
                         " checkpointing=" + policy_name(p) + " attention=auto",
-                    [=](Check& c) {
-                        struct Rows {
-                            explicit Rows(int r) { set_mlp_chunk_rows(r); }
-                            ~Rows() { set_mlp_chunk_rows(kMlpChunkRows); }
-                        } chunk(rows);
-                        step_case(c, *ref, p, AttentionBackend::Auto);
-                    });
+                    [=](Check& c) { chunked_step_case(c, *ref, p, AttentionBackend::Auto, rows); });
     }
     {
         // The chunked block with block inputs through the host: five layers (smart offloads three, smart-single
@@ -455,13 +453,8 @@ void add_step_cases(std::vector<Case>& cs) {
         v.lora.dropout = 0;
         auto ref = std::make_shared<StepReference>(v);
         for (auto p : {CheckpointPolicy::Smart, CheckpointPolicy::SmartSingle})
-            add("step " + v.name + " block-chunks=16 checkpointing=" + policy_name(p), [=](Check& c) {
-                struct Rows {
-                    Rows() { set_mlp_chunk_rows(16); }
-                    ~Rows() { set_mlp_chunk_rows(kMlpChunkRows); }
-                } rows;
-                step_case(c, *ref, p, AttentionBackend::Inhouse);
-            });
+            add("step " + v.name + " block-chunks=16 checkpointing=" + policy_name(p),
+                [=](Check& c) { chunked_step_case(c, *ref, p, AttentionBackend::Inhouse, 16); });
     }
     {
         // Two layers offload nothing under smart (the last two inputs stay in the two buffers): five layers
@@ -585,13 +578,8 @@ void add_step_cases(std::vector<Case>& cs) {
         add("step " + w.name + " checkpointing=recompute attention=auto",
             [=](Check& c) { step_case(c, *wref, CheckpointPolicy::Recompute, AttentionBackend::Auto); });
         // The chunked block with FP8 GEMMs: chunks of 48 rows, the last of 28 (not a multiple of 16: the tail GEMM).
-        add("step " + w.name + " block-chunks=48 checkpointing=smart attention=auto", [=](Check& c) {
-            struct Rows {
-                Rows() { set_mlp_chunk_rows(48); }
-                ~Rows() { set_mlp_chunk_rows(kMlpChunkRows); }
-            } rows;
-            step_case(c, *wref, CheckpointPolicy::Smart, AttentionBackend::Auto);
-        });
+        add("step " + w.name + " block-chunks=48 checkpointing=smart attention=auto",
+            [=](Check& c) { chunked_step_case(c, *wref, CheckpointPolicy::Smart, AttentionBackend::Auto, 48); });
     }
     add("host syncs per optimizer step (trainer)", [](Check& c) { host_syncs_case(c); });
     {
