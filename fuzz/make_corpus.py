@@ -188,4 +188,8 @@ out('run_config', 'full.json', json.dumps({
                  "eps": 1e-8, "eval_every": 10, "checkpoint_every": 50, "checkpoint_minutes": 5, "keep_checkpoints": 2,
                  "max_nonfinite_steps": 3},
     "memory": {"checkpointing": "selective"}}, indent=1))
+with open(os.path.join(C, 'run_config', 'full.json')) as f:  # the memory keys: budgets and the attention kernels
+    budgets = json.load(f)
+budgets['memory'] = {"checkpointing": "smart", "vram_budget_gib": 24, "host_budget_gib": 100, "attention": "inhouse"}
+out('run_config', 'memory_budgets.json', json.dumps(budgets, indent=1))
 print('fuzz/make_corpus.py: corpora written to', C)

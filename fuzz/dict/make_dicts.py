@@ -103,7 +103,7 @@ write('run_config', 'run.json (parse_run_config, engine/train/run_config.cpp; lo
        'max_grad_norm', 'weight_decay', 'betas', 'eps', 'eval_every', 'checkpoint_every', 'checkpoint_minutes',
        'keep_checkpoints', 'max_nonfinite_steps', 'checkpointing', 'cpu', 'cuda', 'auto', 'constant', 'linear',
        'cosine', 'off', 'recompute', 'selective', 'smart', 'smart-single', 'chatml', 'alpaca', 'llama3', 'q_proj',
-       'v_proj', 'quantization', 'nf4', 'precision', 'bf16', 'fp8', 'vram_budget_gib', 'attention', 'inhouse'])
+       'v_proj', 'quantization', 'nf4', 'precision', 'bf16', 'fp8', 'vram_budget_gib', 'host_budget_gib', 'attention', 'inhouse'])
 write('safetensors_index', 'model.safetensors.index.json (SafetensorsSet::open_index)',
       ['metadata', 'total_size', 'weight_map', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors',
        'model.safetensors.index.json', 'model.embed_tokens.weight', 'model.norm.weight', 'lm_head.weight', '.', '..',
