@@ -800,8 +800,13 @@ private slots:
                 QCOMPARE(bytes(y.acts, s.mid), rows(R * C * 4));
                 QCOMPARE(bytes(y.acts, s.ln2), rows(R * C * 4));
                 QCOMPARE(bytes(y.acts, y.d_att), rows(640 * size_t(d.Q) * 4));
+                QVERIFY(d.Q >= d.C);  // the final norm's output and gradient in d_att's and d_big2's memory
+                QCOMPARE(y.lnf, y.d_att);
+                QCOMPARE(y.d_lnf, y.d_big2);
+                QVERIFY(bytes(y.acts, y.d_big2) >= rows(640 * C * 4));
             } else {
                 QCOMPARE(y.d_att, -1);
+                QVERIFY(y.lnf != y.d_big && y.d_lnf != y.d_big2);
             }
             QCOMPARE(bytes(y.acts, y.d_ln), rows(R * C * 4));
             QCOMPARE(bytes(y.acts, s.qr), rows(640 * size_t(d.Q) * 4));  // attention's inputs stay whole

@@ -249,11 +249,11 @@ public:
     // Activations and scratch.
     std::vector<LayerActs<B>> acts;
     Act* x_final = nullptr;    // [T,C]
-    Act* lnf = nullptr;        // [T,C]
+    Act* lnf = nullptr;        // [T,C] (a chunked block: may share d_att's memory, free until backward: make_plan)
     float* lnf_rstd = nullptr; // [T]
     Act* d_res = nullptr;      // [T,C] gradient of the residual stream
     Act* d_ln = nullptr;       // [T,C] gradient of a norm output; forward: projection output scratch
-    Act* d_lnf = nullptr;      // [T,C] written by the loss
+    Act* d_lnf = nullptr;      // [T,C] written by the loss (a chunked block: may share d_big2's memory)
     Act* d_big = nullptr;      // [T,BIG] dact / datt
     Act* d_big2 = nullptr;     // [T,BIG] dgate / dq
     Act* d_big3 = nullptr;     // [T,BIG] dup / dq after q norm; forward and backward: act scratch

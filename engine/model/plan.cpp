@@ -533,11 +533,15 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         }
     }
     y.x_final = y.acts.reserve(act(T * d.C), "x final");
-    y.lnf = y.acts.reserve(act(T * d.C), "final norm");
+    // A chunked block's d_att and d_big2 ([T,Q] at least) are free from the end of the last layer's forward to the
+    // start of its backward, where the final norm's output and its gradient live (the loss reads one, writes the
+    // other; backward's first step reads the gradient): they hold those when Q >= C.
+    const bool final_in_scratch = y.block_chunked && d.Q >= d.C;
+    if (!final_in_scratch) y.lnf = y.acts.reserve(act(T * d.C), "final norm");
     y.lnf_rstd = y.acts.reserve(f32(T), "final norm rstd");
     y.d_res = y.acts.reserve(act(T * d.C), "d residual");
     y.d_ln = y.acts.reserve(act(rows_of_block * d.C), "d ln");
-    y.d_lnf = y.acts.reserve(act(T * d.C), "d final norm");
+    if (!final_in_scratch) y.d_lnf = y.acts.reserve(act(T * d.C), "d final norm");
     // Backward scratch: attention's [T,Q] gradients, and the MLP's [rows,F] ones of one chunk. A chunked block
     // fills the attention output's gradient chunk by chunk while the MLP's scratch is in use: its own d_att;
     // then d_big is the MLP's only, and d_big3 too unless it holds dq after the q norm.
@@ -546,6 +550,10 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     y.d_big = y.acts.reserve(act(y.block_chunked ? rowsF : big), "d big");
     y.d_big2 = y.acts.reserve(act(big), "d big2");
     y.d_big3 = y.acts.reserve(act(y.block_chunked && !d.qk_norm ? rowsF : big), "d big3");
+    if (final_in_scratch) {
+        y.lnf = y.d_att;
+        y.d_lnf = y.d_big2;
+    }
     y.d_k = y.acts.reserve(act(T * d.KV), "d k");
     if (d.qk_norm) y.d_k2 = y.acts.reserve(act(T * d.KV), "d k2");
     y.d_v = y.acts.reserve(act(T * d.KV), "d v");

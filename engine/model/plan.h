@@ -294,7 +294,8 @@ struct ModelPlan {
     size_t stats_bytes = 0;
     int x_final = -1, lnf = -1, lnf_rstd = -1;
     int d_res = -1, d_ln = -1, d_lnf = -1, d_big = -1, d_big2 = -1, d_big3 = -1, d_k = -1, d_k2 = -1, d_v = -1;
-    int d_att = -1;  // block_chunked: [T,Q] the attention output's gradient (else d_big holds it)
+    int d_att = -1;  // block_chunked: [T,Q] the attention output's gradient (else d_big holds it); with Q >= C also lnf
+                     // (and d_big2 d_lnf) between forward and backward (make_plan)
     int d_tmp = -1, xd = -1, d_drop = -1, losses = -1, meta = -1;
     int d_xs = -1, d_ys = -1, d_route_w = -1;  // MoE: [N,C], [N,C], [T,K] fp32
     int64_t meta_ints = 0;  // int32 of one metadata slot
