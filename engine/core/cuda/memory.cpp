@@ -86,7 +86,9 @@ void* pinned_alloc(size_t bytes, const char* what) {
     if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         throw Error(ErrorCategory::OutOfMemory,
-                    std::string("out of pinned host memory allocating ") + gib(bytes) + " for " + what);
+                    std::string("out of pinned host memory allocating ") + gib(bytes) + " for " + what +
+                        "; lower memory.host_budget_gib (--host-budget) or the sequence length, or use checkpointing "
+                        "'recompute'");
     }
     if (e != cudaSuccess) throw_cuda(e, "cudaHostAlloc", __FILE__, __LINE__);
     g_pinned.fetch_add(bytes);
