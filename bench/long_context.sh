@@ -37,6 +37,8 @@ json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden
 PY
 # HF PEFT + gradient checkpointing's longest sample under B GiB, searched in one process (the model built once:
 # hf_peft_baseline.py --search-longest), then one warmup + one timed step at that length: OUT/hf-search-B.json.
+# When that timed repeat runs out of memory (the search's fragmentation), it runs again in a fresh process, as a
+# user would start it: OUT/hf-fresh-B.json.
 hf_search() {
   local b=$1 j="$OUT/hf-search-$1.json" load=""
   [ "$QUANT" = nf4 ] && load=--load-in-4bit
@@ -48,7 +50,14 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 print('  HF PEFT + GC longest sample under %s GiB: %s tokens (out of memory at %s)' % (sys.argv[2], j.get('longest_trained'), j.get('oom_at')))
 if not j.get('oom'): print('    %.0f tokens/s, peak reserved %.2f GiB' % (j['tokens_per_s'], j['peak_reserved_gib']))
-" "$j" "$b" 2>/dev/null || echo "  HF PEFT + GC search failed: ${j%.json}.log"
+" "$j" "$b" 2>/dev/null || { echo "  HF PEFT + GC search failed: ${j%.json}.log"; return; }
+  local n; n=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['longest_trained'] if j.get('oom') and j.get('longest_trained') else 0)" "$j")
+  if [ "$n" -gt 0 ]; then
+    local f="$OUT/hf-fresh-$b.json"
+    python3 bench/hf_peft_baseline.py --config llama-3.1-8b --batch 1 --seq-len "$n" --steps 1 --warmup 1 --gc on \
+      --rank 32 --alpha 64 --vram-budget "$b" $load --sync-steps 0 --json "$f" > "${f%.json}.log" 2>&1
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('    fresh process at %s tokens:' % sys.argv[2], 'out of memory' if j.get('oom') else '%.0f tokens/s, peak reserved %.2f GiB' % (j['tokens_per_s'], j['peak_reserved_gib']))" "$f" "$n" 2>/dev/null || echo "    fresh process at $n tokens: no result"
+  fi
 }
 for b in $BUDGETS; do
   [ "$HF_SEARCH" = 1 ] && hf_search "$b"
