@@ -661,6 +661,8 @@ public:
     void recompute_layer(int l);
     // d_res: gradient of this layer's output on entry, of mid on exit.
     void mlp_block_backward(int l);
+    // One MLP chunk's backward (gate / up / act again, down's, the activation's, gate's and up's into dln).
+    void mlp_chunk_backward(int l, const Act* in, const Act* dout, Act* dln, int r0, int n);
     // block_chunked: the MLP's and o_proj's backward chunk by chunk (d_res: the output's gradient on entry, mid's on
     // exit; d_att: the attention output's).
     void block_chunks_backward(int l);

@@ -62,6 +62,33 @@ void Decoder<B>::recompute_layer(int l) {
     }
 }
 
+// One MLP chunk's backward, rows [r0, r0 + n): gate / up (and their LoRA tmps) again from in (ln2's rows), the
+// activation and down's LoRA tmp, down's backward of dout, the activation's, then gate's and up's input gradients
+// added into dln.
+template <class B>
+void Decoder<B>::mlp_chunk_backward(int l, const Act* in, const Act* dout, Act* dln, int r0, int n) {
+    LayerActs<B>& a = acts[size_t(l)];
+    {
+        SharedInput once(*this);
+        project(l, kGate, a.gate, in, true, r0, n);
+        project(l, kUp, a.up, in, true, r0, n);
+    }
+    Act* act = d_big3;  // consumed by down's backward before d_big3 becomes dup
+    activation(act, a.gate, a.up, n);
+    lora_tmp_forward(l, kDown, act, r0, n);
+    Act* dact = d_big;
+    B::zero(dact, int64_t(n) * d.F);
+    project_backward(l, kDown, dact, dout, act, r0, n);
+    Act* dgate = d_big2;
+    Act* dup = d_big3;
+    if (d.gelu)
+        B::geglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
+    else
+        B::swiglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
+    project_backward(l, kGate, dln, dgate, in, r0, n);
+    project_backward(l, kUp, dln, dup, in, r0, n);
+}
+
 // d_res: gradient of this layer's output on entry, of mid on exit.
 template <class B>
 void Decoder<B>::mlp_block_backward(int l) {
@@ -77,31 +104,12 @@ void Decoder<B>::mlp_block_backward(int l) {
         return;
     }
     if (mlp_chunked()) {
-        // Chunk by chunk: gate / up (and the LoRA tmps) again, act, down's backward, the activation's, then
-        // gate's and up's into d_ln's rows (no sandwich norms and no dropout here: plan.h).
+        // Chunk by chunk into d_ln's rows (no sandwich norms and no dropout here: plan.h).
         B::zero(d_ln, int64_t(T) * d.C);
         for (int r0 = 0; r0 < T; r0 += mlp_rows) {
             const int n = std::min(mlp_rows, T - r0);
-            const Act* in = a.ln2 + int64_t(r0) * d.C;
-            {
-                SharedInput once(*this);
-                project(l, kGate, a.gate, in, true, r0, n);
-                project(l, kUp, a.up, in, true, r0, n);
-            }
-            Act* act = d_big3;
-            activation(act, a.gate, a.up, n);
-            lora_tmp_forward(l, kDown, act, r0, n);
-            Act* dact = d_big;
-            B::zero(dact, int64_t(n) * d.F);
-            project_backward(l, kDown, dact, d_res + int64_t(r0) * d.C, act, r0, n);
-            Act* dgate = d_big2;
-            Act* dup = d_big3;
-            if (d.gelu)
-                B::geglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
-            else
-                B::swiglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
-            project_backward(l, kGate, d_ln + int64_t(r0) * d.C, dgate, in, r0, n);
-            project_backward(l, kUp, d_ln + int64_t(r0) * d.C, dup, in, r0, n);
+            const int64_t rc = int64_t(r0) * d.C;
+            mlp_chunk_backward(l, a.ln2 + rc, d_res + rc, d_ln + rc, r0, n);
         }
         norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
         return;
@@ -143,26 +151,8 @@ void Decoder<B>::block_chunks_backward(int l) {
         const int n = std::min(mlp_rows, T - r0);
         Act* dres = d_res + int64_t(r0) * d.C;
         post_attention_chunk(l, true, r0, n);
-        {
-            SharedInput once(*this);
-            project(l, kGate, a.gate, a.ln2, true, r0, n);
-            project(l, kUp, a.up, a.ln2, true, r0, n);
-        }
-        Act* act = d_big3;
-        activation(act, a.gate, a.up, n);
-        lora_tmp_forward(l, kDown, act, r0, n);
-        Act* dact = d_big;
-        B::zero(dact, int64_t(n) * d.F);
-        project_backward(l, kDown, dact, dres, act, r0, n);
-        Act* dgate = d_big2;
-        Act* dup = d_big3;
-        if (d.gelu)
-            B::geglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
-        else
-            B::swiglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
         B::zero(d_ln, int64_t(n) * d.C);
-        project_backward(l, kGate, d_ln, dgate, a.ln2, r0, n);
-        project_backward(l, kUp, d_ln, dup, a.ln2, r0, n);
+        mlp_chunk_backward(l, a.ln2, dres, d_ln, r0, n);
         norm_backward(dres, d_ln, a.mid, w.ln2, a.ln2_rstd, n, d.C);
         project_backward(l, kO, d_att + int64_t(r0) * d.Q, dres, a.att + int64_t(r0) * d.Q, r0, n);
     }
