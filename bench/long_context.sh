@@ -59,18 +59,22 @@ if not j.get('oom'): print('    %.0f tokens/s, peak reserved %.2f GiB' % (j['tok
     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('    fresh process at %s tokens:' % sys.argv[2], 'out of memory' if j.get('oom') else '%.0f tokens/s, peak reserved %.2f GiB' % (j['tokens_per_s'], j['peak_reserved_gib']))" "$f" "$n" 2>/dev/null || echo "    fresh process at $n tokens: no result"
   fi
 }
+# plan B FLAGS...: tandem-cli plan for this model and these settings under B GiB.
+plan() {
+  local b=$1; shift
+  "$CLI" plan --model "$OUT/llama-3.1-8b" --quantization "$QUANT" --lora-r 32 --checkpointing "$POLICY" --device cuda \
+    --vram-budget "$b" "${hb[@]}" "$@"
+}
 for b in $BUDGETS; do
   [ "$HF_SEARCH" = 1 ] && hf_search "$b"
-  "$CLI" plan --model "$OUT/llama-3.1-8b" --quantization "$QUANT" --lora-r 32 --checkpointing "$POLICY" --device cuda \
-    --vram-budget "$b" "${hb[@]}" --max-context > "$OUT/plan-$b.txt" 2>&1
+  plan "$b" --max-context > "$OUT/plan-$b.txt" 2>&1
   n=$(sed -n 's/^longest sample that fits: \([0-9]*\).*/\1/p' "$OUT/plan-$b.txt" | head -1)
   att=auto; grep -q "attention: in-house kernels" "$OUT/plan-$b.txt" && att=inhouse
   echo "budget $b GiB: plan says ${n:-?} tokens (attention $att)"
   [ -n "$n" ] && [ "$n" -gt 0 ] || continue
   if [ "$TRAIN_CAP" -gt 0 ] && [ "$n" -gt "$TRAIN_CAP" ]; then
     n=$TRAIN_CAP  # the plan at that length says which attention kernels fit
-    "$CLI" plan --model "$OUT/llama-3.1-8b" --quantization "$QUANT" --lora-r 32 --checkpointing "$POLICY" \
-      --device cuda --vram-budget "$b" "${hb[@]}" --batch-tokens "$n" --max-seq-len "$n" > "$OUT/plan-$b-cap.txt" 2>&1
+    plan "$b" --batch-tokens "$n" --max-seq-len "$n" > "$OUT/plan-$b-cap.txt" 2>&1
     att=auto; grep -q "attention: in-house kernels" "$OUT/plan-$b-cap.txt" && att=inhouse
     echo "  training $n tokens (TRAIN_CAP; attention $att)"
   fi

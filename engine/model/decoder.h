@@ -434,6 +434,12 @@ public:
         else
             B::swiglu_forward(out, gate, up, rows < 0 ? step.T : rows, d.F);
     }
+    void activation_backward(Act* dgate, Act* dup, const Act* dact, const Act* gate, const Act* up, int rows) {
+        if (d.gelu)
+            B::geglu_backward(dgate, dup, dact, gate, up, rows, d.F);
+        else
+            B::swiglu_backward(dgate, dup, dact, gate, up, rows, d.F);
+    }
     const typename B::RopeTable& rope_of(int l) const {
         return rope_local && d.local_rope[size_t(l)] ? *rope_local : *rope;
     }
@@ -538,10 +544,8 @@ public:
     void block_chunks_forward(int l, bool train) {
         LayerActs<B>& a = acts[size_t(l)];
         const int T = step.T;
-        const bool last = l + 1 == d.L;
         for (int r0 = 0; r0 < T; r0 += mlp_rows) {
             const int n = std::min(mlp_rows, T - r0);
-            const int64_t rc = int64_t(r0) * d.C;
             post_attention_chunk(l, train, r0, n);
             {
                 SharedInput once(*this);
@@ -550,26 +554,22 @@ public:
             }
             activation(d_big3, a.gate, a.up, n);
             project(l, kDown, d_ln, d_big3, train, r0, n);
-            if (last) {
-                B::residual_rmsnorm_forward(x_final + rc, lnf + rc, lnf_rstd + r0, a.mid, d_ln, norm_f, n, d.C, d.eps,
-                                            d.norm_offset);
-            } else {
-                LayerActs<B>& next = acts[size_t(l) + 1];  // its ln1 / ln1_rstd: one chunk, written and not read
-                B::residual_rmsnorm_forward(next.x + rc, next.ln1, next.ln1_rstd, a.mid, d_ln,
-                                            layers[size_t(l) + 1].ln1, n, d.C, d.eps, d.norm_offset);
-            }
+            residual_tail(l, d_ln, r0, n);
         }
     }
 
-    // The MLP's output o [T,C] added to mid and normed: the next layer's x and ln1 (the last: x_final, lnf).
-    void residual_tail(int l, const Act* o) {
+    // The MLP's output o [rows,C] added to mid and normed: rows [r0, r0 + rows) of the next layer's x and ln1 (the
+    // last: x_final, lnf). mid holds those rows (a chunked block's: one chunk); so does a chunked block's next ln1,
+    // which is written and not read (the next layer norms its x rows again, chunk by chunk).
+    void residual_tail(int l, const Act* o, int r0 = 0, int rows = -1) {
         LayerActs<B>& a = acts[size_t(l)];
-        const int T = step.T;
+        const int n = rows < 0 ? step.T : rows;
+        const int64_t rc = int64_t(r0) * d.C;
         const bool last = l + 1 == d.L;
         LayerActs<B>* next = last ? nullptr : &acts[size_t(l) + 1];
-        B::residual_rmsnorm_forward(last ? x_final : next->x, last ? lnf : next->ln1,
-                                    last ? lnf_rstd : next->ln1_rstd, a.mid, o,
-                                    last ? norm_f : layers[size_t(l) + 1].ln1, T, d.C, d.eps, d.norm_offset);
+        B::residual_rmsnorm_forward(last ? x_final + rc : next->x + rc, last ? lnf + rc : next->ln1,
+                                    last ? lnf_rstd + r0 : next->ln1_rstd, a.mid, o,
+                                    last ? norm_f : layers[size_t(l) + 1].ln1, n, d.C, d.eps, d.norm_offset);
     }
 
     // ---- Mixture of experts (layers with d.is_moe(l); kernels/cpu/moe.h). The router's softmax / top-k, one

@@ -81,10 +81,7 @@ void Decoder<B>::mlp_chunk_backward(int l, const Act* in, const Act* dout, Act* 
     project_backward(l, kDown, dact, dout, act, r0, n);
     Act* dgate = d_big2;
     Act* dup = d_big3;
-    if (d.gelu)
-        B::geglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
-    else
-        B::swiglu_backward(dgate, dup, dact, a.gate, a.up, n, d.F);
+    activation_backward(dgate, dup, dact, a.gate, a.up, n);
     project_backward(l, kGate, dln, dgate, in, r0, n);
     project_backward(l, kUp, dln, dup, in, r0, n);
 }
@@ -127,10 +124,7 @@ void Decoder<B>::mlp_block_backward(int l) {
     project_backward(l, kDown, dact, dmlp, act);
     Act* dgate = d_big2;
     Act* dup = d_big3;
-    if (d.gelu)
-        B::geglu_backward(dgate, dup, dact, a.gate, a.up, T, d.F);
-    else
-        B::swiglu_backward(dgate, dup, dact, a.gate, a.up, T, d.F);
+    activation_backward(dgate, dup, dact, a.gate, a.up, T);
     B::zero(d_ln, int64_t(T) * d.C);
     project_backward(l, kGate, d_ln, dgate, a.ln2);
     project_backward(l, kUp, d_ln, dup, a.ln2);
