@@ -9,10 +9,15 @@
 #           (ASSETS/babyllama-tok105/hf) and of a random-weight Qwen3-0.6B (transformers' own initialisation,
 #           seed 0, saved with ASSETS/tokenizer-qwen3) -> OUTDIR/curve-<model>-<precision>.jsonl
 # ASSETS holds babyllama-tok105/, tokenizer-qwen3/ and datasets/ (../shared/assets, or its carried copy).
+# QUANT=nf4: both sides with 4-bit base weights (QLoRA, then QLoRA with FP8 GEMMs: the 4-bit weights dequantized
+# straight to FP8); the files are then named ...-nf4-bf16 / ...-nf4-fp8.
 set -u -o pipefail
 CLI=${1:?TANDEM_CLI}; OUT=${2:?OUTDIR}; ASSETS=${3:?ASSETS}; shift 3
 PARTS=${*:-speed curves}
 STEPS=${STEPS:-300}
+QUANT=${QUANT:-none}
+Q=""; QARG=()
+[ "$QUANT" = nf4 ] && { Q="-nf4"; QARG=(--quantization nf4); }
 mkdir -p "$OUT"
 status=0
 for part in $PARTS; do
@@ -23,22 +28,22 @@ for part in $PARTS; do
       for policy in off recompute; do
         for p in bf16 fp8; do
           "$CLI" bench --config "$1" --batch-tokens "$2" --seq-len 2048 --checkpointing $policy --precision $p \
-            --steps 10 --warmup 3 --json "$OUT/fp8-$1-$policy-$p.json" > "$OUT/fp8-$1-$policy-$p.log" 2>&1 \
-            || { echo "bench $1 $policy $p FAILED"; tail -5 "$OUT/fp8-$1-$policy-$p.log"; status=1; }
+            "${QARG[@]}" --steps 10 --warmup 3 --json "$OUT/fp8-$1-$policy$Q-$p.json" > "$OUT/fp8-$1-$policy$Q-$p.log" 2>&1 \
+            || { echo "bench $1 $policy$Q $p FAILED"; tail -5 "$OUT/fp8-$1-$policy$Q-$p.log"; status=1; }
         done
       done
     done
-    python3 - "$OUT" <<'PY'
+    python3 - "$OUT" "$Q" <<'PY'
 import json, os, sys
-d = sys.argv[1]
+d, q = sys.argv[1], sys.argv[2]
 def row(f):
     p = os.path.join(d, f)
     return json.load(open(p)) if os.path.exists(p) else None
 for model in ("llama-3.1-8b", "qwen3-0.6b"):
     for policy in ("off", "recompute"):
-        a, b = row(f"fp8-{model}-{policy}-bf16.json"), row(f"fp8-{model}-{policy}-fp8.json")
+        a, b = row(f"fp8-{model}-{policy}{q}-bf16.json"), row(f"fp8-{model}-{policy}{q}-fp8.json")
         if a and b:
-            print(f"{model} {policy}: bf16 {a['tokens_per_s']:.0f} tok/s peak {a.get('peak_gib', 0):.2f} GiB | "
+            print(f"{model} {policy}{q}: bf16 {a['tokens_per_s']:.0f} tok/s peak {a.get('peak_gib', 0):.2f} GiB | "
                   f"fp8 {b['tokens_per_s']:.0f} tok/s peak {b.get('peak_gib', 0):.2f} GiB | "
                   f"fp8/bf16 {b['tokens_per_s'] / a['tokens_per_s']:.3f}")
 PY
@@ -51,24 +56,24 @@ PY
         rm -rf "$OUT/run-$1-$p"
         "$CLI" train --model "$2" --dataset "$ASSETS/datasets/alpaca_5000.json" --out "$OUT/run-$1-$p" \
           --max-steps "$STEPS" --batch-tokens 4096 --max-seq-len "$3" --lr "$4" --seed 1 --device cuda --precision $p \
-          > "$OUT/curve-$1-$p.log" 2>&1 || { echo "train $1 $p FAILED"; tail -8 "$OUT/curve-$1-$p.log"; status=1; }
-        cp "$OUT/run-$1-$p/metrics.jsonl" "$OUT/curve-$1-$p.jsonl" 2>/dev/null
+          "${QARG[@]}" > "$OUT/curve-$1$Q-$p.log" 2>&1 || { echo "train $1$Q $p FAILED"; tail -8 "$OUT/curve-$1$Q-$p.log"; status=1; }
+        cp "$OUT/run-$1-$p/metrics.jsonl" "$OUT/curve-$1$Q-$p.jsonl" 2>/dev/null
         rm -rf "$OUT/run-$1-$p"
       done
     done
     rm -rf "$OUT/qwen3-0.6b-random"
-    python3 - "$OUT" <<'PY'
+    python3 - "$OUT" "$Q" <<'PY'
 import json, os, sys
-d = sys.argv[1]
+d, q = sys.argv[1], sys.argv[2]
 for model in ("babyllama", "qwen3-0.6b"):
     rows = {}
     for p in ("bf16", "fp8"):
-        f = os.path.join(d, f"curve-{model}-{p}.jsonl")
+        f = os.path.join(d, f"curve-{model}{q}-{p}.jsonl")
         rows[p] = [json.loads(l) for l in open(f)] if os.path.exists(f) else []
     a, b = rows["bf16"], rows["fp8"]
     if not a or not b: continue
     tail = lambda r: sum(x["loss"] for x in r[-20:]) / len(r[-20:])
-    print(f"{model}: {len(a)} / {len(b)} steps; final loss (mean of the last 20) bf16 {tail(a):.4f} fp8 {tail(b):.4f} "
+    print(f"{model}{q}: {len(a)} / {len(b)} steps; final loss (mean of the last 20) bf16 {tail(a):.4f} fp8 {tail(b):.4f} "
           f"(fp8/bf16 {tail(b) / tail(a):.4f}); max |step loss difference| "
           f"{max(abs(x['loss'] - y['loss']) for x, y in zip(a, b)):.4f}; tok/s bf16 {a[-1].get('tokens_per_s', 0):.0f} "
           f"fp8 {b[-1].get('tokens_per_s', 0):.0f}")

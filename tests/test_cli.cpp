@@ -494,8 +494,8 @@ private slots:
                        2, "vicuna");
     }
 
-    // --precision fp8 trains (the CPU emulates FP8; the demo's 64-wide projections are padded to 128), is
-    // written to config.json and refused with 4-bit weights or an unknown name.
+    // --precision fp8 trains (the CPU emulates FP8; the demo's 64-wide projections are padded to 128), alone and
+    // with --quantization nf4, is written to config.json, and an unknown name is refused.
     void train_precision_fp8() {
         QTemporaryDir tmp;
         const fs::path root = tmp.path().toStdString();
@@ -509,8 +509,13 @@ private slots:
         QCOMPARE(j["precision"].get<std::string>(), std::string("fp8"));
         QVERIFY(fs::exists(root / "run/adapter/adapter_model.safetensors"));
         expect_failure(base + QStringList{"--out", qs(root / "run2"), "--precision", "fp4"}, 2, "bf16 or fp8");
-        expect_failure(base + QStringList{"--out", qs(root / "run3"), "--precision", "fp8", "--quantization", "nf4"}, 2,
-                       "precision");
+        // With 4-bit base weights (dequantized straight to FP8 per GEMM): trains, both in config.json.
+        const CliResult q = run_cli(base + QStringList{"--out", qs(root / "run3"), "--precision", "fp8", "--quantization", "nf4"});
+        QVERIFY2(q.exit_code == 0, q.err.right(800).constData());
+        const auto jq = nlohmann::json::parse(tandem::read_file(root / "run3/config.json"));
+        QCOMPARE(jq["precision"].get<std::string>(), std::string("fp8"));
+        QCOMPARE(jq["quantization"].get<std::string>(), std::string("nf4"));
+        QVERIFY(fs::exists(root / "run3/adapter/adapter_model.safetensors"));
     }
 
     // lr 1e5 turns the demo's loss non-finite within a few steps: the run stops itself after 3 such steps in a

@@ -26,6 +26,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "core/fp8.h"
 #include "export/peft_adapter.h"
 #include "kernels/cpu/fp8.h"
+#include "kernels/cpu/nf4.h"
 #include "kernels/cpu/threads.h"
 #include "model/lora_table.h"
 #include "model/model.h"
@@ -663,6 +665,107 @@ private slots:
         QCOMPARE(resident.fp8_wt, -1);
     }
 
+    // FP8 GEMMs on 4-bit weights (quantization nf4 with precision fp8): a slot of a 4-bit tensor dequantized
+    // straight to FP8 holds, per 128x128 block, the scale amax / 448 of the bf16 values dequantize_4bit gives
+    // (the bf16 QLoRA path's weight) and codes within half an E4M3 step of each; the transposed layout holds the
+    // same codes and scales transposed.
+    void nf4_weights_dequantize_straight_to_fp8() {
+        const int OUT = 200, IN = 320;
+        const int64_t first = 64 * 5, n = first + int64_t(OUT) * IN + 64;
+        std::vector<float> x = normal(size_t(n), 61, 0.05f);
+        x[size_t(first + 3)] = 2.0f;  // an outlier: its block's other values get small codes
+        std::vector<uint8_t> codes4(size_t(quant4_code_bytes(n)));
+        std::vector<float> absmax(size_t(quant4_blocks(n, 64)));
+        cpu::quantize_4bit(codes4.data(), absmax.data(), x.data(), n, 64);
+        Quant4Ref q;
+        q.n = n;
+        q.codes = codes4.data();
+        q.code = nf4_code().data();
+        q.absmax = absmax.data();
+        std::vector<float> v(size_t(OUT) * IN);
+        cpu::dequantize_4bit(v.data(), q, first, int64_t(v.size()));
+        for (float& e : v) e = bf16_to_f32(f32_to_bf16(e));
+
+        const int64_t INp = fp8_padded(IN), OUTp = fp8_padded(OUT);
+        std::vector<uint8_t> c(size_t(OUT * INp), 0xAB), ct(size_t(IN * OUTp), 0xAB);
+        std::vector<float> sc(size_t(fp8_blocks(OUT) * fp8_scale_ld(IN)), -7.0f),
+            sct(size_t(fp8_blocks(IN) * fp8_scale_ld(OUT)), -7.0f);
+        cpu::dequantize_4bit_fp8(c.data(), sc.data(), q, first, OUT, IN, false);
+        cpu::dequantize_4bit_fp8(ct.data(), sct.data(), q, first, OUT, IN, true);
+        double worst = 0;
+        for (int bo = 0; bo < fp8_blocks(OUT); ++bo)
+            for (int bi = 0; bi < fp8_blocks(IN); ++bi) {
+                float amax = 0;
+                for (int o = bo * 128; o < std::min(OUT, bo * 128 + 128); ++o)
+                    for (int i = bi * 128; i < std::min(IN, bi * 128 + 128); ++i)
+                        amax = std::max(amax, std::fabs(v[size_t(o) * IN + i]));
+                const float scale = sc[size_t(bo * fp8_scale_ld(IN) + bi)];
+                QCOMPARE(scale, amax / kE4M3Max);
+                QCOMPARE(sct[size_t(bi * fp8_scale_ld(OUT) + bo)], scale);
+                for (int o = bo * 128; o < std::min(OUT, bo * 128 + 128); ++o)
+                    for (int i = bi * 128; i < std::min(IN, bi * 128 + 128); ++i) {
+                        const uint8_t code = c[size_t(o * INp + i)];
+                        QCOMPARE(ct[size_t(i * OUTp + o)], code);
+                        const double want = v[size_t(o) * IN + i], got = double(e4m3_value(code)) * scale;
+                        const double bound = (std::ldexp(std::fabs(want), -4) + std::ldexp(double(scale), -10)) * (1 + 1e-6);
+                        worst = std::max(worst, std::fabs(got - want) / bound);
+                    }
+            }
+        qInfo("worst |FP8 of the 4-bit weight - its bf16 value| / half a step: %.4f", worst);
+        QVERIFY(worst <= 1.0);
+        for (int o = 0; o < OUT; ++o)  // the pad columns
+            for (int64_t i = IN; i < INp; ++i) QCOMPARE(c[size_t(o * INp + i)], uint8_t(0));
+    }
+
+    // A 4-bit model with FP8 GEMMs: its loss and LoRA gradients are the 4-bit bf16 path's within FP8's few
+    // percent, and not the same numbers; the plan holds the 4-bit weights as they are (no FP8 copy) and a work
+    // piece for one slot in FP8 instead of the bf16 dequantization's.
+    void nf4_with_fp8_model_near_nf4() {
+        const fs::path dir = fixtures() / "models" / "llama";
+        const PackedBatch batch = batch_from_sequences(
+            read_json_file(dir / "sequences.json")["sequences"].get<std::vector<std::vector<int32_t>>>());
+        const PeftAdapter a = read_peft_adapter(dir / "adapter", load_model_config(dir));
+        auto grads = [&](bool fp8, CheckpointPolicy p) {
+            CpuModel m = CpuModel::load(dir, a.config, 3, 64, p, true, fp8);
+            if (!m.config().quantization.four_bit || m.config().quantization.fp8 != fp8)
+                throw std::runtime_error("the model does not hold what was asked");
+            m.set_lora(a.tensors);
+            m.zero_grads();
+            const double loss = m.forward_backward(batch, float(1.0 / batch.num_label_tokens), 0);
+            std::vector<float> g;
+            for (const auto& prm : m.lora_params()) g.insert(g.end(), prm.grad.begin(), prm.grad.end());
+            return std::pair{loss, g};
+        };
+        const auto [l16, g16] = grads(false, CheckpointPolicy::Off);
+        const auto [l8, g8] = grads(true, CheckpointPolicy::Off);
+        const auto [l8r, g8r] = grads(true, CheckpointPolicy::Recompute);
+        QVERIFY(std::isfinite(l8));
+        QVERIFY2(std::fabs(l8 - l16) <= 0.02 * l16, qPrintable(QString("loss %1 vs %2").arg(l8).arg(l16)));
+        double d2 = 0, r2 = 0;
+        for (size_t i = 0; i < g16.size(); ++i) {
+            d2 += (double(g8[i]) - g16[i]) * (double(g8[i]) - g16[i]);
+            r2 += double(g16[i]) * g16[i];
+        }
+        const double rel = std::sqrt(d2 / r2);
+        qInfo("nf4 + FP8 vs nf4 LoRA grads: relative L2 %.3g; loss %.6f vs %.6f", rel, l8, l16);
+        QVERIFY(rel <= 0.25 && rel > 1e-5);
+        QCOMPARE(l8r, l8);  // recompute dequantizes again: the same bits
+        QVERIFY(std::memcmp(g8r.data(), g8.data(), g8.size() * sizeof(float)) == 0);
+
+        const ModelConfig q4 = with_quantization(load_model_config(dir));
+        LoraConfig lora;
+        const auto specs = lora_tensor_specs(q4, lora);
+        PlanTraits tr;
+        tr.act_bytes = 2;
+        const Dims d16 = make_dims(q4, lora, 64, 0, 64), d8 = make_dims(with_fp8(q4), lora, 64, 0, 64);
+        const ModelPlan p16 = make_plan(d16, specs, lora_index_of(specs, d16.L), CheckpointPolicy::Off, tr);
+        const ModelPlan p8 = make_plan(d8, specs, lora_index_of(specs, d8.L), CheckpointPolicy::Off, tr, {0, true});
+        QCOMPARE(p8.weights.size(), p16.weights.size());  // resident transposes are not made for 4-bit weights
+        QVERIFY(!p8.fp8_transposed);
+        QVERIFY(p16.dequant >= 0 && p16.fp8_w < 0);
+        QVERIFY(p8.dequant < 0 && p8.fp8_w >= 0 && p8.fp8_wt >= 0);
+    }
+
     // The plan holds a byte per weight (rows padded to 128 columns) plus a scale per 128x128 block instead of the
     // backend's float, exactly.
     void plan_counts_one_byte_per_weight() {
@@ -686,27 +789,13 @@ private slots:
     }
 
     void refusals() {
-        // FP8 and 4-bit exclude each other, in the run config and at the model.
         RunConfig c;
         c.model = "m";
         c.output_dir = "o";
         c.data.dataset = "d.jsonl";
         c.precision = Precision::Fp8;
         c.quantization = Quantization::Nf4;
-        try {
-            validate_run_config(c);
-            QFAIL("fp8 + nf4 accepted");
-        } catch (const Error& e) {
-            QCOMPARE(e.category(), ErrorCategory::InvalidInput);
-            QVERIFY(std::string(e.what()).find("precision") != std::string::npos);
-        }
-        const ModelConfig cfg = load_model_config(fixtures() / "models" / "llama");
-        try {
-            (void)with_fp8(with_quantization(cfg));
-            QFAIL("fp8 of a 4-bit config accepted");
-        } catch (const Error& e) {
-            QCOMPARE(e.category(), ErrorCategory::Unsupported);
-        }
+        validate_run_config(c);  // FP8 GEMMs on 4-bit weights: accepted (nf4_with_fp8_model_near_nf4)
         // Mixture of experts: not FP8 yet, said so when the model is built.
         LoraConfig lora;
         try {

@@ -1124,10 +1124,9 @@ private slots:
         QVERIFY(!nlohmann::json(other.config()).contains("precision"));  // the default is not written
     }
 
-    // FP8 and 4-bit exclude each other: choosing one disables the other's item with why; a 4-bit checkpoint
-    // (QLoRA) disables FP8 too, and the user's FP8 returns with the next float model. A config the engine refuses
-    // (a hand-written one) marks both fields.
-    void trainPagePrecisionExcludesFourBit() {
+    // FP8 goes with 4-bit base weights (dequantized straight to FP8 per GEMM): both items stay allowed whichever
+    // is chosen, config() carries both, and a 4-bit checkpoint keeps the user's FP8.
+    void trainPagePrecisionWithFourBit() {
         TrainPage page;
         QSignalSpy checked(&page, &TrainPage::gpuChecked);
         QTRY_COMPARE_WITH_TIMEOUT(checked.count(), 1, kWaitMs);
@@ -1138,56 +1137,31 @@ private slots:
         QVERIFY(itemAllowed(precision, "fp8") && itemAllowed(quantization, "nf4"));
 
         precision->setCurrentIndex(precision->findData(QStringLiteral("fp8")));
-        QVERIFY(!itemAllowed(quantization, "nf4"));
-        QVERIFY(itemAllowed(quantization, "none"));
-        QVERIFY2(itemTip(quantization, "nf4").contains("Not with Precision FP8"),
-                 qPrintable(itemTip(quantization, "nf4")));
-        // The keyboard passes over the disabled item: the user cannot build fp8 + nf4.
-        QTest::keyClick(quantization, Qt::Key_Down);
-        QCOMPARE(quantization->currentData().toString(), QStringLiteral("none"));
-        QCOMPARE(page.config().quantization, Quantization::None);
-        QVERIFY(!quantization->property("invalid").toBool());
-
-        precision->setCurrentIndex(precision->findData(QStringLiteral("bf16")));
         QVERIFY(itemAllowed(quantization, "nf4"));
-        QVERIFY(itemTip(quantization, "nf4").isEmpty());
         quantization->setCurrentIndex(quantization->findData(QStringLiteral("nf4")));
-        QVERIFY(!itemAllowed(precision, "fp8"));
-        QVERIFY2(itemTip(precision, "fp8").contains("Not with Base weights 4-bit (QLoRA)"),
-                 qPrintable(itemTip(precision, "fp8")));
-        QTest::keyClick(precision, Qt::Key_Down);
-        QCOMPARE(precision->currentData().toString(), QStringLiteral("bf16"));
-        quantization->setCurrentIndex(quantization->findData(QStringLiteral("none")));
         QVERIFY(itemAllowed(precision, "fp8"));
+        QCOMPARE(page.config().precision, Precision::Fp8);
+        QCOMPARE(page.config().quantization, Quantization::Nf4);
+        QVERIFY(!precision->property("invalid").toBool());
+        QVERIFY(!quantization->property("invalid").toBool());
+        QTRY_VERIFY_WITH_TIMEOUT(child<QPushButton>(&page, "trainButton")->isEnabled(), kWaitMs);
 
-        // A 4-bit checkpoint trains as QLoRA: bf16, FP8 not offered, config() bf16; FP8 returns with a float model.
-        precision->setCurrentIndex(precision->findData(QStringLiteral("fp8")));
+        // A 4-bit checkpoint: "from the checkpoint", FP8 kept; a float model gets the user's nf4 back.
         page.setModel(fixture("models/llama-nf4"), true);
-        QCOMPARE(precision->currentData().toString(), QStringLiteral("bf16"));
-        QVERIFY(!itemAllowed(precision, "fp8"));
-        QVERIFY2(itemTip(precision, "fp8").contains("checkpoint is 4-bit"), qPrintable(itemTip(precision, "fp8")));
-        QCOMPARE(page.config().precision, Precision::Bf16);
-        QCOMPARE(page.config().quantization, Quantization::None);
-        page.setModel(m_demo, true);
         QCOMPARE(precision->currentData().toString(), QStringLiteral("fp8"));
         QVERIFY(itemAllowed(precision, "fp8"));
         QCOMPARE(page.config().precision, Precision::Fp8);
-
-        // Reopened settings the engine refuses: both fields marked, Train blocked, in the page's words.
-        RunConfig c = page.config();
-        c.quantization = Quantization::Nf4;
-        page.setConfig(c);
-        QVERIFY(precision->property("invalid").toBool());
-        QVERIFY(quantization->property("invalid").toBool());
-        QVERIFY2(page.blockedReason().startsWith("Precision: fp8 cannot be combined with Base weights: 4-bit (QLoRA)"),
-                 qPrintable(page.blockedReason()));
-        QVERIFY(!child<QPushButton>(&page, "trainButton")->isEnabled());
-        precision->setCurrentIndex(precision->findData(QStringLiteral("bf16")));  // either fixes it
-        QVERIFY(!precision->property("invalid").toBool());
-        QVERIFY(!quantization->property("invalid").toBool());
+        page.setModel(m_demo, true);
+        QCOMPARE(precision->currentData().toString(), QStringLiteral("fp8"));
         QCOMPARE(page.config().quantization, Quantization::Nf4);
-        QVERIFY(!itemAllowed(precision, "fp8"));
-        QTRY_VERIFY_WITH_TIMEOUT(child<QPushButton>(&page, "trainButton")->isEnabled(), kWaitMs);
+
+        // A reopened fp8 + nf4 config shows both, unmarked.
+        RunConfig c = page.config();
+        precision->setCurrentIndex(precision->findData(QStringLiteral("bf16")));
+        page.setConfig(c);
+        QCOMPARE(precision->currentData().toString(), QStringLiteral("fp8"));
+        QCOMPARE(quantization->currentData().toString(), QStringLiteral("nf4"));
+        QVERIFY(!precision->property("invalid").toBool());
     }
 
     // "Longest sample that fits with these settings": computed off the GUI thread, never stale, "cannot tell"
@@ -1471,12 +1445,6 @@ private slots:
         QCOMPARE(inScreenWords("memory.host_budget_gib: -1.000000 must be 0"),
                  QStringLiteral("Pinned host memory: -1.000000 must be 0"));
         // Precision's flag and key the same way.
-        QCOMPARE(
-            inScreenWords("precision: fp8 cannot be combined with quantization nf4 (FP8 stores the base weights "
-                          "in 8 bits itself); choose precision bf16 for QLoRA, or quantization none for FP8"),
-            QStringLiteral("Precision: fp8 cannot be combined with Base weights: 4-bit (QLoRA) on the Train page "
-                           "(FP8 stores the base weights in 8 bits itself); choose Precision: 16-bit (bf16) on the "
-                           "Train page for QLoRA, or Base weights: 16-bit (as stored) on the Train page for FP8"));
         QCOMPARE(inScreenWords("precision: 'fp4' is unknown; use bf16 or fp8"),
                  QStringLiteral("Precision: 'fp4' is unknown; use bf16 or fp8"));
         QCOMPARE(inScreenWords("try --precision fp8"),

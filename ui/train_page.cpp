@@ -25,7 +25,6 @@
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QSpinBox>
-#include <QStandardItemModel>
 #include <QStandardPaths>
 #include <QVBoxLayout>
 
@@ -145,16 +144,9 @@ QString precisionExplanation(const QString& choice) {
 QString precisionToolTip() {
     return QObject::tr(
         "The base model's matrix multiplications: 16-bit (bf16), or FP8 on the GPU's FP8 tensor cores (the frozen "
-        "base weights in 8 bits, about 1.4x faster on Hopper). The LoRA adapter trains in bf16 either way. Not "
-        "with 4-bit (QLoRA) base weights");
-}
-
-// Enables or disables one item of a combo (a disabled item cannot be picked); `why` is its tooltip while disabled.
-void setItemAllowed(QComboBox* combo, int index, bool allowed, const QString& why) {
-    if (index < 0) return;
-    auto* model = qobject_cast<QStandardItemModel*>(combo->model());
-    if (QStandardItem* item = model ? model->item(index) : nullptr) item->setEnabled(allowed);
-    combo->setItemData(index, allowed ? QVariant() : QVariant(why), Qt::ToolTipRole);
+        "base weights in 8 bits; about 1.2-1.3x faster on Hopper for 8B-class models, little for small ones). With "
+        "4-bit (QLoRA) base weights, FP8 dequantizes them straight to 8 bits for each multiplication. The LoRA "
+        "adapter trains in bf16 either way");
 }
 
 // A field's own tooltip; while it is marked invalid the mark's reason stays shown and this one waits.
@@ -809,7 +801,6 @@ RunConfig TrainPage::config() const {
     c.quantization = quantization == kFromCheckpoint
                          ? m_base.quantization  // the model is 4-bit anyway; the user's choice waits for the next
                          : parse_quantization(quantization.toStdString()).value_or(Quantization::None);
-    // bf16 for a 4-bit checkpoint (QLoRA); the user's choice waits in m_base.precision for the next float model.
     c.precision = parse_precision(m_precision->currentData().toString().toStdString()).value_or(Precision::Bf16);
     // The boxes round to their decimals: a reopened value shown rounded stays exact until its box changes.
     c.training.checkpoint_minutes = exactOr(m_checkpointMinutes, m_base.training.checkpoint_minutes);
@@ -902,21 +893,15 @@ void TrainPage::updateQuantizationChoice() {
             // Kept for the next float model (config() reports it meanwhile).
             m_base.quantization =
                 parse_quantization(m_quantization->currentData().toString().toStdString()).value_or(Quantization::None);
-            m_base.precision =
-                parse_precision(m_precision->currentData().toString().toStdString()).value_or(Precision::Bf16);
             m_quantization->addItem(tr("4-bit (from the checkpoint)"), kFromCheckpoint);
         }
         m_quantization->setCurrentIndex(m_quantization->findData(kFromCheckpoint));
         m_quantization->setEnabled(false);
-        const QSignalBlocker blockPrecision(m_precision);
-        selectPrecision(Precision::Bf16);  // QLoRA: not with FP8
         return;
     }
     if (fromCheckpoint >= 0) {
         m_quantization->removeItem(fromCheckpoint);
         selectOrAuto(m_quantization, quantization_name(m_base.quantization));
-        const QSignalBlocker blockPrecision(m_precision);
-        selectPrecision(m_base.precision);
     }
     m_quantization->setEnabled(true);
 }
@@ -924,22 +909,6 @@ void TrainPage::updateQuantizationChoice() {
 void TrainPage::selectPrecision(Precision p) {
     if (p == Precision::Fp8 && m_fp8Unsupported && !m_fp8Unsupported->isEmpty()) p = Precision::Bf16;
     selectOrAuto(m_precision, precision_name(p));
-}
-
-void TrainPage::updatePrecisionExclusion() {
-    const QString quantization = m_quantization->currentData().toString();
-    const bool fp8 = m_precision->currentData().toString() == engineName(precision_name(Precision::Fp8));
-    setItemAllowed(m_quantization, m_quantization->findData(engineName(quantization_name(Quantization::Nf4))), !fp8,
-                   tr("Not with Precision FP8, which holds the base weights in 8 bits itself: choose Precision "
-                      "16-bit (bf16) for QLoRA"));
-    const bool fourBit =
-        quantization == engineName(quantization_name(Quantization::Nf4)) || quantization == kFromCheckpoint;
-    setItemAllowed(m_precision, m_precision->findData(engineName(precision_name(Precision::Fp8))), !fourBit,
-                   quantization == kFromCheckpoint
-                       ? tr("Not with this model: its checkpoint is 4-bit, so it trains as QLoRA, which FP8 cannot "
-                            "be combined with")
-                       : tr("Not with Base weights 4-bit (QLoRA): FP8 holds the base weights in 8 bits itself; "
-                            "choose Base weights 16-bit (as stored) for FP8"));
 }
 
 void TrainPage::setFp8Support(const QString& unsupportedReason) {
@@ -1128,7 +1097,6 @@ void TrainPage::updateWarnings() {
 
 void TrainPage::onFieldsChanged() {
     if (m_filling) return;
-    updatePrecisionExclusion();
     m_epochs->setEnabled(m_maxSteps->value() == 0);
     m_warmupRatio->setEnabled(m_warmup->value() == 0);                            // warmup steps win (HF's rule)
     m_validationShare->setEnabled(m_validationFile->text().trimmed().isEmpty());  // a file wins

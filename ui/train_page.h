@@ -33,10 +33,8 @@
 //  - Precision (RunConfig::precision): 16-bit (bf16) or FP8 (the frozen base weights in 8 bits, base GEMMs on FP8
 //    tensor cores). Offered only where fp8_unsupported_reason(system_info()) is empty (asked once, off the GUI
 //    thread, with the cuda check; setFp8Support): until then and elsewhere the combo is disabled, the reason in its
-//    tooltip, like cuda's (a reopened fp8 config shows bf16 there). FP8 and 4-bit exclude each other (the engine
-//    refuses fp8 + nf4): choosing one disables the other's item, its tooltip saying why. A pre-quantized model
-//    trains as QLoRA, so it shows bf16 and config() writes bf16; the user's choice waits in m_base.precision for the
-//    next float model, as the base-weights choice does.
+//    tooltip, like cuda's (a reopened fp8 config shows bf16 there). FP8 goes with either base-weights choice and
+//    with a pre-quantized model (its 4-bit weights are dequantized straight to FP8 before each GEMM).
 //  - "Longest sample that fits": longest_context (a binary search over estimate_memory) on a worker, started
 //    with the estimate and dropped when stale like it. The settings it overrides (batch tokens, max seq len,
 //    gradient accumulation) and the run folder do not restart it: m_longestKey is the rest of the config.
@@ -151,7 +149,6 @@ private:
     // Selects `p` where it can be chosen (bf16 where FP8 is known to be unavailable).
     void selectPrecision(tandem::Precision p);
     // FP8 and 4-bit exclude each other: disables the conflicting item of each combo, with why as its tooltip.
-    void updatePrecisionExclusion();
     void updateTrainButton();
     void updateExplanations();
     void chooseRunsFolder();

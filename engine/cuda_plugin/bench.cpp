@@ -943,7 +943,11 @@ int run_cuda_bench(const CudaBenchOptions& o) {
                     ? (" (MLP buffers kept in " + std::to_string(o.keep_mlp_layers) + " layers, offloaded in " +
                        std::to_string(o.offload_mlp_layers) + ")").c_str()
                     : "",
-                o.quantization == "nf4" ? "4-bit nf4" : o.precision == "fp8" ? (o.fp8_transposed ? "fp8 (block-scaled GEMMs, transposes resident)" : "fp8 (block-scaled GEMMs)") : "bf16");
+                o.quantization == "nf4"
+                    ? (o.precision == "fp8" ? "4-bit nf4, dequantized to fp8 for block-scaled GEMMs" : "4-bit nf4")
+                : o.precision == "fp8"
+                    ? (o.fp8_transposed ? "fp8 (block-scaled GEMMs, transposes resident)" : "fp8 (block-scaled GEMMs)")
+                    : "bf16");
     std::printf("  steps           %d warmup + %d timed\n", o.warmup, o.steps);
     std::printf("  throughput      %.0f tokens/s, %.3f steps/s\n", tokens_per_s, 1e3 / step);
     std::printf("  step            %8.2f ms mean (median %.2f, min %.2f, max %.2f)\n", step, median(step_ms),

@@ -394,10 +394,6 @@ ModelConfig with_quantization(ModelConfig config) {
 }
 
 ModelConfig with_fp8(ModelConfig config) {
-    if (config.quantization.four_bit)
-        throw_unsupported("precision fp8: this model's projections are 4-bit (" +
-                          std::string(config.quantization.prequantized ? "a *-bnb-4bit checkpoint" : "QLoRA") +
-                          "); FP8 training needs a float checkpoint: use precision bf16 with it");
     config.quantization.fp8 = true;
     return config;
 }

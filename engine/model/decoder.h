@@ -274,6 +274,8 @@ public:
     float* f8_scales = nullptr;
     uint8_t* f8_wt = nullptr;
     float* f8_wt_scales = nullptr;
+    uint8_t* f8_w = nullptr;  // a 4-bit slot dequantized to FP8 for its forward GEMM (quantization nf4)
+    float* f8_w_scales = nullptr;
     Act* f8_tail = nullptr;  // [16, max(OUT, IN)] the tail GEMM's output (core/fp8.h)
     // What f8_codes holds while a SharedInput scope is open (several projections of one input): that input.
     const Act* f8_held = nullptr;
@@ -314,7 +316,8 @@ public:
         const int T = rows < 0 ? step.T : rows, IN = d.in_of(m), OUT = d.out_of(m);
         if (d.fp8) {
             fp8_input(inp, T, IN);
-            B::fp8_matmul(out, f8_codes, f8_scales, w.f8[m].codes, w.f8[m].scales, w.b[m], T, IN, OUT, 0.0f, f8_tail);
+            const Fp8Ref f = fp8_weight(l, m);
+            B::fp8_matmul(out, f8_codes, f8_scales, f.codes, f.scales, w.b[m], T, IN, OUT, 0.0f, f8_tail);
         } else {
             B::matmul_forward(out, inp, base_weight(l, m), w.b[m], T, IN, OUT);
         }
@@ -340,6 +343,14 @@ public:
     }
     Act* tmp_rows(int l, int m, int r0) { return acts[size_t(l)].lora_tmp[m] + int64_t(r0) * d.R; }
 
+    // FP8: the weight of module m of layer l for the forward GEMM: the stored one, or a 4-bit one dequantized
+    // straight to FP8 into f8_w (again for every use, as base_weight does in bf16).
+    Fp8Ref fp8_weight(int l, int m) {
+        const LayerWeights<B>& w = layers[size_t(l)];
+        if (w.f8[m].codes) return w.f8[m];
+        B::dequantize_4bit_fp8(f8_w, f8_w_scales, w.q[m], w.q_first[m], d.out_of(m), d.in_of(m), false);
+        return Fp8Ref{f8_w, f8_w_scales, d.out_of(m), d.in_of(m)};
+    }
     // FP8: inp[rows,K] quantized into f8_codes / f8_scales, unless an open SharedInput scope holds it already.
     void fp8_input(const Act* inp, int rows, int K) {
         if (f8_share && f8_held == inp && f8_held_rows == rows && f8_held_k == K) return;
@@ -385,7 +396,11 @@ public:
             if (ft.codes) {  // resident (made once at load: transpose_fp8_weights)
                 B::fp8_matmul(dinp, f8_codes, f8_scales, ft.codes, ft.scales, nullptr, T, OUT, IN, 1.0f, f8_tail);
             } else {
-                B::fp8_transpose(f8_wt, f8_wt_scales, f.codes, f.scales, OUT, IN);
+                if (f.codes)
+                    B::fp8_transpose(f8_wt, f8_wt_scales, f.codes, f.scales, OUT, IN);
+                else  // 4-bit: dequantized straight into the transposed layout
+                    B::dequantize_4bit_fp8(f8_wt, f8_wt_scales, layers[size_t(l)].q[m], layers[size_t(l)].q_first[m],
+                                           OUT, IN, true);
                 B::fp8_matmul(dinp, f8_codes, f8_scales, f8_wt, f8_wt_scales, nullptr, T, OUT, IN, 1.0f, f8_tail);
             }
         } else {

@@ -130,7 +130,6 @@ Dims make_dims(const ModelConfig& cfg, const LoraConfig& lora, int max_tokens, i
     }
     const WeightQuantization& wq = cfg.quantization;
     if (wq.fp8) {
-        if (wq.four_bit) throw_unsupported(cfg.architecture + ": precision fp8 with 4-bit weights");
         if (d.E > 0)
             throw_unsupported(cfg.architecture + ": precision fp8 covers dense models; the experts of a mixture-of-"
                                                  "experts model are not FP8 yet: use precision bf16");
@@ -283,7 +282,7 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         for (int j = 0; j < M; ++j) y.mlp_offload_index[size_t(y.mlp_offloaded[size_t(j)])] = j;
     }
     auto offload_j = [&](size_t l) { return M > 0 ? y.mlp_offload_index[l] : -1; };
-    y.fp8_transposed = d.fp8 && options.fp8_transposed;
+    y.fp8_transposed = d.fp8 && options.fp8_transposed && d.quant4.empty();  // 4-bit weights: transposed per GEMM
     const size_t T = size_t(d.T);
     auto act = [&](size_t n) { return n * tr.act_bytes; };
     auto f32 = [](size_t n) { return n * sizeof(float); };
@@ -319,14 +318,7 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                 const int pi4 = pr.feeds.at(0) == kDown ? 1 : 0;
                 h.mx_codes[pi4] = y.weights.reserve(size_t(n / 2), p + pr.target + " (MXFP4 codes)");
                 h.mx_scales[pi4] = y.weights.reserve(size_t(n / kMxfp4Block), p + pr.target + " (MXFP4 scales)");
-            } else if (d.fp8 && pr.experts == 0) {
-                const int64_t inp = fp8_padded(pr.in);
-                f8.out = pr.out;
-                f8.in = pr.in;
-                f8.codes = y.weights.reserve(size_t(pr.out * inp), p + pr.target + " (FP8 codes)");
-                f8.scales = y.weights.reserve(f32(size_t(fp8_blocks(pr.out) * fp8_scale_ld(pr.in))),
-                                              p + pr.target + " (FP8 block scales)");
-            } else if (d.quantized(l, pi)) {
+            } else if (d.quantized(l, pi)) {  // 4-bit (with precision fp8 too: dequantized to FP8 per GEMM)
                 const int64_t blocks = quant4_blocks(n, d.quant_blocksize);
                 q.n = n;
                 q.out = pr.out;
@@ -338,6 +330,13 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                                                         p + pr.target + " nested absmax");
                 q.consts = y.weights.reserve(f32(kQuant4Consts), p + pr.target + " code tables");
                 y.quant_max_blocks = std::max(y.quant_max_blocks, blocks);
+            } else if (d.fp8 && pr.experts == 0) {
+                const int64_t inp = fp8_padded(pr.in);
+                f8.out = pr.out;
+                f8.in = pr.in;
+                f8.codes = y.weights.reserve(size_t(pr.out * inp), p + pr.target + " (FP8 codes)");
+                f8.scales = y.weights.reserve(f32(size_t(fp8_blocks(pr.out) * fp8_scale_ld(pr.in))),
+                                              p + pr.target + " (FP8 block scales)");
             } else {
                 w = y.weights.reserve(act(size_t(n)), p + pr.target);
             }
@@ -589,7 +588,7 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
                     for (int slot : projs[pi].feeds)
                         most = std::max(most, size_t(d.out_of(slot)) * size_t(d.in_of(slot)));
         }
-        if (most > 0) y.dequant = y.work.reserve(act(most), "4-bit weight, dequantized");
+        if (most > 0 && !d.fp8) y.dequant = y.work.reserve(act(most), "4-bit weight, dequantized");
         // The CUDA load quantizes through this arena: the fp32 absmax of one tensor plus chunks of it.
         const size_t stage = round_up(int64_t(y.quant_max_blocks) * 4, 256) + kQuant4StageBytes;
         if (y.work.size() < stage) y.work.reserve(stage - y.work.size(), "4-bit load staging");
@@ -607,6 +606,22 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         y.fp8_act = y.work.reserve(size_t(rows * k_most), "FP8 GEMM input (codes)");
         y.fp8_act_scales = y.work.reserve(f32(size_t(rows * (k_most / kFp8Block))), "FP8 GEMM input (scales)");
         y.fp8_tail = y.work.reserve(act(size_t(kFp8RowAlign * n_most)), "FP8 GEMM tail rows (output)");
+        // A 4-bit slot dequantized straight to FP8 for its forward GEMM (its transpose for the input gradient goes
+        // into the transposed weight's piece).
+        int64_t q_codes = 0, q_scales = 0;
+        for (int l = 0; l < d.L; ++l) {
+            const std::vector<ProjectionSpec>& projs = d.projections_of(l);
+            for (size_t pi = 0; pi < projs.size(); ++pi)
+                if (d.quantized(l, pi))
+                    for (int slot : projs[pi].feeds) {
+                        q_codes = std::max(q_codes, int64_t(d.out_of(slot)) * fp8_padded(d.in_of(slot)));
+                        q_scales = std::max(q_scales, fp8_blocks(d.out_of(slot)) * fp8_scale_ld(d.in_of(slot)));
+                    }
+        }
+        if (q_codes > 0) {
+            y.fp8_w = y.work.reserve(size_t(q_codes), "4-bit weight as FP8 (codes)");
+            y.fp8_w_scales = y.work.reserve(f32(size_t(q_scales)), "4-bit weight as FP8 (scales)");
+        }
         if (!y.fp8_transposed) {  // else every slot's W^T is in the weights arena
             y.fp8_wt = y.work.reserve(size_t(wt_bytes), "FP8 weight, transposed (codes)");
             y.fp8_wt_scales = y.work.reserve(f32(size_t(wt_scales)), "FP8 weight, transposed (scales)");

@@ -80,7 +80,8 @@ struct Dims {
     bool quant_nested = true;
     // FP8 base GEMMs (precision fp8, core/fp8.h): every projection is FP8 codes + 128x128 block scales, its
     // input quantized per row and 128 columns before the forward GEMM and its output gradient before the
-    // input-gradient GEMM (against the weight transposed into a work piece). Dense models only.
+    // input-gradient GEMM (against the weight transposed into a work piece). Dense models only. With 4-bit
+    // projections (quant4) those stay 4-bit and are dequantized straight to FP8 before each of their GEMMs.
     bool fp8 = false;
 
     // Mixture of experts (E = 0: a dense model). moe[l] = 1 where layer l's MLP is a router over E experts of
@@ -305,7 +306,8 @@ struct ModelPlan {
     // FP8 models: a GEMM's quantized input (codes [T, Kp] + scales [Kp/128, T] for the widest input or output
     // gradient) and one slot's weight transposed (codes [IN, OUTp] + scales) for the input gradient.
     // fp8_tail: the output of the 16-row tail GEMM when a batch's rows are not a multiple of 16 (core/fp8.h).
-    int fp8_act = -1, fp8_act_scales = -1, fp8_wt = -1, fp8_wt_scales = -1, fp8_tail = -1;
+    // fp8_w: a 4-bit slot dequantized to FP8 for its forward GEMM (precision fp8 with quantization nf4).
+    int fp8_act = -1, fp8_act_scales = -1, fp8_wt = -1, fp8_wt_scales = -1, fp8_tail = -1, fp8_w = -1, fp8_w_scales = -1;
     int moe_aux = -1;             // the load-balancing loss: stats [2E] + the probabilities' gradient [E], fp32
     int mx_dequant = -1;          // Dims::mxfp4: one expert parameter dequantized, [E, out, in] act
     int mlp_rows = 0;             // rows of one MLP chunk (= max_tokens when the MLP is not chunked)

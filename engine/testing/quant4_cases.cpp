@@ -5,7 +5,8 @@
 // sub-ranges (the fast and the per-element path); the quantization kernels against their CPU twins (codes may
 // differ only next to a decision threshold, where the GPU's approximate reciprocal and the CPU's exact one can
 // round apart); and, with a fixtures folder, against bitsandbytes' own CUDA output (tests/fixtures/nf4): bit
-// for bit. Every case name starts "nf4 " (bench/gpu_checks.sh runs them under compute-sanitizer by that filter).
+// for bit; dequantize_4bit_fp8 (in the op table, generator gen_dequantize_4bit_fp8) exactly equal to its CPU
+// twin in both layouts. Every case name starts "nf4 " (bench/gpu_checks.sh runs them under compute-sanitizer by that filter).
 #include "testing/harness.h"
 
 #if TANDEM_WITH_CUDA
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "core/fp8.h"
 #include "kernels/cpu/nf4.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/nf4.h"
@@ -224,6 +226,25 @@ void bnb_case(Check& c, const fs::path& dir, const nlohmann::json& meta) {
     c.tensor("nested absmax", get(d_nested), q.nested_absmax, kTolExact);
 }
 
+// dequantize_4bit_fp8 (FP8 GEMMs on 4-bit weights): the slot [OUT, IN] from element `first` of a tensor with
+// room around it, codes and scales (either layout) exactly equal to the CPU twin's.
+void dequantize_fp8_case(Check& c, int OUT, int IN, int64_t first, bool nested, bool transposed) {
+    const Q4 q = cpu_quantized(c, first + int64_t(OUT) * IN + 64, nested);
+    const int64_t ncodes = transposed ? int64_t(IN) * fp8_padded(OUT) : int64_t(OUT) * fp8_padded(IN);
+    const int64_t nscales = transposed ? fp8_blocks(IN) * fp8_scale_ld(OUT) : fp8_blocks(OUT) * fp8_scale_ld(IN);
+    std::vector<uint8_t> codes(size_t(ncodes), 0xAA);
+    std::vector<float> scales(size_t(nscales), -1.0f);
+    cpu::dequantize_4bit_fp8(codes.data(), scales.data(), q.ref(false), first, OUT, IN, transposed);
+    const auto d_codes = poisoned<uint8_t>(ncodes);
+    const auto d_scales = poisoned<float>(nscales);
+    cuda::dequantize_4bit_fp8(d_codes.p(), d_scales.p(), q.ref(true), first, OUT, IN, transposed);
+    const std::vector<uint8_t> got = get_u8(d_codes.p(), ncodes);
+    int64_t diff = 0;
+    for (size_t i = 0; i < codes.size(); ++i) diff += got[i] != codes[i];
+    c.result("codes", double(diff), kTolExact, std::to_string(diff) + " of " + std::to_string(ncodes) + " differ");
+    c.tensor("scales", get(d_scales), scales, kTolExact);
+}
+
 }  // namespace
 
 // Outside the op table (the 4-bit base weights are dequantized by the CUDA runtime before the GEMMs). A single
@@ -242,6 +263,24 @@ void gen_nf4(CaseList& cs) {
     const nlohmann::json all = read_json_file(dir / "cases.json");
     for (const auto& meta : all.at("cases"))
         cs.add("nf4 bitsandbytes " + meta.at("name").get<std::string>(), [=](Check& c) { bnb_case(c, dir, meta); });
+}
+
+// In the op table (FP8 GEMMs on 4-bit weights): sizes that are and are not multiples of the 128x128 block, a
+// slot that starts inside the tensor (a fused projection's rows: the 8-element path), IN not a multiple of 8 and
+// an odd start (the per-element path), one row, one column; both absmax forms; both layouts.
+void gen_dequantize_4bit_fp8(CaseList& cs) {
+    struct S {
+        int OUT, IN;
+        int64_t first;
+        bool nested;
+    };
+    for (const S& s : {S{300, 352, 0, true}, S{256, 1024, 128 * 1024, true}, S{128, 384, 0, false},
+                       S{37, 100, 0, true}, S{130, 200, 7, false}, S{1, 128, 64, true}, S{200, 1, 0, true}})
+        for (bool t : {false, true})
+            cs.add("nf4 dequantize_4bit_fp8 " + std::to_string(s.OUT) + "x" + std::to_string(s.IN) + " from " +
+                       std::to_string(s.first) + (s.nested ? " double-quant" : " fp32 absmax") +
+                       (t ? " transposed" : ""),
+                   [=](Check& c) { dequantize_fp8_case(c, s.OUT, s.IN, s.first, s.nested, t); });
 }
 
 }  // namespace tandem::testing

@@ -339,7 +339,8 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
     // input-gradient GEMM (a weight's worth of bytes for a few percent of the step; after the MLP buffers, which
     // buy more per byte).
     config.memory.fp8_transposed = false;
-    if (fits(chosen) && config.precision == Precision::Fp8) {
+    if (fits(chosen) && config.precision == Precision::Fp8 && config.quantization != Quantization::Nf4 &&
+        !mc.quantization.four_bit) {  // 4-bit weights are transposed as they are dequantized
         RunConfig c = config;
         c.memory.fp8_transposed = true;
         const CudaMemoryPlan t = CudaModel::plan(mc, config.lora, options_for(c));

@@ -181,9 +181,6 @@ void validate_run_config(const RunConfig& c) {
     if (c.schema_version != kRunConfigSchemaVersion)
         throw_invalid("schema_version: " + std::to_string(c.schema_version) + " is not supported; this Tandem reads " +
                       std::to_string(kRunConfigSchemaVersion));
-    if (c.precision == Precision::Fp8 && c.quantization == Quantization::Nf4)
-        throw_invalid("precision: fp8 cannot be combined with quantization nf4 (FP8 stores the base weights in 8 bits "
-                      "itself); choose precision bf16 for QLoRA, or quantization none for FP8");
     if (!c.devices.empty()) {
         if (c.devices.size() > 16) throw_invalid("devices: at most 16 GPUs, got " + std::to_string(c.devices.size()));
         for (const int d : c.devices)

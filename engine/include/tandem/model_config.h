@@ -46,8 +46,9 @@ struct RopeScaling {
 // with_quantization() when Tandem quantizes a float checkpoint at load.
 struct WeightQuantization {
     bool four_bit = false;           // the projections are 4-bit in memory
-    // The projections are FP8 E4M3 in memory with one scale per 128x128 block, quantized at load
-    // (RunConfig::precision fp8, with_fp8(); core/fp8.h). Never together with four_bit.
+    // The base GEMMs run in FP8 E4M3 with one scale per 128x128 block of the weight (RunConfig::precision fp8,
+    // with_fp8(); core/fp8.h): float projections are held so from load; with four_bit the projections stay
+    // 4-bit and are dequantized straight to FP8 before each GEMM.
     bool fp8 = false;
     bool prequantized = false;       // and the checkpoint already stores them so
     std::string quant_type = "nf4";  // nf4 | fp4 (fp4: pre-quantized checkpoints only)
@@ -162,8 +163,8 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
 // QLoRA and bitsandbytes' defaults use). A pre-quantized config is returned unchanged.
 ModelConfig with_quantization(ModelConfig config);
 
-// `config` with its projections held in FP8 at load (precision fp8). A 4-bit config is refused
-// (Error{Unsupported}): FP8 quantizes float weights.
+// `config` with its base GEMMs in FP8 (precision fp8): float projections held in FP8 from load; 4-bit ones
+// (QLoRA, a pre-quantized checkpoint) stay 4-bit and are dequantized straight to FP8 before each GEMM.
 ModelConfig with_fp8(ModelConfig config);
 
 // Tensor names and shapes the config implies (HF naming: "model.layers.0.self_attn.q_proj.weight").

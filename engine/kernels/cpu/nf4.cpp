@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp8.h"
+#include "kernels/cpu/fp8.h"
+#include "tandem/safetensors.h"  // f32_to_bf16, bf16_to_f32
 
 
 namespace tandem::cpu {
@@ -48,6 +51,24 @@ void dequantize_4bit(float* out, const Quant4Ref& w, int64_t first, int64_t coun
             out[e - first] = w.code[c] * a;
         }
     }
+}
+
+void dequantize_4bit_fp8(uint8_t* codes, float* scales, const Quant4Ref& w, int64_t first, int OUT, int IN,
+                         bool transposed) {
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK(OUT > 0 && IN > 0 && first >= 0 && first + int64_t(OUT) * IN <= w.n);
+    std::vector<float> v(size_t(OUT) * size_t(IN));
+    dequantize_4bit(v.data(), w, first, int64_t(v.size()));
+    for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+    if (!transposed) {
+        quantize_fp8_weight(codes, scales, v.data(), OUT, IN);
+        return;
+    }
+    std::vector<uint8_t> c(size_t(OUT) * size_t(fp8_padded(IN)));
+    std::vector<float> sc(size_t(fp8_blocks(OUT) * fp8_scale_ld(IN)));
+    quantize_fp8_weight(c.data(), sc.data(), v.data(), OUT, IN);
+    fp8_transpose(codes, scales, c.data(), sc.data(), OUT, IN);
 }
 
 void quantize_4bit(uint8_t* codes, float* absmax, const float* in, int64_t n, int blocksize) {

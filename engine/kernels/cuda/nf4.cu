@@ -7,6 +7,8 @@
 //    of 8 elements and the output is 16-byte aligned; 8 consecutive elements never straddle a block (the
 //    block sizes are multiples of 8), so a thread looks its block's absmax up once. Other ranges take a
 //    per-element path.
+//  - dequantize_4bit_fp8 (FP8 GEMMs on 4-bit weights) stages one 128x128 block's bf16 values in shared memory,
+//    so that one pass over the 4-bit codes gives the block's amax and either layout of the FP8 codes.
 //  - The quantization kernels reproduce bitsandbytes' arithmetic: block max, reciprocal with rcp.approx.ftz,
 //    scaled value with mul.ftz, then the NF4 thresholds (x > t picks the upper code) or the 8-bit binary search
 //    with fp32 midpoints. One warp per 4-bit block (2 elements per lane; blocksize 64), one 128-thread
@@ -17,6 +19,7 @@
 #include <cfloat>
 
 #include "core/check.h"
+#include "kernels/cuda/fp8.cuh"
 
 namespace tandem::cuda {
 
@@ -73,6 +76,89 @@ __global__ void dequantize1_kernel(bf16* out, Quant4Ref w, int64_t first, int64_
         const uint8_t byte = w.codes[e >> 1];
         const uint8_t c = (e & 1) ? uint8_t(byte & 0x0F) : uint8_t(byte >> 4);
         out[i] = __float2bfloat16_rn(w.code[c] * block_absmax(w, e / w.blocksize));
+    }
+}
+
+// dequantize_4bit_fp8: grid (fp8_padded(IN)/128, fp8_blocks(OUT)), 256 threads, one 128x128 block of the slot
+// [OUT, IN] (elements first + o * IN + i of the 4-bit tensor) each. Its values (code * absmax rounded to bf16:
+// dequantize_4bit's) go into a shared tile (zeros outside the slot), then the block's amax, then its codes in
+// the weight's layout or transposed (core/fp8.h). vec: 8 elements from one 32-bit load of codes (first and IN
+// multiples of 8, so 8 consecutive elements share a row and a 4-bit block).
+constexpr int kFp8TileLd = kFp8Block + 2;  // bf16 per tile row: rows 65 words apart (transposed reads)
+
+template <bool vec>
+__global__ void dequantize_fp8_kernel(uint8_t* codes, float* scales, Quant4Ref w, int64_t first, int OUT, int IN,
+                                      bool transposed) {
+    __shared__ float code[kQuant4Codes];
+    __shared__ bf16 tile[kFp8Block][kFp8TileLd];
+    __shared__ float part[8];
+    if (threadIdx.x < kQuant4Codes) code[threadIdx.x] = w.code[threadIdx.x];
+    __syncthreads();
+    const int cb = blockIdx.x, band = blockIdx.y;
+    const int r0 = band * kFp8Block, c0 = cb * kFp8Block;
+    const int rn = min(OUT - r0, kFp8Block), cn = min(IN - c0, kFp8Block);
+    float amax = 0.0f;
+    if (vec) {
+        for (int g = threadIdx.x; g < kFp8Block * kFp8Block / 8; g += blockDim.x) {
+            const int o = g / (kFp8Block / 8), i0 = g % (kFp8Block / 8) * 8;
+            __nv_bfloat162 v2[4];
+            if (o < rn && i0 < cn) {  // cn is a multiple of 8 here
+                const int64_t e = first + int64_t(r0 + o) * IN + c0 + i0;
+                const float a = block_absmax(w, e / w.blocksize);
+                const uint32_t bytes = *reinterpret_cast<const uint32_t*>(w.codes + (e >> 1));
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const uint32_t byte = (bytes >> (8 * k)) & 0xFF;
+                    v2[k] = __halves2bfloat162(__float2bfloat16_rn(code[byte >> 4] * a),
+                                               __float2bfloat16_rn(code[byte & 0x0F] * a));
+                    amax = amax_of(amax_of(amax, __low2float(v2[k])), __high2float(v2[k]));
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < 4; ++k) v2[k] = __float2bfloat162_rn(0.0f);
+            }
+#pragma unroll
+            for (int k = 0; k < 4; ++k) *reinterpret_cast<__nv_bfloat162*>(&tile[o][i0 + 2 * k]) = v2[k];
+        }
+    } else {
+        for (int t = threadIdx.x; t < kFp8Block * kFp8Block; t += blockDim.x) {
+            const int o = t / kFp8Block, i = t % kFp8Block;
+            bf16 b = __float2bfloat16_rn(0.0f);
+            if (o < rn && i < cn) {
+                const int64_t e = first + int64_t(r0 + o) * IN + c0 + i;
+                const uint8_t byte = w.codes[e >> 1];
+                b = __float2bfloat16_rn(code[(e & 1) ? (byte & 0x0F) : (byte >> 4)] * block_absmax(w, e / w.blocksize));
+                amax = amax_of(amax, __bfloat162float(b));
+            }
+            tile[o][i] = b;
+        }
+    }
+    const Fp8Scale s = fp8_scale_of(block256_amax(amax, part));  // its barrier also publishes the tile
+    auto code4 = [&](float a, float b, float c, float d) {
+        return uint32_t(e4m3x2(a * s.inv, b * s.inv)) | uint32_t(e4m3x2(c * s.inv, d * s.inv)) << 16;
+    };
+    if (!transposed) {
+        const int64_t INp = fp8_padded(IN), cols = INp / kFp8Block, ld = fp8_scale_ld(IN);
+        if (threadIdx.x == 0) scales[int64_t(band) * ld + cb] = s.scale;
+        if (cb == cols - 1 && threadIdx.x < ld - cols) scales[int64_t(band) * ld + cols + threadIdx.x] = 1.0f;
+        for (int t = threadIdx.x; t < kFp8Block * kFp8Block / 4; t += blockDim.x) {
+            const int o = t / (kFp8Block / 4), i = t % (kFp8Block / 4) * 4;
+            if (o >= rn) continue;
+            const bf16* v = &tile[o][i];
+            *reinterpret_cast<uint32_t*>(codes + int64_t(r0 + o) * INp + c0 + i) =
+                code4(__bfloat162float(v[0]), __bfloat162float(v[1]), __bfloat162float(v[2]), __bfloat162float(v[3]));
+        }
+    } else {
+        const int64_t OUTp = fp8_padded(OUT), bands = OUTp / kFp8Block, ld = fp8_scale_ld(OUT);
+        if (threadIdx.x == 0) scales[int64_t(cb) * ld + band] = s.scale;
+        if (band == bands - 1 && threadIdx.x < ld - bands) scales[int64_t(cb) * ld + bands + threadIdx.x] = 1.0f;
+        for (int t = threadIdx.x; t < kFp8Block * kFp8Block / 4; t += blockDim.x) {
+            const int i = t / (kFp8Block / 4), o = t % (kFp8Block / 4) * 4;
+            if (i >= cn) continue;
+            *reinterpret_cast<uint32_t*>(codes + int64_t(c0 + i) * OUTp + r0 + o) =
+                code4(__bfloat162float(tile[o][i]), __bfloat162float(tile[o + 1][i]), __bfloat162float(tile[o + 2][i]),
+                      __bfloat162float(tile[o + 3][i]));
+        }
     }
 }
 
@@ -145,6 +231,24 @@ void dequantize_4bit(bf16* out, const Quant4Ref& w, int64_t first, int64_t count
         dequantize8_kernel<<<grid(count / 8), kThreads, 0, s>>>(out, w, first, count / 8);
     else
         dequantize1_kernel<<<grid(count), kThreads, 0, s>>>(out, w, first, count);
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
+void dequantize_4bit_fp8(uint8_t* codes, float* scales, const Quant4Ref& w, int64_t first, int OUT, int IN,
+                         bool transposed) {
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK_PTR(w.codes);
+    TANDEM_KCHECK_PTR(w.code);
+    TANDEM_KCHECK(w.absmax_q ? (w.nested_code && w.nested_absmax && w.offset) : w.absmax != nullptr);
+    TANDEM_KCHECK(w.blocksize > 0 && w.blocksize % 8 == 0 && w.nested_blocksize > 0);
+    TANDEM_KCHECK(OUT > 0 && IN > 0 && first >= 0 && first + int64_t(OUT) * IN <= w.n);
+    const dim3 g(unsigned(fp8_blocks(IN)), unsigned(fp8_blocks(OUT)));
+    const cudaStream_t s = context().stream;
+    if (first % 8 == 0 && IN % 8 == 0 && reinterpret_cast<uintptr_t>(w.codes) % 4 == 0)
+        dequantize_fp8_kernel<true><<<g, kThreads, 0, s>>>(codes, scales, w, first, OUT, IN, transposed);
+    else
+        dequantize_fp8_kernel<false><<<g, kThreads, 0, s>>>(codes, scales, w, first, OUT, IN, transposed);
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,0 +1,54 @@
+// SPDX-FileCopyrightText: 2026 The Tandem developers
+// SPDX-License-Identifier: GPL-3.0-or-later
+// Device helpers of the FP8 kernels (.cu files only: fp8.cu's quantizations, nf4.cu's dequantization of 4-bit
+// weights straight to FP8): a block's amax with NaN kept visible, and the E4M3 rounding (core/fp8.h).
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "core/fp8.h"
+
+namespace tandem::cuda {
+
+inline constexpr unsigned kFp8FullMask = 0xFFFFFFFFu;
+
+// max(amax, |x|); NaN once any element is NaN or infinite (the block's scale becomes NaN: core/fp8.h).
+__device__ inline float amax_of(float amax, float x) {
+    const float a = fabsf(x);
+    if (!(a <= 3.4e38f)) return __int_as_float(0x7FC00000);
+    return isnan(amax) ? amax : fmaxf(amax, a);
+}
+
+// The larger of two partial amaxes, NaN if either is.
+__device__ inline float amax_max(float a, float b) {
+    return isnan(a) || isnan(b) ? __int_as_float(0x7FC00000) : fmaxf(a, b);
+}
+
+__device__ inline float warp_amax(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = amax_max(v, __shfl_xor_sync(kFp8FullMask, v, o));
+    return v;
+}
+
+// The amax over a 256-thread block (every thread calls it; part: 8 floats of shared memory).
+__device__ inline float block256_amax(float v, float* part) {
+    v = warp_amax(v);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    float a = part[0];
+    for (int i = 1; i < 8; ++i) a = amax_max(a, part[i]);
+    return a;
+}
+
+// Two E4M3 codes (a in the low byte): the GPU's cvt.rn.satfinite where it has one (sm_89+), the shared
+// software rounding elsewhere; the same codes for every finite input (round to nearest even, saturating).
+__device__ inline uint16_t e4m3x2(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    return uint16_t(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
+#else
+    return uint16_t(e4m3_code(a) | uint32_t(e4m3_code(b)) << 8);
+#endif
+}
+
+}  // namespace tandem::cuda
