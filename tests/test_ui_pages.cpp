@@ -1145,6 +1145,14 @@ private slots:
         QVERIFY(!precision->property("invalid").toBool());
         QVERIFY(!quantization->property("invalid").toBool());
         QTRY_VERIFY_WITH_TIMEOUT(child<QPushButton>(&page, "trainButton")->isEnabled(), kWaitMs);
+        // A small model: FP8 is said to bring little (a warning, Train stays enabled); a large one: nothing said.
+        page.setModelShape(1024, 4096);
+        QCOMPARE(page.warnings().size(), 1);
+        QVERIFY2(page.warnings().first().startsWith("Precision FP8 brings little at hidden size 1024"),
+                 qPrintable(page.warnings().first()));
+        QVERIFY(child<QPushButton>(&page, "trainButton")->isEnabled());
+        page.setModelShape(4096, 131072);
+        QVERIFY(page.warnings().isEmpty());
 
         // A 4-bit checkpoint: "from the checkpoint", FP8 kept; a float model gets the user's nf4 back.
         page.setModel(fixture("models/llama-nf4"), true);

@@ -2,8 +2,9 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // Settings that are valid but probably not what the user wants, said on the Train page before Train is
 // pressed: a learning rate far above what LoRA trains with, a rank above the model's hidden size, a max seq
-// len above the model's context (the engine caps it and only a log line would say so). They warn and never
-// block: validate_run_config and the memory estimate decide what cannot run.
+// len above the model's context (the engine caps it and only a log line would say so), precision FP8 on a model
+// too small to gain from it. They warn and never block: validate_run_config and the memory estimate decide what
+// cannot run.
 #pragma once
 
 #include <QStringList>
