@@ -277,10 +277,23 @@ public:
     uint8_t* f8_w = nullptr;  // a 4-bit slot dequantized to FP8 for its forward GEMM (quantization nf4)
     float* f8_w_scales = nullptr;
     Act* f8_tail = nullptr;  // [16, max(OUT, IN)] the tail GEMM's output (core/fp8.h)
-    // What f8_codes holds while a SharedInput scope is open (several projections of one input): that input.
+    // The MLP's gradients quantized by the activation's backward (activation_backward_fp8): dup's codes here.
+    uint8_t* f8_codes2 = nullptr;
+    float* f8_scales2 = nullptr;
+    // What f8_codes holds while a SharedInput scope is open (several projections of one input), or right after
+    // the activation's forward quantized its output for down_proj (f8_produced): that input.
     const Act* f8_held = nullptr;
     int f8_held_rows = 0, f8_held_k = 0;
-    bool f8_share = false;
+    bool f8_share = false, f8_produced = false;
+    // Output gradients already quantized by the activation's backward, for gate's and up's input-gradient GEMMs:
+    // [0] dgate in f8_codes (void once f8_codes is written again), [1] dup in f8_codes2.
+    struct Fp8Ready {
+        const Act* of = nullptr;
+        const uint8_t* codes = nullptr;
+        const float* scales = nullptr;
+        int rows = 0;
+    };
+    Fp8Ready f8_ready[2];
     Act* d_xs = nullptr;         // [N,C] MoE backward: gradient of the permuted input
     Act* d_ys = nullptr;         // [N,C] of the experts' outputs
     float* d_route_w = nullptr;  // [T,K] of the routing weights
@@ -353,11 +366,33 @@ public:
     }
     // FP8: inp[rows,K] quantized into f8_codes / f8_scales, unless an open SharedInput scope holds it already.
     void fp8_input(const Act* inp, int rows, int K) {
-        if (f8_share && f8_held == inp && f8_held_rows == rows && f8_held_k == K) return;
+        if ((f8_share || f8_produced) && f8_held == inp && f8_held_rows == rows && f8_held_k == K) {
+            f8_produced = false;
+            return;
+        }
         B::quantize_fp8_rows(f8_codes, f8_scales, inp, rows, K);
+        f8_ready[0] = {};
+        f8_produced = false;
         f8_held = f8_share ? inp : nullptr;
         f8_held_rows = rows;
         f8_held_k = K;
+    }
+    // FP8: nothing quantized is known to be held (at the start of a forward or a backward).
+    void forget_fp8_codes() {
+        f8_held = nullptr;
+        f8_produced = false;
+        f8_ready[0] = f8_ready[1] = {};
+    }
+    // FP8: the codes of dout [rows, *] when the activation's backward made them (f8_ready; taken once).
+    bool take_fp8_ready(const Act* dout, int rows, const uint8_t*& codes, const float*& scales) {
+        for (Fp8Ready& r : f8_ready)
+            if (r.of && r.of == dout && r.rows == rows) {
+                codes = r.codes;
+                scales = r.scales;
+                r = {};
+                return true;
+            }
+        return false;
     }
     // While alive, projections of the same input (q/k/v of ln1, gate/up of ln2) quantize it once (FP8).
     struct SharedInput {
@@ -392,16 +427,22 @@ public:
             const Fp8Ref& f = layers[size_t(l)].f8[m];
             const Fp8Ref& ft = layers[size_t(l)].f8t[m];
             f8_held = nullptr;
-            B::quantize_fp8_rows(f8_codes, f8_scales, dout, T, OUT);
+            f8_produced = false;
+            const uint8_t* xc = f8_codes;
+            const float* xs = f8_scales;
+            if (!take_fp8_ready(dout, T, xc, xs)) {
+                B::quantize_fp8_rows(f8_codes, f8_scales, dout, T, OUT);
+                f8_ready[0] = {};
+            }
             if (ft.codes) {  // resident (made once at load: transpose_fp8_weights)
-                B::fp8_matmul(dinp, f8_codes, f8_scales, ft.codes, ft.scales, nullptr, T, OUT, IN, 1.0f, f8_tail);
+                B::fp8_matmul(dinp, xc, xs, ft.codes, ft.scales, nullptr, T, OUT, IN, 1.0f, f8_tail);
             } else {
                 if (f.codes)
                     B::fp8_transpose(f8_wt, f8_wt_scales, f.codes, f.scales, OUT, IN);
                 else  // 4-bit: dequantized straight into the transposed layout
                     B::dequantize_4bit_fp8(f8_wt, f8_wt_scales, layers[size_t(l)].q[m], layers[size_t(l)].q_first[m],
                                            OUT, IN, true);
-                B::fp8_matmul(dinp, f8_codes, f8_scales, f8_wt, f8_wt_scales, nullptr, T, OUT, IN, 1.0f, f8_tail);
+                B::fp8_matmul(dinp, xc, xs, f8_wt, f8_wt_scales, nullptr, T, OUT, IN, 1.0f, f8_tail);
             }
         } else {
             B::matmul_backward(dinp, nullptr, nullptr, dout, inp, base_weight(l, m), T, IN, OUT);
@@ -449,7 +490,27 @@ public:
         else
             B::swiglu_forward(out, gate, up, rows < 0 ? step.T : rows, d.F);
     }
+    // The activation feeding down_proj in forward: FP8 models quantize it in the same pass, for down's GEMM.
+    void activation_for_down(Act* out, const Act* gate, const Act* up, int rows) {
+        if (!d.fp8) return activation(out, gate, up, rows);
+        B::activation_forward_fp8(out, f8_codes, f8_scales, gate, up, rows, d.F, d.gelu);
+        f8_ready[0] = {};
+        f8_held = out;
+        f8_held_rows = rows;
+        f8_held_k = d.F;
+        f8_produced = true;
+    }
+    // The activation's gradients; FP8 models also quantize both for gate's and up's input-gradient GEMMs (f8_ready).
     void activation_backward(Act* dgate, Act* dup, const Act* dact, const Act* gate, const Act* up, int rows) {
+        if (d.fp8) {
+            B::activation_backward_fp8(dgate, dup, f8_codes, f8_scales, f8_codes2, f8_scales2, dact, gate, up, rows, d.F,
+                                       d.gelu);
+            f8_held = nullptr;
+            f8_produced = false;
+            f8_ready[0] = {dgate, f8_codes, f8_scales, rows};
+            f8_ready[1] = {dup, f8_codes2, f8_scales2, rows};
+            return;
+        }
         if (d.gelu)
             B::geglu_backward(dgate, dup, dact, gate, up, rows, d.F);
         else
@@ -536,7 +597,7 @@ public:
                 project(l, kUp, a.up, in, train, r0, n);
             }
             if (offload) rt->offload_mlp(l);  // the copy reads gate / up beside the activation (one chunk: plan.h)
-            activation(act, a.gate, a.up, n);
+            activation_for_down(act, a.gate, a.up, n);
             project(l, kDown, o + int64_t(r0) * d.C, act, train, r0, n);
         }
         if (d.sandwich) {
@@ -567,7 +628,7 @@ public:
                 project(l, kGate, a.gate, a.ln2, train, r0, n);
                 project(l, kUp, a.up, a.ln2, train, r0, n);
             }
-            activation(d_big3, a.gate, a.up, n);
+            activation_for_down(d_big3, a.gate, a.up, n);
             project(l, kDown, d_ln, d_big3, train, r0, n);
             residual_tail(l, d_ln, r0, n);
         }
@@ -647,6 +708,7 @@ public:
     void forward(bool train) {
         const int T = step.T;
         wx_layer = wx_param = -1;
+        forget_fp8_codes();
         const bool offload = train && nb > 0;
         LayerActs<B>& a0 = acts[0];
         B::embedding_forward(a0.x, step.tokens, embed, T, d.C, d.V);

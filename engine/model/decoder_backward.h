@@ -208,6 +208,7 @@ template <class B>
 void Decoder<B>::backward() {
     const int T = step.T;
     wx_layer = wx_param = -1;
+    forget_fp8_codes();
     B::zero(d_res, int64_t(T) * d.C);
     norm_backward(d_res, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
     for (int l = d.L - 1; l >= 0; --l) {

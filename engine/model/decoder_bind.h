@@ -129,6 +129,8 @@ void Decoder<B>::bind(const ModelPlan& y, void* weights_base, void* acts_base, v
     f8_wt = y.work.ptr<uint8_t>(work_base, y.fp8_wt);
     f8_wt_scales = y.work.ptr<float>(work_base, y.fp8_wt_scales);
     f8_tail = y.work.ptr<Act>(work_base, y.fp8_tail);
+    f8_codes2 = y.work.ptr<uint8_t>(work_base, y.fp8_act2);
+    f8_scales2 = y.work.ptr<float>(work_base, y.fp8_act2_scales);
     f8_w = y.work.ptr<uint8_t>(work_base, y.fp8_w);
     f8_w_scales = y.work.ptr<float>(work_base, y.fp8_w_scales);
     d_xs = A.ptr<Act>(acts_base, y.d_xs);

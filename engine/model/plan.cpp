@@ -606,6 +606,11 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         y.fp8_act = y.work.reserve(size_t(rows * k_most), "FP8 GEMM input (codes)");
         y.fp8_act_scales = y.work.reserve(f32(size_t(rows * (k_most / kFp8Block))), "FP8 GEMM input (scales)");
         y.fp8_tail = y.work.reserve(act(size_t(kFp8RowAlign * n_most)), "FP8 GEMM tail rows (output)");
+        // up_proj's output gradient, quantized by the activation's backward beside gate's (Decoder::f8_ready).
+        const int64_t mlp_code_rows = fp8_code_rows(std::min(d.T, y.mlp_rows)), fp = fp8_padded(d.F);
+        y.fp8_act2 = y.work.reserve(size_t(mlp_code_rows * fp), "FP8 up_proj output gradient (codes)");
+        y.fp8_act2_scales = y.work.reserve(f32(size_t(mlp_code_rows * (fp / kFp8Block))),
+                                           "FP8 up_proj output gradient (scales)");
         // A 4-bit slot dequantized straight to FP8 for its forward GEMM (its transpose for the input gradient goes
         // into the transposed weight's piece).
         int64_t q_codes = 0, q_scales = 0;

@@ -5,7 +5,9 @@
 // code on both sides, inputs that bf16 represents), and the block-scaled cuBLASLt GEMM against the CPU's
 // block-scaled GEMM on the same codes (fp32 accumulation on both sides, in other orders; the output rounded to
 // bf16 here), with and without bias, accumulating (beta 1), for shapes whose inner dimension is and is not a
-// multiple of 128, and rows of very different magnitudes so a scale applied to the wrong row or block shows.
+// multiple of 128, and rows of very different magnitudes so a scale applied to the wrong row or block shows; the
+// gated activations that also quantize their outputs (FP8 models' MLP), against the CPU's quantization of the
+// GPU's own bf16 outputs.
 // Decisions a reader must know:
 //  - Grids: one row, one column (K or IN = 1: one block, mostly padding), sizes that are and are not multiples
 //    of the 128-wide block and of the GEMM's 16-row alignment. fp8_matmul's M stays a multiple of 16, as the
@@ -18,7 +20,9 @@
 #include <vector>
 
 #include "kernels/cpu/fp8.h"
+#include "kernels/cpu/swiglu.h"
 #include "kernels/cuda/fp8.h"
+#include "kernels/cuda/swiglu.h"
 
 namespace tandem::testing {
 namespace {
@@ -125,6 +129,51 @@ struct Fp8Mm {
     bool bias = false, acc = false;
     bool operator==(const Fp8Mm&) const = default;
 };
+// activation_forward_fp8 / activation_backward_fp8: the bf16 outputs within bf16 rounding of the CPU's fp32 ones,
+// and their codes and scales exactly those the CPU's quantize_fp8_rows makes of the GPU's own bf16 outputs (what
+// the unfused path quantized). F a multiple of 128 (the fused kernels) or not (the fallback).
+void activation_fp8_case(Check& c, int N, int F, bool gelu) {
+    const int64_t n = int64_t(N) * F, Fp = fp8_padded(F), cr = fp8_code_rows(N), nc = cr * Fp, ns = cr * (Fp / kFp8Block);
+    const auto gate = c.rng.bf16_values(n, 4.0f), up = c.rng.bf16_values(n, 2.0f), dout = c.rng.bf16_values(n, 1.0f);
+    const auto d_gate = dev_bf16(gate), d_up = dev_bf16(up), d_dout = dev_bf16(dout);
+    auto quantized_like_cpu = [&](const std::string& what, const std::vector<float>& got, const Dev<uint8_t>& codes,
+                                  const Dev<float>& scales) {
+        std::vector<uint8_t> wc(static_cast<size_t>(nc));
+        std::vector<float> ws(static_cast<size_t>(ns));
+        cpu::quantize_fp8_rows(wc.data(), ws.data(), got.data(), N, F);
+        bytes_equal(c, what + " codes", get_bytes(codes.p(), nc), wc);
+        c.tensor(what + " scales", get(scales), ws, kTolExact);
+    };
+    {
+        std::vector<float> want(static_cast<size_t>(n));
+        std::vector<uint8_t> cc(static_cast<size_t>(nc));
+        std::vector<float> cs(static_cast<size_t>(ns));
+        cpu::activation_forward_fp8(want.data(), cc.data(), cs.data(), gate.data(), up.data(), N, F, gelu);
+        const auto out = poisoned<bf16>(n);
+        const auto codes = poisoned<uint8_t>(nc);
+        const auto scales = poisoned<float>(ns);
+        cuda::activation_forward_fp8(out.p(), codes.p(), scales.p(), d_gate.p(), d_up.p(), N, F, gelu);
+        const std::vector<float> got = get(out);
+        c.tensor("out", got, want, kTolBf16);
+        quantized_like_cpu("out", got, codes, scales);
+    }
+    std::vector<float> wg(static_cast<size_t>(n)), wu(static_cast<size_t>(n));
+    std::vector<uint8_t> cgc(static_cast<size_t>(nc)), cuc(static_cast<size_t>(nc));
+    std::vector<float> cgs(static_cast<size_t>(ns)), cus(static_cast<size_t>(ns));
+    cpu::activation_backward_fp8(wg.data(), wu.data(), cgc.data(), cgs.data(), cuc.data(), cus.data(), dout.data(),
+                                 gate.data(), up.data(), N, F, gelu);
+    const auto dgate = poisoned<bf16>(n), dup = poisoned<bf16>(n);
+    const auto gc = poisoned<uint8_t>(nc), uc = poisoned<uint8_t>(nc);
+    const auto gs = poisoned<float>(ns), us = poisoned<float>(ns);
+    cuda::activation_backward_fp8(dgate.p(), dup.p(), gc.p(), gs.p(), uc.p(), us.p(), d_dout.p(), d_gate.p(), d_up.p(),
+                                  N, F, gelu);
+    const std::vector<float> got_g = get(dgate), got_u = get(dup);
+    c.tensor("dgate", got_g, wg, kTolBf16);
+    c.tensor("dup", got_u, wu, kTolBf16);
+    quantized_like_cpu("dgate", got_g, gc, gs);
+    quantized_like_cpu("dup", got_u, uc, us);
+}
+
 }  // namespace
 
 // One row, one column (K = 1: one block of padding), K not a multiple of the 128-wide block (352), many rows.
@@ -162,6 +211,19 @@ void gen_fp8_matmul(CaseList& cs) {
         cs.add("fp8 fp8_matmul " + std::to_string(s.N) + "x" + std::to_string(s.K) + "x" + std::to_string(s.M) +
                    (s.bias ? " bias" : "") + (s.acc ? " accumulate" : ""),
                [=](Check& c) { matmul_case(c, s.N, s.K, s.M, s.bias, s.acc); });
+}
+
+// Rows that are and are not a multiple of 16 (pad rows), F a multiple of 128 (the fused kernels: 14336 is
+// Llama-3.1-8B's) and not (352: the fallback), SwiGLU and GeGLU.
+void gen_activation_fp8(CaseList& cs) {
+    struct S {
+        int N, F;
+        bool gelu;
+    };
+    for (const S& s : {S{37, 384, false}, S{256, 14336, false}, S{1, 128, false}, S{37, 352, false}, S{48, 256, true},
+                       S{5, 352, true}})
+        cs.add("fp8 activation_fp8 " + std::to_string(s.N) + "x" + std::to_string(s.F) + (s.gelu ? " geglu" : " swiglu"),
+               [=](Check& c) { activation_fp8_case(c, s.N, s.F, s.gelu); });
 }
 
 }  // namespace tandem::testing

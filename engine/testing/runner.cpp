@@ -111,6 +111,8 @@ constexpr std::array kOpRegistry = {
     OpEntry{"fp8_transpose", gen_fp8_transpose},
     OpEntry{"fp8_matmul", gen_fp8_matmul},
     OpEntry{"dequantize_4bit_fp8", gen_dequantize_4bit_fp8},
+    OpEntry{"activation_forward_fp8", gen_activation_fp8},
+    OpEntry{"activation_backward_fp8", gen_activation_fp8},
     OpEntry{"kv_cache_write", gen_kv_cache_write},
     OpEntry{"decode_attention", gen_decode_attention},
 };

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "kernels/cpu/fp8.h"
 
 namespace tandem::cpu {
 
@@ -108,6 +109,26 @@ void clamped_swiglu_backward(float* dgate, float* dup, const float* dout, const 
                              int F, float alpha, float limit) {
     TANDEM_KCHECK(limit > 0.0f);
     gated_backward(dgate, dup, dout, gate, up, N, F, ClampedSilu{alpha, limit});
+}
+
+void activation_forward_fp8(float* out, uint8_t* codes, float* scales, const float* gate, const float* up, int N, int F,
+                            bool gelu) {
+    if (gelu)
+        geglu_forward(out, gate, up, N, F);
+    else
+        swiglu_forward(out, gate, up, N, F);
+    quantize_fp8_rows(codes, scales, out, N, F);
+}
+
+void activation_backward_fp8(float* dgate, float* dup, uint8_t* gate_codes, float* gate_scales, uint8_t* up_codes,
+                             float* up_scales, const float* dout, const float* gate, const float* up, int N, int F,
+                             bool gelu) {
+    if (gelu)
+        geglu_backward(dgate, dup, dout, gate, up, N, F);
+    else
+        swiglu_backward(dgate, dup, dout, gate, up, N, F);
+    quantize_fp8_rows(gate_codes, gate_scales, dgate, N, F);
+    quantize_fp8_rows(up_codes, up_scales, dup, N, F);
 }
 
 }  // namespace tandem::cpu

@@ -23,8 +23,8 @@ namespace {
 
 // grid (ceil(code_rows*cols / 16)), 256 threads: each half-warp handles one (row, block) = item / cols, item % cols
 // (two per warp), lane l of the half holding the block's elements 8l..8l+7 (one 16-byte load when vec, K % 8
-// == 0) and storing their 8 codes as one 8-byte word; the block's amax by shuffles within the half. Rows past
-// `rows` are the tail GEMM's pad rows (codes 0, scale 1).
+// == 0); store_fp8_row_block (fp8.cuh) does the rest. Rows past `rows` are the tail GEMM's pad rows (codes 0,
+// scale 1).
 template <bool vec>
 __global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* x, int rows, int K, int cols,
                                      int64_t code_rows) {
@@ -53,32 +53,7 @@ __global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* 
                 if (c0 + j < K) v[j] = __bfloat162float(xr[c0 + j]);
         }
     }
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) amax = amax_of(amax, v[j]);
-    for (int o = 8; o > 0; o >>= 1) {
-        amax = amax_max(amax, __shfl_xor_sync(kFp8FullMask, amax, o));
-    }
-    if (!live) return;
-    const Fp8Scale s = fp8_scale_of(amax);
-    uint32_t lo = 0, hi = 0;
-#pragma unroll
-    for (int j = 0; j < 4; j += 2) {
-        lo |= uint32_t(e4m3x2(v[j] * s.inv, v[j + 1] * s.inv)) << (8 * j);
-        hi |= uint32_t(e4m3x2(v[4 + j] * s.inv, v[5 + j] * s.inv)) << (8 * j);
-    }
-    // Pad columns (c >= K, the last block of a K that is not a multiple of 128) and pad rows: code 0.
-    if (pad || c0 + 8 > K) {
-        uint32_t keep_lo = 0, keep_hi = 0;
-        for (int j = 0; j < 4; ++j) {
-            if (!pad && c0 + j < K) keep_lo |= 0xFFu << (8 * j);
-            if (!pad && c0 + 4 + j < K) keep_hi |= 0xFFu << (8 * j);
-        }
-        lo &= keep_lo;
-        hi &= keep_hi;
-    }
-    *reinterpret_cast<uint2*>(codes + r * int64_t(cols) * kFp8Block + c0) = make_uint2(lo, hi);
-    if (hl == 0) scales[fp8_row_scale_at(r, cb, rows, cols)] = s.scale;
+    store_fp8_row_block(codes, scales, v, r, cb, rows, cols, pad ? 0 : K - c0, live);
 }
 
 // grid (ld, bands), 256 threads: block columns past cols are the grid's pad entries (scale 1).

@@ -51,4 +51,37 @@ __device__ inline uint16_t e4m3x2(float a, float b) {
 #endif
 }
 
+// The end of a row quantization (quantize_fp8_rows' layout, core/fp8.h) for one half-warp item, row r and block
+// column cb of a [rows, K] activation with `cols` block columns, whose lane l = threadIdx.x % 16 holds the block's
+// elements 8l..8l+7 in v (0 where there are none): the block's amax by shuffles within the half-warp (every lane of
+// the warp calls this), then, when `live`, the lane's 8 codes as one 8-byte store (code 0 past the first `valid` of
+// its elements: the pad columns; valid <= 0 in a pad row) and lane 0's scale.
+__device__ inline void store_fp8_row_block(uint8_t* codes, float* scales, const float (&v)[8], int64_t r, int cb,
+                                           int rows, int cols, int valid, bool live) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = amax_of(amax, v[j]);
+    for (int o = 8; o > 0; o >>= 1) amax = amax_max(amax, __shfl_xor_sync(kFp8FullMask, amax, o));
+    if (!live) return;
+    const Fp8Scale s = fp8_scale_of(amax);
+    uint32_t lo = 0, hi = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j += 2) {
+        lo |= uint32_t(e4m3x2(v[j] * s.inv, v[j + 1] * s.inv)) << (8 * j);
+        hi |= uint32_t(e4m3x2(v[4 + j] * s.inv, v[5 + j] * s.inv)) << (8 * j);
+    }
+    if (valid < 8) {
+        uint32_t keep_lo = 0, keep_hi = 0;
+        for (int j = 0; j < 4; ++j) {
+            if (j < valid) keep_lo |= 0xFFu << (8 * j);
+            if (4 + j < valid) keep_hi |= 0xFFu << (8 * j);
+        }
+        lo &= keep_lo;
+        hi &= keep_hi;
+    }
+    const int hl = threadIdx.x % 16;
+    *reinterpret_cast<uint2*>(codes + r * int64_t(cols) * kFp8Block + cb * kFp8Block + hl * 8) = make_uint2(lo, hi);
+    if (hl == 0) scales[fp8_row_scale_at(r, cb, rows, cols)] = s.scale;
+}
+
 }  // namespace tandem::cuda

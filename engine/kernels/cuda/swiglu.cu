@@ -2,15 +2,21 @@
 // SPDX-License-Identifier: GPL-3.0-or-later
 // The gated MLP activations on the CUDA backend (see swiglu.h): SwiGLU and GeGLU, one kernel pair templated on
 // the activation. N = rows, F = features.
+// activation_forward_fp8 / activation_backward_fp8 (FP8 models): the same math, each output also quantized for the
+// FP8 GEMM it feeds, in the same pass (fused where F % 128 == 0: the quantization's read of the output saved).
 // Decisions: grid-stride over packs of 8 elements (16-byte loads) when every pointer is aligned, single
 // elements otherwise; block 0 does the n % 8 tail. A thread loads all its inputs before it stores, so the
 // allowed aliasing (out = gate or up; dgate = gate, dup = up) is safe. The math is the CPU's, in fp32, with
 // expf (not __expf): sigmoid = 1 / (1 + expf(-g)), which is 0 for g < -88 as on the CPU; tanhf for the GELU.
 #include "kernels/cuda/swiglu.h"
+
+#include "kernels/cuda/fp8.cuh"
+#include "kernels/cuda/fp8.h"
 #include "kernels/cuda/vec.cuh"
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 namespace tandem::cuda {
 
@@ -109,6 +115,64 @@ __global__ void backward_kernel(bf16* dgate, bf16* dup, const bf16* dout, const 
             backward_at<A, 1>(dgate, dup, dout, gate, up, i, a);
 }
 
+// FP8 models: the activation (forward) or its two gradients (backward), each also quantized for the FP8 GEMM it
+// feeds, in quantize_fp8_rows' layout (core/fp8.h), from the bf16 values stored: so the same codes as
+// quantize_fp8_rows of the output. grid (ceil(code_rows * F/128 / 16)), 256 threads: a half-warp per (row,
+// 128-column block) as quantize_rows_kernel, 8 elements (16-byte loads) per lane; F % 128 == 0. Pad rows (up to a
+// multiple of 16) get codes 0 and scale 1.
+template <class A>
+__global__ void forward_fp8_kernel(bf16* out, uint8_t* codes, float* scales, const bf16* gate, const bf16* up, int N,
+                                   int cols, int64_t code_rows, A a) {
+    const int64_t item = int64_t(blockIdx.x) * 16 + threadIdx.x / 16;
+    const bool live = item < code_rows * cols;
+    const int64_t r = live ? item / cols : 0;
+    const int cb = live ? int(item % cols) : 0;
+    const bool pad = !live || r >= N;
+    float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (!pad) {
+        const int64_t i = r * int64_t(cols) * kFp8Block + cb * kFp8Block + threadIdx.x % 16 * 8;
+        const Pack<bf16, kPack> g = load_pack<kPack>(gate + i), u = load_pack<kPack>(up + i);
+        Pack<bf16, kPack> y;
+#pragma unroll
+        for (int k = 0; k < kPack; k++) {
+            y.v[k] = __float2bfloat16_rn(a.f(__bfloat162float(g.v[k])) * a.u(__bfloat162float(u.v[k])));
+            v[k] = __bfloat162float(y.v[k]);
+        }
+        store_pack<kPack>(out + i, y);
+    }
+    store_fp8_row_block(codes, scales, v, r, cb, N, cols, pad ? 0 : kPack, live);
+}
+
+template <class A>
+__global__ void backward_fp8_kernel(bf16* dgate, bf16* dup, uint8_t* gate_codes, float* gate_scales, uint8_t* up_codes,
+                                    float* up_scales, const bf16* dout, const bf16* gate, const bf16* up, int N, int cols,
+                                    int64_t code_rows, A a) {
+    const int64_t item = int64_t(blockIdx.x) * 16 + threadIdx.x / 16;
+    const bool live = item < code_rows * cols;
+    const int64_t r = live ? item / cols : 0;
+    const int cb = live ? int(item % cols) : 0;
+    const bool pad = !live || r >= N;
+    float vg[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, vu[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (!pad) {
+        const int64_t i = r * int64_t(cols) * kFp8Block + cb * kFp8Block + threadIdx.x % 16 * 8;
+        const Pack<bf16, kPack> g = load_pack<kPack>(gate + i), u = load_pack<kPack>(up + i),
+                                dy = load_pack<kPack>(dout + i);
+        Pack<bf16, kPack> dg, du;
+#pragma unroll
+        for (int k = 0; k < kPack; k++) {
+            const float gf = __bfloat162float(g.v[k]), uf = __bfloat162float(u.v[k]), dyf = __bfloat162float(dy.v[k]);
+            dg.v[k] = __float2bfloat16_rn(dyf * a.u(uf) * a.df(gf));
+            du.v[k] = __float2bfloat16_rn(dyf * a.f(gf) * a.du(uf));
+            vg[k] = __bfloat162float(dg.v[k]);
+            vu[k] = __bfloat162float(du.v[k]);
+        }
+        store_pack<kPack>(dgate + i, dg);
+        store_pack<kPack>(dup + i, du);
+    }
+    store_fp8_row_block(gate_codes, gate_scales, vg, r, cb, N, cols, pad ? 0 : kPack, live);
+    store_fp8_row_block(up_codes, up_scales, vu, r, cb, N, cols, pad ? 0 : kPack, live);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // kernel launchers
 
@@ -147,7 +211,78 @@ void gated_backward(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, 
     TANDEM_CUDA_LAUNCH_CHECK();
 }
 
+// The fused kernels where F is a multiple of 128 and every pointer 16-byte aligned (the decoder's buffers); else the
+// activation, then quantize_fp8_rows of what it wrote (the same codes).
+bool fused_fp8(int F, std::initializer_list<const void*> ptrs) {
+    if (F % kFp8Block != 0) return false;
+    for (const void* p : ptrs)
+        if (!aligned16(p)) return false;
+    return true;
+}
+
+template <class A>
+void gated_forward_fp8(bf16* out, uint8_t* codes, float* scales, const bf16* gate, const bf16* up, int N, int F) {
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    if (!fused_fp8(F, {out, gate, up})) {
+        gated_forward<A>(out, gate, up, N, F);
+        quantize_fp8_rows(codes, scales, out, N, F);
+        return;
+    }
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(gate);
+    TANDEM_KCHECK_PTR(up);
+    TANDEM_KCHECK(N > 0);
+    const int cols = F / kFp8Block;
+    const int64_t code_rows = fp8_code_rows(N), items = code_rows * cols;
+    forward_fp8_kernel<A><<<unsigned((items + 15) / 16), kThreads, 0, context().stream>>>(out, codes, scales, gate, up,
+                                                                                         N, cols, code_rows, A{});
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
+template <class A>
+void gated_backward_fp8(bf16* dgate, bf16* dup, uint8_t* gate_codes, float* gate_scales, uint8_t* up_codes,
+                        float* up_scales, const bf16* dout, const bf16* gate, const bf16* up, int N, int F) {
+    TANDEM_KCHECK_PTR(gate_codes);
+    TANDEM_KCHECK_PTR(gate_scales);
+    TANDEM_KCHECK_PTR(up_codes);
+    TANDEM_KCHECK_PTR(up_scales);
+    if (!fused_fp8(F, {dgate, dup, dout, gate, up})) {
+        gated_backward<A>(dgate, dup, dout, gate, up, N, F);
+        quantize_fp8_rows(gate_codes, gate_scales, dgate, N, F);
+        quantize_fp8_rows(up_codes, up_scales, dup, N, F);
+        return;
+    }
+    TANDEM_KCHECK_PTR(dgate);
+    TANDEM_KCHECK_PTR(dup);
+    TANDEM_KCHECK_PTR(dout);
+    TANDEM_KCHECK_PTR(gate);
+    TANDEM_KCHECK_PTR(up);
+    TANDEM_KCHECK(N > 0);
+    const int cols = F / kFp8Block;
+    const int64_t code_rows = fp8_code_rows(N), items = code_rows * cols;
+    backward_fp8_kernel<A><<<unsigned((items + 15) / 16), kThreads, 0, context().stream>>>(
+        dgate, dup, gate_codes, gate_scales, up_codes, up_scales, dout, gate, up, N, cols, code_rows, A{});
+    TANDEM_CUDA_LAUNCH_CHECK();
+}
+
 }  // namespace
+
+void activation_forward_fp8(bf16* out, uint8_t* codes, float* scales, const bf16* gate, const bf16* up, int N, int F,
+                            bool gelu) {
+    if (gelu)
+        gated_forward_fp8<GeluTanh>(out, codes, scales, gate, up, N, F);
+    else
+        gated_forward_fp8<Silu>(out, codes, scales, gate, up, N, F);
+}
+void activation_backward_fp8(bf16* dgate, bf16* dup, uint8_t* gate_codes, float* gate_scales, uint8_t* up_codes,
+                             float* up_scales, const bf16* dout, const bf16* gate, const bf16* up, int N, int F,
+                             bool gelu) {
+    if (gelu)
+        gated_backward_fp8<GeluTanh>(dgate, dup, gate_codes, gate_scales, up_codes, up_scales, dout, gate, up, N, F);
+    else
+        gated_backward_fp8<Silu>(dgate, dup, gate_codes, gate_scales, up_codes, up_scales, dout, gate, up, N, F);
+}
 
 void swiglu_forward(bf16* out, const bf16* gate, const bf16* up, int N, int F) {
     gated_forward<Silu>(out, gate, up, N, F);
