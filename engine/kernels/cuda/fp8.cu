@@ -21,8 +21,10 @@ namespace tandem::cuda {
 
 namespace {
 
-// grid (ceil(code_rows*cols / 16)), 256 threads: each half-warp handles one (row, block) = item / cols, item % cols
-// (two per warp), lane l of the half holding the block's elements 8l..8l+7 (one 16-byte load when vec, K % 8
+// grid (ceil(code_rows*cols / 16)), 256 threads: each half-warp handles one (row, block) = item % code_rows,
+// item / code_rows (two per warp; consecutive half-warps take consecutive rows of one block column, so their scales,
+// contiguous per block column in the VEC128 layout, are stored together: the same time as row-major items under
+// ncu on an H200, 2026-11-29), lane l of the half holding the block's elements 8l..8l+7 (one 16-byte load when vec, K % 8
 // == 0); store_fp8_row_block (fp8.cuh) does the rest. Rows past `rows` are the tail GEMM's pad rows (codes 0,
 // scale 1).
 template <bool vec>
@@ -31,8 +33,8 @@ __global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* 
     const int64_t item = int64_t(blockIdx.x) * 16 + threadIdx.x / 16;
     const bool live = item < code_rows * cols;  // every lane takes part in the shuffles
     const int hl = threadIdx.x % 16;
-    const int64_t r = live ? item / cols : 0;
-    const int cb = live ? int(item % cols) : 0;
+    const int64_t r = live ? item % code_rows : 0;  // consecutive half-warps: consecutive rows of one block column
+    const int cb = live ? int(item / code_rows) : 0;
     const bool pad = !live || r >= rows;
     const int c0 = cb * kFp8Block + hl * 8;
     float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};

@@ -125,8 +125,8 @@ __global__ void forward_fp8_kernel(bf16* out, uint8_t* codes, float* scales, con
                                    int cols, int64_t code_rows, A a) {
     const int64_t item = int64_t(blockIdx.x) * 16 + threadIdx.x / 16;
     const bool live = item < code_rows * cols;
-    const int64_t r = live ? item / cols : 0;
-    const int cb = live ? int(item % cols) : 0;
+    const int64_t r = live ? item % code_rows : 0;  // consecutive half-warps: consecutive rows of one block column
+    const int cb = live ? int(item / code_rows) : 0;
     const bool pad = !live || r >= N;
     float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (!pad) {
@@ -149,8 +149,8 @@ __global__ void backward_fp8_kernel(bf16* dgate, bf16* dup, uint8_t* gate_codes,
                                     int64_t code_rows, A a) {
     const int64_t item = int64_t(blockIdx.x) * 16 + threadIdx.x / 16;
     const bool live = item < code_rows * cols;
-    const int64_t r = live ? item / cols : 0;
-    const int cb = live ? int(item % cols) : 0;
+    const int64_t r = live ? item % code_rows : 0;  // consecutive half-warps: consecutive rows of one block column
+    const int cb = live ? int(item / code_rows) : 0;
     const bool pad = !live || r >= N;
     float vg[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, vu[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (!pad) {
