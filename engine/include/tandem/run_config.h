@@ -44,7 +44,7 @@ enum class Quantization { None, Nf4 };
 // is Hopper's, 9.0); the CPU backend emulates it (the same codes and scales).
 enum class Precision { Bf16, Fp8 };
 // Below this hidden size FP8 is not faster than bf16: its GEMMs are too small for the FP8 tensor cores
-// (docs/benchmarks.md, 2026-11-29, H200: 0.93-1.0x at 1024, 1.18-1.27x at 4096; 2048 was not measured). The
+// (docs/benchmarks.md, 2026-11-29, H200: 0.93-1.03x at 1024, 1.18-1.30x at 4096; 2048 was not measured). The
 // trainer notes it and the Train page warns; neither refuses.
 inline constexpr int64_t kFp8GainHiddenSize = 2048;
 // The attention kernels on CUDA: auto (cuDNN's fused kernels where they fit the plan, else the in-house flash
