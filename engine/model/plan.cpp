@@ -594,23 +594,26 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         if (y.work.size() < stage) y.work.reserve(stage - y.work.size(), "4-bit load staging");
     }
     if (d.fp8) {
-        // The widest GEMM input or output gradient (rows T) and the largest slot transposed.
-        int64_t k_most = 0, wt_bytes = 0, wt_scales = 0, n_most = 0;
+        // The widest GEMM input or output gradient and the largest slot transposed. The attention's projections
+        // run over T rows (a chunk's with the whole block chunked), the MLP's over one MLP chunk's.
+        int64_t attn_k = 0, mlp_k = 0, wt_bytes = 0, wt_scales = 0, n_most = 0;
         for (int m = 0; m < kNumModules; ++m) {
             n_most = std::max<int64_t>({n_most, d.in_of(m), d.out_of(m)});
-            k_most = std::max({k_most, fp8_padded(d.in_of(m)), fp8_padded(d.out_of(m))});
+            int64_t& k = m <= kO ? attn_k : mlp_k;
+            k = std::max({k, fp8_padded(d.in_of(m)), fp8_padded(d.out_of(m))});
             wt_bytes = std::max(wt_bytes, int64_t(d.in_of(m)) * fp8_padded(d.out_of(m)));
             wt_scales = std::max(wt_scales, fp8_blocks(d.in_of(m)) * fp8_scale_ld(d.out_of(m)));
         }
-        const int64_t rows = fp8_code_rows(d.T);
-        y.fp8_act = y.work.reserve(size_t(rows * k_most), "FP8 GEMM input (codes)");
-        y.fp8_act_scales = y.work.reserve(f32(size_t(rows * (k_most / kFp8Block))), "FP8 GEMM input (scales)");
+        const int64_t attn_rows = fp8_code_rows(y.block_chunked ? y.mlp_rows : d.T);
+        const int64_t mlp_rows = fp8_code_rows(std::min(d.T, y.mlp_rows));
+        const int64_t act_codes = std::max(attn_rows * attn_k, mlp_rows * mlp_k);
+        y.fp8_act = y.work.reserve(size_t(act_codes), "FP8 GEMM input (codes)");
+        y.fp8_act_scales = y.work.reserve(f32(size_t(act_codes / kFp8Block)), "FP8 GEMM input (scales)");
         y.fp8_tail = y.work.reserve(act(size_t(kFp8RowAlign * n_most)), "FP8 GEMM tail rows (output)");
         // up_proj's output gradient, quantized by the activation's backward beside gate's (Decoder::f8_ready).
-        const int64_t mlp_code_rows = fp8_code_rows(std::min(d.T, y.mlp_rows)), fp = fp8_padded(d.F);
-        y.fp8_act2 = y.work.reserve(size_t(mlp_code_rows * fp), "FP8 up_proj output gradient (codes)");
-        y.fp8_act2_scales = y.work.reserve(f32(size_t(mlp_code_rows * (fp / kFp8Block))),
-                                           "FP8 up_proj output gradient (scales)");
+        const int64_t fp = fp8_padded(d.F);
+        y.fp8_act2 = y.work.reserve(size_t(mlp_rows * fp), "FP8 up_proj output gradient (codes)");
+        y.fp8_act2_scales = y.work.reserve(f32(size_t(mlp_rows * (fp / kFp8Block))), "FP8 up_proj output gradient (scales)");
         // A 4-bit slot dequantized straight to FP8 for its forward GEMM (its transpose for the input gradient goes
         // into the transposed weight's piece).
         int64_t q_codes = 0, q_scales = 0;
