@@ -69,26 +69,37 @@ struct ClampedSilu {
     __device__ float du(float x) const { return x >= -limit && x <= limit ? 1.0f : 0.0f; }
 };
 
+// W elements of the activation from element i, and of its two gradients (the math of every kernel here).
 template <class A, int W>
-__device__ inline void forward_at(bf16* out, const bf16* gate, const bf16* up, int64_t i, A a) {
+__device__ inline Pack<bf16, W> activation_pack(const bf16* gate, const bf16* up, int64_t i, A a) {
     const Pack<bf16, W> g = load_pack<W>(gate + i), u = load_pack<W>(up + i);
     Pack<bf16, W> y;
 #pragma unroll
     for (int k = 0; k < W; k++) y.v[k] = __float2bfloat16_rn(a.f(__bfloat162float(g.v[k])) * a.u(__bfloat162float(u.v[k])));
-    store_pack<W>(out + i, y);
+    return y;
 }
-
 template <class A, int W>
-__device__ inline void backward_at(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
-                                   int64_t i, A a) {
+__device__ inline void gradient_packs(Pack<bf16, W>& dg, Pack<bf16, W>& du, const bf16* dout, const bf16* gate,
+                                      const bf16* up, int64_t i, A a) {
     const Pack<bf16, W> g = load_pack<W>(gate + i), u = load_pack<W>(up + i), dy = load_pack<W>(dout + i);
-    Pack<bf16, W> dg, du;
 #pragma unroll
     for (int k = 0; k < W; k++) {
         const float gf = __bfloat162float(g.v[k]), uf = __bfloat162float(u.v[k]), dyf = __bfloat162float(dy.v[k]);
         dg.v[k] = __float2bfloat16_rn(dyf * a.u(uf) * a.df(gf));
         du.v[k] = __float2bfloat16_rn(dyf * a.f(gf) * a.du(uf));
     }
+}
+
+template <class A, int W>
+__device__ inline void forward_at(bf16* out, const bf16* gate, const bf16* up, int64_t i, A a) {
+    store_pack<W>(out + i, activation_pack<A, W>(gate, up, i, a));
+}
+
+template <class A, int W>
+__device__ inline void backward_at(bf16* dgate, bf16* dup, const bf16* dout, const bf16* gate, const bf16* up,
+                                   int64_t i, A a) {
+    Pack<bf16, W> dg, du;
+    gradient_packs<A, W>(dg, du, dout, gate, up, i, a);
     store_pack<W>(dgate + i, dg);
     store_pack<W>(dup + i, du);
 }
@@ -131,13 +142,9 @@ __global__ void forward_fp8_kernel(bf16* out, uint8_t* codes, float* scales, con
     float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (!pad) {
         const int64_t i = r * int64_t(cols) * kFp8Block + cb * kFp8Block + threadIdx.x % 16 * 8;
-        const Pack<bf16, kPack> g = load_pack<kPack>(gate + i), u = load_pack<kPack>(up + i);
-        Pack<bf16, kPack> y;
+        const Pack<bf16, kPack> y = activation_pack<A, kPack>(gate, up, i, a);
 #pragma unroll
-        for (int k = 0; k < kPack; k++) {
-            y.v[k] = __float2bfloat16_rn(a.f(__bfloat162float(g.v[k])) * a.u(__bfloat162float(u.v[k])));
-            v[k] = __bfloat162float(y.v[k]);
-        }
+        for (int k = 0; k < kPack; k++) v[k] = __bfloat162float(y.v[k]);
         store_pack<kPack>(out + i, y);
     }
     store_fp8_row_block(codes, scales, v, r, cb, N, cols, pad ? 0 : kPack, live);
@@ -155,14 +162,10 @@ __global__ void backward_fp8_kernel(bf16* dgate, bf16* dup, uint8_t* gate_codes,
     float vg[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, vu[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (!pad) {
         const int64_t i = r * int64_t(cols) * kFp8Block + cb * kFp8Block + threadIdx.x % 16 * 8;
-        const Pack<bf16, kPack> g = load_pack<kPack>(gate + i), u = load_pack<kPack>(up + i),
-                                dy = load_pack<kPack>(dout + i);
         Pack<bf16, kPack> dg, du;
+        gradient_packs<A, kPack>(dg, du, dout, gate, up, i, a);
 #pragma unroll
         for (int k = 0; k < kPack; k++) {
-            const float gf = __bfloat162float(g.v[k]), uf = __bfloat162float(u.v[k]), dyf = __bfloat162float(dy.v[k]);
-            dg.v[k] = __float2bfloat16_rn(dyf * a.u(uf) * a.df(gf));
-            du.v[k] = __float2bfloat16_rn(dyf * a.f(gf) * a.du(uf));
             vg[k] = __bfloat162float(dg.v[k]);
             vu[k] = __bfloat162float(du.v[k]);
         }
