@@ -579,14 +579,20 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
     y.att_ws = y.work.reserve(y.att_ws_bytes, "attention workspace");
     if (any_lora && tr.grad_norm_workspace > 0) y.gn_ws = y.work.reserve(tr.grad_norm_workspace, "grad norm scratch");
     y.loss_sum = y.work.reserve(3 * sizeof(double), "loss sum (batch, step) and the step's data-parallel vote");
+    // The largest slot of a dense 4-bit projection (4-bit experts: Decoder::wx, below), dequantized to bf16, or with
+    // FP8 GEMMs to FP8 codes and block scales (reserved with the FP8 pieces).
+    int64_t q8_codes = 0, q8_scales = 0;
     if (!d.quant4.empty()) {
-        size_t most = 0;  // the largest slot of a 4-bit projection (4-bit experts: Decoder::wx, below)
+        size_t most = 0;
         for (int l = 0; l < d.L; ++l) {
             const std::vector<ProjectionSpec>& projs = d.projections_of(l);
             for (size_t pi = 0; pi < projs.size(); ++pi)
                 if (d.quantized(l, pi) && projs[pi].experts == 0)
-                    for (int slot : projs[pi].feeds)
+                    for (int slot : projs[pi].feeds) {
                         most = std::max(most, size_t(d.out_of(slot)) * size_t(d.in_of(slot)));
+                        q8_codes = std::max(q8_codes, int64_t(d.out_of(slot)) * fp8_padded(d.in_of(slot)));
+                        q8_scales = std::max(q8_scales, fp8_blocks(d.out_of(slot)) * fp8_scale_ld(d.in_of(slot)));
+                    }
         }
         if (most > 0 && !d.fp8) y.dequant = y.work.reserve(act(most), "4-bit weight, dequantized");
         // The CUDA load quantizes through this arena: the fp32 absmax of one tensor plus chunks of it.
@@ -616,19 +622,9 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         y.fp8_act2_scales = y.work.reserve(f32(size_t(mlp_rows * (fp / kFp8Block))), "FP8 up_proj output gradient (scales)");
         // A 4-bit slot dequantized straight to FP8 for its forward GEMM (its transpose for the input gradient goes
         // into the transposed weight's piece).
-        int64_t q_codes = 0, q_scales = 0;
-        for (int l = 0; l < d.L; ++l) {
-            const std::vector<ProjectionSpec>& projs = d.projections_of(l);
-            for (size_t pi = 0; pi < projs.size(); ++pi)
-                if (d.quantized(l, pi))
-                    for (int slot : projs[pi].feeds) {
-                        q_codes = std::max(q_codes, int64_t(d.out_of(slot)) * fp8_padded(d.in_of(slot)));
-                        q_scales = std::max(q_scales, fp8_blocks(d.out_of(slot)) * fp8_scale_ld(d.in_of(slot)));
-                    }
-        }
-        if (q_codes > 0) {
-            y.fp8_w = y.work.reserve(size_t(q_codes), "4-bit weight as FP8 (codes)");
-            y.fp8_w_scales = y.work.reserve(f32(size_t(q_scales)), "4-bit weight as FP8 (scales)");
+        if (q8_codes > 0) {
+            y.fp8_w = y.work.reserve(size_t(q8_codes), "4-bit weight as FP8 (codes)");
+            y.fp8_w_scales = y.work.reserve(f32(size_t(q8_scales)), "4-bit weight as FP8 (scales)");
         }
         if (!y.fp8_transposed) {  // else every slot's W^T is in the weights arena
             y.fp8_wt = y.work.reserve(size_t(wt_bytes), "FP8 weight, transposed (codes)");
