@@ -510,7 +510,8 @@ private slots:
         QVERIFY(fs::exists(root / "run/adapter/adapter_model.safetensors"));
         expect_failure(base + QStringList{"--out", qs(root / "run2"), "--precision", "fp4"}, 2, "bf16 or fp8");
         // With 4-bit base weights (dequantized straight to FP8 per GEMM): trains, both in config.json.
-        const CliResult q = run_cli(base + QStringList{"--out", qs(root / "run3"), "--precision", "fp8", "--quantization", "nf4"});
+        const CliResult q =
+            run_cli(base + QStringList{"--out", qs(root / "run3"), "--precision", "fp8", "--quantization", "nf4"});
         QVERIFY2(q.exit_code == 0, q.err.right(800).constData());
         const auto jq = nlohmann::json::parse(tandem::read_file(root / "run3/config.json"));
         QCOMPARE(jq["precision"].get<std::string>(), std::string("fp8"));

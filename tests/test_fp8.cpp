@@ -707,7 +707,8 @@ private slots:
                         const uint8_t code = c[size_t(o * INp + i)];
                         QCOMPARE(ct[size_t(i * OUTp + o)], code);
                         const double want = v[size_t(o) * IN + i], got = double(e4m3_value(code)) * scale;
-                        const double bound = (std::ldexp(std::fabs(want), -4) + std::ldexp(double(scale), -10)) * (1 + 1e-6);
+                        const double bound =
+                            (std::ldexp(std::fabs(want), -4) + std::ldexp(double(scale), -10)) * (1 + 1e-6);
                         worst = std::max(worst, std::fabs(got - want) / bound);
                     }
             }

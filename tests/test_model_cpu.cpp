@@ -715,7 +715,8 @@ private slots:
         lora.r = 4;
         std::vector<std::vector<int32_t>> seqs;
         // 1,200 tokens in chunks of 256 rows (kLoraGradRows: the CPU's LoRA weight gradients sum rows in blocks of
-        // 256 whether chunked or not): five chunks, so the whole block but attention runs in them (kBlockChunkMinChunks).
+        // 256 whether chunked or not): five chunks, so the whole block but attention runs in them
+        // (kBlockChunkMinChunks).
         for (int s = 0, total = 0; total < 1200; ++s) {
             const int n = std::min(positions, 1200 - total);
             std::vector<int32_t> q;

@@ -1448,8 +1448,9 @@ private slots:
         QCOMPARE(inScreenWords("--vram-budget 0: expected a positive number of GiB"),
                  QStringLiteral("GPU memory budget 0: expected a positive number of GiB"));
         // The pinned host memory of smart checkpointing (a field of the Train page).
-        QCOMPARE(inScreenWords("only 60 GiB (half of it by default: memory.host_budget_gib / --host-budget allows more)"),
-                 QStringLiteral("only 60 GiB (half of it by default: Pinned host memory allows more)"));
+        QCOMPARE(
+            inScreenWords("only 60 GiB (half of it by default: memory.host_budget_gib / --host-budget allows more)"),
+            QStringLiteral("only 60 GiB (half of it by default: Pinned host memory allows more)"));
         QCOMPARE(inScreenWords("memory.host_budget_gib: -1.000000 must be 0"),
                  QStringLiteral("Pinned host memory: -1.000000 must be 0"));
         // Precision's flag and key the same way.

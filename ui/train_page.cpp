@@ -1227,30 +1227,11 @@ void TrainPage::markFields(const QString& message, const QString& shown) {
 }
 
 void TrainPage::clearMarks() {
-    for (QWidget* w : std::initializer_list<QWidget*>{m_rank,
-                                                      m_alpha,
-                                                      m_dropout,
-                                                      m_targetsBox,
-                                                      m_lr,
-                                                      m_warmup,
-                                                      m_epochs,
-                                                      m_maxSteps,
-                                                      m_batchTokens,
-                                                      m_gradAccum,
-                                                      m_maxSeqLen,
-                                                      m_checkpointMinutes,
-                                                      m_hostBudget,
-                                                      m_runsFolderEdit,
-                                                      m_checkpointEvery,
-                                                      m_evalEvery,
-                                                      m_warmupRatio,
-                                                      m_weightDecay,
-                                                      m_maxGradNorm,
-                                                      m_validationShare,
-                                                      m_validationFile,
-                                                      m_initAdapter,
-                                                      m_quantization,
-                                                      m_precision})
+    for (QWidget* w : std::initializer_list<QWidget*>{
+             m_rank,        m_alpha,           m_dropout,         m_targetsBox,  m_lr,           m_warmup,
+             m_epochs,      m_maxSteps,        m_batchTokens,     m_gradAccum,   m_maxSeqLen,    m_checkpointMinutes,
+             m_hostBudget,  m_runsFolderEdit,  m_checkpointEvery, m_evalEvery,   m_warmupRatio,  m_weightDecay,
+             m_maxGradNorm, m_validationShare, m_validationFile,  m_initAdapter, m_quantization, m_precision})
         clearFieldInvalid(w);
 }
 

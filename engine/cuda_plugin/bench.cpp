@@ -941,7 +941,8 @@ int run_cuda_bench(const CudaBenchOptions& o) {
                 o.batch_tokens, lengths.size(), o.seq_len, o.checkpointing.c_str(),
                 o.keep_mlp_layers > 0 || o.offload_mlp_layers > 0
                     ? (" (MLP buffers kept in " + std::to_string(o.keep_mlp_layers) + " layers, offloaded in " +
-                       std::to_string(o.offload_mlp_layers) + ")").c_str()
+                       std::to_string(o.offload_mlp_layers) + ")")
+                          .c_str()
                     : "",
                 o.quantization == "nf4"
                     ? (o.precision == "fp8" ? "4-bit nf4, dequantized to fp8 for block-scaled GEMMs" : "4-bit nf4")

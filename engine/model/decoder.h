@@ -503,8 +503,8 @@ public:
     // The activation's gradients; FP8 models also quantize both for gate's and up's input-gradient GEMMs (f8_ready).
     void activation_backward(Act* dgate, Act* dup, const Act* dact, const Act* gate, const Act* up, int rows) {
         if (d.fp8) {
-            B::activation_backward_fp8(dgate, dup, f8_codes, f8_scales, f8_codes2, f8_scales2, dact, gate, up, rows, d.F,
-                                       d.gelu);
+            B::activation_backward_fp8(dgate, dup, f8_codes, f8_scales, f8_codes2, f8_scales2, dact, gate, up, rows,
+                                       d.F, d.gelu);
             f8_held = nullptr;
             f8_produced = false;
             f8_ready[0] = {dgate, f8_codes, f8_scales, rows};

@@ -619,7 +619,8 @@ ModelPlan make_plan(const Dims& d, const std::vector<LoraTensorSpec>& specs, con
         // up_proj's output gradient, quantized by the activation's backward beside gate's (Decoder::f8_ready).
         const int64_t fp = fp8_padded(d.F);
         y.fp8_act2 = y.work.reserve(size_t(mlp_rows * fp), "FP8 up_proj output gradient (codes)");
-        y.fp8_act2_scales = y.work.reserve(f32(size_t(mlp_rows * (fp / kFp8Block))), "FP8 up_proj output gradient (scales)");
+        y.fp8_act2_scales =
+            y.work.reserve(f32(size_t(mlp_rows * (fp / kFp8Block))), "FP8 up_proj output gradient (scales)");
         // A 4-bit slot dequantized straight to FP8 for its forward GEMM (its transpose for the input gradient goes
         // into the transposed weight's piece).
         if (q8_codes > 0) {

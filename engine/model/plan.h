@@ -308,7 +308,8 @@ struct ModelPlan {
     // fp8_tail: the output of the 16-row tail GEMM when a batch's rows are not a multiple of 16 (core/fp8.h).
     // fp8_w: a 4-bit slot dequantized to FP8 for its forward GEMM (precision fp8 with quantization nf4).
     // fp8_act2: up_proj's output gradient [MLP rows, F], quantized beside gate's by the activation's backward.
-    int fp8_act = -1, fp8_act_scales = -1, fp8_wt = -1, fp8_wt_scales = -1, fp8_tail = -1, fp8_w = -1, fp8_w_scales = -1;
+    int fp8_act = -1, fp8_act_scales = -1, fp8_wt = -1, fp8_wt_scales = -1, fp8_tail = -1, fp8_w = -1,
+        fp8_w_scales = -1;
     int fp8_act2 = -1, fp8_act2_scales = -1;
     int moe_aux = -1;             // the load-balancing loss: stats [2E] + the probabilities' gradient [E], fp32
     int mx_dequant = -1;          // Dims::mxfp4: one expert parameter dequantized, [E, out, in] act

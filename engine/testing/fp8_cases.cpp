@@ -133,7 +133,8 @@ struct Fp8Mm {
 // and their codes and scales exactly those the CPU's quantize_fp8_rows makes of the GPU's own bf16 outputs (what
 // the unfused path quantized). F a multiple of 128 (the fused kernels) or not (the fallback).
 void activation_fp8_case(Check& c, int N, int F, bool gelu) {
-    const int64_t n = int64_t(N) * F, Fp = fp8_padded(F), cr = fp8_code_rows(N), nc = cr * Fp, ns = cr * (Fp / kFp8Block);
+    const int64_t n = int64_t(N) * F, Fp = fp8_padded(F), cr = fp8_code_rows(N), nc = cr * Fp,
+                  ns = cr * (Fp / kFp8Block);
     const auto gate = c.rng.bf16_values(n, 4.0f), up = c.rng.bf16_values(n, 2.0f), dout = c.rng.bf16_values(n, 1.0f);
     const auto d_gate = dev_bf16(gate), d_up = dev_bf16(up), d_dout = dev_bf16(dout);
     auto quantized_like_cpu = [&](const std::string& what, const std::vector<float>& got, const Dev<uint8_t>& codes,
@@ -222,8 +223,9 @@ void gen_activation_fp8(CaseList& cs) {
     };
     for (const S& s : {S{37, 384, false}, S{256, 14336, false}, S{1, 128, false}, S{37, 352, false}, S{48, 256, true},
                        S{5, 352, true}})
-        cs.add("fp8 activation_fp8 " + std::to_string(s.N) + "x" + std::to_string(s.F) + (s.gelu ? " geglu" : " swiglu"),
-               [=](Check& c) { activation_fp8_case(c, s.N, s.F, s.gelu); });
+        cs.add(
+            "fp8 activation_fp8 " + std::to_string(s.N) + "x" + std::to_string(s.F) + (s.gelu ? " geglu" : " swiglu"),
+            [=](Check& c) { activation_fp8_case(c, s.N, s.F, s.gelu); });
 }
 
 }  // namespace tandem::testing

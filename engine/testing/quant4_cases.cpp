@@ -6,7 +6,8 @@
 // differ only next to a decision threshold, where the GPU's approximate reciprocal and the CPU's exact one can
 // round apart); and, with a fixtures folder, against bitsandbytes' own CUDA output (tests/fixtures/nf4): bit
 // for bit; dequantize_4bit_fp8 (in the op table, generator gen_dequantize_4bit_fp8) exactly equal to its CPU
-// twin in both layouts. Every case name starts "nf4 " (bench/gpu_checks.sh runs them under compute-sanitizer by that filter).
+// twin in both layouts. Every case name starts "nf4 " (bench/gpu_checks.sh runs them under compute-sanitizer by
+// that filter).
 #include "testing/harness.h"
 
 #if TANDEM_WITH_CUDA
@@ -274,8 +275,8 @@ void gen_dequantize_4bit_fp8(CaseList& cs) {
         int64_t first;
         bool nested;
     };
-    for (const S& s : {S{300, 352, 0, true}, S{256, 1024, 128 * 1024, true}, S{128, 384, 0, false},
-                       S{37, 100, 0, true}, S{130, 200, 7, false}, S{1, 128, 64, true}, S{200, 1, 0, true}})
+    for (const S& s : {S{300, 352, 0, true}, S{256, 1024, 128 * 1024, true}, S{128, 384, 0, false}, S{37, 100, 0, true},
+                       S{130, 200, 7, false}, S{1, 128, 64, true}, S{200, 1, 0, true}})
         for (bool t : {false, true})
             cs.add("nf4 dequantize_4bit_fp8 " + std::to_string(s.OUT) + "x" + std::to_string(s.IN) + " from " +
                        std::to_string(s.first) + (s.nested ? " double-quant" : " fp32 absmax") +

@@ -372,10 +372,10 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
         out.refusal = "checkpointing '" + std::string(checkpoint_policy_name(config.memory.checkpointing)) +
                       "' needs " + gib(pinned_of(chosen)) + " of pinned host memory" +
                       (host_replicas > 1 ? " (" + std::to_string(host_replicas) + " replicas)" : std::string()) +
-                      " but may pin " +
-                      gib(pinned_budget) + " (" + gib(host.available) + " of RAM available; " +
-                      (host_set ? "memory.host_budget_gib" : "half of it by default: memory.host_budget_gib / "
-                                                            "--host-budget allows more") +
+                      " but may pin " + gib(pinned_budget) + " (" + gib(host.available) + " of RAM available; " +
+                      (host_set ? "memory.host_budget_gib"
+                                : "half of it by default: memory.host_budget_gib / "
+                                  "--host-budget allows more") +
                       "); use checkpointing 'recompute' or 'auto', or lower training.batch_tokens";
     } else {
         notes.push_back("device: cuda (" + std::string(prop.name) + "), planned peak " + gib(chosen.total) + " of " +

@@ -16,7 +16,6 @@
 #include "kernels/cpu/fp8.h"
 #include "tandem/safetensors.h"  // f32_to_bf16, bf16_to_f32
 
-
 namespace tandem::cpu {
 
 uint8_t nf4_code_of(float x) { return nf4_code_from(nf4_thresholds().data(), x); }

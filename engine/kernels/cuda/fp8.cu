@@ -22,11 +22,11 @@ namespace tandem::cuda {
 namespace {
 
 // grid (ceil(code_rows*cols / 16)), 256 threads: each half-warp handles one (row, block) = item % code_rows,
-// item / code_rows (two per warp; consecutive half-warps take consecutive rows of one block column, so their scales,
-// contiguous per block column in the VEC128 layout, are stored together: the same time as row-major items under
-// ncu on an H200, 2026-11-29), lane l of the half holding the block's elements 8l..8l+7 (one 16-byte load when vec, K % 8
-// == 0); store_fp8_row_block (fp8.cuh) does the rest. Rows past `rows` are the tail GEMM's pad rows (codes 0,
-// scale 1).
+// item / code_rows (two per warp; consecutive half-warps take consecutive rows of one block column, so their
+// scales, contiguous per block column in the VEC128 layout, are stored together: the same time as row-major items
+// under ncu on an H200, 2026-11-29), lane l of the half holding the block's elements 8l..8l+7 (one 16-byte load
+// when vec, K % 8 == 0); store_fp8_row_block (fp8.cuh) does the rest. Rows past `rows` are the tail GEMM's pad
+// rows (codes 0, scale 1).
 template <bool vec>
 __global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* x, int rows, int K, int cols,
                                      int64_t code_rows) {
