@@ -716,6 +716,37 @@ private slots:
         QVERIFY(worst <= 1.0);
         for (int o = 0; o < OUT; ++o)  // the pad columns
             for (int64_t i = IN; i < INp; ++i) QCOMPARE(c[size_t(o * INp + i)], uint8_t(0));
+
+        // Every byte and scale (pads included) as the composed path gives them: dequantize_4bit, bf16,
+        // quantize_fp8_weight, fp8_transpose; with plain and with double-quantized absmax.
+        std::vector<float> nested_absmax(size_t(quant4_blocks(int64_t(absmax.size()), 256)));
+        std::vector<uint8_t> absmax_q(absmax.size());
+        const float offset = cpu::absmax_mean(absmax.data(), int64_t(absmax.size()));
+        cpu::quantize_blockwise_8bit(absmax_q.data(), nested_absmax.data(), absmax.data(), offset,
+                                     dynamic_code_8bit().data(), int64_t(absmax.size()), 256);
+        Quant4Ref qn = q;
+        qn.absmax = nullptr;
+        qn.absmax_q = absmax_q.data();
+        qn.nested_code = dynamic_code_8bit().data();
+        qn.nested_absmax = nested_absmax.data();
+        qn.offset = &offset;
+        for (const Quant4Ref& ref : {q, qn}) {
+            std::vector<float> vr(size_t(OUT) * IN);
+            cpu::dequantize_4bit(vr.data(), ref, first, int64_t(vr.size()));
+            for (float& e : vr) e = bf16_to_f32(f32_to_bf16(e));
+            std::vector<uint8_t> want_c(c.size(), 0xCD), want_ct(ct.size(), 0xCD), got_c(c.size(), 0x11),
+                got_ct(ct.size(), 0x11);
+            std::vector<float> want_sc(sc.size(), -3.0f), want_sct(sct.size(), -3.0f), got_sc(sc.size(), -5.0f),
+                got_sct(sct.size(), -5.0f);
+            cpu::quantize_fp8_weight(want_c.data(), want_sc.data(), vr.data(), OUT, IN);
+            cpu::fp8_transpose(want_ct.data(), want_sct.data(), want_c.data(), want_sc.data(), OUT, IN);
+            cpu::dequantize_4bit_fp8(got_c.data(), got_sc.data(), ref, first, OUT, IN, false);
+            cpu::dequantize_4bit_fp8(got_ct.data(), got_sct.data(), ref, first, OUT, IN, true);
+            QVERIFY(got_c == want_c);
+            QVERIFY(got_ct == want_ct);
+            QVERIFY(got_sc == want_sc);
+            QVERIFY(got_sct == want_sct);
+        }
     }
 
     // A 4-bit model with FP8 GEMMs: its loss and LoRA gradients are the 4-bit bf16 path's within FP8's few

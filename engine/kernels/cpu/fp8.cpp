@@ -12,17 +12,6 @@
 
 namespace tandem::cpu {
 
-namespace {
-
-// max |x| over a block; NaN if any element is NaN or infinite (core/fp8.h: the scale then shows it).
-float block_amax(float amax, float x) {
-    const float a = std::fabs(x);
-    if (!(a <= 3.4e38f)) return NAN;  // NaN, inf
-    return std::isnan(amax) ? amax : std::max(amax, a);
-}
-
-}  // namespace
-
 void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT, int IN) {
     TANDEM_KCHECK_PTR(codes);
     TANDEM_KCHECK_PTR(scales);
@@ -37,7 +26,7 @@ void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT,
             const int64_t c0 = cb * kFp8Block, c1 = std::min<int64_t>(IN, c0 + kFp8Block);
             float amax = 0.0f;
             for (int64_t r = r0; r < r1; ++r)
-                for (int64_t c = c0; c < c1; ++c) amax = block_amax(amax, w[r * IN + c]);
+                for (int64_t c = c0; c < c1; ++c) amax = fp8_amax_step(amax, w[r * IN + c]);
             const Fp8Scale s = fp8_scale_of(amax);
             scales[band * ld + cb] = s.scale;
             for (int64_t r = r0; r < r1; ++r) {
@@ -67,7 +56,7 @@ void quantize_fp8_rows(uint8_t* codes, float* scales, const float* x, int rows, 
         for (int64_t cb = 0; cb < cols; ++cb) {
             const int64_t c0 = cb * kFp8Block, c1 = std::min<int64_t>(K, c0 + kFp8Block);
             float amax = 0.0f;
-            for (int64_t c = c0; c < c1; ++c) amax = block_amax(amax, xr[c]);
+            for (int64_t c = c0; c < c1; ++c) amax = fp8_amax_step(amax, xr[c]);
             const Fp8Scale s = fp8_scale_of(amax);
             scales[fp8_row_scale_at(r, cb, rows, cols)] = s.scale;
             for (int64_t c = c0; c < c1; ++c) q[c] = e4m3_code(xr[c] * s.inv);

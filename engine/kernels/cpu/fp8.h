@@ -11,11 +11,20 @@
 //    a block differs, so the two agree to fp32 rounding, not bit for bit).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/fp8.h"
 
 namespace tandem::cpu {
+
+// One step of a block's max |x|: NaN once any element is NaN or infinite (core/fp8.h: the scale then shows it).
+inline float fp8_amax_step(float amax, float x) {
+    const float a = std::fabs(x);
+    if (!(a <= 3.4e38f)) return NAN;  // NaN, inf
+    return std::isnan(amax) ? amax : std::max(amax, a);
+}
 
 // codes[OUT, INp], scales[ceil(OUT/128), fp8_scale_ld(IN)] = the 128x128-block quantization of w[OUT, IN]
 // (core/fp8.h; the grid's pad entries 1).

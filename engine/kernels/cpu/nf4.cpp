@@ -56,18 +56,63 @@ void dequantize_4bit_fp8(uint8_t* codes, float* scales, const Quant4Ref& w, int6
                          bool transposed) {
     TANDEM_KCHECK_PTR(codes);
     TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK_PTR(w.codes);
+    TANDEM_KCHECK_PTR(w.code);
+    TANDEM_KCHECK(w.nested() ? (w.nested_code && w.nested_absmax && w.offset) : w.absmax != nullptr);
+    TANDEM_KCHECK(w.blocksize > 0 && w.nested_blocksize > 0);
     TANDEM_KCHECK(OUT > 0 && IN > 0 && first >= 0 && first + int64_t(OUT) * IN <= w.n);
-    std::vector<float> v(size_t(OUT) * size_t(IN));
-    dequantize_4bit(v.data(), w, first, int64_t(v.size()));
-    for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
-    if (!transposed) {
-        quantize_fp8_weight(codes, scales, v.data(), OUT, IN);
-        return;
+    const int64_t INp = fp8_padded(IN), OUTp = fp8_padded(OUT), in_cols = INp / kFp8Block,
+                  out_cols = OUTp / kFp8Block, in_ld = fp8_scale_ld(IN), out_ld = fp8_scale_ld(OUT),
+                  bands = out_cols;
+    // One 128x128 block at a time, as the CUDA kernel's shared tile: its values (rounded to bf16), their max,
+    // then the codes in either layout. No copy of the whole slot.
+#pragma omp parallel
+    {
+        std::vector<float> tile(size_t(kFp8Block) * kFp8Block);
+#pragma omp for schedule(static)
+        for (int64_t item = 0; item < bands * in_cols; ++item) {
+            const int64_t band = item / in_cols, cb = item % in_cols;
+            const int64_t r0 = band * kFp8Block, r1 = std::min<int64_t>(OUT, r0 + kFp8Block);
+            const int64_t c0 = cb * kFp8Block, c1 = std::min<int64_t>(IN, c0 + kFp8Block);
+            float amax = 0.0f;
+            for (int64_t r = r0; r < r1; ++r) {
+                int64_t b = -1;
+                float a = 0.0f;
+                for (int64_t c = c0; c < c1; ++c) {
+                    const int64_t e = first + r * IN + c;
+                    if (e / w.blocksize != b) a = block_absmax(w, b = e / w.blocksize);
+                    const uint8_t byte = w.codes[e >> 1];
+                    const float v = bf16_to_f32(f32_to_bf16(w.code[(e & 1) ? (byte & 0x0F) : (byte >> 4)] * a));
+                    tile[size_t((r - r0) * kFp8Block + (c - c0))] = v;
+                    amax = fp8_amax_step(amax, v);
+                }
+            }
+            const Fp8Scale s = fp8_scale_of(amax);
+            const auto code_at = [&](int64_t r, int64_t c) {
+                return e4m3_code(tile[size_t((r - r0) * kFp8Block + (c - c0))] * s.inv);
+            };
+            if (!transposed) {  // codes [OUT, INp], scales [bands, in_ld]
+                scales[band * in_ld + cb] = s.scale;
+                for (int64_t r = r0; r < r1; ++r) {
+                    uint8_t* q = codes + r * INp;
+                    for (int64_t c = c0; c < c1; ++c) q[c] = code_at(r, c);
+                    for (int64_t c = c1; c < c0 + kFp8Block; ++c) q[c] = 0;
+                }
+            } else {  // codes [IN, OUTp], scales [in_cols, out_ld]
+                scales[cb * out_ld + band] = s.scale;
+                for (int64_t c = c0; c < c1; ++c) {
+                    uint8_t* q = codes + c * OUTp;
+                    for (int64_t r = r0; r < r1; ++r) q[r] = code_at(r, c);
+                    for (int64_t r = r1; r < r0 + kFp8Block; ++r) q[r] = 0;
+                }
+            }
+        }
     }
-    std::vector<uint8_t> c(size_t(OUT) * size_t(fp8_padded(IN)));
-    std::vector<float> sc(size_t(fp8_blocks(OUT) * fp8_scale_ld(IN)));
-    quantize_fp8_weight(c.data(), sc.data(), v.data(), OUT, IN);
-    fp8_transpose(codes, scales, c.data(), sc.data(), OUT, IN);
+    // The scale grid's pad entries (its row stride rounded up to 4).
+    const int64_t rows = transposed ? in_cols : bands, cols = transposed ? out_cols : in_cols,
+                  ld = transposed ? out_ld : in_ld;
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = cols; j < ld; ++j) scales[i * ld + j] = 1.0f;
 }
 
 void quantize_4bit(uint8_t* codes, float* absmax, const float* in, int64_t n, int blocksize) {

@@ -36,7 +36,8 @@ void dequantize_4bit(float* out, const Quant4Ref& w, int64_t first, int64_t coun
 
 // FP8 GEMMs on a 4-bit weight (kernels/cuda/nf4.h's twin): the slot [OUT, IN] at element `first` dequantized,
 // each value rounded to bf16 (as the CUDA dequantize_4bit rounds it), then quantize_fp8_weight (kernels/cpu/fp8.h),
-// and with `transposed` fp8_transpose of that. The same codes and scales as CUDA's, bit for bit.
+// and with `transposed` fp8_transpose of that; computed one 128x128 block at a time (no copy of the slot). The same
+// codes and scales as CUDA's, bit for bit.
 void dequantize_4bit_fp8(uint8_t* codes, float* scales, const Quant4Ref& w, int64_t first, int OUT, int IN,
                          bool transposed);
 
