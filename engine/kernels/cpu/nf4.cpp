@@ -61,9 +61,8 @@ void dequantize_4bit_fp8(uint8_t* codes, float* scales, const Quant4Ref& w, int6
     TANDEM_KCHECK(w.nested() ? (w.nested_code && w.nested_absmax && w.offset) : w.absmax != nullptr);
     TANDEM_KCHECK(w.blocksize > 0 && w.nested_blocksize > 0);
     TANDEM_KCHECK(OUT > 0 && IN > 0 && first >= 0 && first + int64_t(OUT) * IN <= w.n);
-    const int64_t INp = fp8_padded(IN), OUTp = fp8_padded(OUT), in_cols = INp / kFp8Block,
-                  out_cols = OUTp / kFp8Block, in_ld = fp8_scale_ld(IN), out_ld = fp8_scale_ld(OUT),
-                  bands = out_cols;
+    const int64_t INp = fp8_padded(IN), OUTp = fp8_padded(OUT), in_cols = INp / kFp8Block, out_cols = OUTp / kFp8Block,
+                  in_ld = fp8_scale_ld(IN), out_ld = fp8_scale_ld(OUT), bands = out_cols;
     // One 128x128 block at a time, as the CUDA kernel's shared tile: its values (rounded to bf16), their max,
     // then the codes in either layout. No copy of the whole slot.
 #pragma omp parallel
