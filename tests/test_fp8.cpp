@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -747,6 +748,84 @@ private slots:
             QVERIFY(got_sc == want_sc);
             QVERIFY(got_sct == want_sct);
         }
+    }
+
+    // e5m2_round against IEEE half precision (the compiler's _Float16), whose top byte E5M2 is: every E5M2 value
+    // (the halves whose low 8 bits are 0) is kept, and any float goes to the nearest of them (ties: the even code),
+    // saturating at 57344.
+    void e5m2_rounding_matches_half_precision() {
+        std::vector<float> grid;  // the finite non-negative E5M2 values, ascending
+        for (uint32_t code = 0; code < 0x7C; ++code) {
+            const uint16_t h = uint16_t(code << 8);
+            _Float16 v;
+            std::memcpy(&v, &h, 2);
+            grid.push_back(float(v));
+        }
+        QCOMPARE(grid.back(), kE5M2Max);
+        for (float v : grid) {
+            QCOMPARE(e5m2_round(v), v);
+            QCOMPARE(e5m2_round(-v), -v);
+        }
+        auto nearest = [&](float x) {
+            const float a = std::fabs(x);
+            if (a >= kE5M2Max) return std::copysign(kE5M2Max, x);
+            const auto hi = std::upper_bound(grid.begin(), grid.end(), a);
+            const size_t i = size_t(hi - grid.begin());  // grid[i-1] <= a < grid[i]
+            const double lo_d = double(a) - grid[i - 1], hi_d = double(grid[i]) - a;
+            const size_t pick = lo_d < hi_d ? i - 1 : hi_d < lo_d ? i : ((i - 1) % 2 == 0 ? i - 1 : i);
+            return std::copysign(grid[pick], x);
+        };
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<float> e(-20.0f, 17.0f), m(1.0f, 2.0f);
+        int checked = 0;
+        for (int k = 0; k < 200000; ++k) {
+            const float x = (k % 2 ? -1.0f : 1.0f) * m(rng) * std::exp2(std::floor(e(rng)));
+            QCOMPARE(e5m2_round(x), nearest(x));
+            ++checked;
+        }
+        for (size_t i = 1; i + 1 < grid.size(); ++i) {  // the midpoints: ties to the even code
+            const float mid = float((double(grid[i - 1]) + grid[i]) / 2);
+            QCOMPARE(e5m2_round(mid), nearest(mid));
+        }
+        QVERIFY(std::isnan(e5m2_round(NAN)));
+        QCOMPARE(e5m2_round(1e9f), kE5M2Max);
+        qInfo("%d random floats and every midpoint rounded as IEEE half's E5M2 grid gives", checked);
+    }
+
+    // Output gradients in E5M2 (the CPU ablation): the GEMM's input, codes times scale, is each element rounded to
+    // E5M2 under its block's amax / 57344 wherever that value is at least 2^-14 of the block's largest (E4M3 holds
+    // it exactly there); E4M3 (the default) is quantize_fp8_rows itself.
+    void e5m2_gradients_are_e5m2_values() {
+        const int rows = 19, K = 300;
+        std::vector<float> x = normal(size_t(rows) * K, 5, 1.0f);
+        for (size_t i = 0; i < x.size(); i += 37) x[i] *= 1e-3f;  // small values inside a block
+        const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block, cr = fp8_code_rows(rows);
+        std::vector<uint8_t> c4(size_t(cr * Kp)), c5(c4.size()), want4(c4.size());
+        std::vector<float> s4(size_t(cols * cr)), s5(s4.size()), wants4(s4.size());
+        cpu::quantize_fp8_rows(want4.data(), wants4.data(), x.data(), rows, K);
+        cpu::quantize_fp8_grad_rows_as(cpu::Fp8GradFormat::E4M3, c4.data(), s4.data(), x.data(), rows, K);
+        QVERIFY(c4 == want4);
+        QVERIFY(s4 == wants4);
+        cpu::quantize_fp8_grad_rows_as(cpu::Fp8GradFormat::E5M2, c5.data(), s5.data(), x.data(), rows, K);
+        int exact = 0, differ4 = 0;
+        for (int r = 0; r < rows; ++r)
+            for (int cb = 0; cb < cols; ++cb) {
+                float amax = 0;
+                for (int c = cb * 128; c < std::min(K, cb * 128 + 128); ++c)
+                    amax = std::max(amax, std::fabs(x[size_t(r) * K + c]));
+                const float scale5 = amax / kE5M2Max, sc = s5[size_t(fp8_row_scale_at(r, cb, rows, cols))];
+                for (int c = cb * 128; c < std::min(K, cb * 128 + 128); ++c) {
+                    const float v = x[size_t(r) * K + c], want = e5m2_round(v / scale5) * scale5;
+                    const float got = e4m3_value(c5[size_t(r * Kp + c)]) * sc;
+                    if (std::fabs(want) < amax * std::exp2(-14.0f)) continue;
+                    QVERIFY2(std::fabs(got - want) <= 1e-6f * std::fabs(want),
+                             qPrintable(QString("row %1 col %2: %3 vs %4").arg(r).arg(c).arg(got).arg(want)));
+                    ++exact;
+                    differ4 += c5[size_t(r * Kp + c)] != c4[size_t(r * Kp + c)];
+                }
+            }
+        qInfo("%d gradient elements on the E5M2 grid; %d codes differ from E4M3's", exact, differ4);
+        QVERIFY(differ4 > exact / 4);  // E5M2 drops a mantissa bit: about half the codes move
     }
 
     // A 4-bit model with FP8 GEMMs: its loss and LoRA gradients are the 4-bit bf16 path's within FP8's few

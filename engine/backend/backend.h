@@ -83,6 +83,7 @@ namespace tandem {
     X(grouped_matmul_backward, (x, cx, cx, n64, ci, n, n, n, n, s))                 \
     X(grouped_matmul_weight_grad, (f, n64, cx, cx, ci, n, n, n, n, s))              \
     X(quantize_fp8_rows, (u8, f, cx, n, n))                                         \
+    X(quantize_fp8_grad_rows, (u8, f, cx, n, n))                                    \
     X(fp8_transpose, (u8, f, cu8, cf, n, n))                                        \
     X(fp8_matmul, (x, cu8, cf, cu8, cf, cx, n, n, n, s, x))                         \
     X(dequantize_4bit_fp8, (u8, f, q4, n64, n, n, flag))                            \

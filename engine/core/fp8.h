@@ -32,6 +32,7 @@ namespace tandem {
 
 inline constexpr int kFp8Block = 128;
 inline constexpr float kE4M3Max = 448.0f;
+inline constexpr float kE5M2Max = 57344.0f;
 
 TANDEM_HD inline int64_t fp8_padded(int64_t k) { return (k + kFp8Block - 1) / kFp8Block * kFp8Block; }
 TANDEM_HD inline int64_t fp8_blocks(int64_t n) { return (n + kFp8Block - 1) / kFp8Block; }
@@ -116,6 +117,27 @@ TANDEM_HD inline uint8_t e4m3_code(float x) {
     }
     if (e > 15 || (e == 15 && m3 == 7)) return uint8_t(sign | 0x7E);  // rounded past 448
     return uint8_t(sign | uint32_t(e) << 3 | m3);
+}
+
+// The nearest E5M2 value to x (1 sign, 5 exponent bits with bias 15, 2 mantissa bits: finite values up to 57344,
+// subnormals m * 2^-16), round to nearest even, saturating; NaN stays NaN. Only the CPU backend's ablation of E5M2
+// output gradients uses it (kernels/cpu/fp8.h quantize_fp8_grad_rows); training stores E4M3 codes.
+TANDEM_HD inline float e5m2_round(float x) {
+    const uint32_t bits = fp8_bits_of(x);
+    const uint32_t sign = bits & 0x80000000u, abs = bits & 0x7FFFFFFFu;
+    if (abs > 0x7F800000u) return x;                                 // NaN
+    if (abs >= 0x47600000u) return fp8_float_of(sign | 0x47600000u);  // >= 57344 (and inf): saturate
+    const int exp = int(abs >> 23) - 127;
+    // The grid's spacing at |x|: 2^(exp - 2) for normals (exp >= -14), 2^-16 for subnormals.
+    const int q = exp < -14 ? -16 : exp - 2;
+    const uint32_t qbits = uint32_t(q + 127) << 23;  // 2^q (q >= -16: a normal float)
+    const float quantum = fp8_float_of(qbits), a = fp8_float_of(abs);
+    const float scaled = a / quantum;  // exact: a power of two
+    float m = float(int(scaled));
+    const float rest = scaled - m;
+    if (rest > 0.5f || (rest == 0.5f && (int(m) & 1))) m += 1.0f;
+    const float r = m * quantum;  // exact; may reach the next binade (its 1.0), still on the grid
+    return fp8_float_of(sign | (fp8_bits_of(r) & 0x7FFFFFFFu));
 }
 
 // A block's scale and the factor its elements are multiplied by before rounding (see the header comment).

@@ -431,7 +431,7 @@ public:
             const uint8_t* xc = f8_codes;
             const float* xs = f8_scales;
             if (!take_fp8_ready(dout, T, xc, xs)) {
-                B::quantize_fp8_rows(f8_codes, f8_scales, dout, T, OUT);
+                B::quantize_fp8_grad_rows(f8_codes, f8_scales, dout, T, OUT);
                 f8_ready[0] = {};
             }
             if (ft.codes) {  // resident (made once at load: transpose_fp8_weights)

@@ -54,16 +54,18 @@ std::vector<float> graded(Check& c, int rows, int cols, float base) {
     return round_bf16(x);
 }
 
-void quantize_rows_case(Check& c, int rows, int K) {
+// grad: quantize_fp8_grad_rows (output gradients: E4M3 on both backends unless the CPU's E5M2 ablation is on,
+// which the CUDA twin refuses).
+void quantize_rows_case(Check& c, int rows, int K, bool grad = false) {
     const std::vector<float> x = graded(c, rows, K, 0.5f);
     const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block, cr = fp8_code_rows(rows);
     std::vector<uint8_t> codes(size_t(cr * Kp));
     std::vector<float> scales(size_t(cols * cr));
-    cpu::quantize_fp8_rows(codes.data(), scales.data(), x.data(), rows, K);
+    (grad ? cpu::quantize_fp8_grad_rows : cpu::quantize_fp8_rows)(codes.data(), scales.data(), x.data(), rows, K);
     const auto d_x = dev_bf16(x);
     const auto d_codes = poisoned<uint8_t>(cr * Kp);
     const auto d_scales = poisoned<float>(cols * cr);
-    cuda::quantize_fp8_rows(d_codes.p(), d_scales.p(), d_x.p(), rows, K);
+    (grad ? cuda::quantize_fp8_grad_rows : cuda::quantize_fp8_rows)(d_codes.p(), d_scales.p(), d_x.p(), rows, K);
     bytes_equal(c, "codes", get_bytes(d_codes.p(), d_codes.n()), codes);
     c.tensor("scales", get(d_scales), scales, kTolExact);
 }
@@ -186,6 +188,13 @@ void gen_quantize_fp8_rows(CaseList& cs) {
     for (const Rows& s : v)
         cs.add("fp8 quantize_fp8_rows " + std::to_string(s.rows) + "x" + std::to_string(s.K),
                [=](Check& c) { quantize_rows_case(c, s.rows, s.K); });
+}
+
+// Output gradients: two of the row cases through quantize_fp8_grad_rows.
+void gen_quantize_fp8_grad_rows(CaseList& cs) {
+    for (const Rows& s : {Rows{37, 352}, Rows{256, 4096}})
+        cs.add("fp8 quantize_fp8_grad_rows " + std::to_string(s.rows) + "x" + std::to_string(s.K),
+               [=](Check& c) { quantize_rows_case(c, s.rows, s.K, true); });
 }
 
 // The weight's quantization (outside the table) and its transpose, one case: one row, one column, sizes that

@@ -108,6 +108,7 @@ constexpr std::array kOpRegistry = {
     OpEntry{"grouped_matmul_backward", gen_grouped_matmul},
     OpEntry{"grouped_matmul_weight_grad", gen_grouped_matmul},
     OpEntry{"quantize_fp8_rows", gen_quantize_fp8_rows},
+    OpEntry{"quantize_fp8_grad_rows", gen_quantize_fp8_grad_rows},
     OpEntry{"fp8_transpose", gen_fp8_transpose},
     OpEntry{"fp8_matmul", gen_fp8_matmul},
     OpEntry{"dequantize_4bit_fp8", gen_dequantize_4bit_fp8},

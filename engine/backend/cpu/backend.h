@@ -78,6 +78,7 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, grouped_matmul_backward)
     TANDEM_FORWARD_OP(cpu, grouped_matmul_weight_grad)
     TANDEM_FORWARD_OP(cpu, quantize_fp8_rows)
+    TANDEM_FORWARD_OP(cpu, quantize_fp8_grad_rows)
     TANDEM_FORWARD_OP(cpu, fp8_transpose)
     TANDEM_FORWARD_OP(cpu, fp8_matmul)
     TANDEM_FORWARD_OP(cpu, dequantize_4bit_fp8)

@@ -80,6 +80,7 @@ struct CudaBackend {
     TANDEM_FORWARD_OP(cuda, grouped_matmul_backward)
     TANDEM_FORWARD_OP(cuda, grouped_matmul_weight_grad)
     TANDEM_FORWARD_OP(cuda, quantize_fp8_rows)
+    TANDEM_FORWARD_OP(cuda, quantize_fp8_grad_rows)
     TANDEM_FORWARD_OP(cuda, fp8_transpose)
     TANDEM_FORWARD_OP(cuda, fp8_matmul)
     TANDEM_FORWARD_OP(cuda, dequantize_4bit_fp8)

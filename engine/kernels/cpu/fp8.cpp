@@ -6,9 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "core/check.h"
+#include "tandem/error.h"
 
 namespace tandem::cpu {
 
@@ -63,6 +67,42 @@ void quantize_fp8_rows(uint8_t* codes, float* scales, const float* x, int rows, 
             for (int64_t c = std::max(c0, int64_t(K)); c < c0 + kFp8Block; ++c) q[c] = 0;
         }
     }
+}
+
+Fp8GradFormat fp8_grad_format() {
+    static const Fp8GradFormat f = [] {
+        const char* v = std::getenv("TANDEM_FP8_GRADS");
+        const std::string s = v ? v : "";
+        if (s.empty() || s == "e4m3") return Fp8GradFormat::E4M3;
+        if (s == "e5m2") return Fp8GradFormat::E5M2;
+        throw Error(ErrorCategory::InvalidInput,
+                    "TANDEM_FP8_GRADS=" + s + ": expected e4m3 or e5m2 (or unset: e4m3)");
+    }();
+    return f;
+}
+
+void quantize_fp8_grad_rows(uint8_t* codes, float* scales, const float* x, int rows, int K) {
+    quantize_fp8_grad_rows_as(fp8_grad_format(), codes, scales, x, rows, K);
+}
+
+void quantize_fp8_grad_rows_as(Fp8GradFormat format, uint8_t* codes, float* scales, const float* x, int rows, int K) {
+    if (format == Fp8GradFormat::E4M3) return quantize_fp8_rows(codes, scales, x, rows, K);
+    TANDEM_KCHECK_PTR(x);
+    TANDEM_KCHECK(rows > 0 && K > 0);
+    std::vector<float> g(x, x + int64_t(rows) * K);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+        float* gr = g.data() + r * K;
+        for (int64_t c0 = 0; c0 < K; c0 += kFp8Block) {
+            const int64_t c1 = std::min<int64_t>(K, c0 + kFp8Block);
+            float amax = 0.0f;
+            for (int64_t c = c0; c < c1; ++c) amax = fp8_amax_step(amax, gr[c]);
+            if (!(amax > 0.0f) || std::isnan(amax)) continue;  // zeros stay zeros; NaN shows in the scale
+            const float s5 = amax / kE5M2Max;
+            for (int64_t c = c0; c < c1; ++c) gr[c] = e5m2_round(gr[c] / s5) * s5;
+        }
+    }
+    quantize_fp8_rows(codes, scales, g.data(), rows, K);
 }
 
 void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, const float* scales, int OUT, int IN) {

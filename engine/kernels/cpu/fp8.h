@@ -34,6 +34,21 @@ void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT,
 // 128-column quantization of x[rows, K]; the pad columns (K..Kp) and pad rows are code 0, pad rows scale 1.
 void quantize_fp8_rows(uint8_t* codes, float* scales, const float* x, int rows, int K);
 
+// The format FP8 output gradients are rounded to before the GEMM (an ablation of the CPU emulation; the training
+// path is E4M3 on both backends): TANDEM_FP8_GRADS=e5m2 in the environment gives E5M2, unset or e4m3 E4M3, any
+// other value an invalid-input error naming the variable. Read once.
+enum class Fp8GradFormat { E4M3, E5M2 };
+Fp8GradFormat fp8_grad_format();
+
+// quantize_fp8_rows of an output gradient (the input-gradient GEMM's x). With E5M2 (fp8_grad_format) each
+// (row, 128-column block) is first rounded to the E5M2 grid under its own scale amax / 57344 (e5m2_round); those
+// values are then E4M3 codes under amax / 448 exactly, down to amax * 2^-14.8 (the scales differ by 2^7, and
+// E4M3's 3 mantissa bits hold E5M2's 2), so the GEMM sees E5M2's rounding; smaller values, under 2^-14.8 of their
+// block's largest, take E4M3's subnormal grid instead.
+void quantize_fp8_grad_rows(uint8_t* codes, float* scales, const float* x, int rows, int K);
+// The same in a given format (the tests').
+void quantize_fp8_grad_rows_as(Fp8GradFormat format, uint8_t* codes, float* scales, const float* x, int rows, int K);
+
 // The transposed weight for the input gradient: wt_codes[IN, OUTp], wt_scales[ceil(IN/128), fp8_scale_ld(OUT)]
 // from codes[OUT, INp], scales[ceil(OUT/128), fp8_scale_ld(IN)] (code (o, i) moves to (i, o); block (bo, bi) to
 // (bi, bo); the pad columns OUT..OUTp are code 0, the grid's pad entries 1). Exact: no rounding.

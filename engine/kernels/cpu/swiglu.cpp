@@ -127,8 +127,8 @@ void activation_backward_fp8(float* dgate, float* dup, uint8_t* gate_codes, floa
         geglu_backward(dgate, dup, dout, gate, up, N, F);
     else
         swiglu_backward(dgate, dup, dout, gate, up, N, F);
-    quantize_fp8_rows(gate_codes, gate_scales, dgate, N, F);
-    quantize_fp8_rows(up_codes, up_scales, dup, N, F);
+    quantize_fp8_grad_rows(gate_codes, gate_scales, dgate, N, F);
+    quantize_fp8_grad_rows(up_codes, up_scales, dup, N, F);
 }
 
 }  // namespace tandem::cpu

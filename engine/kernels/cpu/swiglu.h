@@ -24,7 +24,8 @@ void geglu_backward(float* dgate, float* dup, const float* dout, const float* ga
 // out, N, F) (kernels/cpu/fp8.h) of the output for the FP8 GEMM it feeds.
 void activation_forward_fp8(float* out, uint8_t* codes, float* scales, const float* gate, const float* up, int N, int F,
                             bool gelu);
-// The gradients, then each quantized: gate_codes / gate_scales from dgate, up_codes / up_scales from dup.
+// The gradients, then each quantized (quantize_fp8_grad_rows: output gradients): gate_codes / gate_scales from
+// dgate, up_codes / up_scales from dup.
 void activation_backward_fp8(float* dgate, float* dup, uint8_t* gate_codes, float* gate_scales, uint8_t* up_codes,
                              float* up_scales, const float* dout, const float* gate, const float* up, int N, int F,
                              bool gelu);

@@ -20,6 +20,10 @@ void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT,
 // codes[fp8_code_rows(rows), Kp] and the scales (core/fp8.h's layout) from x[rows, K].
 void quantize_fp8_rows(uint8_t* codes, float* scales, const bf16* x, int rows, int K);
 
+// quantize_fp8_rows of an output gradient: E4M3, as every quantization here. The CPU backend's E5M2 ablation
+// (kernels/cpu/fp8.h, TANDEM_FP8_GRADS=e5m2) is refused here, never ignored.
+void quantize_fp8_grad_rows(uint8_t* codes, float* scales, const bf16* x, int rows, int K);
+
 // wt_codes[IN, OUTp], wt_scales[ceil(IN/128), OUTp/128] from codes[OUT, INp], scales[ceil(OUT/128), INp/128].
 void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, const float* scales, int OUT, int IN);
 
