@@ -125,36 +125,4 @@ void fp8_transpose(uint8_t* wt_codes, float* wt_scales, const uint8_t* codes, co
             wt_scales[bi * out_ld + bo] = bo < out_cols ? scales[bo * in_ld + bi] : 1.0f;
 }
 
-void fp8_matmul(float* out, const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
-                const float* w_scales, const float* bias, int N, int K, int M, float beta, float* /*tail*/) {
-    TANDEM_KCHECK_PTR(out);
-    TANDEM_KCHECK_PTR(x_codes);
-    TANDEM_KCHECK_PTR(x_scales);
-    TANDEM_KCHECK_PTR(w_codes);
-    TANDEM_KCHECK_PTR(w_scales);
-    TANDEM_KCHECK(N > 0 && K > 0 && M > 0);
-    TANDEM_KCHECK(beta == 0.0f || beta == 1.0f);
-    const int64_t Kp = fp8_padded(K), cols = Kp / kFp8Block;
-    float lut[256];
-    for (int c = 0; c < 256; ++c) lut[c] = e4m3_value(uint8_t(c));
-#pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-        const uint8_t* xq = x_codes + n * Kp;
-        for (int64_t m = 0; m < M; ++m) {
-            const uint8_t* wq = w_codes + m * Kp;
-            const float* ws = w_scales + (m / kFp8Block) * fp8_scale_ld(K);
-            float acc = 0.0f;
-            for (int64_t cb = 0; cb < cols; ++cb) {
-                double part = 0.0;
-                for (int64_t k = cb * kFp8Block; k < (cb + 1) * kFp8Block; ++k)
-                    part += double(lut[xq[k]]) * double(lut[wq[k]]);
-                acc += float(part) * (x_scales[fp8_row_scale_at(n, cb, N, cols)] * ws[cb]);
-            }
-            if (bias) acc += bias[m];
-            float& o = out[n * M + m];
-            o = beta == 0.0f ? acc : o + acc;
-        }
-    }
-}
-
 }  // namespace tandem::cpu

@@ -8,7 +8,8 @@
 //    fp8_scale_of are shared host/device code), so a CUDA code equals the CPU code for the same input values.
 //  - fp8_matmul sums each 128-wide block's code products in double, multiplies by the two scales in fp32 and
 //    accumulates the blocks in fp32 (cuBLASLt promotes per block into an fp32 accumulator too; its order inside
-//    a block differs, so the two agree to fp32 rounding, not bit for bit).
+//    a block differs, so the two agree to fp32 rounding, not bit for bit). The double sums are exact (fp8_matmul.cpp
+//    says why), so they are OpenBLAS dgemm calls: any order, the same bits.
 #pragma once
 
 #include <algorithm>
