@@ -39,25 +39,30 @@ void fp8_matmul(float* out, const uint8_t* x_codes, const float* x_scales, const
     const int64_t tiles = (N + kRows - 1) / kRows;
     std::vector<float> acc(size_t(N) * size_t(M), 0.0f);
     std::vector<double> wd(size_t(M) * kFp8Block);
-    for (int64_t cb = 0; cb < cols; ++cb) {
-        const int64_t k0 = cb * kFp8Block;
-#pragma omp parallel for schedule(static)
-        for (int64_t m = 0; m < M; ++m)
-            for (int64_t k = 0; k < kFp8Block; ++k) wd[size_t(m * kFp8Block + k)] = lut[w_codes[m * Kp + k0 + k]];
-#pragma omp parallel for schedule(static)
-        for (int64_t t = 0; t < tiles; ++t) {
-            const int64_t n0 = t * kRows, rows = std::min<int64_t>(kRows, N - n0);
-            std::vector<double> xd(size_t(rows) * kFp8Block), part(size_t(rows) * size_t(M));
-            for (int64_t r = 0; r < rows; ++r)
+    // Every thread walks the block columns; each column's two loops are shared out (their ends are barriers).
+#pragma omp parallel
+    {
+        std::vector<double> xd(size_t(kRows) * kFp8Block), part(size_t(kRows) * size_t(M));  // this thread's tile
+        for (int64_t cb = 0; cb < cols; ++cb) {
+            const int64_t k0 = cb * kFp8Block;
+#pragma omp for schedule(static)
+            for (int64_t m = 0; m < M; ++m)
                 for (int64_t k = 0; k < kFp8Block; ++k)
-                    xd[size_t(r * kFp8Block + k)] = lut[x_codes[(n0 + r) * Kp + k0 + k]];
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), M, kFp8Block, 1.0, xd.data(), kFp8Block,
-                        wd.data(), kFp8Block, 0.0, part.data(), M);
-            for (int64_t r = 0; r < rows; ++r) {
-                const float xs = x_scales[fp8_row_scale_at(n0 + r, cb, N, cols)];
-                float* a = acc.data() + (n0 + r) * M;
-                for (int64_t m = 0; m < M; ++m)
-                    a[m] += float(part[size_t(r * M + m)]) * (xs * w_scales[(m / kFp8Block) * wld + cb]);
+                    wd[size_t(m * kFp8Block + k)] = lut[w_codes[m * Kp + k0 + k]];
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < tiles; ++t) {
+                const int64_t n0 = t * kRows, rows = std::min<int64_t>(kRows, N - n0);
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t k = 0; k < kFp8Block; ++k)
+                        xd[size_t(r * kFp8Block + k)] = lut[x_codes[(n0 + r) * Kp + k0 + k]];
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), M, kFp8Block, 1.0, xd.data(),
+                            kFp8Block, wd.data(), kFp8Block, 0.0, part.data(), M);
+                for (int64_t r = 0; r < rows; ++r) {
+                    const float xs = x_scales[fp8_row_scale_at(n0 + r, cb, N, cols)];
+                    float* a = acc.data() + (n0 + r) * M;
+                    for (int64_t m = 0; m < M; ++m)
+                        a[m] += float(part[size_t(r * M + m)]) * (xs * w_scales[(m / kFp8Block) * wld + cb]);
+                }
             }
         }
     }

@@ -29,26 +29,32 @@ float block_absmax(const Quant4Ref& w, int64_t b) {
     return a + w.offset[0];
 }
 
+// The 4-bit code table's value of element e (before its block's absmax).
+float code_value(const Quant4Ref& w, int64_t e) {
+    const uint8_t byte = w.codes[e >> 1];
+    return w.code[(e & 1) ? uint8_t(byte & 0x0F) : uint8_t(byte >> 4)];
+}
+
+// The pieces a 4-bit reference must point at.
+void check_quant4_ref(const Quant4Ref& w) {
+    TANDEM_KCHECK_PTR(w.codes);
+    TANDEM_KCHECK_PTR(w.code);
+    TANDEM_KCHECK(w.nested() ? (w.nested_code && w.nested_absmax && w.offset) : w.absmax != nullptr);
+    TANDEM_KCHECK(w.blocksize > 0 && w.nested_blocksize > 0);
+}
 
 }  // namespace
 
 void dequantize_4bit(float* out, const Quant4Ref& w, int64_t first, int64_t count) {
     TANDEM_KCHECK_PTR(out);
-    TANDEM_KCHECK_PTR(w.codes);
-    TANDEM_KCHECK_PTR(w.code);
-    TANDEM_KCHECK(w.nested() ? (w.nested_code && w.nested_absmax && w.offset) : w.absmax != nullptr);
-    TANDEM_KCHECK(w.blocksize > 0 && w.nested_blocksize > 0);
+    check_quant4_ref(w);
     TANDEM_KCHECK(first >= 0 && count >= 0 && first + count <= w.n);
     const int64_t b0 = first / w.blocksize, b1 = (first + count + w.blocksize - 1) / w.blocksize;
 #pragma omp parallel for schedule(static)
     for (int64_t b = b0; b < b1; ++b) {
         const float a = block_absmax(w, b);
         const int64_t lo = std::max(first, b * w.blocksize), hi = std::min(first + count, (b + 1) * w.blocksize);
-        for (int64_t e = lo; e < hi; ++e) {
-            const uint8_t byte = w.codes[e >> 1];
-            const uint8_t c = (e & 1) ? uint8_t(byte & 0x0F) : uint8_t(byte >> 4);
-            out[e - first] = w.code[c] * a;
-        }
+        for (int64_t e = lo; e < hi; ++e) out[e - first] = code_value(w, e) * a;
     }
 }
 
@@ -56,10 +62,7 @@ void dequantize_4bit_fp8(uint8_t* codes, float* scales, const Quant4Ref& w, int6
                          bool transposed) {
     TANDEM_KCHECK_PTR(codes);
     TANDEM_KCHECK_PTR(scales);
-    TANDEM_KCHECK_PTR(w.codes);
-    TANDEM_KCHECK_PTR(w.code);
-    TANDEM_KCHECK(w.nested() ? (w.nested_code && w.nested_absmax && w.offset) : w.absmax != nullptr);
-    TANDEM_KCHECK(w.blocksize > 0 && w.nested_blocksize > 0);
+    check_quant4_ref(w);
     TANDEM_KCHECK(OUT > 0 && IN > 0 && first >= 0 && first + int64_t(OUT) * IN <= w.n);
     const int64_t INp = fp8_padded(IN), OUTp = fp8_padded(OUT), in_cols = INp / kFp8Block, out_cols = OUTp / kFp8Block,
                   in_ld = fp8_scale_ld(IN), out_ld = fp8_scale_ld(OUT), bands = out_cols;
@@ -80,8 +83,7 @@ void dequantize_4bit_fp8(uint8_t* codes, float* scales, const Quant4Ref& w, int6
                 for (int64_t c = c0; c < c1; ++c) {
                     const int64_t e = first + r * IN + c;
                     if (e / w.blocksize != b) a = block_absmax(w, b = e / w.blocksize);
-                    const uint8_t byte = w.codes[e >> 1];
-                    const float v = bf16_to_f32(f32_to_bf16(w.code[(e & 1) ? (byte & 0x0F) : (byte >> 4)] * a));
+                    const float v = bf16_to_f32(f32_to_bf16(code_value(w, e) * a));
                     tile[size_t((r - r0) * kFp8Block + (c - c0))] = v;
                     amax = fp8_amax_step(amax, v);
                 }
