@@ -47,16 +47,15 @@ void fp8_matmul(float* out, const uint8_t* x_codes, const float* x_scales, const
             const int64_t k0 = cb * kFp8Block;
 #pragma omp for schedule(static)
             for (int64_t m = 0; m < M; ++m)
-                for (int64_t k = 0; k < kFp8Block; ++k)
-                    wd[size_t(m * kFp8Block + k)] = lut[w_codes[m * Kp + k0 + k]];
+                for (int64_t k = 0; k < kFp8Block; ++k) wd[size_t(m * kFp8Block + k)] = lut[w_codes[m * Kp + k0 + k]];
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < tiles; ++t) {
                 const int64_t n0 = t * kRows, rows = std::min<int64_t>(kRows, N - n0);
                 for (int64_t r = 0; r < rows; ++r)
                     for (int64_t k = 0; k < kFp8Block; ++k)
                         xd[size_t(r * kFp8Block + k)] = lut[x_codes[(n0 + r) * Kp + k0 + k]];
-                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), M, kFp8Block, 1.0, xd.data(),
-                            kFp8Block, wd.data(), kFp8Block, 0.0, part.data(), M);
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), M, kFp8Block, 1.0, xd.data(), kFp8Block,
+                            wd.data(), kFp8Block, 0.0, part.data(), M);
                 for (int64_t r = 0; r < rows; ++r) {
                     const float xs = x_scales[fp8_row_scale_at(n0 + r, cb, N, cols)];
                     float* a = acc.data() + (n0 + r) * M;
