@@ -399,7 +399,7 @@ public:
         Decoder& dec;
         explicit SharedInput(Decoder& x) : dec(x) {
             dec.f8_share = true;
-            dec.f8_held = nullptr;
+            if (!dec.f8_produced) dec.f8_held = nullptr;  // a norm's codes for these projections stay
         }
         ~SharedInput() {
             dec.f8_share = false;
@@ -479,6 +479,29 @@ public:
     // The block's norm (weights of (1 + w) for Gemma) and gated activation.
     void norm(Act* out, float* rstd, const Act* inp, const Act* w, int rows, int width) {
         B::rmsnorm_forward(out, rstd, inp, w, rows, width, d.eps, d.norm_offset);
+        if (out == f8_held) {  // codes of its old values are no longer its
+            f8_held = nullptr;
+            f8_produced = false;
+        }
+    }
+    // A block norm (width C) whose output the next FP8 GEMMs take whole (q/k/v of ln1, gate/up of an unchunked
+    // ln2): FP8 models quantize it in the same pass (f8_produced), as activation_for_down does for down_proj.
+    // With residual and b: residual = a + b first (residual_rmsnorm_forward), else the norm of a.
+    void norm_for_projections(Act* residual, Act* out, float* rstd, const Act* a, const Act* b, const Act* w,
+                              int rows) {
+        if (!d.fp8) {
+            if (residual)
+                B::residual_rmsnorm_forward(residual, out, rstd, a, b, w, rows, d.C, d.eps, d.norm_offset);
+            else
+                norm(out, rstd, a, w, rows, d.C);
+            return;
+        }
+        B::rmsnorm_forward_fp8(residual, out, f8_codes, f8_scales, rstd, a, b, w, rows, d.C, d.eps, d.norm_offset);
+        f8_ready[0] = {};
+        f8_held = out;
+        f8_held_rows = rows;
+        f8_held_k = d.C;
+        f8_produced = true;
     }
     void norm_backward(Act* dinp, const Act* dout, const Act* inp, const Act* w, const float* rstd, int rows,
                        int width) {
@@ -530,7 +553,7 @@ public:
         if (block_chunked) {
             for (int r0 = 0; r0 < T; r0 += mlp_rows) {
                 const int n = std::min(mlp_rows, T - r0);
-                norm(a.ln1, a.ln1_rstd, a.x + int64_t(r0) * d.C, w.ln1, n, d.C);
+                norm_for_projections(nullptr, a.ln1, a.ln1_rstd, a.x + int64_t(r0) * d.C, nullptr, w.ln1, n);
                 SharedInput once(*this);
                 project(l, kQ, (d.qk_norm ? a.q : a.qr) + int64_t(r0) * d.Q, a.ln1, train, r0, n);
                 project(l, kK, (d.qk_norm ? a.k : a.kr) + int64_t(r0) * d.KV, a.ln1, train, r0, n);
@@ -556,7 +579,10 @@ public:
             norm(d_ln, a.attn_out_rstd, a.attn_out, w.attn_out_norm, T, d.C);
             o = d_ln;
         }
-        B::residual_rmsnorm_forward(a.mid, a.ln2, a.ln2_rstd, a.x, o, w.ln2, T, d.C, d.eps, d.norm_offset);
+        if (!mlp_chunked() && !d.is_moe(l))  // gate / up take ln2 whole next
+            norm_for_projections(a.mid, a.ln2, a.ln2_rstd, a.x, o, w.ln2, T);
+        else
+            B::residual_rmsnorm_forward(a.mid, a.ln2, a.ln2_rstd, a.x, o, w.ln2, T, d.C, d.eps, d.norm_offset);
     }
 
     // gate/up from a.ln2; with tail, also act, down and the residual: the next layer's x and ln1 (the last
@@ -612,8 +638,7 @@ public:
     void post_attention_chunk(int l, bool train, int r0, int n) {
         LayerActs<B>& a = acts[size_t(l)];
         project(l, kO, d_ln, a.att + int64_t(r0) * d.Q, train, r0, n);  // d_ln: [n,C] scratch
-        B::residual_rmsnorm_forward(a.mid, a.ln2, a.ln2_rstd, a.x + int64_t(r0) * d.C, d_ln, layers[size_t(l)].ln2, n,
-                                    d.C, d.eps, d.norm_offset);
+        norm_for_projections(a.mid, a.ln2, a.ln2_rstd, a.x + int64_t(r0) * d.C, d_ln, layers[size_t(l)].ln2, n);
     }
     // A chunked block after attention, chunk by chunk: mid and ln2, gate / up / act / down, and the residual: the
     // next layer's x rows (its ln1 is made again from them, chunk by chunk), the last layer's x_final and lnf rows.
@@ -643,9 +668,12 @@ public:
         const int64_t rc = int64_t(r0) * d.C;
         const bool last = l + 1 == d.L;
         LayerActs<B>* next = last ? nullptr : &acts[size_t(l) + 1];
-        B::residual_rmsnorm_forward(last ? x_final + rc : next->x + rc, last ? lnf + rc : next->ln1,
-                                    last ? lnf_rstd + r0 : next->ln1_rstd, a.mid, o,
-                                    last ? norm_f : layers[size_t(l) + 1].ln1, n, d.C, d.eps, d.norm_offset);
+        if (!last && !block_chunked && r0 == 0 && n == step.T)  // the next layer's q / k / v take its ln1 whole
+            norm_for_projections(next->x, next->ln1, next->ln1_rstd, a.mid, o, layers[size_t(l) + 1].ln1, n);
+        else
+            B::residual_rmsnorm_forward(last ? x_final + rc : next->x + rc, last ? lnf + rc : next->ln1,
+                                        last ? lnf_rstd + r0 : next->ln1_rstd, a.mid, o,
+                                        last ? norm_f : layers[size_t(l) + 1].ln1, n, d.C, d.eps, d.norm_offset);
     }
 
     // ---- Mixture of experts (layers with d.is_moe(l); kernels/cpu/moe.h). The router's softmax / top-k, one
@@ -714,7 +742,8 @@ public:
         B::embedding_forward(a0.x, step.tokens, embed, T, d.C, d.V);
         if (embed_scale != 1.0f) B::scale(a0.x, embed_scale, int64_t(T) * d.C);
         if (offload) rt->offload_input(0);
-        if (!block_chunked) norm(a0.ln1, a0.ln1_rstd, a0.x, layers[0].ln1, T, d.C);  // else chunk by chunk
+        if (!block_chunked)  // else chunk by chunk
+            norm_for_projections(nullptr, a0.ln1, a0.ln1_rstd, a0.x, nullptr, layers[0].ln1, T);
         for (int l = 0; l < d.L; ++l) {
             rt->before_layer();
             const int span = rt->span_begin("forward", l);

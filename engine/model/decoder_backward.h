@@ -37,7 +37,10 @@ void Decoder<B>::recompute_layer(int l) {
     const bool attention = dropped_any(l, {Buf::Q, Buf::K, Buf::QRstd, Buf::KRstd, Buf::Qr, Buf::Kr, Buf::V,
                                         Buf::Att, Buf::Stats, Buf::Mid, Buf::TmpAttn}) ||
                            (d.sandwich && dropped_any(l, {Buf::AttnOut, Buf::AttnOutRstd}));
-    if (attention || dropped_any(l, {Buf::Ln1, Buf::Ln1Rstd})) norm(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C);
+    if (attention)  // q / k / v take ln1 next
+        norm_for_projections(nullptr, a.ln1, a.ln1_rstd, a.x, nullptr, layers[size_t(l)].ln1, step.T);
+    else if (dropped_any(l, {Buf::Ln1, Buf::Ln1Rstd}))
+        norm(a.ln1, a.ln1_rstd, a.x, layers[size_t(l)].ln1, step.T, d.C);
     if (attention)
         attention_block_forward(l, true);
     else if (dropped_any(l, {Buf::Ln2, Buf::Ln2Rstd}))

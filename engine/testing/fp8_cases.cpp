@@ -6,8 +6,8 @@
 // block-scaled GEMM on the same codes (fp32 accumulation on both sides, in other orders; the output rounded to
 // bf16 here), with and without bias, accumulating (beta 1), for shapes whose inner dimension is and is not a
 // multiple of 128, and rows of very different magnitudes so a scale applied to the wrong row or block shows; the
-// gated activations that also quantize their outputs (FP8 models' MLP), against the CPU's quantization of the
-// GPU's own bf16 outputs.
+// gated activations and the RMSNorm that also quantize their outputs (FP8 models' MLP and block norms), against
+// the CPU's quantization of the GPU's own bf16 outputs.
 // Decisions a reader must know:
 //  - Grids: one row, one column (K or IN = 1: one block, mostly padding), sizes that are and are not multiples
 //    of the 128-wide block and of the GEMM's 16-row alignment. fp8_matmul's M stays a multiple of 16, as the
@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "kernels/cpu/fp8.h"
+#include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/swiglu.h"
 #include "kernels/cuda/fp8.h"
+#include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/swiglu.h"
 
 namespace tandem::testing {
@@ -177,6 +179,49 @@ void activation_fp8_case(Check& c, int N, int F, bool gelu) {
     quantized_like_cpu("dup", got_u, uc, us);
 }
 
+// rmsnorm_forward_fp8: out, rstd (and the residual) bit for bit those of the unfused CUDA norm (the same math; its
+// own cases compare it with the CPU), out also within bf16 rounding of the CPU twin's without a residual, and the
+// codes and scales exactly what the CPU's quantize_fp8_rows makes of the GPU's own bf16 output. C a multiple of
+// 128 (the fused kernel: a warp per row up to 1024, a block beyond) or not (the fallback).
+void rmsnorm_fp8_case(Check& c, int N, int C, bool residual) {
+    constexpr float kEps = 1e-6f;
+    const int64_t n = numel(N, C), Cp = fp8_padded(C), cr = fp8_code_rows(N), nc = cr * Cp,
+                  ns = cr * (Cp / kFp8Block);
+    const auto a = c.rng.bf16_values(n, 2.0f), b = c.rng.bf16_values(n, 2.0f);
+    const auto w = c.rng.norm_weight(C);
+    const auto d_a = dev_bf16(a), d_b = dev_bf16(b), d_w = dev_bf16(w);
+    // The unfused CUDA path.
+    const auto u_res = poisoned<bf16>(residual ? n : 0), u_out = poisoned<bf16>(n);
+    const auto u_rstd = poisoned<float>(N);
+    if (residual)
+        cuda::residual_rmsnorm_forward(u_res.p(), u_out.p(), u_rstd.p(), d_a.p(), d_b.p(), d_w.p(), N, C, kEps);
+    else
+        cuda::rmsnorm_forward(u_out.p(), u_rstd.p(), d_a.p(), d_w.p(), N, C, kEps);
+    const auto res = poisoned<bf16>(residual ? n : 0), out = poisoned<bf16>(n);
+    const auto rstd = poisoned<float>(N);
+    const auto codes = poisoned<uint8_t>(nc);
+    const auto scales = poisoned<float>(ns);
+    cuda::rmsnorm_forward_fp8(residual ? res.p() : nullptr, out.p(), codes.p(), scales.p(), rstd.p(), d_a.p(),
+                              residual ? d_b.p() : nullptr, d_w.p(), N, C, kEps, 0.0f);
+    const std::vector<float> got = get(out);
+    c.tensor("out (unfused)", got, get(u_out), kTolExact);
+    c.tensor("rstd (unfused)", get(rstd), get(u_rstd), kTolExact);
+    if (residual) c.tensor("residual (unfused)", get(res), get(u_res), kTolExact);
+    if (!residual) {
+        std::vector<float> want(static_cast<size_t>(n)), want_rstd(static_cast<size_t>(N));
+        std::vector<uint8_t> cc(static_cast<size_t>(nc));
+        std::vector<float> cs(static_cast<size_t>(ns));
+        cpu::rmsnorm_forward_fp8(nullptr, want.data(), cc.data(), cs.data(), want_rstd.data(), a.data(), nullptr,
+                                 w.data(), N, C, kEps, 0.0f);
+        c.tensor("out", got, want, kTolBf16);
+    }
+    std::vector<uint8_t> wc(static_cast<size_t>(nc));
+    std::vector<float> ws(static_cast<size_t>(ns));
+    cpu::quantize_fp8_rows(wc.data(), ws.data(), got.data(), N, C);
+    bytes_equal(c, "codes", get_bytes(codes.p(), nc), wc);
+    c.tensor("scales", get(scales), ws, kTolExact);
+}
+
 }  // namespace
 
 // One row, one column (K = 1: one block of padding), K not a multiple of the 128-wide block (352), many rows.
@@ -235,6 +280,21 @@ void gen_activation_fp8(CaseList& cs) {
         cs.add(
             "fp8 activation_fp8 " + std::to_string(s.N) + "x" + std::to_string(s.F) + (s.gelu ? " geglu" : " swiglu"),
             [=](Check& c) { activation_fp8_case(c, s.N, s.F, s.gelu); });
+}
+
+// Rows that are and are not a multiple of 16 (pad rows); C a multiple of 128 with a warp per row (128: half the
+// warp idle; 1024; 896: an odd number of blocks) and a block per row (4096: Llama-3.1-8B's, 2176), and not (352:
+// the fallback); with and without the residual.
+void gen_rmsnorm_forward_fp8(CaseList& cs) {
+    struct S {
+        int N, C;
+        bool residual;
+    };
+    for (const S& s : {S{37, 128, false}, S{37, 1024, true}, S{5, 896, false}, S{256, 4096, true}, S{33, 4096, false},
+                       S{17, 2176, true}, S{37, 352, true}, S{1, 352, false}})
+        cs.add("fp8 rmsnorm_forward_fp8 " + std::to_string(s.N) + "x" + std::to_string(s.C) +
+                   (s.residual ? " residual" : ""),
+               [=](Check& c) { rmsnorm_fp8_case(c, s.N, s.C, s.residual); });
 }
 
 }  // namespace tandem::testing

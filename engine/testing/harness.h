@@ -313,6 +313,7 @@ void gen_fp8_matmul(CaseList& cs);
 void gen_dequantize_4bit_fp8(CaseList& cs);  // in quant4_cases.cpp, beside the 4-bit helpers
 void gen_activation_fp8(CaseList& cs);       // activation_forward_fp8, activation_backward_fp8
 void gen_quantize_fp8_grad_rows(CaseList& cs);  // in fp8_cases.cpp
+void gen_rmsnorm_forward_fp8(CaseList& cs);
 // infer_op_cases.cpp
 void gen_kv_cache_write(CaseList& cs);
 void gen_decode_attention(CaseList& cs);

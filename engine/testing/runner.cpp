@@ -114,6 +114,7 @@ constexpr std::array kOpRegistry = {
     OpEntry{"dequantize_4bit_fp8", gen_dequantize_4bit_fp8},
     OpEntry{"activation_forward_fp8", gen_activation_fp8},
     OpEntry{"activation_backward_fp8", gen_activation_fp8},
+    OpEntry{"rmsnorm_forward_fp8", gen_rmsnorm_forward_fp8},
     OpEntry{"kv_cache_write", gen_kv_cache_write},
     OpEntry{"decode_attention", gen_decode_attention},
 };

@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/fp8.h"
 
 namespace tandem::cpu {
 
@@ -39,6 +40,16 @@ void residual_rmsnorm_forward(float* residual, float* out, float* rstd, const fl
     TANDEM_KCHECK(N > 0 && C > 0);
     add(residual, a, b, static_cast<int64_t>(N) * C);  // checks the pointers; residual may alias a or b
     rmsnorm_forward(out, rstd, residual, weight, N, C, eps, weight_offset);
+}
+
+void rmsnorm_forward_fp8(float* residual, float* out, uint8_t* codes, float* scales, float* rstd, const float* a,
+                         const float* b, const float* weight, int N, int C, float eps, float weight_offset) {
+    TANDEM_KCHECK((residual == nullptr) == (b == nullptr));
+    if (residual)
+        residual_rmsnorm_forward(residual, out, rstd, a, b, weight, N, C, eps, weight_offset);
+    else
+        rmsnorm_forward(out, rstd, a, weight, N, C, eps, weight_offset);
+    quantize_fp8_rows(codes, scales, out, N, C);
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,

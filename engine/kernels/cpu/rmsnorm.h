@@ -8,6 +8,8 @@
 // w of (1 + w): offset 1, in fp32 as transformers' Gemma RMSNorm).
 #pragma once
 
+#include <cstdint>
+
 namespace tandem::cpu {
 
 // out[N,C] = inp[N,C] * rstd[N] * weight[C],  rstd[N] = 1 / sqrt(mean(inp^2) + eps) (written).
@@ -19,6 +21,12 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 // as above. residual may alias a or b; out must not alias a or b.
 void residual_rmsnorm_forward(float* residual, float* out, float* rstd, const float* a, const float* b,
                               const float* weight, int N, int C, float eps, float weight_offset = 0.0f);
+
+// FP8 models (twin of kernels/cuda/rmsnorm.h): the norm above (with residual and b: the fused residual form; both
+// nullptr: the plain one of a), then quantize_fp8_rows(codes, scales, out, N, C) (kernels/cpu/fp8.h) of its output
+// for the FP8 GEMMs it feeds.
+void rmsnorm_forward_fp8(float* residual, float* out, uint8_t* codes, float* scales, float* rstd, const float* a,
+                         const float* b, const float* weight, int N, int C, float eps, float weight_offset);
 
 // dinp[N,C] += gradient w.r.t. inp; dweight[C] += sum_n dout * inp * rstd (nullptr to skip).
 // dinp must not alias dout or inp.

@@ -11,11 +11,18 @@
 //    taken in double from that fp32 sum, once per row.
 //  - residual_rmsnorm_forward normalises the residual after its rounding to bf16, so it equals
 //    add() followed by rmsnorm_forward().
+//  - rmsnorm_forward_fp8 (FP8 models) is the same forward whose second pass also quantizes the stored bf16
+//    output for the FP8 GEMMs it feeds: with 8-channel pieces a half-warp's 16 lanes hold one 128-column block
+//    in each pass (C % 128 == 0), so fp8.cuh's store_fp8_row_block finishes it. Every thread of a row runs the
+//    same passes (the block's shuffles are warp-wide), and the grid also covers the pad rows up to a multiple
+//    of 16 (codes 0, scale 1).
 //  - dweight: a separate kernel, blocks of 32 columns x 32 row-strides, per-thread fp32 sums over rows in
 //    order, then a fixed-order sum of the 32 partials: deterministic without atomics or workspace. Its
 //    parallelism is C/32 blocks, which is slow for C = head_dim; training never asks for it (norm weights
 //    are frozen under LoRA).
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/fp8.cuh"
+#include "kernels/cuda/fp8.h"
 #include "kernels/cuda/vec.cuh"
 
 #include <algorithm>
@@ -119,6 +126,54 @@ __global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, bf16* residual, c
 #pragma unroll
         for (int k = 0; k < W; k++) x[k] = (w[k] + woff) * (x[k] * r);
         store_f<W>(out + base + c, x);
+    }
+}
+
+// rmsnorm_forward_kernel<8, BLOCK, RESIDUAL> that also quantizes its output (see the file comment): rows up to
+// code_rows; a pad row (>= N) writes codes 0 and scale 1 only. C % 128 == 0.
+template <bool BLOCK, bool RESIDUAL>
+__global__ void rmsnorm_forward_fp8_kernel(bf16* out, uint8_t* codes, float* scales, float* rstd, bf16* residual,
+                                           const bf16* a, const bf16* b, const bf16* weight, int N, int C,
+                                           int code_rows, float eps, float woff) {
+    const int row = Row<BLOCK>::index();
+    if (row >= code_rows) return;  // uniform over the row's threads
+    const int lane = Row<BLOCK>::lane(), step = Row<BLOCK>::size() * 8, cols = C / kFp8Block;
+    const bool pad = row >= N;  // uniform too
+    const size_t base = size_t(row) * C;
+    float r = 0.0f;
+    if (!pad) {
+        float ss = 0.0f;
+        for (int c = lane * 8; c < C; c += step) {
+            float x[8];
+            load_f<8>(x, a + base + c);
+            if constexpr (RESIDUAL) {
+                float y[8];
+                load_f<8>(y, b + base + c);
+#pragma unroll
+                for (int k = 0; k < 8; k++) x[k] = __bfloat162float(__float2bfloat16_rn(x[k] + y[k]));
+                store_f<8>(residual + base + c, x);
+            }
+#pragma unroll
+            for (int k = 0; k < 8; k++) ss += x[k] * x[k];
+        }
+        ss = Row<BLOCK>::sum(ss);
+        r = float(1.0 / sqrt(double(ss) / C + double(eps)));
+        if (lane == 0) rstd[row] = r;
+    }
+    const bf16* src = (RESIDUAL ? residual : a) + base;
+    for (int c0 = 0; c0 < C; c0 += step) {  // the same trip count in every lane
+        const int c = c0 + lane * 8;
+        const bool live = c < C;  // whole half-warps (C % 128 == 0)
+        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (live && !pad) {
+            float x[8], w[8];
+            load_f<8>(x, src + c);
+            load_f<8>(w, weight + c);
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = __bfloat162float(__float2bfloat16_rn((w[k] + woff) * (x[k] * r)));
+            store_f<8>(out + base + c, v);
+        }
+        store_fp8_row_block(codes, scales, v, row, live ? c / kFp8Block : 0, N, cols, pad ? 0 : 8, live);
     }
 }
 
@@ -231,6 +286,49 @@ void residual_rmsnorm_forward(bf16* residual, bf16* out, float* rstd, const bf16
     TANDEM_KCHECK_PTR(weight);
     TANDEM_KCHECK(N > 0 && C > 0);
     launch_forward<true>(out, rstd, residual, a, b, weight, N, C, eps, weight_offset);
+}
+
+void rmsnorm_forward_fp8(bf16* residual, bf16* out, uint8_t* codes, float* scales, float* rstd, const bf16* a,
+                         const bf16* b, const bf16* weight, int N, int C, float eps, float weight_offset) {
+    TANDEM_KCHECK_PTR(out);
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK_PTR(rstd);
+    TANDEM_KCHECK_PTR(a);
+    TANDEM_KCHECK_PTR(weight);
+    TANDEM_KCHECK((residual == nullptr) == (b == nullptr));
+    TANDEM_KCHECK(N > 0 && C > 0);
+    const bool fused = C % kFp8Block == 0 && aligned16(out) && aligned16(a) && aligned16(weight) &&
+                       (!residual || (aligned16(b) && aligned16(residual)));
+    if (!fused) {
+        if (residual)
+            launch_forward<true>(out, rstd, residual, a, b, weight, N, C, eps, weight_offset);
+        else
+            launch_forward<false>(out, rstd, nullptr, a, nullptr, weight, N, C, eps, weight_offset);
+        quantize_fp8_rows(codes, scales, out, N, C);
+        return;
+    }
+    const cudaStream_t s = context().stream;
+    const int code_rows = int(fp8_code_rows(N));
+    if (C <= kWarpMaxC) {
+        const unsigned grid = warp_rows_grid(code_rows), threads = kRowsPerBlock * 32;
+        if (residual)
+            rmsnorm_forward_fp8_kernel<false, true><<<grid, threads, 0, s>>>(out, codes, scales, rstd, residual, a, b,
+                                                                             weight, N, C, code_rows, eps, weight_offset);
+        else
+            rmsnorm_forward_fp8_kernel<false, false><<<grid, threads, 0, s>>>(out, codes, scales, rstd, nullptr, a,
+                                                                              nullptr, weight, N, C, code_rows, eps,
+                                                                              weight_offset);
+    } else {
+        const unsigned threads = wide_threads(C, 8);
+        if (residual)
+            rmsnorm_forward_fp8_kernel<true, true><<<unsigned(code_rows), threads, 0, s>>>(
+                out, codes, scales, rstd, residual, a, b, weight, N, C, code_rows, eps, weight_offset);
+        else
+            rmsnorm_forward_fp8_kernel<true, false><<<unsigned(code_rows), threads, 0, s>>>(
+                out, codes, scales, rstd, nullptr, a, nullptr, weight, N, C, code_rows, eps, weight_offset);
+    }
+    TANDEM_CUDA_LAUNCH_CHECK();
 }
 
 void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
