@@ -34,13 +34,8 @@ namespace {
 template <bool vec>
 __global__ void quantize_rows_kernel(uint8_t* codes, float* scales, const bf16* x, int rows, int K, int cols,
                                      int64_t code_rows) {
-    const int64_t item = int64_t(blockIdx.x) * 16 + threadIdx.x / 16;
-    const bool live = item < code_rows * cols;  // every lane takes part in the shuffles
-    const int hl = threadIdx.x % 16;
-    const int64_t r = live ? item % code_rows : 0;  // consecutive half-warps: consecutive rows of one block column
-    const int cb = live ? int(item / code_rows) : 0;
-    const bool pad = !live || r >= rows;
-    const int c0 = cb * kFp8Block + hl * 8;
+    const auto [r, cb, live, pad] = fp8_row_item(code_rows, cols, rows);
+    const int c0 = cb * kFp8Block + threadIdx.x % 16 * 8;
     float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (!pad) {
         const bf16* xr = x + r * K;

@@ -51,6 +51,22 @@ __device__ inline uint16_t e4m3x2(float a, float b) {
 #endif
 }
 
+// The (row r, 128-column block cb) item of this half-warp in a row quantization's grid of code_rows x cols items
+// (two per warp; consecutive half-warps take consecutive rows of one block column, so their scales, contiguous per
+// block column in the VEC128 layout, are stored together). live: the item exists (a lane without one still takes
+// part in store_fp8_row_block's shuffles); pad: nothing to read (no item, or a pad row >= rows).
+struct Fp8RowItem {
+    int64_t r;
+    int cb;
+    bool live, pad;
+};
+__device__ inline Fp8RowItem fp8_row_item(int64_t code_rows, int cols, int rows) {
+    const int64_t item = int64_t(blockIdx.x) * 16 + threadIdx.x / 16;
+    const bool live = item < code_rows * cols;
+    const int64_t r = live ? item % code_rows : 0;
+    return {r, live ? int(item / code_rows) : 0, live, !live || r >= rows};
+}
+
 // The end of a row quantization (quantize_fp8_rows' layout, core/fp8.h) for one half-warp item, row r and block
 // column cb of a [rows, K] activation with `cols` block columns, whose lane l = threadIdx.x % 16 holds the block's
 // elements 8l..8l+7 in v (0 where there are none): the block's amax by shuffles within the half-warp (every lane of

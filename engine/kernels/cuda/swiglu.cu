@@ -134,11 +134,7 @@ __global__ void backward_kernel(bf16* dgate, bf16* dup, const bf16* dout, const 
 template <class A>
 __global__ void forward_fp8_kernel(bf16* out, uint8_t* codes, float* scales, const bf16* gate, const bf16* up, int N,
                                    int cols, int64_t code_rows, A a) {
-    const int64_t item = int64_t(blockIdx.x) * 16 + threadIdx.x / 16;
-    const bool live = item < code_rows * cols;
-    const int64_t r = live ? item % code_rows : 0;  // consecutive half-warps: consecutive rows of one block column
-    const int cb = live ? int(item / code_rows) : 0;
-    const bool pad = !live || r >= N;
+    const auto [r, cb, live, pad] = fp8_row_item(code_rows, cols, N);
     float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (!pad) {
         const int64_t i = r * int64_t(cols) * kFp8Block + cb * kFp8Block + threadIdx.x % 16 * 8;
@@ -154,11 +150,7 @@ template <class A>
 __global__ void backward_fp8_kernel(bf16* dgate, bf16* dup, uint8_t* gate_codes, float* gate_scales, uint8_t* up_codes,
                                     float* up_scales, const bf16* dout, const bf16* gate, const bf16* up, int N,
                                     int cols, int64_t code_rows, A a) {
-    const int64_t item = int64_t(blockIdx.x) * 16 + threadIdx.x / 16;
-    const bool live = item < code_rows * cols;
-    const int64_t r = live ? item % code_rows : 0;  // consecutive half-warps: consecutive rows of one block column
-    const int cb = live ? int(item / code_rows) : 0;
-    const bool pad = !live || r >= N;
+    const auto [r, cb, live, pad] = fp8_row_item(code_rows, cols, N);
     float vg[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
           vu[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (!pad) {
