@@ -89,6 +89,7 @@ namespace tandem {
     X(dequantize_4bit_fp8, (u8, f, q4, n64, n, n, flag))                            \
     X(activation_forward_fp8, (x, u8, f, cx, cx, n, n, flag))                       \
     X(rmsnorm_forward_fp8, (x, x, u8, f, f, cx, cx, cx, n, n, s, s))                \
+    X(rmsnorm_backward_fp8, (x, u8, f, cx, cx, cx, cf, n, n, s))                    \
     X(activation_backward_fp8, (x, x, u8, f, u8, f, cx, cx, cx, n, n, flag))        \
     X(dequantize_mxfp4, (x, cu8, cu8, n64, n, n, flag))
 

@@ -507,6 +507,30 @@ public:
                        int width) {
         B::rmsnorm_backward(dinp, nullptr, dout, inp, w, rstd, rows, width, d.norm_offset);
     }
+    // A block norm's backward (width C, every row) whose updated dinp, the residual stream's gradient, is the next
+    // FP8 GEMM's output gradient (o_proj's after ln2's backward, the layer below's down_proj's after ln1's or the
+    // final norm's): FP8 models quantize it in the same pass, into f8_codes (slot 0: the very next GEMM's) or into
+    // f8_codes2 (slot 1: across the recompute between two layers' backward), handed over as f8_ready[slot].
+    void norm_backward_for_projection(Act* dinp, const Act* dout, const Act* inp, const Act* w, const float* rstd,
+                                      int slot) {
+        const int rows = step.T;
+        if (!d.fp8) return norm_backward(dinp, dout, inp, w, rstd, rows, d.C);
+        uint8_t* codes = slot == 0 ? f8_codes : f8_codes2;
+        float* scales = slot == 0 ? f8_scales : f8_scales2;
+        B::rmsnorm_backward_fp8(dinp, codes, scales, dout, inp, w, rstd, rows, d.C, d.norm_offset);
+        if (slot == 0) {  // f8_codes holds these now
+            f8_held = nullptr;
+            f8_produced = false;
+        }
+        f8_ready[slot] = {dinp, codes, scales, rows};
+    }
+    // Whether the layer below l (l - 1; l == d.L: the last layer) takes the residual gradient whole as down_proj's
+    // output gradient right after (so slot 1 may hold it: an unchunked dense MLP without sandwich norms, whose
+    // rows fit up's gradient piece).
+    bool down_takes_residual_grad(int l) const {
+        return l > 0 && !block_chunked && !mlp_chunked() && !d.sandwich && !d.is_moe(l - 1) &&
+               fp8_padded(d.C) <= fp8_padded(d.F);
+    }
     void activation(Act* out, const Act* gate, const Act* up, int rows = -1) {
         if (d.gelu)
             B::geglu_forward(out, gate, up, rows < 0 ? step.T : rows, d.F);

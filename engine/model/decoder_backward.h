@@ -111,7 +111,7 @@ void Decoder<B>::mlp_block_backward(int l) {
             const int64_t rc = int64_t(r0) * d.C;
             mlp_chunk_backward(l, a.ln2 + rc, d_res + rc, d_ln + rc, r0, n);
         }
-        norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
+        norm_backward_for_projection(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, 0);  // no sandwich norms here
         return;
     }
     Act* act = d_big3;  // recomputed, consumed by down's backward before d_big3 becomes dup
@@ -131,7 +131,10 @@ void Decoder<B>::mlp_block_backward(int l) {
     B::zero(d_ln, int64_t(T) * d.C);
     project_backward(l, kGate, d_ln, dgate, a.ln2);
     project_backward(l, kUp, d_ln, dup, a.ln2);
-    norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
+    if (d.sandwich)
+        norm_backward(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, T, d.C);
+    else  // o_proj's output gradient, taken next (attention_block_backward)
+        norm_backward_for_projection(d_res, d_ln, a.mid, w.ln2, a.ln2_rstd, 0);
 }
 
 // A chunked block's MLP and o_proj backward, chunk by chunk: o_proj again (and its LoRA tmp rows), mid and ln2,
@@ -203,7 +206,10 @@ void Decoder<B>::attention_block_backward(int l) {
     project_backward(l, kQ, d_ln, dq, a.ln1);
     project_backward(l, kK, d_ln, dk, a.ln1);
     project_backward(l, kV, d_ln, d_v, a.ln1);
-    norm_backward(d_res, d_ln, a.x, w.ln1, a.ln1_rstd, T, d.C);
+    if (d.fp8 && down_takes_residual_grad(l))  // the layer below's down_proj takes it after its recompute
+        norm_backward_for_projection(d_res, d_ln, a.x, w.ln1, a.ln1_rstd, 1);
+    else
+        norm_backward(d_res, d_ln, a.x, w.ln1, a.ln1_rstd, T, d.C);
 }
 
 // From d_lnf (written by the loss, grad_scale inside) through every layer; LoRA grads accumulate.
@@ -213,7 +219,10 @@ void Decoder<B>::backward() {
     wx_layer = wx_param = -1;
     forget_fp8_codes();
     B::zero(d_res, int64_t(T) * d.C);
-    norm_backward(d_res, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
+    if (d.fp8 && down_takes_residual_grad(d.L))  // the last layer's down_proj's output gradient
+        norm_backward_for_projection(d_res, d_lnf, x_final, norm_f, lnf_rstd, 1);
+    else
+        norm_backward(d_res, d_lnf, x_final, norm_f, lnf_rstd, T, d.C);
     for (int l = d.L - 1; l >= 0; --l) {
         if (nb > 0) {
             rt->reload_input(l - (nb - 1));  // Smart: layer l-1's input into the other buffer, during layer l

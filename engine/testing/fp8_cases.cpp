@@ -222,6 +222,39 @@ void rmsnorm_fp8_case(Check& c, int N, int C, bool residual) {
     c.tensor("scales", get(scales), ws, kTolExact);
 }
 
+// rmsnorm_backward_fp8: the updated dinp bit for bit that of the unfused CUDA backward (its own cases compare it with
+// the CPU) and within bf16 rounding of the CPU twin's, from a nonzero dinp (the residual stream's gradient it adds
+// to); the codes and scales exactly what the CPU's quantize_fp8_rows makes of the GPU's own bf16 dinp.
+void rmsnorm_backward_fp8_case(Check& c, int N, int C) {
+    const int64_t n = numel(N, C), Cp = fp8_padded(C), cr = fp8_code_rows(N), nc = cr * Cp,
+                  ns = cr * (Cp / kFp8Block);
+    const auto inp = c.rng.bf16_values(n, 2.0f), dout = c.rng.bf16_values(n, 1.0f), dinp0 = c.rng.bf16_values(n, 1.0f);
+    const auto w = c.rng.norm_weight(C);
+    std::vector<float> fwd(static_cast<size_t>(n)), rstd(static_cast<size_t>(N));
+    cpu::rmsnorm_forward(fwd.data(), rstd.data(), inp.data(), w.data(), N, C, 1e-6f);
+    std::vector<float> want = dinp0;
+    std::vector<uint8_t> cc(static_cast<size_t>(nc));
+    std::vector<float> cs(static_cast<size_t>(ns));
+    cpu::rmsnorm_backward_fp8(want.data(), cc.data(), cs.data(), dout.data(), inp.data(), w.data(), rstd.data(), N, C,
+                              0.0f);
+    const auto d_inp = dev_bf16(inp), d_dout = dev_bf16(dout), d_w = dev_bf16(w);
+    const auto d_rstd = dev_f32(rstd);
+    const auto u_dinp = dev_bf16(dinp0), dinp = dev_bf16(dinp0);
+    cuda::rmsnorm_backward(u_dinp.p(), nullptr, d_dout.p(), d_inp.p(), d_w.p(), d_rstd.p(), N, C);
+    const auto codes = poisoned<uint8_t>(nc);
+    const auto scales = poisoned<float>(ns);
+    cuda::rmsnorm_backward_fp8(dinp.p(), codes.p(), scales.p(), d_dout.p(), d_inp.p(), d_w.p(), d_rstd.p(), N, C,
+                               0.0f);
+    const std::vector<float> got = get(dinp);
+    c.tensor("dinp (unfused)", got, get(u_dinp), kTolExact);
+    c.tensor("dinp", got, want, kTolBf16, &dinp0);
+    std::vector<uint8_t> wc(static_cast<size_t>(nc));
+    std::vector<float> ws(static_cast<size_t>(ns));
+    cpu::quantize_fp8_rows(wc.data(), ws.data(), got.data(), N, C);
+    bytes_equal(c, "codes", get_bytes(codes.p(), nc), wc);
+    c.tensor("scales", get(scales), ws, kTolExact);
+}
+
 }  // namespace
 
 // One row, one column (K = 1: one block of padding), K not a multiple of the 128-wide block (352), many rows.
@@ -295,6 +328,13 @@ void gen_rmsnorm_forward_fp8(CaseList& cs) {
         cs.add("fp8 rmsnorm_forward_fp8 " + std::to_string(s.N) + "x" + std::to_string(s.C) +
                    (s.residual ? " residual" : ""),
                [=](Check& c) { rmsnorm_fp8_case(c, s.N, s.C, s.residual); });
+}
+
+// As the forward's: pad rows, a warp per row (128, 896) and a block (4096, 2176), and the fallback (352).
+void gen_rmsnorm_backward_fp8(CaseList& cs) {
+    for (const Rows& s : {Rows{37, 128}, Rows{5, 896}, Rows{256, 4096}, Rows{17, 2176}, Rows{37, 352}, Rows{1, 352}})
+        cs.add("fp8 rmsnorm_backward_fp8 " + std::to_string(s.rows) + "x" + std::to_string(s.K),
+               [=](Check& c) { rmsnorm_backward_fp8_case(c, s.rows, s.K); });
 }
 
 }  // namespace tandem::testing

@@ -314,6 +314,7 @@ void gen_dequantize_4bit_fp8(CaseList& cs);  // in quant4_cases.cpp, beside the 
 void gen_activation_fp8(CaseList& cs);       // activation_forward_fp8, activation_backward_fp8
 void gen_quantize_fp8_grad_rows(CaseList& cs);  // in fp8_cases.cpp
 void gen_rmsnorm_forward_fp8(CaseList& cs);
+void gen_rmsnorm_backward_fp8(CaseList& cs);
 // infer_op_cases.cpp
 void gen_kv_cache_write(CaseList& cs);
 void gen_decode_attention(CaseList& cs);

@@ -115,6 +115,7 @@ constexpr std::array kOpRegistry = {
     OpEntry{"activation_forward_fp8", gen_activation_fp8},
     OpEntry{"activation_backward_fp8", gen_activation_fp8},
     OpEntry{"rmsnorm_forward_fp8", gen_rmsnorm_forward_fp8},
+    OpEntry{"rmsnorm_backward_fp8", gen_rmsnorm_backward_fp8},
     OpEntry{"kv_cache_write", gen_kv_cache_write},
     OpEntry{"decode_attention", gen_decode_attention},
 };

@@ -84,6 +84,7 @@ struct CpuBackend {
     TANDEM_FORWARD_OP(cpu, dequantize_4bit_fp8)
     TANDEM_FORWARD_OP(cpu, activation_forward_fp8)
     TANDEM_FORWARD_OP(cpu, rmsnorm_forward_fp8)
+    TANDEM_FORWARD_OP(cpu, rmsnorm_backward_fp8)
     TANDEM_FORWARD_OP(cpu, activation_backward_fp8)
     TANDEM_FORWARD_OP(cpu, quantize_fp8_weight)  // load only (not a block op)
 

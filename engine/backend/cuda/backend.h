@@ -86,6 +86,7 @@ struct CudaBackend {
     TANDEM_FORWARD_OP(cuda, dequantize_4bit_fp8)
     TANDEM_FORWARD_OP(cuda, activation_forward_fp8)
     TANDEM_FORWARD_OP(cuda, rmsnorm_forward_fp8)
+    TANDEM_FORWARD_OP(cuda, rmsnorm_backward_fp8)
     TANDEM_FORWARD_OP(cuda, activation_backward_fp8)
     TANDEM_FORWARD_OP(cuda, quantize_fp8_weight)  // load only (not a block op)
 };

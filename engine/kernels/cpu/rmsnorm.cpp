@@ -91,4 +91,11 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
     }
 }
 
+void rmsnorm_backward_fp8(float* dinp, uint8_t* codes, float* scales, const float* dout, const float* inp,
+                          const float* weight, const float* rstd, int N, int C, float weight_offset) {
+    TANDEM_KCHECK_PTR(dinp);
+    rmsnorm_backward(dinp, nullptr, dout, inp, weight, rstd, N, C, weight_offset);
+    quantize_fp8_rows(codes, scales, dinp, N, C);
+}
+
 }  // namespace tandem::cpu

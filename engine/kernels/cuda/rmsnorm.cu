@@ -11,8 +11,8 @@
 //    taken in double from that fp32 sum, once per row.
 //  - residual_rmsnorm_forward normalises the residual after its rounding to bf16, so it equals
 //    add() followed by rmsnorm_forward().
-//  - rmsnorm_forward_fp8 (FP8 models) is the same forward whose second pass also quantizes the stored bf16
-//    output for the FP8 GEMMs it feeds: with 8-channel pieces a half-warp's 16 lanes hold one 128-column block
+//  - rmsnorm_forward_fp8 / rmsnorm_backward_fp8 (FP8 models) are the same forward / backward whose second pass
+//    also quantizes the stored bf16 output (the updated input gradient) for the FP8 GEMM(s) it feeds: with 8-channel pieces a half-warp's 16 lanes hold one 128-column block
 //    in each pass (C % 128 == 0), so fp8.cuh's store_fp8_row_block finishes it. Every thread of a row runs the
 //    same passes (the block's shuffles are warp-wide), and the grid also covers the pad rows up to a multiple
 //    of 16 (codes 0, scale 1).
@@ -209,6 +209,51 @@ __global__ void rmsnorm_backward_kernel(bf16* dinp, const bf16* dout, const bf16
     }
 }
 
+// rmsnorm_backward_kernel<8, BLOCK> that also quantizes the updated dinp, as rmsnorm_forward_fp8_kernel does its
+// output: rows up to code_rows; a pad row (>= N) writes codes 0 and scale 1 only. C % 128 == 0.
+template <bool BLOCK>
+__global__ void rmsnorm_backward_fp8_kernel(bf16* dinp, uint8_t* codes, float* scales, const bf16* dout,
+                                            const bf16* inp, const bf16* weight, const float* rstd, int N, int C,
+                                            int code_rows, float woff) {
+    const int row = Row<BLOCK>::index();
+    if (row >= code_rows) return;  // uniform over the row's threads
+    const int lane = Row<BLOCK>::lane(), step = Row<BLOCK>::size() * 8, cols = C / kFp8Block;
+    const bool pad = row >= N;  // uniform too
+    const size_t base = size_t(row) * C;
+    float r = 0.0f, kk = 0.0f;
+    if (!pad) {
+        float dot = 0.0f;
+        for (int c = lane * 8; c < C; c += step) {
+            float dy[8], x[8], w[8];
+            load_f<8>(dy, dout + base + c);
+            load_f<8>(x, inp + base + c);
+            load_f<8>(w, weight + c);
+#pragma unroll
+            for (int k = 0; k < 8; k++) dot += ((w[k] + woff) * dy[k]) * x[k];
+        }
+        dot = Row<BLOCK>::sum(dot);
+        r = rstd[row];
+        kk = (dot / float(C)) * r * r;
+    }
+    for (int c0 = 0; c0 < C; c0 += step) {  // the same trip count in every lane
+        const int c = c0 + lane * 8;
+        const bool live = c < C;  // whole half-warps (C % 128 == 0)
+        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (live && !pad) {
+            float dy[8], x[8], w[8];
+            load_f<8>(dy, dout + base + c);
+            load_f<8>(x, inp + base + c);
+            load_f<8>(w, weight + c);
+            load_f<8>(v, dinp + base + c);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                v[k] = __bfloat162float(__float2bfloat16_rn(v[k] + r * ((w[k] + woff) * dy[k] - x[k] * kk)));
+            store_f<8>(dinp + base + c, v);
+        }
+        store_fp8_row_block(codes, scales, v, row, live ? c / kFp8Block : 0, N, cols, pad ? 0 : 8, live);
+    }
+}
+
 // dweight[C] += sum_n dy * (x * r). Block (kDwCols, kDwRows): column blockIdx.x*kDwCols + threadIdx.x.
 __global__ void rmsnorm_dweight_kernel(float* dweight, const bf16* dout, const bf16* inp, const float* rstd, int N,
                                        int C) {
@@ -362,6 +407,34 @@ void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* 
                                                                                                      inp, rstd, N, C);
         TANDEM_CUDA_LAUNCH_CHECK();
     }
+}
+
+void rmsnorm_backward_fp8(bf16* dinp, uint8_t* codes, float* scales, const bf16* dout, const bf16* inp,
+                          const bf16* weight, const float* rstd, int N, int C, float weight_offset) {
+    TANDEM_KCHECK_PTR(dinp);
+    TANDEM_KCHECK_PTR(codes);
+    TANDEM_KCHECK_PTR(scales);
+    TANDEM_KCHECK_PTR(dout);
+    TANDEM_KCHECK_PTR(inp);
+    TANDEM_KCHECK_PTR(weight);
+    TANDEM_KCHECK_PTR(rstd);
+    TANDEM_KCHECK(N > 0 && C > 0);
+    const bool fused =
+        C % kFp8Block == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
+    if (!fused) {
+        rmsnorm_backward(dinp, nullptr, dout, inp, weight, rstd, N, C, weight_offset);
+        quantize_fp8_rows(codes, scales, dinp, N, C);
+        return;
+    }
+    const cudaStream_t s = context().stream;
+    const int code_rows = int(fp8_code_rows(N));
+    if (C <= kWarpMaxC)
+        rmsnorm_backward_fp8_kernel<false><<<warp_rows_grid(code_rows), kRowsPerBlock * 32, 0, s>>>(
+            dinp, codes, scales, dout, inp, weight, rstd, N, C, code_rows, weight_offset);
+    else
+        rmsnorm_backward_fp8_kernel<true><<<unsigned(code_rows), wide_threads(C, 8), 0, s>>>(
+            dinp, codes, scales, dout, inp, weight, rstd, N, C, code_rows, weight_offset);
+    TANDEM_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace tandem::cuda

@@ -30,4 +30,10 @@ void rmsnorm_forward_fp8(bf16* residual, bf16* out, uint8_t* codes, float* scale
 void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
                       const float* rstd, int N, int C, float weight_offset = 0.0f);
 
+// FP8 models: rmsnorm_backward's dinp += (no dweight) whose updated dinp is also quantized, as rmsnorm_forward_fp8
+// quantizes its output: the output gradient of the FP8 GEMM it feeds (the residual stream's gradient). One pass
+// where C % 128 == 0 and the pointers are 16-byte aligned; otherwise the backward, then quantize_fp8_rows.
+void rmsnorm_backward_fp8(bf16* dinp, uint8_t* codes, float* scales, const bf16* dout, const bf16* inp,
+                          const bf16* weight, const float* rstd, int N, int C, float weight_offset);
+
 }  // namespace tandem::cuda
