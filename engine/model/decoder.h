@@ -291,7 +291,7 @@ public:
         const Act* of = nullptr;
         const uint8_t* codes = nullptr;
         const float* scales = nullptr;
-        int rows = 0;
+        int rows = 0, k = 0;
     };
     Fp8Ready f8_ready[2];
     Act* d_xs = nullptr;         // [N,C] MoE backward: gradient of the permuted input
@@ -384,9 +384,9 @@ public:
         f8_ready[0] = f8_ready[1] = {};
     }
     // FP8: the codes of dout [rows, *] when the activation's backward made them (f8_ready; taken once).
-    bool take_fp8_ready(const Act* dout, int rows, const uint8_t*& codes, const float*& scales) {
+    bool take_fp8_ready(const Act* dout, int rows, int k, const uint8_t*& codes, const float*& scales) {
         for (Fp8Ready& r : f8_ready)
-            if (r.of && r.of == dout && r.rows == rows) {
+            if (r.of && r.of == dout && r.rows == rows && r.k == k) {
                 codes = r.codes;
                 scales = r.scales;
                 r = {};
@@ -430,7 +430,7 @@ public:
             f8_produced = false;
             const uint8_t* xc = f8_codes;
             const float* xs = f8_scales;
-            if (!take_fp8_ready(dout, T, xc, xs)) {
+            if (!take_fp8_ready(dout, T, OUT, xc, xs)) {
                 B::quantize_fp8_grad_rows(f8_codes, f8_scales, dout, T, OUT);
                 f8_ready[0] = {};
             }
@@ -479,10 +479,16 @@ public:
     // The block's norm (weights of (1 + w) for Gemma) and gated activation.
     void norm(Act* out, float* rstd, const Act* inp, const Act* w, int rows, int width) {
         B::rmsnorm_forward(out, rstd, inp, w, rows, width, d.eps, d.norm_offset);
-        if (out == f8_held) {  // codes of its old values are no longer its
+        forget_fp8_codes_of(out);
+    }
+    // FP8: a is written again, so codes of its old values are no longer its (held input or ready gradient).
+    void forget_fp8_codes_of(const Act* a) {
+        if (a == f8_held) {
             f8_held = nullptr;
             f8_produced = false;
         }
+        for (Fp8Ready& r : f8_ready)
+            if (r.of == a) r = {};
     }
     // A block norm (width C) whose output the next FP8 GEMMs take whole (q/k/v of ln1, gate/up of an unchunked
     // ln2): FP8 models quantize it in the same pass (f8_produced), as activation_for_down does for down_proj.
@@ -506,6 +512,7 @@ public:
     void norm_backward(Act* dinp, const Act* dout, const Act* inp, const Act* w, const float* rstd, int rows,
                        int width) {
         B::rmsnorm_backward(dinp, nullptr, dout, inp, w, rstd, rows, width, d.norm_offset);
+        forget_fp8_codes_of(dinp);
     }
     // A block norm's backward (width C, every row) whose updated dinp, the residual stream's gradient, is the next
     // FP8 GEMM's output gradient (o_proj's after ln2's backward, the layer below's down_proj's after ln1's or the
@@ -522,7 +529,7 @@ public:
             f8_held = nullptr;
             f8_produced = false;
         }
-        f8_ready[slot] = {dinp, codes, scales, rows};
+        f8_ready[slot] = {dinp, codes, scales, rows, d.C};
     }
     // Whether the layer below l (l - 1; l == d.L: the last layer) takes the residual gradient whole as down_proj's
     // output gradient right after (so slot 1 may hold it: an unchunked dense MLP without sandwich norms, whose
@@ -554,8 +561,8 @@ public:
                                        d.F, d.gelu);
             f8_held = nullptr;
             f8_produced = false;
-            f8_ready[0] = {dgate, f8_codes, f8_scales, rows};
-            f8_ready[1] = {dup, f8_codes2, f8_scales2, rows};
+            f8_ready[0] = {dgate, f8_codes, f8_scales, rows, d.F};
+            f8_ready[1] = {dup, f8_codes2, f8_scales2, rows, d.F};
             return;
         }
         if (d.gelu)
@@ -603,10 +610,12 @@ public:
             norm(d_ln, a.attn_out_rstd, a.attn_out, w.attn_out_norm, T, d.C);
             o = d_ln;
         }
-        if (!mlp_chunked() && !d.is_moe(l))  // gate / up take ln2 whole next
+        if (!mlp_chunked() && !d.is_moe(l)) {  // gate / up take ln2 whole next
             norm_for_projections(a.mid, a.ln2, a.ln2_rstd, a.x, o, w.ln2, T);
-        else
+        } else {
             B::residual_rmsnorm_forward(a.mid, a.ln2, a.ln2_rstd, a.x, o, w.ln2, T, d.C, d.eps, d.norm_offset);
+            forget_fp8_codes_of(a.ln2);
+        }
     }
 
     // gate/up from a.ln2; with tail, also act, down and the residual: the next layer's x and ln1 (the last
@@ -692,12 +701,14 @@ public:
         const int64_t rc = int64_t(r0) * d.C;
         const bool last = l + 1 == d.L;
         LayerActs<B>* next = last ? nullptr : &acts[size_t(l) + 1];
-        if (!last && !block_chunked && r0 == 0 && n == step.T)  // the next layer's q / k / v take its ln1 whole
+        if (!last && !block_chunked && r0 == 0 && n == step.T) {  // the next layer's q / k / v take its ln1 whole
             norm_for_projections(next->x, next->ln1, next->ln1_rstd, a.mid, o, layers[size_t(l) + 1].ln1, n);
-        else
-            B::residual_rmsnorm_forward(last ? x_final + rc : next->x + rc, last ? lnf + rc : next->ln1,
-                                        last ? lnf_rstd + r0 : next->ln1_rstd, a.mid, o,
-                                        last ? norm_f : layers[size_t(l) + 1].ln1, n, d.C, d.eps, d.norm_offset);
+            return;
+        }
+        B::residual_rmsnorm_forward(last ? x_final + rc : next->x + rc, last ? lnf + rc : next->ln1,
+                                    last ? lnf_rstd + r0 : next->ln1_rstd, a.mid, o,
+                                    last ? norm_f : layers[size_t(l) + 1].ln1, n, d.C, d.eps, d.norm_offset);
+        forget_fp8_codes_of(last ? lnf + rc : next->ln1);
     }
 
     // ---- Mixture of experts (layers with d.is_moe(l); kernels/cpu/moe.h). The router's softmax / top-k, one

@@ -183,36 +183,44 @@ void activation_fp8_case(Check& c, int N, int F, bool gelu) {
 // own cases compare it with the CPU), out also within bf16 rounding of the CPU twin's without a residual, and the
 // codes and scales exactly what the CPU's quantize_fp8_rows makes of the GPU's own bf16 output. C a multiple of
 // 128 (the fused kernel: a warp per row up to 1024, a block beyond) or not (the fallback).
-void rmsnorm_fp8_case(Check& c, int N, int C, bool residual) {
+void rmsnorm_fp8_case(Check& c, int N, int C, bool residual, float offset, bool in_place) {
     constexpr float kEps = 1e-6f;
     const int64_t n = numel(N, C), Cp = fp8_padded(C), cr = fp8_code_rows(N), nc = cr * Cp,
                   ns = cr * (Cp / kFp8Block);
     const auto a = c.rng.bf16_values(n, 2.0f), b = c.rng.bf16_values(n, 2.0f);
-    const auto w = c.rng.norm_weight(C);
+    auto w = c.rng.norm_weight(C);
+    if (offset != 0.0f) {  // Gemma's (1 + w): weights near 0
+        for (float& x : w) x -= offset;
+        w = round_bf16(std::move(w));
+    }
     const auto d_a = dev_bf16(a), d_b = dev_bf16(b), d_w = dev_bf16(w);
     // The unfused CUDA path.
     const auto u_res = poisoned<bf16>(residual ? n : 0), u_out = poisoned<bf16>(n);
     const auto u_rstd = poisoned<float>(N);
     if (residual)
-        cuda::residual_rmsnorm_forward(u_res.p(), u_out.p(), u_rstd.p(), d_a.p(), d_b.p(), d_w.p(), N, C, kEps);
+        cuda::residual_rmsnorm_forward(u_res.p(), u_out.p(), u_rstd.p(), d_a.p(), d_b.p(), d_w.p(), N, C, kEps, offset);
     else
-        cuda::rmsnorm_forward(u_out.p(), u_rstd.p(), d_a.p(), d_w.p(), N, C, kEps);
-    const auto res = poisoned<bf16>(residual ? n : 0), out = poisoned<bf16>(n);
+        cuda::rmsnorm_forward(u_out.p(), u_rstd.p(), d_a.p(), d_w.p(), N, C, kEps, offset);
+    // in_place: the plain form writes out over a, the residual form the residual over a.
+    const auto a2 = dev_bf16(a);
+    const auto res = poisoned<bf16>(residual && !in_place ? n : 0), out = poisoned<bf16>(!residual && in_place ? 0 : n);
+    bf16* res_p = residual ? (in_place ? a2.p() : res.p()) : nullptr;
+    bf16* out_p = !residual && in_place ? a2.p() : out.p();
     const auto rstd = poisoned<float>(N);
     const auto codes = poisoned<uint8_t>(nc);
     const auto scales = poisoned<float>(ns);
-    cuda::rmsnorm_forward_fp8(residual ? res.p() : nullptr, out.p(), codes.p(), scales.p(), rstd.p(), d_a.p(),
-                              residual ? d_b.p() : nullptr, d_w.p(), N, C, kEps, 0.0f);
-    const std::vector<float> got = get(out);
+    cuda::rmsnorm_forward_fp8(res_p, out_p, codes.p(), scales.p(), rstd.p(), a2.p(), residual ? d_b.p() : nullptr,
+                              d_w.p(), N, C, kEps, offset);
+    const std::vector<float> got = get(out_p, n);
     c.tensor("out (unfused)", got, get(u_out), kTolExact);
     c.tensor("rstd (unfused)", get(rstd), get(u_rstd), kTolExact);
-    if (residual) c.tensor("residual (unfused)", get(res), get(u_res), kTolExact);
+    if (residual) c.tensor("residual (unfused)", get(res_p, n), get(u_res), kTolExact);
     if (!residual) {
         std::vector<float> want(static_cast<size_t>(n)), want_rstd(static_cast<size_t>(N));
         std::vector<uint8_t> cc(static_cast<size_t>(nc));
         std::vector<float> cs(static_cast<size_t>(ns));
         cpu::rmsnorm_forward_fp8(nullptr, want.data(), cc.data(), cs.data(), want_rstd.data(), a.data(), nullptr,
-                                 w.data(), N, C, kEps, 0.0f);
+                                 w.data(), N, C, kEps, offset);
         c.tensor("out", got, want, kTolBf16);
     }
     std::vector<uint8_t> wc(static_cast<size_t>(nc));
@@ -225,26 +233,30 @@ void rmsnorm_fp8_case(Check& c, int N, int C, bool residual) {
 // rmsnorm_backward_fp8: the updated dinp bit for bit that of the unfused CUDA backward (its own cases compare it with
 // the CPU) and within bf16 rounding of the CPU twin's, from a nonzero dinp (the residual stream's gradient it adds
 // to); the codes and scales exactly what the CPU's quantize_fp8_rows makes of the GPU's own bf16 dinp.
-void rmsnorm_backward_fp8_case(Check& c, int N, int C) {
+void rmsnorm_backward_fp8_case(Check& c, int N, int C, float offset) {
     const int64_t n = numel(N, C), Cp = fp8_padded(C), cr = fp8_code_rows(N), nc = cr * Cp,
                   ns = cr * (Cp / kFp8Block);
     const auto inp = c.rng.bf16_values(n, 2.0f), dout = c.rng.bf16_values(n, 1.0f), dinp0 = c.rng.bf16_values(n, 1.0f);
-    const auto w = c.rng.norm_weight(C);
+    auto w = c.rng.norm_weight(C);
+    if (offset != 0.0f) {
+        for (float& x : w) x -= offset;
+        w = round_bf16(std::move(w));
+    }
     std::vector<float> fwd(static_cast<size_t>(n)), rstd(static_cast<size_t>(N));
-    cpu::rmsnorm_forward(fwd.data(), rstd.data(), inp.data(), w.data(), N, C, 1e-6f);
+    cpu::rmsnorm_forward(fwd.data(), rstd.data(), inp.data(), w.data(), N, C, 1e-6f, offset);
     std::vector<float> want = dinp0;
     std::vector<uint8_t> cc(static_cast<size_t>(nc));
     std::vector<float> cs(static_cast<size_t>(ns));
     cpu::rmsnorm_backward_fp8(want.data(), cc.data(), cs.data(), dout.data(), inp.data(), w.data(), rstd.data(), N, C,
-                              0.0f);
+                              offset);
     const auto d_inp = dev_bf16(inp), d_dout = dev_bf16(dout), d_w = dev_bf16(w);
     const auto d_rstd = dev_f32(rstd);
     const auto u_dinp = dev_bf16(dinp0), dinp = dev_bf16(dinp0);
-    cuda::rmsnorm_backward(u_dinp.p(), nullptr, d_dout.p(), d_inp.p(), d_w.p(), d_rstd.p(), N, C);
+    cuda::rmsnorm_backward(u_dinp.p(), nullptr, d_dout.p(), d_inp.p(), d_w.p(), d_rstd.p(), N, C, offset);
     const auto codes = poisoned<uint8_t>(nc);
     const auto scales = poisoned<float>(ns);
     cuda::rmsnorm_backward_fp8(dinp.p(), codes.p(), scales.p(), d_dout.p(), d_inp.p(), d_w.p(), d_rstd.p(), N, C,
-                               0.0f);
+                               offset);
     const std::vector<float> got = get(dinp);
     c.tensor("dinp (unfused)", got, get(u_dinp), kTolExact);
     c.tensor("dinp", got, want, kTolBf16, &dinp0);
@@ -317,24 +329,35 @@ void gen_activation_fp8(CaseList& cs) {
 
 // Rows that are and are not a multiple of 16 (pad rows); C a multiple of 128 with a warp per row (128: half the
 // warp idle; 1024; 896: an odd number of blocks) and a block per row (4096: Llama-3.1-8B's, 2176), and not (352:
-// the fallback); with and without the residual.
+// the fallback); with and without the residual; Gemma's weight offset; in place (out over a, the residual over a).
 void gen_rmsnorm_forward_fp8(CaseList& cs) {
     struct S {
         int N, C;
         bool residual;
+        float offset = 0.0f;
+        bool in_place = false;
     };
     for (const S& s : {S{37, 128, false}, S{37, 1024, true}, S{5, 896, false}, S{256, 4096, true}, S{33, 4096, false},
-                       S{17, 2176, true}, S{37, 352, true}, S{1, 352, false}})
+                       S{17, 2176, true}, S{37, 352, true}, S{1, 352, false}, S{37, 1152, false, 1.0f},
+                       S{21, 2304, true, 1.0f}, S{37, 1024, false, 0.0f, true}, S{19, 2048, true, 0.0f, true}})
         cs.add("fp8 rmsnorm_forward_fp8 " + std::to_string(s.N) + "x" + std::to_string(s.C) +
-                   (s.residual ? " residual" : ""),
-               [=](Check& c) { rmsnorm_fp8_case(c, s.N, s.C, s.residual); });
+                   (s.residual ? " residual" : "") + (s.offset != 0.0f ? " offset" : "") +
+                   (s.in_place ? " in-place" : ""),
+               [=](Check& c) { rmsnorm_fp8_case(c, s.N, s.C, s.residual, s.offset, s.in_place); });
 }
 
-// As the forward's: pad rows, a warp per row (128, 896) and a block (4096, 2176), and the fallback (352).
+// As the forward's: pad rows, a warp per row (128, 896) and a block (4096, 2176), the fallback (352), Gemma's
+// weight offset.
 void gen_rmsnorm_backward_fp8(CaseList& cs) {
-    for (const Rows& s : {Rows{37, 128}, Rows{5, 896}, Rows{256, 4096}, Rows{17, 2176}, Rows{37, 352}, Rows{1, 352}})
-        cs.add("fp8 rmsnorm_backward_fp8 " + std::to_string(s.rows) + "x" + std::to_string(s.K),
-               [=](Check& c) { rmsnorm_backward_fp8_case(c, s.rows, s.K); });
+    struct S {
+        int N, C;
+        float offset = 0.0f;
+    };
+    for (const S& s : {S{37, 128}, S{5, 896}, S{256, 4096}, S{17, 2176}, S{37, 352}, S{1, 352}, S{21, 1152, 1.0f},
+                       S{9, 2304, 1.0f}})
+        cs.add("fp8 rmsnorm_backward_fp8 " + std::to_string(s.N) + "x" + std::to_string(s.C) +
+                   (s.offset != 0.0f ? " offset" : ""),
+               [=](Check& c) { rmsnorm_backward_fp8_case(c, s.N, s.C, s.offset); });
 }
 
 }  // namespace tandem::testing

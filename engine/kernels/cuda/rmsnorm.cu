@@ -12,10 +12,10 @@
 //  - residual_rmsnorm_forward normalises the residual after its rounding to bf16, so it equals
 //    add() followed by rmsnorm_forward().
 //  - rmsnorm_forward_fp8 / rmsnorm_backward_fp8 (FP8 models) are the same forward / backward whose second pass
-//    also quantizes the stored bf16 output (the updated input gradient) for the FP8 GEMM(s) it feeds: with 8-channel pieces a half-warp's 16 lanes hold one 128-column block
-//    in each pass (C % 128 == 0), so fp8.cuh's store_fp8_row_block finishes it. Every thread of a row runs the
-//    same passes (the block's shuffles are warp-wide), and the grid also covers the pad rows up to a multiple
-//    of 16 (codes 0, scale 1).
+//    also quantizes the stored bf16 output (the updated input gradient) for the FP8 GEMM(s) it feeds: with
+//    8-channel pieces a half-warp's 16 lanes hold one 128-column block in each pass (C % 128 == 0), so fp8.cuh's
+//    store_fp8_row_block finishes it. Every thread of a row runs the same passes (the block's shuffles are
+//    warp-wide), and the grid also covers the pad rows up to a multiple of 16 (codes 0, scale 1).
 //  - dweight: a separate kernel, blocks of 32 columns x 32 row-strides, per-thread fp32 sums over rows in
 //    order, then a fixed-order sum of the 32 partials: deterministic without atomics or workspace. Its
 //    parallelism is C/32 blocks, which is slow for C = head_dim; training never asks for it (norm weights
