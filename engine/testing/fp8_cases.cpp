@@ -185,8 +185,7 @@ void activation_fp8_case(Check& c, int N, int F, bool gelu) {
 // 128 (the fused kernel: a warp per row up to 1024, a block beyond) or not (the fallback).
 void rmsnorm_fp8_case(Check& c, int N, int C, bool residual, float offset, bool in_place) {
     constexpr float kEps = 1e-6f;
-    const int64_t n = numel(N, C), Cp = fp8_padded(C), cr = fp8_code_rows(N), nc = cr * Cp,
-                  ns = cr * (Cp / kFp8Block);
+    const int64_t n = numel(N, C), Cp = fp8_padded(C), cr = fp8_code_rows(N), nc = cr * Cp, ns = cr * (Cp / kFp8Block);
     const auto a = c.rng.bf16_values(n, 2.0f), b = c.rng.bf16_values(n, 2.0f);
     auto w = c.rng.norm_weight(C);
     if (offset != 0.0f) {  // Gemma's (1 + w): weights near 0
@@ -234,8 +233,7 @@ void rmsnorm_fp8_case(Check& c, int N, int C, bool residual, float offset, bool 
 // the CPU) and within bf16 rounding of the CPU twin's, from a nonzero dinp (the residual stream's gradient it adds
 // to); the codes and scales exactly what the CPU's quantize_fp8_rows makes of the GPU's own bf16 dinp.
 void rmsnorm_backward_fp8_case(Check& c, int N, int C, float offset) {
-    const int64_t n = numel(N, C), Cp = fp8_padded(C), cr = fp8_code_rows(N), nc = cr * Cp,
-                  ns = cr * (Cp / kFp8Block);
+    const int64_t n = numel(N, C), Cp = fp8_padded(C), cr = fp8_code_rows(N), nc = cr * Cp, ns = cr * (Cp / kFp8Block);
     const auto inp = c.rng.bf16_values(n, 2.0f), dout = c.rng.bf16_values(n, 1.0f), dinp0 = c.rng.bf16_values(n, 1.0f);
     auto w = c.rng.norm_weight(C);
     if (offset != 0.0f) {
@@ -353,8 +351,8 @@ void gen_rmsnorm_backward_fp8(CaseList& cs) {
         int N, C;
         float offset = 0.0f;
     };
-    for (const S& s : {S{37, 128}, S{5, 896}, S{256, 4096}, S{17, 2176}, S{37, 352}, S{1, 352}, S{21, 1152, 1.0f},
-                       S{9, 2304, 1.0f}})
+    for (const S& s :
+         {S{37, 128}, S{5, 896}, S{256, 4096}, S{17, 2176}, S{37, 352}, S{1, 352}, S{21, 1152, 1.0f}, S{9, 2304, 1.0f}})
         cs.add("fp8 rmsnorm_backward_fp8 " + std::to_string(s.N) + "x" + std::to_string(s.C) +
                    (s.offset != 0.0f ? " offset" : ""),
                [=](Check& c) { rmsnorm_backward_fp8_case(c, s.N, s.C, s.offset); });

@@ -358,12 +358,11 @@ void rmsnorm_forward_fp8(bf16* residual, bf16* out, uint8_t* codes, float* scale
     if (C <= kWarpMaxC) {
         const unsigned grid = warp_rows_grid(code_rows), threads = kRowsPerBlock * 32;
         if (residual)
-            rmsnorm_forward_fp8_kernel<false, true><<<grid, threads, 0, s>>>(out, codes, scales, rstd, residual, a, b,
-                                                                             weight, N, C, code_rows, eps, weight_offset);
+            rmsnorm_forward_fp8_kernel<false, true><<<grid, threads, 0, s>>>(
+                out, codes, scales, rstd, residual, a, b, weight, N, C, code_rows, eps, weight_offset);
         else
-            rmsnorm_forward_fp8_kernel<false, false><<<grid, threads, 0, s>>>(out, codes, scales, rstd, nullptr, a,
-                                                                              nullptr, weight, N, C, code_rows, eps,
-                                                                              weight_offset);
+            rmsnorm_forward_fp8_kernel<false, false><<<grid, threads, 0, s>>>(
+                out, codes, scales, rstd, nullptr, a, nullptr, weight, N, C, code_rows, eps, weight_offset);
     } else {
         const unsigned threads = wide_threads(C, 8);
         if (residual)
@@ -419,8 +418,7 @@ void rmsnorm_backward_fp8(bf16* dinp, uint8_t* codes, float* scales, const bf16*
     TANDEM_KCHECK_PTR(weight);
     TANDEM_KCHECK_PTR(rstd);
     TANDEM_KCHECK(N > 0 && C > 0);
-    const bool fused =
-        C % kFp8Block == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
+    const bool fused = C % kFp8Block == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
     if (!fused) {
         rmsnorm_backward(dinp, nullptr, dout, inp, weight, rstd, N, C, weight_offset);
         quantize_fp8_rows(codes, scales, dinp, N, C);
