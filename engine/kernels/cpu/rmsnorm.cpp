@@ -95,7 +95,7 @@ void rmsnorm_backward_fp8(float* dinp, uint8_t* codes, float* scales, const floa
                           const float* weight, const float* rstd, int N, int C, float weight_offset) {
     TANDEM_KCHECK_PTR(dinp);
     rmsnorm_backward(dinp, nullptr, dout, inp, weight, rstd, N, C, weight_offset);
-    quantize_fp8_rows(codes, scales, dinp, N, C);
+    quantize_fp8_grad_rows(codes, scales, dinp, N, C);  // an output gradient (the E5M2 ablation applies)
 }
 
 }  // namespace tandem::cpu

@@ -34,7 +34,7 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
                       const float* rstd, int N, int C, float weight_offset = 0.0f);
 
 // FP8 models (twin of kernels/cuda/rmsnorm.h): rmsnorm_backward's dinp += (no dweight), then
-// quantize_fp8_rows(codes, scales, dinp, N, C) of the updated dinp: the output gradient of the FP8 GEMM it feeds.
+// quantize_fp8_grad_rows(codes, scales, dinp, N, C) of the updated dinp: the output gradient of the FP8 GEMM it feeds.
 void rmsnorm_backward_fp8(float* dinp, uint8_t* codes, float* scales, const float* dout, const float* inp,
                           const float* weight, const float* rstd, int N, int C, float weight_offset);
 
