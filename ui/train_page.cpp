@@ -136,7 +136,8 @@ QString precisionExplanation(const QString& choice) {
     if (choice == QLatin1String("fp8"))
         return QObject::tr(
             "FP8: the frozen base weights are held in 8 bits (half of bf16, one scale per 128x128 block) and "
-            "multiplied on the GPU's FP8 tensor cores: about 1.4x faster steps on Hopper. The LoRA adapter, norms, "
+            "multiplied on the GPU's FP8 tensor cores: about 1.3x faster steps on Hopper for 8B-class models, little "
+            "for small ones. The LoRA adapter, norms, "
             "attention and the loss stay bf16; the adapter exports the same way.");
     return QObject::tr("16-bit (bf16): the base model's matrix multiplications in bf16, as usual.");
 }
