@@ -1093,7 +1093,7 @@ private slots:
 
         combo->setCurrentIndex(combo->findData(QStringLiteral("fp8")));
         QCOMPARE(page.config().precision, Precision::Fp8);
-        QVERIFY2(help->text().startsWith("FP8") && help->text().contains("8 bits") && help->text().contains("1.4x"),
+        QVERIFY2(help->text().startsWith("FP8") && help->text().contains("8 bits") && help->text().contains("1.3x"),
                  qPrintable(help->text()));
         // Both workers start again for the new settings: no number or verdict for the old ones meanwhile.
         QVERIFY2(longest->text().contains("computing"), qPrintable(longest->text()));
