@@ -28,7 +28,7 @@ QStringList plausibilityWarnings(const RunConfig& c, const ModelShape& model) {
     if (c.precision == Precision::Fp8 && model.hiddenSize > 0 && model.hiddenSize < kFp8GainHiddenSize)
         out.append(QObject::tr("Precision FP8 brings little at hidden size %1: its matrix multiplications are too "
                                "small for the FP8 tensor cores (measured on an H200: Qwen3-0.6B, hidden size 1024, as "
-                               "fast as 16-bit, slower with 4-bit base weights; Llama-3.1-8B, 4096: 1.28x). Choose "
+                               "fast as 16-bit, slower with 4-bit base weights; Llama-3.1-8B, 4096: 1.3x). Choose "
                                "Precision 16-bit (bf16) for this model.")
                        .arg(model.hiddenSize));
     return out;

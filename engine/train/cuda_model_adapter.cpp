@@ -353,7 +353,7 @@ CudaPlanChoice choose_cuda_plan(RunConfig& config, std::vector<std::string>& not
     if (config.precision == Precision::Fp8 && mc.hidden_size > 0 && mc.hidden_size < kFp8GainHiddenSize)
         notes.push_back("precision fp8: at hidden size " + std::to_string(mc.hidden_size) +
                         " FP8 brings little (measured on an H200: as fast as bf16 at 1024, slower with 4-bit weights; "
-                        "1.28x at 4096): precision bf16 trains this model as fast");
+                        "1.3x at 4096): precision bf16 trains this model as fast");
     CudaPlanChoice out;
     out.memory = to_plan(chosen);
     out.memory.device_total = total_b;
