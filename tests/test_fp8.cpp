@@ -803,10 +803,10 @@ private slots:
         std::vector<uint8_t> c4(size_t(cr * Kp)), c5(c4.size()), want4(c4.size());
         std::vector<float> s4(size_t(cols * cr)), s5(s4.size()), wants4(s4.size());
         cpu::quantize_fp8_rows(want4.data(), wants4.data(), x.data(), rows, K);
-        cpu::quantize_fp8_grad_rows_as(cpu::Fp8GradFormat::E4M3, c4.data(), s4.data(), x.data(), rows, K);
+        cpu::quantize_fp8_grad_rows_as(Fp8GradFormat::E4M3, c4.data(), s4.data(), x.data(), rows, K);
         QVERIFY(c4 == want4);
         QVERIFY(s4 == wants4);
-        cpu::quantize_fp8_grad_rows_as(cpu::Fp8GradFormat::E5M2, c5.data(), s5.data(), x.data(), rows, K);
+        cpu::quantize_fp8_grad_rows_as(Fp8GradFormat::E5M2, c5.data(), s5.data(), x.data(), rows, K);
         int exact = 0, differ4 = 0;
         for (int r = 0; r < rows; ++r)
             for (int cb = 0; cb < cols; ++cb) {

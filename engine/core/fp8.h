@@ -140,6 +140,13 @@ TANDEM_HD inline float e5m2_round(float x) {
     return fp8_float_of(sign | (fp8_bits_of(r) & 0x7FFFFFFFu));
 }
 
+// The format FP8 output gradients are rounded to before their GEMM: E4M3 for training on both backends; E5M2 is an
+// ablation of the CPU backend's emulation (kernels/cpu/fp8.h quantize_fp8_grad_rows), which the CUDA twin refuses.
+// From TANDEM_FP8_GRADS, read once (core/fp8.cpp): unset or e4m3 E4M3, e5m2 E5M2, any other value an
+// invalid-input error naming the variable. Host only.
+enum class Fp8GradFormat { E4M3, E5M2 };
+Fp8GradFormat fp8_grad_format();
+
 // A block's scale and the factor its elements are multiplied by before rounding (see the header comment).
 struct Fp8Scale {
     float scale, inv;

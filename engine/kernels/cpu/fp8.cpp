@@ -6,13 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "core/check.h"
-#include "tandem/error.h"
 
 namespace tandem::cpu {
 
@@ -67,18 +64,6 @@ void quantize_fp8_rows(uint8_t* codes, float* scales, const float* x, int rows, 
             for (int64_t c = std::max(c0, int64_t(K)); c < c0 + kFp8Block; ++c) q[c] = 0;
         }
     }
-}
-
-Fp8GradFormat fp8_grad_format() {
-    static const Fp8GradFormat f = [] {
-        const char* v = std::getenv("TANDEM_FP8_GRADS");
-        const std::string s = v ? v : "";
-        if (s.empty() || s == "e4m3") return Fp8GradFormat::E4M3;
-        if (s == "e5m2") return Fp8GradFormat::E5M2;
-        throw Error(ErrorCategory::InvalidInput,
-                    "TANDEM_FP8_GRADS=" + s + ": expected e4m3 or e5m2 (or unset: e4m3)");
-    }();
-    return f;
 }
 
 void quantize_fp8_grad_rows(uint8_t* codes, float* scales, const float* x, int rows, int K) {

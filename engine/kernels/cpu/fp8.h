@@ -35,13 +35,7 @@ void quantize_fp8_weight(uint8_t* codes, float* scales, const float* w, int OUT,
 // 128-column quantization of x[rows, K]; the pad columns (K..Kp) and pad rows are code 0, pad rows scale 1.
 void quantize_fp8_rows(uint8_t* codes, float* scales, const float* x, int rows, int K);
 
-// The format FP8 output gradients are rounded to before the GEMM (an ablation of the CPU emulation; the training
-// path is E4M3 on both backends): TANDEM_FP8_GRADS=e5m2 in the environment gives E5M2, unset or e4m3 E4M3, any
-// other value an invalid-input error naming the variable. Read once.
-enum class Fp8GradFormat { E4M3, E5M2 };
-Fp8GradFormat fp8_grad_format();
-
-// quantize_fp8_rows of an output gradient (the input-gradient GEMM's x). With E5M2 (fp8_grad_format) each
+// quantize_fp8_rows of an output gradient (the input-gradient GEMM's x). With E5M2 (core/fp8.h fp8_grad_format) each
 // (row, 128-column block) is first rounded to the E5M2 grid under its own scale amax / 57344 (e5m2_round); those
 // values are then E4M3 codes under amax / 448 exactly, down to amax * 2^-14.8 (the scales differ by 2^7, and
 // E4M3's 3 mantissa bits hold E5M2's 2), so the GEMM sees E5M2's rounding; smaller values, under 2^-14.8 of their

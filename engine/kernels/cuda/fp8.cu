@@ -14,9 +14,6 @@
 //  - fp8_transpose: 64x64 byte tiles through shared memory, 32-bit loads and stores.
 #include "kernels/cuda/fp8.h"
 
-#include <cstdlib>
-#include <string>
-
 #include "core/check.h"
 #include "kernels/cuda/fp8.cuh"
 #include "tandem/error.h"
@@ -140,11 +137,11 @@ void quantize_fp8_rows(uint8_t* codes, float* scales, const bf16* x, int rows, i
 }
 
 void quantize_fp8_grad_rows(uint8_t* codes, float* scales, const bf16* x, int rows, int K) {
-    const char* v = std::getenv("TANDEM_FP8_GRADS");
-    if (v && *v && std::string(v) != "e4m3")
-        throw Error(ErrorCategory::Unsupported, std::string("TANDEM_FP8_GRADS=") + v +
-                                                    ": E5M2 output gradients are an ablation of the CPU backend's "
-                                                    "emulation only; the CUDA backend quantizes them as E4M3 (unset it)");
+    if (fp8_grad_format() != Fp8GradFormat::E4M3)
+        throw Error(ErrorCategory::Unsupported,
+                    "TANDEM_FP8_GRADS=e5m2: E5M2 output gradients are an ablation of the "
+                    "CPU backend's emulation only; the CUDA backend quantizes them as "
+                    "E4M3 (unset it)");
     quantize_fp8_rows(codes, scales, x, rows, K);
 }
 
