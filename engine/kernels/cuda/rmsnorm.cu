@@ -93,14 +93,11 @@ struct Row {
 // ---------------------------------------------------------------------------------------------------------
 // CUDA kernels
 
-// RESIDUAL: residual = bf16(a + b) and the norm is of residual; else the norm is of a.
+// A row's first forward pass (RESIDUAL: residual = bf16(a + b) stored, and the norm is of it; else of a): its rstd
+// 1 / sqrt(mean(x^2) + eps), the same value in every thread of the row.
 template <int W, bool BLOCK, bool RESIDUAL>
-__global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, bf16* residual, const bf16* a, const bf16* b,
-                                       const bf16* weight, int N, int C, float eps, float woff) {
-    const int row = Row<BLOCK>::index();
-    if (row >= N) return;  // uniform over the row's threads
+__device__ inline float forward_rstd(bf16* residual, const bf16* a, const bf16* b, size_t base, int C, float eps) {
     const int lane = Row<BLOCK>::lane(), step = Row<BLOCK>::size() * W;
-    const size_t base = size_t(row) * C;
     float ss = 0.0f;
     for (int c = lane * W; c < C; c += step) {
         float x[W];
@@ -116,7 +113,36 @@ __global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, bf16* residual, c
         for (int k = 0; k < W; k++) ss += x[k] * x[k];
     }
     ss = Row<BLOCK>::sum(ss);
-    const float r = float(1.0 / sqrt(double(ss) / C + double(eps)));
+    return float(1.0 / sqrt(double(ss) / C + double(eps)));
+}
+
+// A row's first backward pass: k = mean(w*dy*x) * r^2 (r its rstd), the same value in every thread of the row.
+template <int W, bool BLOCK>
+__device__ inline float backward_k(const bf16* dout, const bf16* inp, const bf16* weight, size_t base, int C,
+                                   float woff, float r) {
+    const int lane = Row<BLOCK>::lane(), step = Row<BLOCK>::size() * W;
+    float dot = 0.0f;
+    for (int c = lane * W; c < C; c += step) {
+        float dy[W], x[W], w[W];
+        load_f<W>(dy, dout + base + c);
+        load_f<W>(x, inp + base + c);
+        load_f<W>(w, weight + c);
+#pragma unroll
+        for (int k = 0; k < W; k++) dot += ((w[k] + woff) * dy[k]) * x[k];
+    }
+    dot = Row<BLOCK>::sum(dot);
+    return (dot / float(C)) * r * r;
+}
+
+// RESIDUAL: residual = bf16(a + b) and the norm is of residual; else the norm is of a.
+template <int W, bool BLOCK, bool RESIDUAL>
+__global__ void rmsnorm_forward_kernel(bf16* out, float* rstd, bf16* residual, const bf16* a, const bf16* b,
+                                       const bf16* weight, int N, int C, float eps, float woff) {
+    const int row = Row<BLOCK>::index();
+    if (row >= N) return;  // uniform over the row's threads
+    const int lane = Row<BLOCK>::lane(), step = Row<BLOCK>::size() * W;
+    const size_t base = size_t(row) * C;
+    const float r = forward_rstd<W, BLOCK, RESIDUAL>(residual, a, b, base, C, eps);
     if (lane == 0) rstd[row] = r;
     const bf16* src = (RESIDUAL ? residual : a) + base;
     for (int c = lane * W; c < C; c += step) {
@@ -142,22 +168,7 @@ __global__ void rmsnorm_forward_fp8_kernel(bf16* out, uint8_t* codes, float* sca
     const size_t base = size_t(row) * C;
     float r = 0.0f;
     if (!pad) {
-        float ss = 0.0f;
-        for (int c = lane * 8; c < C; c += step) {
-            float x[8];
-            load_f<8>(x, a + base + c);
-            if constexpr (RESIDUAL) {
-                float y[8];
-                load_f<8>(y, b + base + c);
-#pragma unroll
-                for (int k = 0; k < 8; k++) x[k] = __bfloat162float(__float2bfloat16_rn(x[k] + y[k]));
-                store_f<8>(residual + base + c, x);
-            }
-#pragma unroll
-            for (int k = 0; k < 8; k++) ss += x[k] * x[k];
-        }
-        ss = Row<BLOCK>::sum(ss);
-        r = float(1.0 / sqrt(double(ss) / C + double(eps)));
+        r = forward_rstd<8, BLOCK, RESIDUAL>(residual, a, b, base, C, eps);
         if (lane == 0) rstd[row] = r;
     }
     const bf16* src = (RESIDUAL ? residual : a) + base;
@@ -185,18 +196,8 @@ __global__ void rmsnorm_backward_kernel(bf16* dinp, const bf16* dout, const bf16
     if (row >= N) return;
     const int lane = Row<BLOCK>::lane(), step = Row<BLOCK>::size() * W;
     const size_t base = size_t(row) * C;
-    float dot = 0.0f;
-    for (int c = lane * W; c < C; c += step) {
-        float dy[W], x[W], w[W];
-        load_f<W>(dy, dout + base + c);
-        load_f<W>(x, inp + base + c);
-        load_f<W>(w, weight + c);
-#pragma unroll
-        for (int k = 0; k < W; k++) dot += ((w[k] + woff) * dy[k]) * x[k];
-    }
-    dot = Row<BLOCK>::sum(dot);
     const float r = rstd[row];
-    const float kk = (dot / float(C)) * r * r;
+    const float kk = backward_k<W, BLOCK>(dout, inp, weight, base, C, woff, r);
     for (int c = lane * W; c < C; c += step) {
         float dy[W], x[W], w[W], d[W];
         load_f<W>(dy, dout + base + c);
@@ -222,18 +223,8 @@ __global__ void rmsnorm_backward_fp8_kernel(bf16* dinp, uint8_t* codes, float* s
     const size_t base = size_t(row) * C;
     float r = 0.0f, kk = 0.0f;
     if (!pad) {
-        float dot = 0.0f;
-        for (int c = lane * 8; c < C; c += step) {
-            float dy[8], x[8], w[8];
-            load_f<8>(dy, dout + base + c);
-            load_f<8>(x, inp + base + c);
-            load_f<8>(w, weight + c);
-#pragma unroll
-            for (int k = 0; k < 8; k++) dot += ((w[k] + woff) * dy[k]) * x[k];
-        }
-        dot = Row<BLOCK>::sum(dot);
         r = rstd[row];
-        kk = (dot / float(C)) * r * r;
+        kk = backward_k<8, BLOCK>(dout, inp, weight, base, C, woff, r);
     }
     for (int c0 = 0; c0 < C; c0 += step) {  // the same trip count in every lane
         const int c = c0 + lane * 8;
