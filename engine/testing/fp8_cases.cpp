@@ -133,6 +133,18 @@ struct Fp8Mm {
     bool bias = false, acc = false;
     bool operator==(const Fp8Mm&) const = default;
 };
+// A fused kernel's codes and scales for got[N, K] (the GPU's own bf16 output) are exactly what the CPU's
+// quantize_fp8_rows makes of it (what the unfused path would have quantized).
+void quantized_like_cpu(Check& c, const std::string& what, const std::vector<float>& got, int N, int K,
+                        const Dev<uint8_t>& codes, const Dev<float>& scales) {
+    const int64_t cr = fp8_code_rows(N), nc = cr * fp8_padded(K), ns = cr * (fp8_padded(K) / kFp8Block);
+    std::vector<uint8_t> wc(static_cast<size_t>(nc));
+    std::vector<float> ws(static_cast<size_t>(ns));
+    cpu::quantize_fp8_rows(wc.data(), ws.data(), got.data(), N, K);
+    bytes_equal(c, what + " codes", get_bytes(codes.p(), nc), wc);
+    c.tensor(what + " scales", get(scales), ws, kTolExact);
+}
+
 // activation_forward_fp8 / activation_backward_fp8: the bf16 outputs within bf16 rounding of the CPU's fp32 ones,
 // and their codes and scales exactly those the CPU's quantize_fp8_rows makes of the GPU's own bf16 outputs (what
 // the unfused path quantized). F a multiple of 128 (the fused kernels) or not (the fallback).
@@ -141,14 +153,6 @@ void activation_fp8_case(Check& c, int N, int F, bool gelu) {
                   ns = cr * (Fp / kFp8Block);
     const auto gate = c.rng.bf16_values(n, 4.0f), up = c.rng.bf16_values(n, 2.0f), dout = c.rng.bf16_values(n, 1.0f);
     const auto d_gate = dev_bf16(gate), d_up = dev_bf16(up), d_dout = dev_bf16(dout);
-    auto quantized_like_cpu = [&](const std::string& what, const std::vector<float>& got, const Dev<uint8_t>& codes,
-                                  const Dev<float>& scales) {
-        std::vector<uint8_t> wc(static_cast<size_t>(nc));
-        std::vector<float> ws(static_cast<size_t>(ns));
-        cpu::quantize_fp8_rows(wc.data(), ws.data(), got.data(), N, F);
-        bytes_equal(c, what + " codes", get_bytes(codes.p(), nc), wc);
-        c.tensor(what + " scales", get(scales), ws, kTolExact);
-    };
     {
         std::vector<float> want(static_cast<size_t>(n));
         std::vector<uint8_t> cc(static_cast<size_t>(nc));
@@ -160,7 +164,7 @@ void activation_fp8_case(Check& c, int N, int F, bool gelu) {
         cuda::activation_forward_fp8(out.p(), codes.p(), scales.p(), d_gate.p(), d_up.p(), N, F, gelu);
         const std::vector<float> got = get(out);
         c.tensor("out", got, want, kTolBf16);
-        quantized_like_cpu("out", got, codes, scales);
+        quantized_like_cpu(c, "out", got, N, F, codes, scales);
     }
     std::vector<float> wg(static_cast<size_t>(n)), wu(static_cast<size_t>(n));
     std::vector<uint8_t> cgc(static_cast<size_t>(nc)), cuc(static_cast<size_t>(nc));
@@ -175,8 +179,8 @@ void activation_fp8_case(Check& c, int N, int F, bool gelu) {
     const std::vector<float> got_g = get(dgate), got_u = get(dup);
     c.tensor("dgate", got_g, wg, kTolBf16);
     c.tensor("dup", got_u, wu, kTolBf16);
-    quantized_like_cpu("dgate", got_g, gc, gs);
-    quantized_like_cpu("dup", got_u, uc, us);
+    quantized_like_cpu(c, "dgate", got_g, N, F, gc, gs);
+    quantized_like_cpu(c, "dup", got_u, N, F, uc, us);
 }
 
 // rmsnorm_forward_fp8: out, rstd (and the residual) bit for bit those of the unfused CUDA norm (the same math; its
@@ -187,11 +191,7 @@ void rmsnorm_fp8_case(Check& c, int N, int C, bool residual, float offset, bool 
     constexpr float kEps = 1e-6f;
     const int64_t n = numel(N, C), Cp = fp8_padded(C), cr = fp8_code_rows(N), nc = cr * Cp, ns = cr * (Cp / kFp8Block);
     const auto a = c.rng.bf16_values(n, 2.0f), b = c.rng.bf16_values(n, 2.0f);
-    auto w = c.rng.norm_weight(C);
-    if (offset != 0.0f) {  // Gemma's (1 + w): weights near 0
-        for (float& x : w) x -= offset;
-        w = round_bf16(std::move(w));
-    }
+    const auto w = c.rng.norm_weight(C, offset);  // Gemma's (1 + w): weights near 0
     const auto d_a = dev_bf16(a), d_b = dev_bf16(b), d_w = dev_bf16(w);
     // The unfused CUDA path.
     const auto u_res = poisoned<bf16>(residual ? n : 0), u_out = poisoned<bf16>(n);
@@ -222,11 +222,7 @@ void rmsnorm_fp8_case(Check& c, int N, int C, bool residual, float offset, bool 
                                  w.data(), N, C, kEps, offset);
         c.tensor("out", got, want, kTolBf16);
     }
-    std::vector<uint8_t> wc(static_cast<size_t>(nc));
-    std::vector<float> ws(static_cast<size_t>(ns));
-    cpu::quantize_fp8_rows(wc.data(), ws.data(), got.data(), N, C);
-    bytes_equal(c, "codes", get_bytes(codes.p(), nc), wc);
-    c.tensor("scales", get(scales), ws, kTolExact);
+    quantized_like_cpu(c, "out", got, N, C, codes, scales);
 }
 
 // rmsnorm_backward_fp8: the updated dinp bit for bit that of the unfused CUDA backward (its own cases compare it with
@@ -235,11 +231,7 @@ void rmsnorm_fp8_case(Check& c, int N, int C, bool residual, float offset, bool 
 void rmsnorm_backward_fp8_case(Check& c, int N, int C, float offset) {
     const int64_t n = numel(N, C), Cp = fp8_padded(C), cr = fp8_code_rows(N), nc = cr * Cp, ns = cr * (Cp / kFp8Block);
     const auto inp = c.rng.bf16_values(n, 2.0f), dout = c.rng.bf16_values(n, 1.0f), dinp0 = c.rng.bf16_values(n, 1.0f);
-    auto w = c.rng.norm_weight(C);
-    if (offset != 0.0f) {
-        for (float& x : w) x -= offset;
-        w = round_bf16(std::move(w));
-    }
+    const auto w = c.rng.norm_weight(C, offset);
     std::vector<float> fwd(static_cast<size_t>(n)), rstd(static_cast<size_t>(N));
     cpu::rmsnorm_forward(fwd.data(), rstd.data(), inp.data(), w.data(), N, C, 1e-6f, offset);
     std::vector<float> want = dinp0;
@@ -258,11 +250,7 @@ void rmsnorm_backward_fp8_case(Check& c, int N, int C, float offset) {
     const std::vector<float> got = get(dinp);
     c.tensor("dinp (unfused)", got, get(u_dinp), kTolExact);
     c.tensor("dinp", got, want, kTolBf16, &dinp0);
-    std::vector<uint8_t> wc(static_cast<size_t>(nc));
-    std::vector<float> ws(static_cast<size_t>(ns));
-    cpu::quantize_fp8_rows(wc.data(), ws.data(), got.data(), N, C);
-    bytes_equal(c, "codes", get_bytes(codes.p(), nc), wc);
-    c.tensor("scales", get(scales), ws, kTolExact);
+    quantized_like_cpu(c, "dinp", got, N, C, codes, scales);
 }
 
 }  // namespace

@@ -95,10 +95,14 @@ public:
         for (float& x : v) x = round_bf16((g_.next_u64() & 1 ? 1.0f : -1.0f) * uniform(0.1f * bound, bound));
         return v;
     }
-    // RMSNorm weights: 1 +- 0.3.
-    std::vector<float> norm_weight(int C) {
+    // RMSNorm weights: 1 +- 0.3. With an offset (Gemma's (1 + w) norms: 1) the stored w, those weights shifted down by
+    // it (near 0) and rounded to bf16 again.
+    std::vector<float> norm_weight(int C, float offset = 0.0f) {
         std::vector<float> v(static_cast<size_t>(C));
-        for (float& x : v) x = round_bf16(1.0f + uniform(-0.3f, 0.3f));
+        for (float& x : v) {
+            x = round_bf16(1.0f + uniform(-0.3f, 0.3f));
+            if (offset != 0.0f) x = round_bf16(x - offset);
+        }
         return v;
     }
 

@@ -80,16 +80,10 @@ void embedding_case(Check& c, int N, int C, int V) {
 
 constexpr float kEps = 1e-6f;
 
-std::vector<float> shifted(std::vector<float> v, float by) {
-    for (float& x : v) x += by;
-    return v;
-}
-
 // offset: Gemma's (1 + w) norms (weights near 0).
 void rmsnorm_forward_case(Check& c, int N, int C, bool in_place, float offset = 0.0f) {
     const auto inp = c.rng.bf16_values(numel(N, C), 2.0f);
-    auto w = c.rng.norm_weight(C);
-    if (offset != 0.0f) w = round_bf16(shifted(w, -offset));
+    const auto w = c.rng.norm_weight(C, offset);
     std::vector<float> want(size_t(numel(N, C))), want_rstd(static_cast<size_t>(N));
     cpu::rmsnorm_forward(want.data(), want_rstd.data(), inp.data(), w.data(), N, C, kEps, offset);
     const auto d_inp = dev_bf16(inp);
@@ -106,8 +100,7 @@ void rmsnorm_forward_case(Check& c, int N, int C, bool in_place, float offset = 
 void residual_rmsnorm_case(Check& c, int N, int C, bool residual_is_a, float offset = 0.0f) {
     const auto a = c.rng.bf16_values(numel(N, C), 2.0f);
     const auto b = c.rng.bf16_values(numel(N, C), 2.0f);
-    auto w = c.rng.norm_weight(C);
-    if (offset != 0.0f) w = round_bf16(shifted(w, -offset));
+    const auto w = c.rng.norm_weight(C, offset);
     std::vector<float> res(size_t(numel(N, C))), want(res.size()), want_rstd(static_cast<size_t>(N));
     cpu::add(res.data(), a.data(), b.data(), numel(N, C));
     res = round_bf16(std::move(res));
@@ -127,8 +120,7 @@ void residual_rmsnorm_case(Check& c, int N, int C, bool residual_is_a, float off
 
 void rmsnorm_backward_case(Check& c, int N, int C, bool with_dweight, float offset = 0.0f) {
     const auto inp = c.rng.bf16_values(numel(N, C), 2.0f);
-    auto w = c.rng.norm_weight(C);
-    if (offset != 0.0f) w = round_bf16(shifted(w, -offset));
+    const auto w = c.rng.norm_weight(C, offset);
     std::vector<float> fwd(size_t(numel(N, C))), rstd(static_cast<size_t>(N));
     cpu::rmsnorm_forward(fwd.data(), rstd.data(), inp.data(), w.data(), N, C, kEps, offset);
     const auto dout = c.rng.bf16_values(numel(N, C), 1.0f);
